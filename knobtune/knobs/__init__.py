@@ -1,0 +1,22 @@
+"""Knob catalogs (data files, one per system) and the code that reads and renders them.
+
+Nothing here runs a process or knows an optimizer.
+"""
+
+from knobtune.knobs.catalog import (
+    Catalog,
+    Condition,
+    Knob,
+    KnobType,
+    Relation,
+    Safety,
+    Value,
+    available_systems,
+    load_catalog,
+)
+from knobtune.knobs.render import render_flags, render_named, spell_value
+
+__all__ = [
+    "Catalog", "Condition", "Knob", "KnobType", "Relation", "Safety", "Value",
+    "available_systems", "load_catalog", "render_flags", "render_named", "spell_value",
+]

@@ -1,0 +1,35 @@
+"""Turn a configuration into the text a system reads: flags, option names."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from knobtune.knobs.catalog import Catalog, Knob, KnobType, Value
+
+
+def spell_value(knob: Knob, value: Value, fmt: str) -> str:
+    """How format ``fmt`` writes ``value`` of ``knob`` (``compaction_style=fifo`` -> ``2`` for db_bench)."""
+    text = str(value).lower() if knob.type is KnobType.BOOL else _plain(value)
+    return knob.spell.get(fmt, {}).get(text, text)
+
+
+def render_flags(catalog: Catalog, config: Mapping[str, Value], fmt: str = "db_bench") -> list[str]:
+    """``--name=value`` for every knob that differs from the default and applies under ``config``.
+
+    The list goes straight into an argv: knob values never pass through a shell.
+    """
+    changed = catalog.changed(config)
+    return [f"--{catalog.knobs[name].names.get(fmt, name)}={spell_value(catalog.knobs[name], value, fmt)}"
+            for name, value in sorted(changed.items())]
+
+
+def render_named(catalog: Catalog, config: Mapping[str, Value], fmt: str) -> dict[str, str]:
+    """``{name-as-fmt-spells-it: value-as-text}`` for the changed knobs."""
+    return {catalog.knobs[name].names.get(fmt, name): spell_value(catalog.knobs[name], value, fmt)
+            for name, value in sorted(catalog.changed(config).items())}
+
+
+def _plain(value: Value) -> str:
+    if isinstance(value, float):
+        return f"{value:g}" if value == int(value) or abs(value) >= 1e-4 else repr(value)
+    return str(value)

@@ -1,0 +1,203 @@
+"""RocksDB through its own db_bench (Debian's ``rocksdb-tools``).
+
+Knobs become db_bench flags (never an OPTIONS file and flags together: db_bench
+then ignores the flags without a word). Each run starts from an empty database
+in the target's scratch directory, which is removed after the run.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from knobtune.errors import ToolMissingError, WorkloadError
+from knobtune.knobs import Catalog, Value, render_flags
+from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Target
+from knobtune.targets._process import run_logged
+from knobtune.workloads import Rung, Workload
+
+DB_BENCH = "db_bench"
+INSTALL_HINT = "Fix: install it with `apt-get install rocksdb-tools` (the README's set-up does this)"
+
+_RESULT = re.compile(
+    r"^(?P<name>\w+)\s*:\s*(?P<micros>[\d.]+) micros/op (?P<ops_s>\d+) ops/sec\s+(?P<secs>[\d.]+) seconds\s+"
+    r"(?P<ops>\d+) operations;(?P<rest>.*)$")
+_FOUND = re.compile(r"\(\s*(\d+) of (\d+) found\)")
+_PERCENTILES = re.compile(r"^Percentiles: P50: ([\d.]+) P75: [\d.]+ P99: ([\d.]+) P99\.9: ([\d.]+)")
+_MAX = re.compile(r"^Min: \d+\s+Median: [\d.]+\s+Max: (\d+)")
+_MACHINE_FAULTS = ("No space left on device", "Too many open files", "Cannot allocate memory")
+_ERROR_LINE = re.compile(r"error|Invalid argument|Not supported|should be|Corruption", re.IGNORECASE)
+_READS = {"readrandom", "readwhilewriting", "readseq"}
+_HELP_DEFAULT = re.compile(r"^\s+-(\w+) \(.*?\) type: \w+\s+default: (.*)$")
+
+
+def find_db_bench() -> str:
+    """The path of db_bench.
+
+    Raises:
+        ToolMissingError: db_bench is not on PATH.
+    """
+    path = shutil.which(DB_BENCH)
+    if path is None:
+        raise ToolMissingError(f"db_bench is not installed (not found on PATH). {INSTALL_HINT}")
+    return path
+
+
+def db_bench_defaults() -> dict[str, str]:
+    """Every flag's default as ``db_bench --help`` prints it (strings, quotes removed)."""
+    text = subprocess.run([find_db_bench(), "--help"], capture_output=True, text=True, check=False).stdout
+    joined = re.sub(r"\n\s{6}(?!-)", " ", text)  # help wraps long descriptions onto indented lines
+    return {m.group(1): m.group(2).strip().strip('"') for m in map(_HELP_DEFAULT.match, joined.splitlines()) if m}
+
+
+def parse_output(text: str) -> list[Phase]:
+    """The phases of a db_bench run: one per benchmark result line, with its histogram if printed."""
+    phases: list[Phase] = []
+    pending: dict[str, float] = {}
+    for line in text.splitlines():
+        if match := _RESULT.match(line.strip()):
+            if phases and pending:
+                phases[-1] = _with_latency(phases[-1], pending)
+            pending = {}
+            found = _FOUND.search(match.group("rest"))
+            phases.append(Phase(
+                name=match.group("name"), ops=int(match.group("ops")), seconds=float(match.group("secs")),
+                ops_per_s=float(match.group("ops_s")),
+                found=int(found.group(1)) if found else None, expected=int(found.group(2)) if found else None))
+        elif match := _PERCENTILES.match(line.strip()):
+            pending.update(p50=float(match.group(1)), p99=float(match.group(2)), p999=float(match.group(3)))
+        elif match := _MAX.match(line.strip()):
+            pending["max"] = float(match.group(1))
+    if phases and pending:
+        phases[-1] = _with_latency(phases[-1], pending)
+    return phases
+
+
+def _with_latency(phase: Phase, latency: dict[str, float]) -> Phase:
+    return Phase(phase.name, phase.ops, phase.seconds, phase.ops_per_s, phase.found, phase.expected,
+                 latency.get("p50"), latency.get("p99"), latency.get("p999"), latency.get("max"))
+
+
+class DbBenchTarget(Target):
+    system = "rocksdb"
+    driver = "db_bench"
+    export_formats = ("rocksdb-options", "db_bench-flags", "json")
+
+    def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False) -> None:
+        """``twin=True`` runs the workload's verifiable twin (each key written once, every read checked)."""
+        super().__init__(catalog, workload, scratch_dir)
+        section = workload.driver(self.driver)
+        if twin and "twin" not in section:
+            raise WorkloadError(f"workload '{workload.name}' has no verifiable twin. Fix: add `twin` to its db_bench section")
+        self.benchmarks: list[str] = list(section["twin"] if twin else section["benchmarks"])
+        checked = set(self.benchmarks) & _READS if twin else set(section.get("verify", ()))
+        self.verify: set[str] = checked & set(self.benchmarks)
+        self.measure: tuple[str, ...] = tuple(self.benchmarks if twin else section.get("measure", self.benchmarks))
+        self._flags: list[str] = []
+        self._runs = 0
+
+    def prepare(self) -> None:
+        self._binary = find_db_bench()
+        self.scratch_dir.mkdir(parents=True, exist_ok=True)
+
+    def apply(self, config: Mapping[str, Value]) -> None:
+        self._flags = render_flags(self.catalog, config, self.driver)
+
+    def version(self) -> str:
+        out = subprocess.run([find_db_bench(), "--version"], capture_output=True, text=True, check=False).stdout
+        return out.strip().split()[-1] if out.strip() else "unknown"
+
+    def argv(self, rung: Rung, db_dir: Path, seed: int, report_file: Path | None = None) -> list[str]:
+        """The full db_bench command line for one run (workload flags, then knob flags)."""
+        argv = [self._binary, f"--db={db_dir}", f"--benchmarks={','.join(self.benchmarks)}",
+                f"--num={rung.records}", f"--key_size={self.workload.key_size}",
+                f"--value_size={self.workload.value_size}", f"--seed={seed}", "--threads=1",
+                "--histogram=1", "--progress_reports=false", "--use_existing_db=false"]
+        if report_file is not None:
+            argv += ["--report_interval_seconds=1", f"--report_file={report_file}"]
+        return argv + self._flags
+
+    def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
+        self._runs += 1
+        db_dir = self.scratch_dir / f"db-{self._runs}"
+        shutil.rmtree(db_dir, ignore_errors=True)
+        argv = self.argv(rung, db_dir, seed, report_file=log_path.with_suffix(".csv"))
+        try:
+            result = run_logged(argv, log_path=log_path, timeout_s=timeout_s)
+        finally:
+            shutil.rmtree(db_dir, ignore_errors=True)
+        text = log_path.read_text(errors="replace")
+        if result.timed_out:
+            raise RunFailure(FailureKind.TIMEOUT, f"stopped after {timeout_s:.1f} s (the limit at {rung})", log_path)
+        if result.returncode != 0:
+            raise RunFailure(*_classify_exit(result.returncode, text), log_path)
+        return self._measurement(text, result.elapsed_s, log_path)
+
+    def _measurement(self, text: str, elapsed_s: float, log_path: Path) -> Measurement:
+        phases = parse_output(text)
+        missing = [b for b in self.benchmarks if b not in {p.name for p in phases}]
+        if missing:
+            raise RunFailure(FailureKind.CRASH, f"db_bench printed no result for {', '.join(missing)}", log_path)
+        for phase in phases:
+            if phase.name in self.verify:
+                if phase.found is None:
+                    raise RunFailure(FailureKind.TOOL, f"{phase.name} printed no '(X of Y found)'", log_path)
+                if phase.found < phase.expected:
+                    raise RunFailure(FailureKind.DATA_LOSS, f"data loss: {phase.found:,} of {phase.expected:,} "
+                                     f"keys found by {phase.name}", log_path)
+        return Measurement(elapsed_s=elapsed_s, phases=tuple(phases), measured=self.measure,
+                           log_path=log_path, verified=bool(self.verify))
+
+    def stop(self) -> None:
+        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
+    def export(self, config: Mapping[str, Value], fmt: str) -> str:
+        if fmt == "db_bench-flags":
+            return " ".join(render_flags(self.catalog, config, self.driver)) + "\n"
+        if fmt == "rocksdb-options":
+            return self._options_file(config)
+        return super().export(config, fmt)
+
+    def _options_file(self, config: Mapping[str, Value]) -> str:
+        """The OPTIONS file RocksDB itself writes when opened under ``config``."""
+        self.apply(config)
+        self._binary = find_db_bench()
+        with tempfile.TemporaryDirectory(prefix="knobtune-options-") as tmp:
+            db_dir = Path(tmp) / "db"
+            argv = [self._binary, f"--db={db_dir}", "--benchmarks=fillseq", "--num=1", "--progress_reports=false",
+                    *self._flags]
+            result = run_logged(argv, log_path=Path(tmp) / "log", timeout_s=60)
+            if result.returncode != 0:
+                text = (Path(tmp) / "log").read_text(errors="replace")
+                raise RunFailure(*_classify_exit(result.returncode, text))
+            options = sorted(db_dir.glob("OPTIONS-*"))[-1].read_text()
+        return _options_header(self.catalog.changed(config)) + options
+
+
+def _options_header(changed: Mapping[str, Value]) -> str:
+    lines = ["# Written by RocksDB 7.8 itself for this configuration (knobtune export --format rocksdb-options).",
+             "# Load it with rocksdb::LoadOptionsFromFile or db_bench --options_file=FILE."]
+    if "cache_size" in changed:
+        lines.append(f"# Not representable in an OPTIONS file: block cache of {changed['cache_size']} bytes; "
+                     "set BlockBasedTableOptions::block_cache = NewLRUCache(...) in code.")
+    if "row_cache_size" in changed:
+        lines.append(f"# Not representable in an OPTIONS file: row cache of {changed['row_cache_size']} bytes; "
+                     "set DBOptions::row_cache = NewLRUCache(...) in code.")
+    return "\n".join(lines) + "\n"
+
+
+def _classify_exit(returncode: int, text: str) -> tuple[FailureKind, str]:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if _ERROR_LINE.search(line)]
+    message = " | ".join(errors[-2:] or lines[-3:])[-400:] or f"exit status {returncode}"
+    if any(fault in text for fault in _MACHINE_FAULTS):
+        return FailureKind.TOOL, f"the machine failed: {message}"
+    if returncode < 0:
+        return FailureKind.CRASH, f"db_bench died of signal {-returncode}: {message}"
+    if "Invalid argument" in text or "Not supported" in text or "should be" in text or "ERROR:" in text:
+        return FailureKind.REFUSED, f"RocksDB refused the config: {message}"
+    return FailureKind.CRASH, f"db_bench exited with status {returncode}: {message}"

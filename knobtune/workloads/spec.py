@@ -1,0 +1,146 @@
+"""Workloads as data: sizes, a fidelity ladder, an objective, and how each driver runs them.
+
+A workload file is TOML (``docs/workloads.md`` is the reference). The shipped
+ones live in ``knobtune/workloads/data``; a user's own file is loaded by path.
+"""
+
+from __future__ import annotations
+
+import enum
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from knobtune.errors import WorkloadError
+
+DATA_DIR = Path(__file__).parent / "data"
+MIN_RUNG_RECORDS = 500
+
+
+class Objective(enum.StrEnum):
+    """What a study optimizes. Each knows whether more is better."""
+
+    ELAPSED_S = "elapsed_s"  # wall-clock of the whole run
+    OPS_PER_S = "ops_per_s"  # operations per second over the measured phases
+    P99_US = "p99_us"  # worst p99 latency of the measured phases
+
+    @property
+    def maximize(self) -> bool:
+        return self is Objective.OPS_PER_S
+
+    @property
+    def unit(self) -> str:
+        return {"elapsed_s": "s", "ops_per_s": "ops/s", "p99_us": "µs"}[self.value]
+
+    def better(self, a: float, b: float) -> bool:
+        """Whether ``a`` is strictly better than ``b``."""
+        return a > b if self.maximize else a < b
+
+    def speedup(self, value: float, baseline: float) -> float:
+        """How many times better ``value`` is than ``baseline`` (>1 is a gain)."""
+        return value / baseline if self.maximize else baseline / value
+
+
+@dataclass(frozen=True)
+class Rung:
+    """One step of the fidelity ladder."""
+
+    index: int
+    fraction: float
+    records: int
+
+    def __str__(self) -> str:
+        return f"rung {self.index} ({self.fraction:g} = {self.records:,} records)"
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    systems: tuple[str, ...]
+    objective: Objective
+    ladder: tuple[float, ...]
+    records: int
+    key_size: int
+    value_size: int
+    drivers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    source: Path | None = None
+
+    @property
+    def rungs(self) -> tuple[Rung, ...]:
+        return tuple(Rung(i, f, max(MIN_RUNG_RECORDS, round(self.records * f))) for i, f in enumerate(self.ladder))
+
+    @property
+    def full(self) -> Rung:
+        return self.rungs[-1]
+
+    def driver(self, name: str) -> Mapping[str, Any]:
+        """This workload's section for one driver.
+
+        Raises:
+            WorkloadError: the workload has no section for that driver.
+        """
+        if name not in self.drivers:
+            raise WorkloadError(f"workload '{self.name}' cannot run on driver '{name}' "
+                                f"(it has {', '.join(self.drivers) or 'no drivers'}). Fix: choose another workload")
+        return self.drivers[name]
+
+    def scaled(self, records: int) -> Workload:
+        """The same workload at another full size (the ladder keeps its fractions)."""
+        return Workload(self.name, self.description, self.systems, self.objective, self.ladder,
+                        records, self.key_size, self.value_size, self.drivers, self.source)
+
+
+def available_workloads() -> list[str]:
+    return sorted(p.stem for p in DATA_DIR.glob("*.toml"))
+
+
+def load_workload(name_or_path: str | Path) -> Workload:
+    """A shipped workload by name, or any workload file by path.
+
+    Raises:
+        WorkloadError: naming the file, the field and the fix.
+    """
+    path = Path(name_or_path)
+    if path.suffix != ".toml":
+        path = DATA_DIR / f"{name_or_path}.toml"
+        if not path.exists():
+            raise WorkloadError(f"unknown workload '{name_or_path}'. "
+                                f"Fix: choose one of {', '.join(available_workloads())} or give a .toml file")
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise WorkloadError(f"{path}: cannot read the workload ({exc.strerror}). Fix: check the path") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise WorkloadError(f"{path}: not valid TOML ({exc}). Fix: correct the syntax at that line") from None
+    return _build(path, data)
+
+
+def _build(path: Path, data: dict[str, Any]) -> Workload:
+    def fail(field_name: str, problem: str, fix: str) -> WorkloadError:
+        return WorkloadError(f"{path}: field '{field_name}': {problem}. Fix: {fix}")
+
+    for required in ("name", "records", "ladder", "drivers"):
+        if required not in data:
+            raise fail(required, "missing", "add it (see docs/workloads.md)")
+    try:
+        objective = Objective(data.get("objective", "elapsed_s"))
+    except ValueError:
+        raise fail("objective", f"{data['objective']!r} is unknown", f"use one of {', '.join(o.value for o in Objective)}") from None
+    ladder = tuple(float(f) for f in data["ladder"])
+    if not ladder or ladder[-1] != 1.0 or any(not 0 < f <= 1 for f in ladder) or list(ladder) != sorted(set(ladder)):
+        raise fail("ladder", f"{list(ladder)} is not an increasing list of fractions ending at 1.0", "e.g. [0.05, 0.2, 1.0]")
+    for size_field in ("records", "key_size", "value_size"):
+        value = data.get(size_field, 1)
+        if not isinstance(value, int) or value <= 0:
+            raise fail(size_field, f"{value!r} is not a positive integer", "give a whole number")
+    if not isinstance(data["drivers"], dict) or not data["drivers"]:
+        raise fail("drivers", "no driver section", "add e.g. [drivers.db_bench] with its benchmarks")
+    return Workload(
+        name=str(data["name"]), description=str(data.get("description", "")),
+        systems=tuple(data.get("systems", ())), objective=objective, ladder=ladder,
+        records=data["records"], key_size=data.get("key_size", 16), value_size=data.get("value_size", 100),
+        drivers=data["drivers"], source=path,
+    )
