@@ -6,6 +6,7 @@ Nothing here runs a process or knows an optimizer.
 from knobtune.knobs.catalog import (
     Catalog,
     Condition,
+    Implication,
     Knob,
     KnobType,
     Relation,
@@ -17,6 +18,6 @@ from knobtune.knobs.catalog import (
 from knobtune.knobs.render import render_flags, render_named, spell_value
 
 __all__ = [
-    "Catalog", "Condition", "Knob", "KnobType", "Relation", "Safety", "Value",
+    "Catalog", "Condition", "Implication", "Knob", "KnobType", "Relation", "Safety", "Value",
     "available_systems", "load_catalog", "render_flags", "render_named", "spell_value",
 ]

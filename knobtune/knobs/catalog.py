@@ -53,7 +53,7 @@ _NUMERIC = (KnobType.INT, KnobType.FLOAT, KnobType.BYTES, KnobType.DURATION)
 _KNOWN_FIELDS = {
     "type", "default", "min", "max", "log", "choices", "special", "unit", "restart",
     "safety", "unsafe_values", "safety_note", "conditions", "group", "description",
-    "names", "spell", "tunable",
+    "names", "spell", "tunable", "search_special",
 }
 
 
@@ -82,6 +82,21 @@ class Relation:
 
 
 @dataclass(frozen=True)
+class Implication:
+    """When every condition holds, the system requires the knobs in ``then`` to hold those values."""
+
+    when: tuple[Condition, ...]
+    then: Mapping[str, Value]
+
+    def applies(self, config: Mapping[str, Value]) -> bool:
+        return all(config.get(c.knob) in c.values for c in self.when)
+
+    def __str__(self) -> str:
+        when = " and ".join(f"{c.knob} in {list(c.values)}" for c in self.when)
+        return f"{when} requires " + ", ".join(f"{k}={v}" for k, v in self.then.items())
+
+
+@dataclass(frozen=True)
 class Knob:
     name: str
     type: KnobType
@@ -102,6 +117,7 @@ class Knob:
     names: Mapping[str, str] = field(default_factory=dict)  # format -> spelling of the name
     spell: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # format -> value -> text
     tunable: bool = True
+    search_special: bool = True  # False: special values are valid but never proposed by a search
 
     @property
     def is_numeric(self) -> bool:
@@ -159,6 +175,7 @@ class Catalog:
     formats: tuple[str, ...]
     knobs: Mapping[str, Knob]
     relations: tuple[Relation, ...] = ()
+    implications: tuple[Implication, ...] = ()
     source: Path | None = None
 
     def __getitem__(self, name: str) -> Knob:
@@ -179,6 +196,10 @@ class Catalog:
         config = self.defaults()
         for name, raw in changes.items():
             config[name] = self[name].parse(raw)
+        for implication in self.implications:
+            if implication.applies(config) and any(config[k] != v for k, v in implication.then.items()):
+                raise ConfigError(f"{implication}, which this config breaks. Fix: set "
+                                  + ", ".join(f"{k}={v}" for k, v in implication.then.items()))
         for relation in self.relations:
             if not relation.holds(config):
                 raise ConfigError(
@@ -276,9 +297,10 @@ def _build_catalog(path: Path, data: dict[str, Any]) -> Catalog:
                 raise CatalogError(f"{path}: knob '{knob.name}': field 'conditions' names unknown knob "
                                    f"'{condition.knob}'. Fix: name a knob of this catalog")
     relations = tuple(_build_relation(path, i, spec, knobs) for i, spec in enumerate(data.get("relations", [])))
+    implications = tuple(_build_implication(path, i, spec, knobs) for i, spec in enumerate(data.get("implications", [])))
     catalog = Catalog(system=data["system"], version=str(data.get("version", "")),
                       description=data.get("description", ""), formats=formats,
-                      knobs=knobs, relations=relations, source=path)
+                      knobs=knobs, relations=relations, implications=implications, source=path)
     for relation in relations:
         if not relation.holds(catalog.defaults()):
             raise CatalogError(f"{path}: relation {relation} does not hold for the defaults. Fix: correct the defaults")
@@ -340,7 +362,7 @@ def _build_knob(path: Path, name: str, spec: dict[str, Any], formats: tuple[str,
         safety_note=spec.get("safety_note", ""), conditions=conditions,
         names={fmt: spec.get("names", {}).get(fmt, name) for fmt in formats},
         spell={fmt: {str(k): str(v) for k, v in values.items()} for fmt, values in spec.get("spell", {}).items()},
-        tunable=bool(spec.get("tunable", True)),
+        tunable=bool(spec.get("tunable", True)), search_special=bool(spec.get("search_special", True)),
     )
     try:
         knob.check(knob.default)
@@ -363,3 +385,22 @@ def _build_relation(path: Path, index: int, spec: dict[str, Any], knobs: Mapping
             raise CatalogError(f"{path}: relations[{index}]: '{side}' is not a numeric knob of this catalog. "
                                "Fix: name a numeric knob")
     return relation
+
+
+def _build_implication(path: Path, index: int, spec: dict[str, Any], knobs: Mapping[str, Knob]) -> Implication:
+    def fail(problem: str) -> CatalogError:
+        return CatalogError(f"{path}: implications[{index}]: {problem}. "
+                            "Fix: write when = {{ knob = [values] }} and then = {{ knob = value }} with knobs of this catalog")
+
+    when, then = spec.get("when"), spec.get("then")
+    if not isinstance(when, dict) or not isinstance(then, dict) or not when or not then:
+        raise fail("needs tables 'when' and 'then'")
+    for name in [*when, *then]:
+        if name not in knobs:
+            raise fail(f"unknown knob '{name}'")
+    try:
+        forced = {name: knobs[name].parse(value) for name, value in then.items()}
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    conditions = tuple(Condition(name, tuple(v if isinstance(v, list) else [v])) for name, v in when.items())
+    return Implication(conditions, forced)

@@ -1,0 +1,86 @@
+"""Statistics over repeated measurements: medians, speedups with confidence intervals, noise.
+
+Pure functions over plain numbers; nothing here runs or stores anything.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+BOOTSTRAP_RESAMPLES = 10_000
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """How much better a config is than a baseline, over repeated runs of both.
+
+    ``ratio`` is the ratio of medians oriented so that > 1 is better (for a
+    time, baseline / config; for a throughput, config / baseline).
+    ``ci_low``/``ci_high`` bound it with a percentile bootstrap (each group
+    resampled on its own). ``p_value`` is the two-sided Mann-Whitney U test.
+    """
+
+    ratio: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    n_baseline: int
+    n_config: int
+
+    @property
+    def significant(self) -> bool:
+        """Better beyond the noise: the whole interval lies above 1."""
+        return self.ci_low > 1.0
+
+    @property
+    def worse(self) -> bool:
+        return self.ci_high < 1.0
+
+    def describe(self) -> str:
+        return f"{self.ratio:.2f}x (95% CI {self.ci_low:.2f}-{self.ci_high:.2f}, p={self.p_value:.3g})"
+
+
+def speedup(baseline: Sequence[float], config: Sequence[float], maximize: bool, seed: int = 0) -> Speedup:
+    """The speedup of ``config`` over ``baseline`` with a bootstrap 95% interval.
+
+    Raises:
+        ValueError: either sample is empty or holds a non-positive value.
+    """
+    base = np.asarray(baseline, dtype=float)
+    cand = np.asarray(config, dtype=float)
+    if base.size == 0 or cand.size == 0 or (base <= 0).any() or (cand <= 0).any():
+        raise ValueError("speedup needs at least one positive value on each side")
+
+    def oriented(b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        return c / b if maximize else b / c
+
+    rng = np.random.default_rng(seed)
+    base_medians = np.median(rng.choice(base, size=(BOOTSTRAP_RESAMPLES, base.size)), axis=1)
+    cand_medians = np.median(rng.choice(cand, size=(BOOTSTRAP_RESAMPLES, cand.size)), axis=1)
+    ratios = oriented(base_medians, cand_medians)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    if base.size > 1 and cand.size > 1 and not (np.all(base == base[0]) and np.all(cand == base[0])):
+        p_value = float(scipy_stats.mannwhitneyu(cand, base, alternative="two-sided").pvalue)
+    else:
+        p_value = 1.0
+    ratio = float(oriented(np.median(base), np.median(cand)))
+    return Speedup(ratio, float(low), float(high), p_value, int(base.size), int(cand.size))
+
+
+def noise(values: Sequence[float]) -> float:
+    """Relative spread of repeated runs of one config: standard deviation / mean (0.06 = 6%)."""
+    if len(values) < 2:
+        return 0.0
+    return statistics.stdev(values) / statistics.mean(values)
+
+
+def spread(values: Sequence[float]) -> tuple[float, float, float]:
+    """(min, median, max) of a sample."""
+    return min(values), statistics.median(values), max(values)

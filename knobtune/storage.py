@@ -1,0 +1,105 @@
+"""Where studies live: an Optuna storage URL plus a folder for artifacts and scratch data.
+
+By default both are in ``./knobtune-studies`` (override with ``--dir`` or
+``KNOBTUNE_HOME``): ``studies.db`` (SQLite), ``artifacts/<study>/`` with each
+trial's raw output, and ``scratch/`` for the databases under test. Any Optuna
+storage URL (PostgreSQL, MySQL, ...) may replace the SQLite file; the study
+name plus that URL is all it takes to come back to a study.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+
+from knobtune.errors import StorageError, StudyNotFoundError
+
+DEFAULT_HOME = "knobtune-studies"
+
+
+@dataclass(frozen=True)
+class StudyStore:
+    home: Path
+    url: str
+
+    @property
+    def scratch_root(self) -> Path:
+        return self.home / "scratch"
+
+    def artifacts(self, study_name: str) -> Path:
+        return self.home / "artifacts" / study_name
+
+    def worker_scratch(self) -> Path:
+        """This process's own scratch folder (removed when the target stops)."""
+        return self.scratch_root / f"{socket.gethostname()}-{os.getpid()}"
+
+    def storage(self) -> optuna.storages.BaseStorage:
+        """The Optuna storage behind ``url``.
+
+        Raises:
+            StorageError: the URL cannot be opened.
+        """
+        try:
+            return optuna.storages.get_storage(self.url)
+        except Exception as exc:  # Optuna raises many kinds for a bad URL
+            raise StorageError(f"cannot open storage '{self.url}': {exc}. "
+                               "Fix: give a valid Optuna storage URL (e.g. sqlite:///studies.db)") from None
+
+    def load(self, study_name: str) -> optuna.Study:
+        """An existing study.
+
+        Raises:
+            StudyNotFoundError: no study of that name in the storage.
+        """
+        storage = self.storage()
+        names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
+        if study_name not in names:
+            listed = ", ".join(names) if names else "none"
+            raise StudyNotFoundError(f"no study '{study_name}' in {self.url} (studies there: {listed}). "
+                                     "Fix: check --study, --storage and --dir")
+        return optuna.load_study(study_name=study_name, storage=storage)
+
+    def remove_stale_scratch(self) -> list[Path]:
+        """Remove scratch folders of processes on this host that are gone (after a SIGKILL)."""
+        import shutil
+
+        removed = []
+        host = socket.gethostname()
+        for folder in self.scratch_root.glob(f"{host}-*"):
+            pid = folder.name.rsplit("-", 1)[-1]
+            if pid.isdigit() and not pid_alive(int(pid)):
+                shutil.rmtree(folder, ignore_errors=True)
+                removed.append(folder)
+        return removed
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def open_store(home: str | Path | None = None, url: str | None = None) -> StudyStore:
+    """The store under ``home`` (``$KNOBTUNE_HOME`` or ``./knobtune-studies``), SQLite unless ``url``.
+
+    Raises:
+        StorageError: the folder cannot be created or written.
+    """
+    folder = Path(home or os.environ.get("KNOBTUNE_HOME") or DEFAULT_HOME).expanduser().resolve()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".write-test"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        raise StorageError(f"cannot write to the studies folder {folder} ({exc.strerror}). "
+                           "Fix: choose a writable folder with --dir or KNOBTUNE_HOME") from None
+    return StudyStore(home=folder, url=url or f"sqlite:///{folder / 'studies.db'}")

@@ -1,0 +1,39 @@
+"""Every key knobtune stores on a study or a trial, in one place.
+
+Study user attributes describe the experiment; trial user attributes hold
+what was run and measured. ``optuna-dashboard`` shows them as they are.
+"""
+
+# study
+TOOL_VERSION = "knobtune_version"
+SYSTEM = "system"
+SYSTEM_VERSION = "system_version"
+DRIVER = "driver"
+MACHINE = "machine"
+WORKLOAD = "workload"
+OBJECTIVE = "objective"
+SEARCHED_KNOBS = "searched_knobs"
+ALLOW_UNSAFE = "allow_unsafe"
+LEFT_OUT = "left_out_unsafe"  # knob -> safety class, kept out of the search
+BASELINE = "baseline"  # rung index (str) -> measurement summary of the default config
+SEED = "seed"
+VERIFICATION = "verification"  # the final interleaved repeats, see tuning.verify
+
+# trial
+ROLE = "role"  # "baseline" for the default config, absent otherwise
+CONFIG = "config"  # the changed knobs actually run (after relation repair)
+CONFIG_HASH = "config_hash"
+OUTCOME = "outcome"  # an Outcome value
+REASON = "reason"
+RUNG_PREFIX = "rung_"  # rung_0, rung_1, ...: measurement summary at that rung
+REACHED_RUNG = "reached_rung"
+REPAIRED = "repaired"  # relations the sampler's config broke and how they were mended
+REUSED_FROM = "reused_from"  # trial number whose measurement was reused
+RETRY_OF = "retry_of"  # trial number this one re-runs after an interruption
+WORKER = "worker"  # "host:pid" of the process running the trial
+UNSAFE = "unsafe_knobs"  # knob -> safety class of the values this config holds
+ROLE_BASELINE = "baseline"
+
+
+def rung_key(index: int) -> str:
+    return f"{RUNG_PREFIX}{index}"

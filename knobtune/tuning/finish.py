@@ -1,0 +1,109 @@
+"""The end of a study: prove the best candidates against the default before anyone believes them.
+
+The top trials (distinct configs) are re-run at full size, interleaved with
+the default, several times each. A workload that cannot check its own reads
+(fillrandom) first re-checks each candidate with its verifiable twin. The
+verdict, with its figures, is stored on the study.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import optuna
+from optuna.trial import TrialState
+
+from knobtune.targets import RunFailure, Target, make_target
+from knobtune.tuning import attrs
+from knobtune.tuning.verify import Candidate, Comparison, run_interleaved
+
+if TYPE_CHECKING:
+    from knobtune.tuning.study import TuneSettings
+
+DEFAULT_LABEL = "default"
+
+
+def top_trials(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
+    """The ``k`` best complete trials with distinct configs, the default excluded."""
+    complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if t.user_attrs.get(attrs.ROLE) != attrs.ROLE_BASELINE and t.user_attrs.get(attrs.CONFIG)]
+    complete.sort(key=lambda t: t.value, reverse=study.direction == optuna.study.StudyDirection.MAXIMIZE)
+    chosen, seen = [], set()
+    for trial in complete:
+        digest = trial.user_attrs.get(attrs.CONFIG_HASH)
+        if digest not in seen:
+            seen.add(digest)
+            chosen.append(trial)
+    return chosen[:k]
+
+
+def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, log_dir: Path,
+                 note: Callable[[str], None]) -> dict[str, object]:
+    """Verify the top candidates, store the result on the study and return it."""
+    catalog, objective = settings.catalog, settings.objective
+    candidates = [(Candidate(DEFAULT_LABEL, {}), catalog.defaults())]
+    rejected: dict[str, str] = {}
+    for trial in top_trials(study, settings.verify_top):
+        label = f"trial {trial.number}"
+        config = catalog.config(trial.user_attrs[attrs.CONFIG])
+        failure = _twin_check(settings, target, config, log_dir / f"twin-{trial.number}.log")
+        if failure:
+            rejected[label] = failure
+            note(f"{label} rejected by the verifiable twin: {failure}")
+            continue
+        candidates.append((Candidate(label, trial.user_attrs[attrs.CONFIG]), config))
+    if len(candidates) == 1:
+        result = {"verdict": "no candidate to verify: no sampled config completed every rung", "rejected": rejected}
+        study.set_user_attr(attrs.VERIFICATION, result)
+        note(result["verdict"])
+        return result
+    base = study.user_attrs.get(attrs.BASELINE, {}).get(str(settings.workload.full.index), {})
+    timeout_s = max(settings.timeout_factor * base["elapsed_s"], settings.min_timeout_s) if base else None
+    note(f"verifying {len(candidates) - 1} candidate(s) against the default: {settings.verify_repeats} "
+         f"interleaved runs each at {settings.workload.full}")
+
+    def on_run(repeat: int, runs: object, value: float | None) -> None:
+        label = runs.candidate.label  # type: ignore[attr-defined]
+        shown = f"{value:,.4g} {objective.unit}" if value is not None else f"failed: {runs.failure}"  # type: ignore[attr-defined]
+        note(f"verify round {repeat + 1}/{settings.verify_repeats} {label}: {shown}")
+
+    comparison = run_interleaved(target, candidates, settings.workload.full, repeats=settings.verify_repeats,
+                                 objective=objective, seed=settings.seed, log_dir=log_dir, timeout_s=timeout_s,
+                                 on_run=on_run)
+    result = {**comparison.to_dict(), "rejected": rejected, "verdict": verdict(comparison)}
+    study.set_user_attr(attrs.VERIFICATION, result)
+    note(result["verdict"])
+    return result
+
+
+def verdict(comparison: Comparison) -> str:
+    """One sentence a user can act on."""
+    noise = f"noise {comparison.noise * 100:.1f}%"
+    runs = f"medians of {comparison.repeats} interleaved runs"
+    winner = comparison.winner()
+    if winner is not None:
+        s = comparison.speedups[winner.candidate.label]
+        return (f"{winner.candidate.label} is {s.ratio:.2f}x the default "
+                f"(95% CI {s.ci_low:.2f}-{s.ci_high:.2f}, {noise}, {runs})")
+    measured = {label: s for label, s in comparison.speedups.items()}
+    if not measured:
+        return f"no candidate finished its verification runs; keep the default ({noise})"
+    label, best = max(measured.items(), key=lambda item: item[1].ratio)
+    return (f"no significant gain: the best candidate, {label}, is {best.ratio:.2f}x the default "
+            f"(95% CI {best.ci_low:.2f}-{best.ci_high:.2f}, {noise}, {runs}); keep the default")
+
+
+def _twin_check(settings: TuneSettings, target: Target, config: dict, log_path: Path) -> str | None:
+    """Run the workload's verifiable twin once under ``config``; the failure reason, or None if it read back all."""
+    if "twin" not in settings.workload.drivers.get(target.driver, {}):
+        return None
+    twin = make_target(settings.catalog, settings.workload, target.scratch_dir / "twin", target.driver, twin=True)
+    with twin:
+        twin.apply(config)
+        try:
+            twin.run(settings.workload.full, timeout_s=None, log_path=log_path, seed=settings.seed)
+        except RunFailure as failure:
+            return failure.reason
+    return None

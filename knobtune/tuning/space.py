@@ -1,0 +1,164 @@
+"""From a knob catalog to Optuna suggestions, define-by-run.
+
+- A knob with special values (``-1`` = unlimited) is a categorical choice
+  ``<knob>.special`` between ``value`` and each special value, plus the numeric
+  knob when ``value`` is chosen.
+- A conditional knob is suggested only when its condition holds.
+- Unsafe values (durability, data-loss, recovery) are left out unless allowed.
+- Implications (vector memtables need concurrent writes off) and relations
+  (stop >= slowdown) are mended once, explicitly, never by rejection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import optuna
+
+from knobtune.errors import UsageError
+from knobtune.knobs import Catalog, Knob, KnobType, Safety, Value
+
+SPECIAL_SUFFIX = ".special"
+VALUE_CHOICE = "value"
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Which knobs a study searches, and what it keeps out and why."""
+
+    catalog: Catalog
+    knobs: tuple[str, ...]
+    allow_unsafe: bool
+    left_out: Mapping[str, Safety]  # knob -> class kept out (its unsafe values or the whole knob)
+
+    def suggest(self, trial: optuna.Trial) -> tuple[dict[str, Value], list[str]]:
+        """A full config for ``trial`` and the relation repairs applied to it."""
+        config = self.catalog.defaults()
+        for name in self.knobs:
+            knob = self.catalog.knobs[name]
+            if knob.applies(config):
+                config[name] = _suggest_knob(trial, knob, self._choices(knob))
+        return mend(self.catalog, config)
+
+    def params_of(self, config: Mapping[str, Value]) -> dict[str, object]:
+        """The Optuna params that make ``suggest`` return ``config`` (to enqueue the default)."""
+        params: dict[str, object] = {}
+        for name in self.knobs:
+            knob = self.catalog.knobs[name]
+            choices = self._choices(knob)
+            if not knob.applies(config) or (choices is not None and len(choices) < 2):
+                continue
+            value = config[name]
+            if knob.special and knob.search_special:
+                params[name + SPECIAL_SUFFIX] = str(value) if value in knob.special else VALUE_CHOICE
+                if value in knob.special:
+                    continue
+            params[name] = value
+        return params
+
+    def _choices(self, knob: Knob) -> list[Value] | None:
+        """Allowed values of a bool/enum knob (unsafe ones removed unless allowed); None for numeric."""
+        if knob.type is KnobType.BOOL:
+            values: list[Value] = [False, True]
+        elif knob.type is KnobType.ENUM:
+            values = list(knob.choices)
+        else:
+            return None
+        if knob.safety.excluded_by_default and not self.allow_unsafe:
+            values = [v for v in values if not knob.is_unsafe(v)]
+        return values
+
+
+def build_space(catalog: Catalog, knobs: Iterable[str] | None = None, allow_unsafe: bool = False) -> SearchSpace:
+    """The search space over ``knobs`` (every tunable knob when None).
+
+    Raises:
+        UsageError: a named knob is unknown, or is unsafe as a whole and --allow-unsafe is missing.
+    """
+    named = list(knobs) if knobs is not None else None
+    for name in named or ():
+        catalog[name]  # raises ConfigError naming close matches
+    left_out: dict[str, Safety] = {}
+    chosen: list[str] = []
+    for name, knob in catalog.knobs.items():
+        if named is not None and name not in named:
+            continue
+        if named is None and not knob.tunable:
+            continue
+        if knob.safety.excluded_by_default and not allow_unsafe:
+            left_out[name] = knob.safety
+            if knob.unsafe_values is None or knob.type not in (KnobType.BOOL, KnobType.ENUM):
+                if named is not None:
+                    raise UsageError(f"knob '{name}' is of safety class '{knob.safety}' ({knob.safety_note}). "
+                                     "Fix: add --allow-unsafe to search it, or leave it out of --knobs")
+                continue
+            if knob.type is KnobType.BOOL:
+                continue  # its only other value is the unsafe one
+        chosen.append(name)
+    if not chosen:
+        raise UsageError("no knob left to search. Fix: name tunable knobs with --knobs")
+    return SearchSpace(catalog, tuple(_parents_first(catalog, chosen)), allow_unsafe, left_out)
+
+
+def mend(catalog: Catalog, config: dict[str, Value]) -> tuple[dict[str, Value], list[str]]:
+    """Apply the catalog's implications, then mend broken relations by raising the left side
+    (or lowering the right one) to meet the other. Returns the config and what was changed."""
+    repairs: list[str] = []
+    for implication in catalog.implications:
+        if implication.applies(config) and any(config[k] != v for k, v in implication.then.items()):
+            config.update(implication.then)
+            repairs.append(str(implication))
+    for relation in catalog.relations:
+        if relation.holds(config):
+            continue
+        left, right = catalog.knobs[relation.left], catalog.knobs[relation.right]
+        before = f"{relation.left}={config[relation.left]}, {relation.right}={config[relation.right]}"
+        target = config[relation.right]
+        if left.min is not None and left.max is not None and left.min <= target <= left.max:
+            config[relation.left] = target
+        else:
+            config[relation.right] = config[relation.left]
+        repairs.append(f"{relation} broken ({before}): set {relation.left}={config[relation.left]}, "
+                       f"{relation.right}={config[relation.right]}")
+    return config, repairs
+
+
+def config_hash(changed: Mapping[str, Value]) -> str:
+    """A stable short hash of the changed knobs: equal configs, equal hashes."""
+    text = json.dumps({k: changed[k] for k in sorted(changed)}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _suggest_knob(trial: optuna.Trial, knob: Knob, choices: list[Value] | None) -> Value:
+    if choices is not None:
+        if len(choices) == 1:
+            return choices[0]
+        return trial.suggest_categorical(knob.name, choices)
+    if knob.special and knob.search_special:
+        options = [VALUE_CHOICE] + [str(v) for v in knob.special]
+        mode = trial.suggest_categorical(knob.name + SPECIAL_SUFFIX, options)
+        if mode != VALUE_CHOICE:
+            return next(v for v in knob.special if str(v) == mode)
+    if knob.type in (KnobType.FLOAT, KnobType.DURATION):
+        return trial.suggest_float(knob.name, float(knob.min), float(knob.max), log=knob.log)
+    return trial.suggest_int(knob.name, int(knob.min), int(knob.max), log=knob.log)
+
+
+def _parents_first(catalog: Catalog, names: list[str]) -> list[str]:
+    """Order knobs so a knob comes after every knob its conditions name."""
+    ordered: list[str] = []
+
+    def visit(name: str, seen: tuple[str, ...] = ()) -> None:
+        if name in ordered or name in seen:
+            return
+        for condition in catalog.knobs[name].conditions:
+            if condition.knob in names:
+                visit(condition.knob, seen + (name,))
+        ordered.append(name)
+
+    for name in names:
+        visit(name)
+    return ordered

@@ -1,0 +1,349 @@
+"""Run a study: the default first at every rung, then sampled configs up a fidelity ladder.
+
+Each trial is one config. It runs at the smallest rung first; Optuna's
+successive-halving pruner decides whether it climbs to the next. A run that
+takes longer than ``timeout_factor`` times the default's time at that rung is
+stopped (outcome ``timeout``). The same config is never measured twice at the
+same rung: its result is reused. A study killed mid-trial is resumed by
+running ``tune`` again: the interrupted trial is marked and its config queued
+again. At the end the best candidates are proven against the default with
+interleaved repeats (``tuning.verify``).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+from optuna.trial import TrialState
+
+import knobtune
+from knobtune.errors import KnobtuneError, UsageError
+from knobtune.knobs import Catalog
+from knobtune.storage import StudyStore, pid_alive
+from knobtune.targets import RunFailure, Target, make_target
+from knobtune.tuning import attrs
+from knobtune.tuning.finish import verify_study
+from knobtune.tuning.outcomes import Outcome
+from knobtune.tuning.pruning import DefaultAwareHalvingPruner
+from knobtune.tuning.samplers import make_sampler
+from knobtune.tuning.space import SearchSpace, config_hash
+from knobtune.workloads import Objective, Rung, Workload
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    study_name: str
+    catalog: Catalog
+    workload: Workload
+    space: SearchSpace
+    objective: Objective
+    driver: str | None = None
+    sampler: str = "tpe"
+    seed: int = 42
+    trials: int | None = None  # the study's total of sampled trials (the default not counted)
+    time_budget_s: float | None = None  # wall-clock budget of this invocation
+    timeout_factor: float = 3.0
+    min_timeout_s: float = 2.0
+    reduction_factor: int = 3
+    verify_top: int = 3
+    verify_repeats: int = 5
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One event for a progress display."""
+
+    kind: str  # "baseline", "rung", "trial", "verify", "note"
+    message: str
+    trial: int | None = None
+    rung: int | None = None
+    value: float | None = None
+    best: float | None = None
+    elapsed_s: float = 0.0
+    time_left_s: float | None = None
+
+
+class Tuner:
+    def __init__(self, settings: TuneSettings, store: StudyStore,
+                 on_progress: Callable[[Progress], None] | None = None) -> None:
+        if settings.trials is None and settings.time_budget_s is None:
+            raise UsageError("no budget given. Fix: add --trials N or --time 20m")
+        self.settings = settings
+        self.store = store
+        self._emit = on_progress or (lambda event: None)
+        self._started = time.monotonic()
+        self._storage = store.storage()
+        self._best: float | None = None
+
+    # ------------------------------------------------------------ the whole study
+
+    def run(self) -> optuna.Study:
+        """Run the study to its budget, then verify. Finished trials are never lost.
+
+        Raises:
+            KnobtuneError: the default config cannot run, the machine failed, or a setting conflicts.
+        """
+        s = self.settings
+        study = self._open_study()
+        self.store.remove_stale_scratch()
+        self._recover_interrupted(study)
+        target = make_target(s.catalog, s.workload, self.store.worker_scratch(), s.driver)
+        with target:
+            self._record_experiment(study, target)
+            self._ensure_baseline_queued(study)
+            while self._may_start_trial(study):
+                self._run_trial(study, target, study.ask())
+            if s.verify_top > 0 and s.verify_repeats > 0:
+                verify_study(study, target, s, self.store.artifacts(s.study_name) / "verify", self._note)
+        return study
+
+    def _open_study(self) -> optuna.Study:
+        s = self.settings
+        sampler = make_sampler(s.sampler, s.seed, s.trials)
+        pruner = DefaultAwareHalvingPruner(s.reduction_factor)
+        study = optuna.create_study(study_name=s.study_name, storage=self._storage, sampler=sampler, pruner=pruner,
+                                    direction="maximize" if s.objective.maximize else "minimize",
+                                    load_if_exists=True)
+        recorded = study.user_attrs
+        for key, given in ((attrs.SYSTEM, s.catalog.system), (attrs.OBJECTIVE, s.objective.value),
+                           (attrs.WORKLOAD, s.workload.name)):
+            stored = recorded.get(key)
+            stored = stored.get("name") if isinstance(stored, dict) else stored
+            if stored is not None and stored != given:
+                raise UsageError(f"study '{s.study_name}' was created with {key} '{stored}', not '{given}'. "
+                                 f"Fix: use the same {key}, or another --study name")
+        return study
+
+    def _record_experiment(self, study: optuna.Study, target: Target) -> None:
+        s = self.settings
+        if attrs.SYSTEM in study.user_attrs:
+            return
+        values = {
+            attrs.TOOL_VERSION: knobtune.__version__,
+            attrs.SYSTEM: s.catalog.system,
+            attrs.SYSTEM_VERSION: target.version(),
+            attrs.DRIVER: target.driver,
+            attrs.MACHINE: machine_facts(),
+            attrs.WORKLOAD: {"name": s.workload.name, "records": s.workload.records,
+                             "ladder": list(s.workload.ladder), "key_size": s.workload.key_size,
+                             "value_size": s.workload.value_size, "source": str(s.workload.source)},
+            attrs.OBJECTIVE: s.objective.value,
+            attrs.SEARCHED_KNOBS: list(s.space.knobs),
+            attrs.ALLOW_UNSAFE: s.space.allow_unsafe,
+            attrs.LEFT_OUT: {k: v.value for k, v in s.space.left_out.items()},
+            attrs.SEED: s.seed,
+        }
+        for key, value in values.items():
+            study.set_user_attr(key, value)
+
+    # ------------------------------------------------------------ resume
+
+    def _recover_interrupted(self, study: optuna.Study) -> None:
+        """Trials left RUNNING by a dead process on this host: mark them and queue their configs again."""
+        host = socket.gethostname()
+        for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            worker = str(trial.user_attrs.get(attrs.WORKER, ""))
+            worker_host, _, pid = worker.rpartition(":")
+            if worker_host != host or not pid.isdigit() or pid_alive(int(pid)):
+                continue  # another machine's or a live process's trial
+            trial_id = self._storage.get_trial_id_from_study_id_trial_number(
+                self._storage.get_study_id_from_name(study.study_name), trial.number)
+            self._storage.set_trial_user_attr(trial_id, attrs.OUTCOME, Outcome.INTERRUPTED.value)
+            self._storage.set_trial_user_attr(trial_id, attrs.REASON, "knobtune was stopped during this trial")
+            study.tell(trial.number, state=TrialState.FAIL)
+            self._requeue(study, trial.params, trial.user_attrs, trial.number)
+            self._note(f"trial {trial.number} was interrupted; its config is queued again")
+
+    def _requeue(self, study: optuna.Study, params: dict, user_attrs: dict, number: int) -> None:
+        carried = {k: user_attrs[k] for k in (attrs.ROLE,) if k in user_attrs}
+        study.enqueue_trial(params, user_attrs={**carried, attrs.RETRY_OF: number}, skip_if_exists=False)
+
+    # ------------------------------------------------------------ budget
+
+    def _baseline(self, study: optuna.Study) -> dict[str, dict]:
+        return dict(study.user_attrs.get(attrs.BASELINE, {}))
+
+    def _ensure_baseline_queued(self, study: optuna.Study) -> None:
+        queued = any(t.user_attrs.get(attrs.ROLE) == attrs.ROLE_BASELINE and t.state != TrialState.FAIL
+                     for t in study.get_trials(deepcopy=False))
+        if not queued:
+            default_params = self.settings.space.params_of(self.settings.catalog.defaults())
+            study.enqueue_trial(default_params, user_attrs={attrs.ROLE: attrs.ROLE_BASELINE})
+
+    def time_left_s(self) -> float | None:
+        if self.settings.time_budget_s is None:
+            return None
+        return self.settings.time_budget_s - (time.monotonic() - self._started)
+
+    def limit_s(self, study: optuna.Study, rung: Rung) -> float | None:
+        """The time a run at ``rung`` may take: a multiple of the default's, never past the budget's end."""
+        base = self._baseline(study).get(str(rung.index))
+        limit = None if base is None else max(self.settings.timeout_factor * base["elapsed_s"],
+                                              self.settings.min_timeout_s)
+        left = self.time_left_s()
+        if left is not None:
+            limit = left if limit is None else min(limit, left)
+        return limit
+
+    def _fits(self, study: optuna.Study, rung: Rung) -> bool:
+        """Whether a run at ``rung`` can finish in the time left even if it uses its whole limit."""
+        left = self.time_left_s()
+        if left is None:
+            return True
+        base = self._baseline(study).get(str(rung.index))
+        needed = self.settings.min_timeout_s if base is None else max(
+            self.settings.timeout_factor * base["elapsed_s"], self.settings.min_timeout_s)
+        return left >= needed
+
+    def _may_start_trial(self, study: optuna.Study) -> bool:
+        waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+        if any(t.user_attrs.get(attrs.ROLE) == attrs.ROLE_BASELINE for t in waiting):
+            return True  # nothing else can run before the default is measured
+        if self.settings.trials is not None:
+            done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
+                                                                          TrialState.FAIL))
+                    if t.user_attrs.get(attrs.ROLE) != attrs.ROLE_BASELINE
+                    and t.user_attrs.get(attrs.OUTCOME) != Outcome.INTERRUPTED.value]
+            if len(done) >= self.settings.trials:
+                return False
+        return self._fits(study, self.settings.workload.rungs[0])
+
+    # ------------------------------------------------------------ one trial
+
+    def _run_trial(self, study: optuna.Study, target: Target, trial: optuna.Trial) -> None:
+        s = self.settings
+        is_baseline = trial.user_attrs.get(attrs.ROLE) == attrs.ROLE_BASELINE
+        trial.set_user_attr(attrs.WORKER, f"{socket.gethostname()}:{os.getpid()}")
+        config, repairs = s.space.suggest(trial)
+        changed = s.catalog.changed(config)
+        digest = config_hash(changed)
+        trial.set_user_attr(attrs.CONFIG, changed)
+        trial.set_user_attr(attrs.CONFIG_HASH, digest)
+        if repairs:
+            trial.set_user_attr(attrs.REPAIRED, repairs)
+        unsafe = s.catalog.unsafe_in(config)
+        if unsafe:
+            trial.set_user_attr(attrs.UNSAFE, {k: v.value for k, v in unsafe.items()})
+        target.apply(config)
+        try:
+            outcome = self._climb(study, target, trial, digest, is_baseline)
+        except BaseException:  # Ctrl-C or a failure of ours: keep the trial, queue the config again
+            trial.set_user_attr(attrs.OUTCOME, Outcome.INTERRUPTED.value)
+            study.tell(trial, state=TrialState.FAIL)
+            self._requeue(study, trial.params, trial.user_attrs, trial.number)
+            raise
+        if is_baseline and outcome is not Outcome.COMPLETE:
+            reason = trial.user_attrs.get(attrs.REASON, outcome.value)
+            raise KnobtuneError(f"the default config failed ({reason}). Fix: check the workload and the "
+                                f"system with `knobtune systems`; raw output is in {self.store.artifacts(s.study_name)}")
+        if outcome is Outcome.TOOL:
+            self._requeue(study, trial.params, trial.user_attrs, trial.number)
+            raise KnobtuneError(f"trial {trial.number} failed for a reason that is not the config's: "
+                                f"{trial.user_attrs.get(attrs.REASON)}. Its config is queued again; fix the machine "
+                                "and run the same command to resume")
+
+    def _climb(self, study: optuna.Study, target: Target, trial: optuna.Trial, digest: str,
+               is_baseline: bool) -> Outcome:
+        """Run ``trial`` up the ladder; tell Optuna how it ended and return the outcome."""
+        s = self.settings
+        rungs = s.workload.rungs
+        for rung in rungs:
+            if not is_baseline and not self._fits(study, rung):
+                return self._finish(study, trial, Outcome.BUDGET, "the time budget ended before this rung")
+            result = self._reused(study, trial, digest, rung) or self._measure(study, target, trial, rung, is_baseline)
+            if "failure" in result:
+                outcome = Outcome(result["failure"])
+                if outcome is Outcome.TIMEOUT:
+                    trial.report(self._pessimistic(study, rung), step=self._step(rung))
+                    trial.should_prune()  # records the rung so later trials compete with it
+                return self._finish(study, trial, outcome, result["reason"])
+            trial.set_user_attr(attrs.REACHED_RUNG, rung.index)
+            value = float(result["value"])
+            if is_baseline:
+                baseline = self._baseline(study)
+                baseline[str(rung.index)] = result
+                study.set_user_attr(attrs.BASELINE, baseline)
+            self._emit(Progress("rung", f"trial {trial.number} {rung}: {value:,.4g} {s.objective.unit}",
+                                trial.number, rung.index, value, self._best, self._elapsed(), self.time_left_s()))
+            if rung is rungs[-1]:
+                self._best = value if self._best is None or s.objective.better(value, self._best) else self._best
+                return self._finish(study, trial, Outcome.COMPLETE, "", value)
+            trial.report(value, step=self._step(rung))
+            if trial.should_prune() and not is_baseline:
+                return self._finish(study, trial, Outcome.PRUNED, f"successive halving stopped it after {rung}")
+        raise KnobtuneError(f"workload '{s.workload.name}' has an empty fidelity ladder. Fix: give it a ladder")
+
+    def _measure(self, study: optuna.Study, target: Target, trial: optuna.Trial, rung: Rung,
+                 is_baseline: bool) -> dict:
+        s = self.settings
+        log = self.store.artifacts(s.study_name) / f"trial-{trial.number:04d}" / f"rung-{rung.index}.log"
+        limit = self.time_left_s() if is_baseline else self.limit_s(study, rung)
+        try:
+            measurement = target.run(rung, timeout_s=limit, log_path=log, seed=s.seed)
+            result = {**measurement.summary(), "value": measurement.value(s.objective)}
+        except RunFailure as failure:
+            result = {"failure": Outcome.of_failure(failure.kind).value, "reason": failure.reason,
+                      "log": str(failure.log_path or log)}
+        trial.set_user_attr(attrs.rung_key(rung.index), result)
+        return result
+
+    def _reused(self, study: optuna.Study, trial: optuna.Trial, digest: str, rung: Rung) -> dict | None:
+        """The result of the same config at the same rung from an earlier trial, if there is one."""
+        key = attrs.rung_key(rung.index)
+        for other in study.get_trials(deepcopy=False):
+            if other.number == trial.number or other.user_attrs.get(attrs.CONFIG_HASH) != digest:
+                continue
+            result = other.user_attrs.get(key)
+            if result is not None and ("failure" not in result or Outcome(result["failure"]).config_fault):
+                trial.set_user_attr(key, result)
+                trial.set_user_attr(attrs.REUSED_FROM, other.number)
+                return result
+        return None
+
+    def _finish(self, study: optuna.Study, trial: optuna.Trial, outcome: Outcome, reason: str,
+                value: float | None = None) -> Outcome:
+        trial.set_user_attr(attrs.OUTCOME, outcome.value)
+        if reason:
+            trial.set_user_attr(attrs.REASON, reason)
+        study.tell(trial, value if outcome is Outcome.COMPLETE else None, state=outcome.state)
+        shown = f"{value:,.4g} {self.settings.objective.unit}" if value is not None else reason
+        self._emit(Progress("trial", f"trial {trial.number} {outcome.value}: {shown}", trial.number, None, value,
+                            self._best, self._elapsed(), self.time_left_s()))
+        return outcome
+
+    # ------------------------------------------------------------ helpers
+
+    def _step(self, rung: Rung) -> int:
+        return self.settings.reduction_factor ** rung.index
+
+    def _pessimistic(self, study: optuna.Study, rung: Rung) -> float:
+        """What a timed-out run is at least as bad as: the default's value times the timeout factor."""
+        base = float(self._baseline(study)[str(rung.index)]["value"])
+        factor = self.settings.timeout_factor
+        return base / factor if self.settings.objective.maximize else base * factor
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self._started
+
+    def _note(self, message: str) -> None:
+        self._emit(Progress("note", message, elapsed_s=self._elapsed(), time_left_s=self.time_left_s()))
+
+
+def machine_facts() -> dict[str, object]:
+    """What a reader needs to know about the machine a study ran on."""
+    memory_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {"host": socket.gethostname(), "os": platform.platform(), "cpus": os.cpu_count(),
+            "memory_gib": round(memory_bytes / 1024**3, 1), "python": platform.python_version(),
+            "optuna": optuna.__version__}
+

@@ -1,0 +1,122 @@
+"""Prove configs against each other: repeated, interleaved runs at one rung (A B C A B C ...).
+
+Interleaving spreads the machine's drift over every config alike; the
+repeats give each config a median and, against the first config (the
+baseline), a speedup with a 95% bootstrap interval (knobtune.analysis).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from knobtune.analysis import Speedup, noise, speedup
+from knobtune.knobs import Value
+from knobtune.targets import Measurement, RunFailure, Target
+from knobtune.workloads import Objective, Rung
+
+
+@dataclass(frozen=True)
+class Candidate:
+    label: str
+    config: Mapping[str, Value]
+
+
+@dataclass
+class CandidateRuns:
+    """Every repeat of one candidate: values, per-run summaries, and the first failure if any."""
+
+    candidate: Candidate
+    values: list[float] = field(default_factory=list)
+    measurements: list[Measurement] = field(default_factory=list)
+    failure: str | None = None
+
+    @property
+    def median(self) -> float | None:
+        import statistics
+
+        return statistics.median(self.values) if self.values else None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The outcome of interleaved repeats: the first candidate is the baseline."""
+
+    objective: Objective
+    rung: Rung
+    repeats: int
+    runs: tuple[CandidateRuns, ...]
+    speedups: Mapping[str, Speedup]  # label -> speedup over the baseline
+    noise: float  # the baseline's relative spread
+
+    @property
+    def baseline(self) -> CandidateRuns:
+        return self.runs[0]
+
+    def winner(self) -> CandidateRuns | None:
+        """The candidate with the best median among those significantly better than the baseline."""
+        better = [r for r in self.runs[1:] if r.failure is None and r.candidate.label in self.speedups
+                  and self.speedups[r.candidate.label].significant]
+        return max(better, key=lambda r: self.speedups[r.candidate.label].ratio, default=None)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "objective": self.objective.value,
+            "rung": {"index": self.rung.index, "records": self.rung.records},
+            "repeats": self.repeats,
+            "noise_cv": self.noise,
+            "candidates": [
+                {
+                    "label": r.candidate.label,
+                    "config": dict(r.candidate.config),
+                    "values": r.values,
+                    "median": r.median,
+                    "failure": r.failure,
+                    "p99_us": [m.p99_us for m in r.measurements],
+                    **({"speedup": vars(self.speedups[r.candidate.label]),
+                        "significant": self.speedups[r.candidate.label].significant}
+                       if r.candidate.label in self.speedups else {}),
+                }
+                for r in self.runs
+            ],
+            "winner": (w.candidate.label if (w := self.winner()) else None),
+        }
+
+
+def run_interleaved(target: Target, candidates: Sequence[tuple[Candidate, Mapping[str, Value]]], rung: Rung, *,
+                    repeats: int, objective: Objective, seed: int, log_dir: Path,
+                    timeout_s: float | None = None,
+                    on_run: Callable[[int, CandidateRuns, float | None], None] | None = None) -> Comparison:
+    """Run each candidate ``repeats`` times, round-robin; the first candidate is the baseline.
+
+    ``candidates`` pairs each Candidate with its full config. A candidate whose
+    run fails (refused, data loss, timeout) is dropped from later rounds with
+    the reason kept.
+    """
+    runs = [CandidateRuns(candidate) for candidate, _ in candidates]
+    for repeat in range(repeats):
+        for (candidate, config), record in zip(candidates, runs):
+            if record.failure is not None:
+                continue
+            target.apply(config)
+            log = log_dir / f"{_slug(candidate.label)}-{repeat}.log"
+            try:
+                measurement = target.run(rung, timeout_s=timeout_s, log_path=log, seed=seed)
+            except RunFailure as failure:
+                record.failure = failure.reason
+                if on_run:
+                    on_run(repeat, record, None)
+                continue
+            record.measurements.append(measurement)
+            record.values.append(measurement.value(objective))
+            if on_run:
+                on_run(repeat, record, record.values[-1])
+    base = runs[0]
+    speedups = {r.candidate.label: speedup(base.values, r.values, objective.maximize)
+                for r in runs[1:] if r.values and base.values and r.failure is None}
+    return Comparison(objective, rung, repeats, tuple(runs), speedups, noise(base.values))
+
+
+def _slug(label: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in label)[:60]
