@@ -85,6 +85,7 @@ class Tuner:
         self._started = time.monotonic()
         self._storage = store.storage()
         self._best: float | None = None
+        self._verification_reserve_s = 0.0
 
     # ------------------------------------------------------------ the whole study
 
@@ -95,11 +96,11 @@ class Tuner:
             KnobtuneError: the default config cannot run, the machine failed, or a setting conflicts.
         """
         s = self.settings
-        study = self._open_study()
         self.store.remove_stale_scratch()
-        self._recover_interrupted(study)
         target = make_target(s.catalog, s.workload, self.store.worker_scratch(), s.driver)
-        with target:
+        with target:  # checks the tools before anything is stored
+            study = self._open_study()
+            self._recover_interrupted(study)
             self._record_experiment(study, target)
             self._ensure_baseline_queued(study)
             while self._may_start_trial(study):
@@ -182,9 +183,19 @@ class Tuner:
             study.enqueue_trial(default_params, user_attrs={attrs.ROLE: attrs.ROLE_BASELINE})
 
     def time_left_s(self) -> float | None:
+        """Time left for the search: the budget less what has passed and what verification will need."""
         if self.settings.time_budget_s is None:
             return None
-        return self.settings.time_budget_s - (time.monotonic() - self._started)
+        return self.settings.time_budget_s - (time.monotonic() - self._started) - self._verification_reserve_s
+
+    def _reserve_verification(self, study: optuna.Study) -> None:
+        """Keep back, from a time budget, what verifying at the end will take (estimated from the default)."""
+        s = self.settings
+        base = self._baseline(study).get(str(s.workload.full.index))
+        if s.time_budget_s is None or base is None or s.verify_top <= 0:
+            return
+        estimate = (s.verify_top + 1) * s.verify_repeats * base["elapsed_s"] * 1.2
+        self._verification_reserve_s = min(estimate, s.time_budget_s / 2)
 
     def limit_s(self, study: optuna.Study, rung: Rung) -> float | None:
         """The time a run at ``rung`` may take: a multiple of the default's, never past the budget's end."""
@@ -207,6 +218,7 @@ class Tuner:
         return left >= needed
 
     def _may_start_trial(self, study: optuna.Study) -> bool:
+        self._reserve_verification(study)
         waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
         if any(t.user_attrs.get(attrs.ROLE) == attrs.ROLE_BASELINE for t in waiting):
             return True  # nothing else can run before the default is measured

@@ -1,0 +1,296 @@
+"""The ``knobtune`` command: thin; parses, builds an experiment, calls the layers below."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from knobtune import console
+from knobtune.errors import KnobtuneError, UsageError
+from knobtune.knobs import load_catalog
+from knobtune.knobs.units import parse_duration_s
+from knobtune.report import export_config, load_config_file, summarize
+from knobtune.storage import open_store
+from knobtune.targets import TARGETS, make_target
+from knobtune.tuning import Tuner, TuneSettings, build_space
+from knobtune.tuning.samplers import SAMPLERS
+from knobtune.tuning.verify import Candidate, run_interleaved
+from knobtune.workloads import Objective, available_workloads, load_workload
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Find the configuration that makes a database fast for one workload on one machine.")
+
+DirOption = Annotated[Optional[Path], typer.Option("--dir", help="Studies folder (default ./knobtune-studies or $KNOBTUNE_HOME).")]
+StorageOption = Annotated[Optional[str], typer.Option("--storage", help="Optuna storage URL (default: SQLite in --dir).")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+
+@app.command()
+def systems(json_output: JsonOption = False) -> None:
+    """Systems, drivers and workloads available here.
+
+    Example: knobtune systems --json
+    """
+    rows = []
+    for (system, driver), target_class in TARGETS.items():
+        binary = shutil.which(driver)
+        rows.append({"system": system, "driver": driver, "installed": binary is not None, "path": binary})
+    workloads = []
+    for name in available_workloads():
+        workload = load_workload(name)
+        sections = workload.drivers
+        verifiable = {d: bool(s.get("verify")) for d, s in sections.items()}
+        twins = {d: list(s["twin"]) for d, s in sections.items() if "twin" in s}
+        workloads.append({"name": name, "systems": list(workload.systems), "objective": workload.objective.value,
+                          "records": workload.records, "ladder": list(workload.ladder),
+                          "verifiable": verifiable, "verifiable_twin": twins, "description": workload.description})
+    if json_output:
+        console.print_json({"systems": rows, "workloads": workloads})
+        return
+    for row in rows:
+        state = "installed" if row["installed"] else "[red]not installed[/red]"
+        console.out.print(f"{row['system']} --driver {row['driver']}: {state}")
+    for w in workloads:
+        checks = ", ".join(f"{d}: {'reads checked' if v else 'NOT verifiable' + (' (twin checks the winner)' if d in w['verifiable_twin'] else '')}"
+                           for d, v in w["verifiable"].items())
+        console.out.print(f"  workload {w['name']}: {w['description']} ({w['objective']}; {checks})", markup=False)
+
+
+@app.command()
+def knobs(system: str, json_output: JsonOption = False) -> None:
+    """The knob catalog of SYSTEM, with each knob's safety class.
+
+    Example: knobtune knobs rocksdb --json
+    """
+    catalog = load_catalog(system)
+    if json_output:
+        console.print_json({"system": catalog.system, "version": catalog.version, "knobs": [
+            {"name": k.name, "group": k.group, "type": k.type.value, "default": k.default, "min": k.min,
+             "max": k.max, "log": k.log, "choices": list(k.choices),
+             "special": {str(v): label for v, label in k.special.items()}, "unit": k.unit,
+             "restart": k.restart, "safety": k.safety.value, "safety_note": k.safety_note,
+             "unsafe_values": None if k.unsafe_values is None else list(k.unsafe_values),
+             "conditions": [{"knob": c.knob, "values": list(c.values)} for c in k.conditions],
+             "names": dict(k.names), "description": k.description, "tunable": k.tunable}
+            for k in catalog.knobs.values()],
+            "relations": [str(r) for r in catalog.relations],
+            "implications": [str(i) for i in catalog.implications]})
+        return
+    console.out.print(console.catalog_table(catalog))
+    console.out.print("relations: " + "; ".join(map(str, catalog.relations)))
+    console.out.print("implications: " + "; ".join(map(str, catalog.implications)))
+
+
+@app.command()
+def tune(
+    system: str,
+    workload: Annotated[str, typer.Option(help="Workload name (see `knobtune systems`) or a .toml file.")],
+    trials: Annotated[Optional[int], typer.Option(help="Total sampled trials of the study (the default not counted).")] = None,
+    time: Annotated[Optional[str], typer.Option("--time", help="Wall-clock budget of this run, e.g. 90s, 20m.")] = None,
+    study: Annotated[Optional[str], typer.Option(help="Study name; running again with it resumes the study.")] = None,
+    storage: StorageOption = None,
+    directory: DirOption = None,
+    sampler: Annotated[str, typer.Option(help=f"One of {', '.join(SAMPLERS)}.")] = "tpe",
+    seed: Annotated[int, typer.Option(help="Seed of the sampler and of the workload's keys.")] = 42,
+    knobs: Annotated[Optional[str], typer.Option("--knobs", help="Comma-separated knobs to search (default: all safe ones).")] = None,
+    allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe", help="Also search knobs that trade durability or data.")] = False,
+    objective: Annotated[Optional[str], typer.Option(help="elapsed_s, ops_per_s or p99_us (default: the workload's).")] = None,
+    driver: Annotated[Optional[str], typer.Option(help="Benchmark driver (default: the system's).")] = None,
+    records: Annotated[Optional[int], typer.Option(help="Override the workload's full size (records).")] = None,
+    timeout_factor: Annotated[float, typer.Option(help="Stop a run taking longer than this times the default's.")] = 3.0,
+    reduction_factor: Annotated[int, typer.Option(help="Successive halving keeps 1/N of the trials at each rung.")] = 3,
+    verify_top: Annotated[int, typer.Option(help="Candidates re-measured against the default at the end (0: none).")] = 3,
+    repeats: Annotated[int, typer.Option(help="Interleaved runs per candidate when verifying.")] = 5,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the search space and plan; run nothing.")] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Tune SYSTEM for a workload: the default first, then sampled configs up a fidelity ladder, then proof.
+
+    Example: knobtune tune rocksdb --workload put-get-delete --time 20m --study pgd
+    """
+    if trials is None and time is None:
+        raise UsageError("no budget given. Fix: add --trials N or --time 20m")
+    catalog = load_catalog(system)
+    spec = load_workload(workload)
+    if records is not None:
+        spec = spec.scaled(records)
+    if spec.systems and catalog.system not in spec.systems:
+        raise UsageError(f"workload '{spec.name}' is for {', '.join(spec.systems)}, not {catalog.system}. "
+                         "Fix: choose a workload listed by `knobtune systems`")
+    knob_list = [k.strip() for k in knobs.split(",") if k.strip()] if knobs else None
+    space = build_space(catalog, knob_list, allow_unsafe)
+    goal = Objective(objective) if objective else spec.objective
+    settings = TuneSettings(
+        study_name=study or f"{catalog.system}-{spec.name}", catalog=catalog, workload=spec, space=space,
+        objective=goal, driver=driver, sampler=sampler, seed=seed, trials=trials,
+        time_budget_s=_duration(time), timeout_factor=timeout_factor, reduction_factor=reduction_factor,
+        verify_top=verify_top, verify_repeats=repeats)
+    store = open_store(directory, storage)
+    if dry_run:
+        console.out.print(f"study {settings.study_name} in {store.url}; {len(space.knobs)} knobs searched: "
+                          + ", ".join(space.knobs))
+        console.out.print("ladder: " + "; ".join(str(r) for r in spec.rungs))
+        console.out.print("kept out (unsafe): " + (", ".join(f"{k} ({v})" for k, v in space.left_out.items()) or "none"))
+        return
+    if space.left_out and not allow_unsafe:
+        console.out.print("kept out of the search (would trade durability or data; --allow-unsafe to include): "
+                          + ", ".join(f"{k} ({v.value})" for k, v in space.left_out.items()))
+    console.out.print(f"study [bold]{settings.study_name}[/bold] in {store.url}; raw output in "
+                      f"{store.artifacts(settings.study_name)}")
+    result = Tuner(settings, store, on_progress=None if json_output else console.progress_line).run()
+    summary = summarize(result, catalog)
+    if json_output:
+        console.print_json(summary.to_dict())
+    else:
+        console.summary_text(summary, catalog)
+        console.out.print(f"export: knobtune export {settings.study_name} --format rocksdb-options"
+                          + (f" --dir {store.home}" if directory else ""))
+
+
+@app.command()
+def show(study: str, storage: StorageOption = None, directory: DirOption = None, json_output: JsonOption = False) -> None:
+    """Progress and result of a study: counts, best against the default, the verdict.
+
+    Example: knobtune show rocksdb-put-get-delete --json
+    """
+    store = open_store(directory, storage)
+    loaded = store.load(study)
+    summary = summarize(loaded)
+    if json_output:
+        console.print_json(summary.to_dict())
+    else:
+        console.summary_text(summary, load_catalog(summary.system))
+
+
+@app.command()
+def export(
+    study: str,
+    format: Annotated[str, typer.Option("--format", help="rocksdb-options, db_bench-flags or json.")] = "json",
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
+    trial: Annotated[Optional[int], typer.Option(help="Export this trial's config instead of the result.")] = None,
+    storage: StorageOption = None,
+    directory: DirOption = None,
+) -> None:
+    """A study's result in the system's own format.
+
+    Example: knobtune export rocksdb-put-get-delete --format rocksdb-options -o OPTIONS.ini
+    """
+    store = open_store(directory, storage)
+    loaded = store.load(study)
+    summary = summarize(loaded)
+    catalog = load_catalog(summary.system)
+    config = None
+    if trial is not None:
+        if not 0 <= trial < len(loaded.trials):
+            raise UsageError(f"study '{study}' has no trial {trial}. Fix: see `knobtune show {study}`")
+        config = dict(loaded.trials[trial].user_attrs.get("config", {}))
+    elif summary.result_trial is None:
+        console.err.print(f"note: {summary.verdict}; exporting the default config")
+    spec = load_workload(str(loaded.user_attrs.get("workload", {}).get("source") or summary.workload))
+    target = make_target(catalog, spec, store.worker_scratch(), loaded.user_attrs.get("driver"))
+    with target:
+        text = export_config(summary, catalog, target, format, config)
+    if output:
+        output.write_text(text)
+        console.err.print(f"wrote {output}")
+    else:
+        sys.stdout.write(text)
+
+
+@app.command()
+def compare(
+    system: str,
+    workload: Annotated[str, typer.Option(help="Workload name or .toml file.")],
+    config: Annotated[list[str], typer.Option("--config", help="'default', a JSON file, or study:NAME (its result). Repeat; the first is the baseline.")],
+    repeats: Annotated[int, typer.Option(help="Interleaved runs per config.")] = 5,
+    records: Annotated[Optional[int], typer.Option(help="Override the workload's full size.")] = None,
+    objective: Annotated[Optional[str], typer.Option(help="elapsed_s, ops_per_s or p99_us.")] = None,
+    driver: Annotated[Optional[str], typer.Option(help="Benchmark driver.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the workload's keys.")] = 42,
+    storage: StorageOption = None,
+    directory: DirOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Measure configs side by side, interleaved, with medians and 95% intervals against the first.
+
+    Example: knobtune compare rocksdb --workload put-get-delete --config default --config best.json --repeats 5
+    """
+    if len(config) < 2:
+        raise UsageError("compare needs at least two --config. Fix: e.g. --config default --config best.json")
+    catalog = load_catalog(system)
+    spec = load_workload(workload)
+    spec = spec.scaled(records) if records else spec
+    goal = Objective(objective) if objective else spec.objective
+    store = open_store(directory, storage)
+    candidates = [_candidate(label, catalog, store) for label in config]
+    with make_target(catalog, spec, store.worker_scratch(), driver) as target:
+        comparison = run_interleaved(
+            target, candidates, spec.full, repeats=repeats, objective=goal, seed=seed,
+            log_dir=store.home / "compare", on_run=None if json_output else _print_run(goal))
+    if json_output:
+        console.print_json(comparison.to_dict())
+        return
+    for runs in comparison.runs:
+        label = runs.candidate.label
+        if runs.failure:
+            console.out.print(f"{label}: [red]failed[/red]: {runs.failure}")
+            continue
+        versus = comparison.speedups.get(label)
+        console.out.print(f"{label}: median {runs.median:,.4g} {goal.unit} over {len(runs.values)} runs"
+                          + (f"; {versus.describe()} vs {comparison.baseline.candidate.label}" if versus else ""))
+    console.out.print(f"noise of {comparison.baseline.candidate.label}: {comparison.noise * 100:.1f}%")
+
+
+def _print_run(goal: Objective):  # noqa: ANN202 - a small callback factory
+    def on_run(repeat: int, runs, value: float | None) -> None:  # noqa: ANN001
+        shown = f"{value:,.4g} {goal.unit}" if value is not None else f"failed: {runs.failure}"
+        console.out.print(f"round {repeat + 1} {runs.candidate.label}: {shown}")
+    return on_run
+
+
+def _candidate(label: str, catalog, store):  # noqa: ANN001, ANN202
+    if label == "default":
+        return Candidate("default", {}), catalog.defaults()
+    if label.startswith("study:"):
+        summary = summarize(store.load(label.removeprefix("study:")), catalog)
+        return Candidate(label, summary.result_config), catalog.config(summary.result_config)
+    changed = load_config_file(Path(label))
+    return Candidate(label, changed), catalog.config(changed)
+
+
+def _duration(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return parse_duration_s(text)
+    except ValueError as exc:
+        raise UsageError(f"--time {exc}") from None
+
+
+def main() -> None:
+    """Entry point: a KnobtuneError becomes one line on stderr and exit status 2."""
+    try:
+        app(standalone_mode=False)
+    except KnobtuneError as exc:
+        console.err.print(f"error: {exc}", markup=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        console.err.print("interrupted: finished trials are kept; run the same command to resume", markup=False)
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # click's usage errors
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

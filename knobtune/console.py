@@ -1,0 +1,101 @@
+"""Everything the command line prints: tables, progress lines, summaries (rich)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from knobtune.knobs import Catalog, Knob
+from knobtune.knobs.units import format_bytes
+from knobtune.report import StudySummary
+from knobtune.tuning import Progress
+
+_WIDTH = None if sys.stdout.isatty() else 160  # rich assumes 80 columns when output is not a terminal
+out = Console(highlight=False, soft_wrap=True, width=_WIDTH)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = max(0.0, seconds)
+    minutes, secs = divmod(int(round(seconds)), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.1f}s"
+
+
+def progress_line(event: Progress) -> None:
+    """One line per event: elapsed, time left, best so far, then what happened."""
+    best = f"{event.best:,.4g}" if event.best is not None else "-"
+    left = f" | left {duration(event.time_left_s)}" if event.time_left_s is not None else ""
+    style = {"trial": "bold", "note": "cyan", "verify": "cyan"}.get(event.kind, "")
+    out.print(f"[dim][{duration(event.elapsed_s):>7}{left} | best {best}][/dim] [{style}]{event.message}[/{style}]"
+              if style else f"[dim][{duration(event.elapsed_s):>7}{left} | best {best}][/dim] {event.message}")
+
+
+def knob_value(knob: Knob, value: Any) -> str:
+    if value in knob.special:
+        return f"{value} ({knob.special[value]})"
+    if knob.type.value == "bytes" and isinstance(value, int):
+        exact = format_bytes(value)
+        return exact if exact != str(value) or value < 1024 else f"{value} (~{value / 1024**2:,.1f} MiB)"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def knob_range(knob: Knob) -> str:
+    if knob.choices:
+        return " | ".join(knob.choices)
+    if knob.type.value == "bool":
+        return "true | false"
+    low, high = (format_bytes(int(knob.min)), format_bytes(int(knob.max))) if knob.type.value == "bytes" \
+        else (f"{knob.min:g}", f"{knob.max:g}")
+    return f"{low} .. {high}" + (" (log)" if knob.log else "")
+
+
+def catalog_table(catalog: Catalog) -> Table:
+    table = Table(title=f"{catalog.system} {catalog.version}: {len(catalog.knobs)} knobs", show_lines=False)
+    for column in ("knob", "group", "type", "default", "range", "safety", "only when"):
+        table.add_column(column, overflow="fold")
+    for knob in catalog.knobs.values():
+        when = "; ".join(f"{c.knob} in {', '.join(map(str, c.values))}" for c in knob.conditions)
+        safety = knob.safety.value if knob.safety.value == "safe" else f"[bold red]{knob.safety.value}[/bold red]"
+        table.add_row(knob.name, knob.group, knob.type.value, knob_value(knob, knob.default), knob_range(knob),
+                      safety, when)
+    return table
+
+
+def summary_text(summary: StudySummary, catalog: Catalog) -> None:
+    """The end of ``tune`` and ``show``: counts, the result against the default, the proof, the risks."""
+    unit = summary.objective.unit
+    counts = ", ".join(f"{n} {k}" for k, n in summary.counts.items() if n)
+    out.print(f"[bold]study {summary.study}[/bold]: {summary.system} / {summary.workload}, "
+              f"objective {summary.objective.value} ({'higher' if summary.objective.maximize else 'lower'} is better)")
+    out.print(f"trials: {counts or 'none yet'}")
+    if summary.default_value is not None:
+        out.print(f"default: {summary.default_value:,.4g} {unit} (one run at full size)")
+    if summary.result_trial is not None and summary.result_value is not None:
+        gain = f", {summary.single_run_speedup:.2f}x the default's single run" if summary.single_run_speedup else ""
+        out.print(f"result: trial {summary.result_trial}, {summary.result_value:,.4g} {unit}{gain}")
+        table = Table("knob", "default", "result", title="changed knobs")
+        for name, value in sorted(summary.result_config.items()):
+            knob = catalog.knobs[name]
+            table.add_row(name, knob_value(knob, knob.default), knob_value(knob, value))
+        out.print(table)
+    style = "bold green" if summary.verified else "bold yellow"
+    out.print(f"[{style}]verdict: {summary.verdict}[/{style}]")
+    for warning in summary.warnings:
+        out.print(f"[bold red]warning:[/bold red] {warning}")
+    if summary.left_out and not summary.allow_unsafe:
+        out.print("kept out of the search (would trade durability or data; --allow-unsafe to include): "
+                  + ", ".join(f"{k} ({v})" for k, v in summary.left_out.items()))
+    elif summary.allow_unsafe:
+        out.print("[bold red]unsafe knobs were allowed in this study (--allow-unsafe)[/bold red]")

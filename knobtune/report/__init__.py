@@ -1,0 +1,6 @@
+"""What a study found, for people: summaries, exports, and (later) the HTML report."""
+
+from knobtune.report.export import export_config, load_config_file
+from knobtune.report.summary import StudySummary, count_outcomes, summarize
+
+__all__ = ["StudySummary", "count_outcomes", "export_config", "load_config_file", "summarize"]

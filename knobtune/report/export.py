@@ -1,0 +1,60 @@
+"""A study's result in the formats people deploy: the system's own file, driver flags, JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from knobtune.knobs import Catalog
+from knobtune.report.summary import StudySummary
+from knobtune.targets import Target
+
+
+def export_config(summary: StudySummary, catalog: Catalog, target: Target, fmt: str,
+                  config: dict[str, Any] | None = None) -> str:
+    """``config`` (the study's result when None) in format ``fmt``, with its safety notes.
+
+    Raises:
+        UsageError: the target has no such format.
+    """
+    changed = summary.result_config if config is None else config
+    if fmt == "json":
+        return json.dumps({
+            "system": summary.system, "study": summary.study, "workload": summary.workload,
+            "config": changed, "verified": summary.verified, "verdict": summary.verdict,
+            "allow_unsafe": summary.allow_unsafe, "unsafe_knobs": summary.unsafe_in_result,
+            "left_out_unsafe": summary.left_out, "warnings": summary.warnings,
+        }, indent=2, default=str) + "\n"
+    text = target.export(catalog.config(changed), fmt)
+    comment = "#" if fmt == "rocksdb-options" else None
+    if comment is None:
+        return text
+    header = [f"{comment} study {summary.study}: {summary.verdict}"]
+    header += [f"{comment} WARNING: {w}" for w in summary.warnings]
+    if summary.left_out and not summary.allow_unsafe:
+        header.append(f"{comment} kept out of the search (unsafe): "
+                      + ", ".join(f"{k} ({v})" for k, v in summary.left_out.items()))
+    return "\n".join(header) + "\n" + text
+
+
+def load_config_file(path: Path) -> dict[str, Any]:
+    """Changed knobs from a JSON file: an ``export --format json`` file or a plain {knob: value} object.
+
+    Raises:
+        UsageError: the file is unreadable or not such JSON.
+    """
+    from knobtune.errors import UsageError
+
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise UsageError(f"cannot read config file {path} ({exc.strerror}). Fix: check the path") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path} is not valid JSON ({exc}). Fix: give a file written by "
+                         "`knobtune export --format json` or a {{\"knob\": value}} object") from None
+    if isinstance(data, dict) and isinstance(data.get("config"), dict):
+        data = data["config"]
+    if not isinstance(data, dict):
+        raise UsageError(f"{path} holds no JSON object of knobs. Fix: write {{\"knob\": value, ...}}")
+    return data

@@ -1,0 +1,57 @@
+"""Good and bad corpus of every file format: each bad file gives its one clear error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from knobtune.errors import CatalogError, WorkloadError
+from knobtune.knobs import load_catalog
+from knobtune.workloads import load_workload
+
+from conftest import CORPUS
+
+
+def _expected(path: Path) -> str:
+    return path.read_text().splitlines()[0].removeprefix("# expect: ")
+
+
+@pytest.mark.parametrize("path", sorted((CORPUS / "catalogs").glob("bad-*.toml")), ids=lambda p: p.stem)
+def test_bad_catalog(path: Path) -> None:
+    with pytest.raises(CatalogError) as caught:
+        load_catalog(path)
+    message = str(caught.value)
+    assert _expected(path) in message
+    assert str(path) in message and "Fix:" in message
+
+
+@pytest.mark.parametrize("path", sorted((CORPUS / "catalogs").glob("good-*.toml")), ids=lambda p: p.stem)
+def test_good_catalog(path: Path) -> None:
+    catalog = load_catalog(path)
+    assert catalog.knobs["size"].default == 4 * 1024**2
+    assert catalog.knobs["limit"].special == {-1: "unlimited"}
+
+
+@pytest.mark.parametrize("path", sorted((CORPUS / "workloads").glob("bad-*.toml")), ids=lambda p: p.stem)
+def test_bad_workload(path: Path) -> None:
+    with pytest.raises(WorkloadError) as caught:
+        load_workload(path)
+    assert _expected(path) in str(caught.value) and "Fix:" in str(caught.value)
+
+
+def test_good_workload() -> None:
+    workload = load_workload(CORPUS / "workloads" / "good-small.toml")
+    assert [r.records for r in workload.rungs] == [1000, 2000]
+
+
+def test_missing_catalog_file(tmp_path: Path) -> None:
+    with pytest.raises(CatalogError, match="cannot read the catalog"):
+        load_catalog(tmp_path / "absent.toml")
+
+
+def test_unknown_system_and_workload() -> None:
+    with pytest.raises(CatalogError, match="choose one of rocksdb"):
+        load_catalog("mongodb")
+    with pytest.raises(WorkloadError, match="choose one of"):
+        load_workload("ycsb-z")
