@@ -340,10 +340,10 @@ class Tuner:
         return self.settings.reduction_factor ** rung.index
 
     def _pessimistic(self, study: optuna.Study, rung: Rung) -> float:
-        """What a timed-out run is at least as bad as: the default's value times the timeout factor."""
-        base = float(self._baseline(study)[str(rung.index)]["value"])
-        factor = self.settings.timeout_factor
-        return base / factor if self.settings.objective.maximize else base * factor
+        """What a timed-out run is at least as bad as: the default's value scaled by limit / default's time."""
+        base = self._baseline(study)[str(rung.index)]
+        ratio = max((self.limit_s(study, rung) or 0.0) / base["elapsed_s"], 1.0)
+        return base["value"] / ratio if self.settings.objective.maximize else base["value"] * ratio
 
     def _elapsed(self) -> float:
         return time.monotonic() - self._started

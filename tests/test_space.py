@@ -1,0 +1,87 @@
+"""The search space: unsafe values kept out, conditions, special values, implications and relations."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from knobtune.errors import ConfigError, UsageError
+from knobtune.knobs import Safety
+from knobtune.tuning.space import build_space, config_hash, mend
+
+
+def _sample(space, n: int = 60, seed: int = 3) -> list[dict]:
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    configs = []
+    for _ in range(n):
+        trial = study.ask()
+        config, _ = space.suggest(trial)
+        configs.append(config)
+        study.tell(trial, 1.0)
+    return configs
+
+
+def test_unsafe_knobs_stay_out_unless_allowed(rocksdb) -> None:
+    safe = build_space(rocksdb)
+    assert {"disable_wal", "manual_wal_flush", "fifo_compaction_max_table_files_size_mb"}.isdisjoint(safe.knobs)
+    assert safe.left_out["compaction_style"] is Safety.DATA_LOSS
+    assert "disable_auto_compactions" in safe.knobs  # operational: allowed, but named in results
+    configs = _sample(safe)
+    assert all(c["compaction_style"] != "fifo" and c["disable_wal"] is False for c in configs)
+    assert {c["compaction_style"] for c in configs} == {"level", "universal"}
+    unsafe = build_space(rocksdb, allow_unsafe=True)
+    assert "disable_wal" in unsafe.knobs and unsafe.left_out == {}
+    assert "fifo" in {c["compaction_style"] for c in _sample(unsafe)}
+
+
+def test_naming_an_unsafe_knob_needs_allow_unsafe(rocksdb) -> None:
+    with pytest.raises(UsageError, match="--allow-unsafe"):
+        build_space(rocksdb, ["fifo_compaction_max_table_files_size_mb"])
+
+
+def test_unknown_knob_suggests_close_names(rocksdb) -> None:
+    with pytest.raises(ConfigError, match="Did you mean write_buffer_size"):
+        build_space(rocksdb, ["write_bufer_size"])
+
+
+def test_every_sample_is_a_valid_config(rocksdb) -> None:
+    for config in _sample(build_space(rocksdb), n=80):
+        rocksdb.config(rocksdb.changed(config))  # raises on a bad value, implication or relation
+        assert config["level0_stop_writes_trigger"] >= config["level0_slowdown_writes_trigger"]
+        if config["memtablerep"] != "skip_list":
+            assert config["allow_concurrent_memtable_write"] is False
+            if config["memtablerep"] != "vector":
+                assert config["prefix_size"] >= 1  # its special 0 is never searched
+        else:
+            assert config["hash_bucket_count"] == rocksdb.knobs["hash_bucket_count"].default  # condition
+
+
+def test_special_values_are_a_choice(rocksdb) -> None:
+    configs = _sample(build_space(rocksdb, ["bloom_bits"]), n=60)
+    values = {c["bloom_bits"] for c in configs}
+    assert {-1, 0} <= values and any(1 <= v <= 24 for v in values)
+
+
+def test_default_params_give_back_the_default(rocksdb) -> None:
+    space = build_space(rocksdb)
+    study = optuna.create_study()
+    study.enqueue_trial(space.params_of(rocksdb.defaults()))
+    config, repairs = space.suggest(study.ask())
+    assert rocksdb.changed(config) == {} and repairs == []
+
+
+def test_mend_raises_the_left_side_of_a_relation(rocksdb) -> None:
+    config = rocksdb.defaults() | {"level0_slowdown_writes_trigger": 50, "level0_stop_writes_trigger": 10}
+    mended, repairs = mend(rocksdb, config)
+    assert mended["level0_stop_writes_trigger"] == 50 and len(repairs) == 1
+
+
+def test_user_config_breaking_a_relation_is_refused_up_front(rocksdb) -> None:
+    with pytest.raises(ConfigError, match="level0_stop_writes_trigger >= level0_slowdown_writes_trigger"):
+        rocksdb.config({"level0_stop_writes_trigger": 5})
+    with pytest.raises(ConfigError, match="out of range"):
+        rocksdb.config({"write_buffer_size": "10GiB"})
+
+
+def test_config_hash_is_order_free() -> None:
+    assert config_hash({"a": 1, "b": 2}) == config_hash({"b": 2, "a": 1}) != config_hash({"a": 1})

@@ -1,0 +1,121 @@
+"""Small real studies on db_bench: the ladder, timeouts, reuse, budgets, the FIFO trap, verification."""
+
+from __future__ import annotations
+
+import time
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from knobtune.errors import KnobtuneError
+from knobtune.report import summarize
+from knobtune.tuning import Tuner, TuneSettings, attrs, build_space
+from knobtune.tuning.outcomes import Outcome
+
+from conftest import tiny
+
+pytestmark = pytest.mark.slow
+
+
+def _settings(rocksdb, workload, **overrides) -> TuneSettings:
+    values = dict(study_name="s", catalog=rocksdb, workload=workload, space=build_space(rocksdb),
+                  objective=workload.objective, sampler="random", seed=5, trials=6, verify_top=0, verify_repeats=0)
+    values.update(overrides)
+    return TuneSettings(**values)
+
+
+def _outcomes(study: optuna.Study) -> list[str]:
+    return [t.user_attrs.get(attrs.OUTCOME) for t in study.trials if t.user_attrs.get(attrs.ROLE) != attrs.ROLE_BASELINE]
+
+
+def test_a_small_study_climbs_the_ladder(rocksdb, store) -> None:
+    workload = tiny("put-get-delete", 8000)
+    events = []
+    study = Tuner(_settings(rocksdb, workload, trials=8), store, on_progress=events.append).run()
+    baseline = study.trials[0]
+    assert baseline.user_attrs[attrs.ROLE] == attrs.ROLE_BASELINE and baseline.state == TrialState.COMPLETE
+    assert sorted(study.user_attrs[attrs.BASELINE]) == ["0", "1", "2"]  # the default at every rung
+    assert len(_outcomes(study)) == 8 and all(o in {o.value for o in Outcome} for o in _outcomes(study))
+    for trial in study.trials:
+        reached = trial.user_attrs.get(attrs.REACHED_RUNG)
+        if trial.state == TrialState.COMPLETE:
+            assert reached == 2 and all(attrs.rung_key(r) in trial.user_attrs for r in range(3))
+        elif trial.user_attrs[attrs.OUTCOME] == Outcome.PRUNED:
+            assert reached < 2 and trial.intermediate_values
+    assert (tmp := store.artifacts("s") / "trial-0000" / "rung-2.log").exists() and "readrandom" in tmp.read_text()
+    assert any(e.kind == "rung" for e in events) and any(e.kind == "trial" for e in events)
+    for key in (attrs.TOOL_VERSION, attrs.SYSTEM_VERSION, attrs.MACHINE, attrs.WORKLOAD, attrs.LEFT_OUT):
+        assert study.user_attrs[key]
+
+
+def test_a_run_far_slower_than_the_default_times_out(rocksdb, store) -> None:
+    workload = tiny("put-get-delete", 4000)
+    settings = _settings(rocksdb, workload, trials=2, timeout_factor=0.01, min_timeout_s=0.01)
+    study = Tuner(settings, store).run()
+    assert _outcomes(study) == ["timeout", "timeout"]
+    timed_out = study.trials[1]
+    assert timed_out.state == TrialState.PRUNED and "stopped after" in timed_out.user_attrs[attrs.REASON]
+    base = study.user_attrs[attrs.BASELINE]["0"]["value"]
+    assert timed_out.intermediate_values[1] >= base  # recorded as no better than the default
+
+
+def test_the_same_config_is_measured_once_per_rung(rocksdb, store) -> None:
+    workload = tiny("put-get-delete", 4000)
+    space = build_space(rocksdb, ["compression_type"])
+    Tuner(_settings(rocksdb, workload, space=space, trials=0), store).run()
+    study = store.load("s")
+    study.enqueue_trial({"compression_type": "lz4"})
+    study.enqueue_trial({"compression_type": "lz4"})
+    study = Tuner(_settings(rocksdb, workload, space=space, trials=2), store).run()
+    first, second = study.trials[1], study.trials[2]
+    assert first.user_attrs.get(attrs.REUSED_FROM) is None
+    assert second.user_attrs[attrs.REUSED_FROM] == first.number
+    assert second.intermediate_values == first.intermediate_values
+
+
+def test_the_fifo_trap_is_a_failed_data_loss_trial(rocksdb, store) -> None:
+    """FIFO compaction (limit 0) allowed with --allow-unsafe: the trial fails for data loss, never wins."""
+    workload = tiny("put-get-delete", 6000)
+    space = build_space(rocksdb, ["compaction_style", "fifo_compaction_max_table_files_size_mb", "write_buffer_size"],
+                        allow_unsafe=True)
+    Tuner(_settings(rocksdb, workload, space=space, trials=0), store).run()
+    study = store.load("s")
+    study.enqueue_trial({"compaction_style": "fifo", "fifo_compaction_max_table_files_size_mb": 0,
+                         "write_buffer_size": 1024 * 1024})
+    study = Tuner(_settings(rocksdb, workload, space=space, trials=1), store).run()
+    trap = study.trials[1]
+    assert trap.state == TrialState.FAIL and trap.user_attrs[attrs.OUTCOME] == "data-loss"
+    assert trap.user_attrs[attrs.REASON].startswith("data loss: ")
+    assert trap.user_attrs[attrs.UNSAFE] == {"compaction_style": "data-loss"}
+    summary = summarize(study, rocksdb)
+    assert summary.counts["data-loss"] == 1 and summary.result_trial != trap.number
+
+
+def test_time_budget_is_kept(rocksdb, store) -> None:
+    workload = tiny("put-get-delete", 8000)
+    started = time.monotonic()
+    study = Tuner(_settings(rocksdb, workload, trials=None, time_budget_s=12), store).run()
+    elapsed = time.monotonic() - started
+    full_limit = 3 * study.user_attrs[attrs.BASELINE]["2"]["elapsed_s"]
+    assert elapsed < 12 + max(full_limit, 2.0) + 3  # ends within one rung of the budget (plus start-up)
+    assert len(study.trials) > 3
+
+
+def test_verification_ends_with_a_verdict(rocksdb, store) -> None:
+    workload = tiny("put-get-delete", 6000)
+    study = Tuner(_settings(rocksdb, workload, trials=4, verify_top=1, verify_repeats=3), store).run()
+    verification = study.user_attrs[attrs.VERIFICATION]
+    assert verification["verdict"]
+    if "candidates" in verification:
+        default = verification["candidates"][0]
+        assert default["label"] == "default" and len(default["values"]) == 3
+        assert "x the default" in verification["verdict"] or "no significant gain" in verification["verdict"]
+
+
+def test_a_default_that_fails_stops_the_study(rocksdb, store) -> None:
+    bad = tiny("put-get-delete", 4000)
+    bad = type(bad)(bad.name, bad.description, bad.systems, bad.objective, bad.ladder, bad.records, bad.key_size,
+                    bad.value_size, {"db_bench": {"benchmarks": ["nosuchbenchmark"]}})
+    with pytest.raises(KnobtuneError, match="the default config failed"):
+        Tuner(_settings(rocksdb, bad, trials=1), store).run()
