@@ -136,11 +136,12 @@ def tune(
         console.out.print("ladder: " + "; ".join(str(r) for r in spec.rungs))
         console.out.print("kept out (unsafe): " + (", ".join(f"{k} ({v})" for k, v in space.left_out.items()) or "none"))
         return
+    info = console.err if json_output else console.out  # keep stdout pure JSON under --json
     if space.left_out and not allow_unsafe:
-        console.out.print("kept out of the search (would trade durability or data; --allow-unsafe to include): "
-                          + ", ".join(f"{k} ({v.value})" for k, v in space.left_out.items()))
-    console.out.print(f"study [bold]{settings.study_name}[/bold] in {store.url}; raw output in "
-                      f"{store.artifacts(settings.study_name)}")
+        info.print("kept out of the search (would trade durability or data; --allow-unsafe to include): "
+                   + ", ".join(f"{k} ({v.value})" for k, v in space.left_out.items()))
+    info.print(f"study [bold]{settings.study_name}[/bold] in {store.url}; raw output in "
+               f"{store.artifacts(settings.study_name)}")
     result = Tuner(settings, store, on_progress=None if json_output else console.progress_line).run()
     summary = summarize(result, catalog)
     if json_output:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
+
 import optuna
 
 from knobtune.errors import UsageError
+
+# TPE's `group`, QMC and GP are marked experimental in Optuna; we choose them knowingly.
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 SAMPLERS = ("tpe", "random", "qmc", "cmaes", "gp")
 

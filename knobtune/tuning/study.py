@@ -16,7 +16,6 @@ import os
 import platform
 import socket
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +37,6 @@ from knobtune.tuning.space import SearchSpace, config_hash
 from knobtune.workloads import Objective, Rung, Workload
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 
 @dataclass(frozen=True)

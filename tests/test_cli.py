@@ -1,0 +1,141 @@
+"""The command line, in-process: every command, its JSON, and the one-line errors users cause."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from knobtune.cli import app
+
+from conftest import CORPUS
+
+runner = CliRunner()
+
+
+def _ok(*args: str) -> str:
+    result = runner.invoke(app, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def _error(*args: str, env: dict[str, str] | None = None) -> str:
+    """Run the real entry point (as users do) and return its stderr; it must exit 2 with one error line."""
+    result = subprocess.run([sys.executable, "-m", "knobtune.cli", *args], capture_output=True, text=True, env=env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    for command in ("systems", "knobs", "tune", "show", "export", "compare"):
+        assert "Example: knobtune " + command in _ok(command, "--help").replace("\n", " ")
+
+
+def test_systems_lists_drivers_and_verifiability() -> None:
+    data = json.loads(_ok("systems", "--json"))
+    assert {"system": "rocksdb", "driver": "db_bench"}.items() <= data["systems"][0].items()
+    workloads = {w["name"]: w for w in data["workloads"]}
+    assert workloads["put-get-delete"]["verifiable"] == {"db_bench": True}
+    assert workloads["fillrandom"]["verifiable"] == {"db_bench": False}
+    assert workloads["fillrandom"]["verifiable_twin"] == {"db_bench": ["filluniquerandom", "readrandom"]}
+    assert "NOT verifiable" in _ok("systems")
+
+
+def test_knobs_json_carries_safety_classes() -> None:
+    data = json.loads(_ok("knobs", "rocksdb", "--json"))
+    knobs = {k["name"]: k for k in data["knobs"]}
+    assert len(knobs) >= 35
+    assert knobs["disable_wal"]["safety"] == "durability"
+    assert knobs["compaction_style"]["safety"] == "data-loss" and knobs["compaction_style"]["unsafe_values"] == ["fifo"]
+    assert knobs["disable_auto_compactions"]["safety"] == "operational"
+    table = _ok("knobs", "rocksdb")
+    assert "durability" in table and "data-loss" in table
+
+
+def test_tune_show_export_compare(tmp_path: Path) -> None:
+    home = str(tmp_path / "studies")
+    summary = json.loads(_ok("tune", "rocksdb", "--workload", "put-get-delete", "--records", "4000", "--trials", "4",
+                             "--study", "cli", "--dir", home, "--sampler", "random", "--verify-top", "1",
+                             "--repeats", "2", "--json"))
+    assert summary["study"] == "cli" and summary["default_value"] > 0
+    assert sum(summary["counts"].values()) == 4
+    assert summary["left_out"]["disable_wal"] == "durability"
+    shown = json.loads(_ok("show", "cli", "--dir", home, "--json"))
+    assert shown["counts"] == summary["counts"] and shown["verdict"] == summary["verdict"]
+    assert "kept out of the search" in _ok("show", "cli", "--dir", home)
+
+    exported = json.loads(_ok("export", "cli", "--dir", home, "--format", "json"))
+    assert exported["system"] == "rocksdb" and "config" in exported
+    options = tmp_path / "OPTIONS.ini"
+    _ok("export", "cli", "--dir", home, "--format", "rocksdb-options", "-o", str(options), "--trial", "1")
+    assert "[CFOptions \"default\"]" in options.read_text()
+    flags = _ok("export", "cli", "--dir", home, "--format", "db_bench-flags", "--trial", "0")
+    assert flags.strip() == ""  # the default changes nothing
+
+    config = tmp_path / "bigger-buffer.json"
+    config.write_text(json.dumps({"write_buffer_size": "128MiB"}))
+    compared = json.loads(_ok("compare", "rocksdb", "--workload", "put-get-delete", "--records", "3000",
+                              "--config", "default", "--config", str(config), "--repeats", "2", "--dir", home,
+                              "--json"))
+    labels = [c["label"] for c in compared["candidates"]]
+    assert labels == ["default", str(config)] and all(len(c["values"]) == 2 for c in compared["candidates"])
+    assert compared["candidates"][1]["speedup"]["ratio"] > 0
+
+
+def test_error_unknown_knob(tmp_path: Path) -> None:
+    line = _error("tune", "rocksdb", "--workload", "put-get-delete", "--trials", "1", "--knobs", "write_bufer_size",
+                  "--dir", str(tmp_path))
+    assert "unknown knob 'write_bufer_size'" in line and "Did you mean write_buffer_size" in line
+
+
+def test_error_value_out_of_range(tmp_path: Path) -> None:
+    config = tmp_path / "bad.json"
+    config.write_text(json.dumps({"block_size": "10GiB"}))
+    line = _error("compare", "rocksdb", "--workload", "put-get-delete", "--config", "default", "--config", str(config),
+                  "--dir", str(tmp_path))
+    assert "knob 'block_size'" in line and "out of range" in line and "Fix:" in line
+
+
+def test_error_broken_catalog_file() -> None:
+    line = _error("knobs", str(CORPUS / "catalogs" / "bad-no-safety.toml"))
+    assert "bad-no-safety.toml" in line and "knob 'disable_wal'" in line and "field 'safety'" in line
+
+
+def test_error_missing_db_bench(tmp_path: Path) -> None:
+    env = {"PATH": str(tmp_path), "HOME": str(tmp_path)}
+    line = _error("tune", "rocksdb", "--workload", "put-get-delete", "--trials", "1", "--dir", str(tmp_path / "s"),
+                  env=env)
+    assert "db_bench is not installed" in line and "apt-get install rocksdb-tools" in line
+
+
+def test_error_unwritable_folder(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    line = _error("tune", "rocksdb", "--workload", "put-get-delete", "--trials", "1", "--dir", str(blocker / "studies"))
+    assert "cannot write to the studies folder" in line and "--dir" in line
+
+
+def test_error_no_budget_and_unknown_study(tmp_path: Path) -> None:
+    assert "--trials N or --time" in _error("tune", "rocksdb", "--workload", "put-get-delete", "--dir", str(tmp_path))
+    assert "no study 'nope'" in _error("show", "nope", "--dir", str(tmp_path))
+    assert "is not a duration" in _error("tune", "rocksdb", "--workload", "put-get-delete", "--time", "soon",
+                                         "--dir", str(tmp_path))
+
+
+def test_error_bad_workload_file(tmp_path: Path) -> None:
+    line = _error("tune", "rocksdb", "--workload", str(CORPUS / "workloads" / "bad-ladder.toml"), "--trials", "1",
+                  "--dir", str(tmp_path))
+    assert "field 'ladder'" in line
+
+
+@pytest.mark.parametrize("sampler", ["qmc", "cmaes"])
+def test_other_samplers_run(tmp_path: Path, sampler: str) -> None:
+    summary = json.loads(_ok("tune", "rocksdb", "--workload", "put-get-delete", "--records", "2000", "--trials", "3",
+                             "--dir", str(tmp_path), "--sampler", sampler, "--verify-top", "0", "--json"))
+    assert sum(summary["counts"].values()) == 3

@@ -1,0 +1,76 @@
+"""A study killed with SIGKILL mid-trial resumes with every finished trial kept and nothing left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from knobtune.storage import open_store
+from knobtune.tuning import attrs
+
+pytestmark = pytest.mark.slow
+
+
+def _tune(home: Path, trials: int) -> list[str]:
+    return [sys.executable, "-m", "knobtune.cli", "tune", "rocksdb", "--workload", "put-get-delete",
+            "--records", "30000", "--trials", str(trials), "--study", "resume", "--dir", str(home),
+            "--sampler", "random", "--verify-top", "0"]
+
+
+def _db_bench_under(folder: Path) -> list[str]:
+    found = subprocess.run(["pgrep", "-f", f"db_bench.*{folder}"], capture_output=True, text=True).stdout
+    return found.split()
+
+
+def test_sigkill_then_resume(tmp_path: Path) -> None:
+    home = tmp_path / "studies"
+    process = subprocess.Popen(_tune(home, 40), stdout=(tmp_path / "out.log").open("w"),
+                               stderr=subprocess.STDOUT)
+    storage_url = f"sqlite:///{home / 'studies.db'}"
+    deadline = time.monotonic() + 120
+    finished: list[optuna.trial.FrozenTrial] = []
+    log = tmp_path / "out.log"
+    while "rung" not in log.read_text() and time.monotonic() < deadline:  # opening the SQLite file before
+        time.sleep(0.2)  # knobtune has made its tables would race it for the schema
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        study = optuna.load_study(study_name="resume", storage=storage_url)
+        trials = study.get_trials(deepcopy=False)
+        finished = [t for t in trials if t.state.is_finished()]
+        running = [t for t in trials if t.state == TrialState.RUNNING]
+        if len(finished) >= 3 and running and _db_bench_under(home):
+            break
+    else:
+        process.kill()
+        pytest.fail("the study never reached a running trial with db_bench")
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    interrupted = running[0].number
+    time.sleep(0.5)
+    assert _db_bench_under(home) == [], "db_bench outlived the killed knobtune"
+    scratch = list((home / "scratch").glob("*"))
+    assert scratch, "expected the killed run's scratch folder (it had no chance to clean up)"
+
+    kept = {t.number: (t.state, t.value) for t in finished}
+    resumed = subprocess.run(_tune(home, len([n for n in kept if n != 0]) + 2), capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "interrupted" in resumed.stdout
+
+    study = open_store(home).load("resume")
+    for number, (state, value) in kept.items():
+        assert (study.trials[number].state, study.trials[number].value) == (state, value)
+    marked = study.trials[interrupted]
+    assert marked.state == TrialState.FAIL and marked.user_attrs[attrs.OUTCOME] == "interrupted"
+    retry = [t for t in study.trials if t.user_attrs.get(attrs.RETRY_OF) == interrupted]
+    assert len(retry) == 1 and retry[0].params == marked.params and retry[0].state.is_finished()
+    assert not any(path.exists() for path in scratch), "the dead run's scratch data was not removed"
+    assert _db_bench_under(home) == []
