@@ -8,13 +8,18 @@ import optuna
 
 from knobtune.errors import UsageError
 
-# TPE's `group`, QMC and GP are marked experimental in Optuna; we choose them knowingly.
-warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 SAMPLERS = ("tpe", "random", "qmc", "cmaes", "gp")
 
 
 def make_sampler(name: str, seed: int | None, expected_trials: int | None = None) -> optuna.samplers.BaseSampler:
+    """The sampler called ``name`` (see ``_make``); Optuna's experimental warnings are expected and silenced."""
+    with warnings.catch_warnings():  # TPE's `group`, QMC and GP are marked experimental; we choose them knowingly
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return _make(name, seed, expected_trials)
+
+
+def _make(name: str, seed: int | None, expected_trials: int | None) -> optuna.samplers.BaseSampler:
     """The sampler called ``name``.
 
     TPE starts from a third of the expected trials drawn at random (at least 4,
