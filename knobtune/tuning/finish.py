@@ -10,17 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 import optuna
 from optuna.trial import TrialState
 
 from knobtune.targets import RunFailure, Target, make_target
 from knobtune.tuning import attrs
+from knobtune.tuning.settings import TuneSettings
 from knobtune.tuning.verify import Candidate, Comparison, run_interleaved
-
-if TYPE_CHECKING:
-    from knobtune.tuning.study import TuneSettings
 
 DEFAULT_LABEL = "default"
 

@@ -114,7 +114,7 @@ def mend(catalog: Catalog, config: dict[str, Value]) -> tuple[dict[str, Value], 
     for relation in catalog.relations:
         if relation.holds(config):
             continue
-        left, right = catalog.knobs[relation.left], catalog.knobs[relation.right]
+        left = catalog.knobs[relation.left]
         before = f"{relation.left}={config[relation.left]}, {relation.right}={config[relation.right]}"
         target = config[relation.right]
         if left.min is not None and left.max is not None and left.min <= target <= left.max:

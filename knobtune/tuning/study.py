@@ -18,44 +18,24 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
 
 import knobtune
 from knobtune.errors import KnobtuneError, UsageError
-from knobtune.knobs import Catalog
 from knobtune.storage import StudyStore, pid_alive
 from knobtune.targets import RunFailure, Target, make_target
 from knobtune.tuning import attrs
 from knobtune.tuning.finish import verify_study
+from knobtune.tuning.settings import TuneSettings
 from knobtune.tuning.outcomes import Outcome
 from knobtune.tuning.pruning import DefaultAwareHalvingPruner
 from knobtune.tuning.samplers import make_sampler
-from knobtune.tuning.space import SearchSpace, config_hash
-from knobtune.workloads import Objective, Rung, Workload
+from knobtune.tuning.space import config_hash
+from knobtune.workloads import Rung
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-@dataclass(frozen=True)
-class TuneSettings:
-    study_name: str
-    catalog: Catalog
-    workload: Workload
-    space: SearchSpace
-    objective: Objective
-    driver: str | None = None
-    sampler: str = "tpe"
-    seed: int = 42
-    trials: int | None = None  # the study's total of sampled trials (the default not counted)
-    time_budget_s: float | None = None  # wall-clock budget of this invocation
-    timeout_factor: float = 3.0
-    min_timeout_s: float = 2.0
-    reduction_factor: int = 3
-    verify_top: int = 3
-    verify_repeats: int = 5
 
 
 @dataclass(frozen=True)

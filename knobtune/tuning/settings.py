@@ -1,0 +1,28 @@
+"""What a study is asked to do: the experiment's spec, as the CLI builds it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from knobtune.knobs import Catalog
+from knobtune.tuning.space import SearchSpace
+from knobtune.workloads import Objective, Workload
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    study_name: str
+    catalog: Catalog
+    workload: Workload
+    space: SearchSpace
+    objective: Objective
+    driver: str | None = None
+    sampler: str = "tpe"
+    seed: int = 42
+    trials: int | None = None  # the study's total of sampled trials (the default not counted)
+    time_budget_s: float | None = None  # wall-clock budget of this invocation
+    timeout_factor: float = 3.0
+    min_timeout_s: float = 2.0
+    reduction_factor: int = 3
+    verify_top: int = 3
+    verify_repeats: int = 5
