@@ -105,6 +105,7 @@ def tune(
     reduction_factor: Annotated[int, typer.Option(help="Successive halving keeps 1/N of the trials at each rung.")] = 3,
     verify_top: Annotated[int, typer.Option(help="Candidates re-measured against the default at the end (0: none).")] = 3,
     repeats: Annotated[int, typer.Option(help="Interleaved runs per candidate when verifying.")] = 5,
+    control_every: Annotated[int, typer.Option(help="Re-run the default after every N trials to track drift (0: never).")] = 10,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the search space and plan; run nothing.")] = False,
     json_output: JsonOption = False,
 ) -> None:
@@ -128,7 +129,7 @@ def tune(
         study_name=study or f"{catalog.system}-{spec.name}", catalog=catalog, workload=spec, space=space,
         objective=goal, driver=driver, sampler=sampler, seed=seed, trials=trials,
         time_budget_s=_duration(time), timeout_factor=timeout_factor, reduction_factor=reduction_factor,
-        verify_top=verify_top, verify_repeats=repeats)
+        verify_top=verify_top, verify_repeats=repeats, control_every=control_every)
     store = open_store(directory, storage)
     if dry_run:
         console.out.print(f"study {settings.study_name} in {store.url}; {len(space.knobs)} knobs searched: "

@@ -82,6 +82,9 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
     out.print(f"trials: {counts or 'none yet'}")
     if summary.default_value is not None:
         out.print(f"default: {summary.default_value:,.4g} {unit} (one run at full size)")
+    if summary.drift is not None:
+        runs = ", ".join(f"{v:,.4g}" for v in summary.default_runs)
+        out.print(f"default over the study (baseline, then controls): {runs} {unit}; drift {summary.drift * 100:+.1f}%")
     if summary.result_trial is not None and summary.result_value is not None:
         gain = f", {summary.single_run_speedup:.2f}x the default's single run" if summary.single_run_speedup else ""
         out.print(f"result: trial {summary.result_trial}, {summary.result_value:,.4g} {unit}{gain}")

@@ -20,13 +20,14 @@ pytestmark = pytest.mark.slow
 
 def _settings(rocksdb, workload, **overrides) -> TuneSettings:
     values = dict(study_name="s", catalog=rocksdb, workload=workload, space=build_space(rocksdb),
-                  objective=workload.objective, sampler="random", seed=5, trials=6, verify_top=0, verify_repeats=0)
+                  objective=workload.objective, sampler="random", seed=5, trials=6, verify_top=0, verify_repeats=0,
+                  control_every=0)
     values.update(overrides)
     return TuneSettings(**values)
 
 
 def _outcomes(study: optuna.Study) -> list[str]:
-    return [t.user_attrs.get(attrs.OUTCOME) for t in study.trials if t.user_attrs.get(attrs.ROLE) != attrs.ROLE_BASELINE]
+    return [t.user_attrs.get(attrs.OUTCOME) for t in study.trials if not attrs.is_reference(t.user_attrs)]
 
 
 def test_a_small_study_climbs_the_ladder(rocksdb, store) -> None:
@@ -119,3 +120,18 @@ def test_a_default_that_fails_stops_the_study(rocksdb, store) -> None:
                     bad.value_size, {"db_bench": {"benchmarks": ["nosuchbenchmark"]}})
     with pytest.raises(KnobtuneError, match="the default config failed"):
         Tuner(_settings(rocksdb, bad, trials=1), store).run()
+
+
+def test_controls_rerun_the_default_and_record_drift(rocksdb, store) -> None:
+    workload = tiny("put-get-delete", 4000)
+    study = Tuner(_settings(rocksdb, workload, trials=5, control_every=2), store).run()
+    roles = [t.user_attrs.get(attrs.ROLE) for t in study.trials]
+    assert roles.count("baseline") == 1 and roles.count("control") == 2
+    assert len(_outcomes(study)) == 5  # controls are not counted as trials
+    controls = study.user_attrs[attrs.CONTROLS]
+    assert [c["role"] for c in controls] == ["baseline", "control", "control"] and all(c["value"] for c in controls)
+    summary = summarize(study, rocksdb)
+    assert len(summary.default_runs) == 3 and summary.drift is not None
+    for trial in study.trials:
+        if trial.user_attrs.get(attrs.ROLE) == "control":
+            assert trial.state == TrialState.COMPLETE and attrs.REUSED_FROM not in trial.user_attrs

@@ -39,10 +39,18 @@ class StudySummary:
     unsafe_in_result: dict[str, str]
     warnings: list[str] = field(default_factory=list)
     experiment: dict[str, Any] = field(default_factory=dict)
+    default_runs: list[float] = field(default_factory=list)  # the default's full-size value, baseline then controls
+
+    @property
+    def drift(self) -> float | None:
+        """Relative change of the default from its first to its latest run (0.05 = 5% higher)."""
+        runs = self.default_runs
+        return runs[-1] / runs[0] - 1 if len(runs) >= 2 and runs[0] else None
 
     def to_dict(self) -> dict[str, Any]:
         data = dict(vars(self))
         data["objective"] = self.objective.value
+        data["drift"] = self.drift
         return data
 
 
@@ -71,6 +79,7 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         unsafe_in_result=unsafe, warnings=_warnings(catalog, config, unsafe),
         experiment={k: user.get(k) for k in (attrs.TOOL_VERSION, attrs.SYSTEM_VERSION, attrs.DRIVER,
                                              attrs.MACHINE, attrs.WORKLOAD, attrs.SEED)},
+        default_runs=[c["value"] for c in user.get(attrs.CONTROLS, []) if c.get("value") is not None],
     )
 
 
@@ -78,7 +87,7 @@ def count_outcomes(trials: list[FrozenTrial]) -> dict[str, int]:
     """Trials per outcome (the default's trial not counted); running and queued ones too."""
     counts: Counter[str] = Counter()
     for trial in trials:
-        if trial.user_attrs.get(attrs.ROLE) == attrs.ROLE_BASELINE:
+        if attrs.is_reference(trial.user_attrs):
             continue
         if trial.state in (TrialState.RUNNING, TrialState.WAITING):
             counts[trial.state.name.lower()] += 1

@@ -20,7 +20,7 @@ SEED = "seed"
 VERIFICATION = "verification"  # the final interleaved repeats, see tuning.verify
 
 # trial
-ROLE = "role"  # "baseline" for the default config, absent otherwise
+ROLE = "role"  # "baseline" (the default, first) or "control" (the default, re-run periodically); absent otherwise
 CONFIG = "config"  # the changed knobs actually run (after relation repair)
 CONFIG_HASH = "config_hash"
 OUTCOME = "outcome"  # an Outcome value
@@ -33,7 +33,14 @@ RETRY_OF = "retry_of"  # trial number this one re-runs after an interruption
 WORKER = "worker"  # "host:pid" of the process running the trial
 UNSAFE = "unsafe_knobs"  # knob -> safety class of the values this config holds
 ROLE_BASELINE = "baseline"
+ROLE_CONTROL = "control"
+CONTROLS = "controls"  # study: the default's full-size value at each baseline/control run, in order (drift)
 
 
 def rung_key(index: int) -> str:
     return f"{RUNG_PREFIX}{index}"
+
+
+def is_reference(user_attrs: dict) -> bool:
+    """Whether a trial (by its user attributes) runs the default as a reference: the baseline or a control."""
+    return user_attrs.get(ROLE) in (ROLE_BASELINE, ROLE_CONTROL)

@@ -24,7 +24,7 @@ DEFAULT_LABEL = "default"
 def top_trials(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
     """The ``k`` best complete trials with distinct configs, the default excluded."""
     complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if t.user_attrs.get(attrs.ROLE) != attrs.ROLE_BASELINE and t.user_attrs.get(attrs.CONFIG)]
+                if not attrs.is_reference(t.user_attrs) and t.user_attrs.get(attrs.CONFIG)]
     complete.sort(key=lambda t: t.value, reverse=study.direction == optuna.study.StudyDirection.MAXIMIZE)
     chosen, seen = [], set()
     for trial in complete:

@@ -1,5 +1,8 @@
 """Successive halving that never stops a config beating the default at the same rung.
 
+"The default" is its latest run (the baseline or the latest control), so drift
+over a long study does not make every new config look better or worse.
+
 Optuna's asynchronous successive halving promotes a trial only when it ranks in
 the top 1/reduction_factor of the trials seen at its rung; early in a study that
 means it must beat every trial so far, and on a noisy machine a small rung's
@@ -26,9 +29,8 @@ class DefaultAwareHalvingPruner(BasePruner):
         if not self._halving.prune(study, trial):  # also records the rung for later comparisons
             return False
         step = trial.last_step
-        baseline = next((t for t in study.get_trials(deepcopy=False)
-                         if t.user_attrs.get(attrs.ROLE) == attrs.ROLE_BASELINE and step in t.intermediate_values),
-                        None)
+        baseline = next((t for t in reversed(study.get_trials(deepcopy=False))  # the latest default run
+                         if attrs.is_reference(t.user_attrs) and step in t.intermediate_values), None)
         if baseline is None or step is None:
             return True
         value, default = trial.intermediate_values[step], baseline.intermediate_values[step]

@@ -157,8 +157,24 @@ class Tuner:
         queued = any(t.user_attrs.get(attrs.ROLE) == attrs.ROLE_BASELINE and t.state != TrialState.FAIL
                      for t in study.get_trials(deepcopy=False))
         if not queued:
-            default_params = self.settings.space.params_of(self.settings.catalog.defaults())
-            study.enqueue_trial(default_params, user_attrs={attrs.ROLE: attrs.ROLE_BASELINE})
+            self._enqueue_default(study, attrs.ROLE_BASELINE)
+
+    def _enqueue_default(self, study: optuna.Study, role: str) -> None:
+        default_params = self.settings.space.params_of(self.settings.catalog.defaults())
+        study.enqueue_trial(default_params, user_attrs={attrs.ROLE: role}, skip_if_exists=False)
+
+    def _control_due(self, trials: list[optuna.trial.FrozenTrial]) -> bool:
+        """Whether ``control_every`` sampled trials have finished since the default last ran."""
+        every = self.settings.control_every
+        if every <= 0:
+            return False
+        since = 0
+        for trial in reversed(trials):
+            if attrs.is_reference(trial.user_attrs):
+                return since >= every
+            if trial.state.is_finished():
+                since += 1
+        return False
 
     def time_left_s(self) -> float | None:
         """Time left for the search: the budget less what has passed and what verification will need."""
@@ -197,23 +213,27 @@ class Tuner:
 
     def _may_start_trial(self, study: optuna.Study) -> bool:
         self._reserve_verification(study)
-        waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+        trials = study.get_trials(deepcopy=False)
+        waiting = [t for t in trials if t.state == TrialState.WAITING]
         if any(t.user_attrs.get(attrs.ROLE) == attrs.ROLE_BASELINE for t in waiting):
             return True  # nothing else can run before the default is measured
         if self.settings.trials is not None:
-            done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
-                                                                          TrialState.FAIL))
-                    if t.user_attrs.get(attrs.ROLE) != attrs.ROLE_BASELINE
+            done = [t for t in trials if t.state.is_finished() and not attrs.is_reference(t.user_attrs)
                     and t.user_attrs.get(attrs.OUTCOME) != Outcome.INTERRUPTED.value]
             if len(done) >= self.settings.trials:
                 return False
+        if not self._fits(study, self.settings.workload.full):
+            return self._fits(study, self.settings.workload.rungs[0])  # too late for a control; small rungs only
+        if self._control_due(trials) and not any(attrs.is_reference(t.user_attrs) for t in waiting):
+            self._enqueue_default(study, attrs.ROLE_CONTROL)
+            self._note("re-running the default as a control (drift check)")
         return self._fits(study, self.settings.workload.rungs[0])
 
     # ------------------------------------------------------------ one trial
 
     def _run_trial(self, study: optuna.Study, target: Target, trial: optuna.Trial) -> None:
         s = self.settings
-        is_baseline = trial.user_attrs.get(attrs.ROLE) == attrs.ROLE_BASELINE
+        is_baseline = attrs.is_reference(trial.user_attrs)  # the default: never pruned, never reused
         trial.set_user_attr(attrs.WORKER, f"{socket.gethostname()}:{os.getpid()}")
         config, repairs = s.space.suggest(trial)
         changed = s.catalog.changed(config)
@@ -233,6 +253,8 @@ class Tuner:
             study.tell(trial, state=TrialState.FAIL)
             self._requeue(study, trial.params, trial.user_attrs, trial.number)
             raise
+        if is_baseline and outcome is Outcome.COMPLETE:
+            self._record_control(study, trial)
         if is_baseline and outcome is not Outcome.COMPLETE:
             reason = trial.user_attrs.get(attrs.REASON, outcome.value)
             raise KnobtuneError(f"the default config failed ({reason}). Fix: check the workload and the "
@@ -251,7 +273,8 @@ class Tuner:
         for rung in rungs:
             if not is_baseline and not self._fits(study, rung):
                 return self._finish(study, trial, Outcome.BUDGET, "the time budget ended before this rung")
-            result = self._reused(study, trial, digest, rung) or self._measure(study, target, trial, rung, is_baseline)
+            reused = None if is_baseline else self._reused(study, trial, digest, rung)
+            result = reused or self._measure(study, target, trial, rung, is_baseline)
             if "failure" in result:
                 outcome = Outcome(result["failure"])
                 if outcome is Outcome.TIMEOUT:
@@ -311,6 +334,14 @@ class Tuner:
         self._emit(Progress("trial", f"trial {trial.number} {outcome.value}: {shown}", trial.number, None, value,
                             self._best, self._elapsed(), self.time_left_s()))
         return outcome
+
+    def _record_control(self, study: optuna.Study, trial: optuna.Trial) -> None:
+        """Append the default's full-size value to the study's drift record."""
+        full = trial.user_attrs.get(attrs.rung_key(self.settings.workload.full.index), {})
+        controls = list(study.user_attrs.get(attrs.CONTROLS, []))
+        controls.append({"trial": trial.number, "at_s": round(self._elapsed(), 1), "value": full.get("value"),
+                         "role": trial.user_attrs.get(attrs.ROLE)})
+        study.set_user_attr(attrs.CONTROLS, controls)
 
     # ------------------------------------------------------------ helpers
 
