@@ -51,7 +51,7 @@ def test_missing_catalog_file(tmp_path: Path) -> None:
 
 
 def test_unknown_system_and_workload() -> None:
-    with pytest.raises(CatalogError, match="choose one of rocksdb"):
+    with pytest.raises(CatalogError, match="Fix: choose one of .*rocksdb"):
         load_catalog("mongodb")
     with pytest.raises(WorkloadError, match="choose one of"):
         load_workload("ycsb-z")

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import enum
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError, ConfigError
 from knobtune.knobs.units import parse_bytes, parse_duration_s
 
@@ -276,13 +276,7 @@ def load_catalog(system_or_path: str | Path) -> Catalog:
         if not path.exists():
             raise CatalogError(f"no knob catalog for system '{system_or_path}'. "
                                f"Fix: choose one of {', '.join(available_systems())}")
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise CatalogError(f"{path}: cannot read the catalog ({exc.strerror}). Fix: check the path") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{path}: not valid TOML ({exc}). Fix: correct the syntax at that line") from None
-    return _build_catalog(path, data)
+    return _build_catalog(path, read_toml(path, CatalogError, "catalog"))
 
 
 def _build_catalog(path: Path, data: dict[str, Any]) -> Catalog:

@@ -7,12 +7,12 @@ ones live in ``knobtune/workloads/data``; a user's own file is loaded by path.
 from __future__ import annotations
 
 import enum
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from knobtune.datafile import read_toml
 from knobtune.errors import WorkloadError
 
 DATA_DIR = Path(__file__).parent / "data"
@@ -109,13 +109,7 @@ def load_workload(name_or_path: str | Path) -> Workload:
         if not path.exists():
             raise WorkloadError(f"unknown workload '{name_or_path}'. "
                                 f"Fix: choose one of {', '.join(available_workloads())} or give a .toml file")
-    try:
-        data = tomllib.loads(path.read_text())
-    except OSError as exc:
-        raise WorkloadError(f"{path}: cannot read the workload ({exc.strerror}). Fix: check the path") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise WorkloadError(f"{path}: not valid TOML ({exc}). Fix: correct the syntax at that line") from None
-    return _build(path, data)
+    return _build(path, read_toml(path, WorkloadError, "workload"))
 
 
 def _build(path: Path, data: dict[str, Any]) -> Workload:
