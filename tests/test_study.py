@@ -135,3 +135,21 @@ def test_controls_rerun_the_default_and_record_drift(rocksdb, store) -> None:
     for trial in study.trials:
         if trial.user_attrs.get(attrs.ROLE) == "control":
             assert trial.state == TrialState.COMPLETE and attrs.REUSED_FROM not in trial.user_attrs
+
+
+def test_a_budget_too_short_for_the_default_says_so(rocksdb, store) -> None:
+    from knobtune.errors import UsageError
+
+    with pytest.raises(UsageError, match="--time is too short"):
+        Tuner(_settings(rocksdb, tiny("put-get-delete", 20000), trials=None, time_budget_s=0.3), store).run()
+
+
+def test_verification_is_not_repeated_for_the_same_candidates(rocksdb, store) -> None:
+    workload = tiny("put-get-delete", 3000)
+    settings = _settings(rocksdb, workload, trials=3, verify_top=1, verify_repeats=2)
+    first = Tuner(settings, store).run().user_attrs[attrs.VERIFICATION]
+    notes = []
+    again = Tuner(settings, store, on_progress=notes.append).run().user_attrs[attrs.VERIFICATION]
+    assert again == first
+    if "candidates" in first:
+        assert any("verified before" in n.message for n in notes)

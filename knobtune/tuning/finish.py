@@ -39,9 +39,16 @@ def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, lo
                  note: Callable[[str], None]) -> dict[str, object]:
     """Verify the top candidates, store the result on the study and return it."""
     catalog, objective = settings.catalog, settings.objective
+    top = top_trials(study, settings.verify_top)
+    previous = study.user_attrs.get(attrs.VERIFICATION) or {}
+    verified_before = {c["label"] for c in previous.get("candidates", [])} | set(previous.get("rejected", {}))
+    if top and verified_before == {DEFAULT_LABEL} | {f"trial {t.number}" for t in top} \
+            and previous.get("repeats") == settings.verify_repeats:
+        note(f"the same candidates were verified before: {previous['verdict']}")
+        return previous
     candidates = [(Candidate(DEFAULT_LABEL, {}), catalog.defaults())]
     rejected: dict[str, str] = {}
-    for trial in top_trials(study, settings.verify_top):
+    for trial in top:
         label = f"trial {trial.number}"
         config = catalog.config(trial.user_attrs[attrs.CONFIG])
         failure = _twin_check(settings, target, config, log_dir / f"twin-{trial.number}.log")

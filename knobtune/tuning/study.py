@@ -255,6 +255,9 @@ class Tuner:
             raise
         if is_baseline and outcome is Outcome.COMPLETE:
             self._record_control(study, trial)
+        if is_baseline and outcome is Outcome.TIMEOUT and s.time_budget_s is not None:
+            raise UsageError(f"--time is too short: the default config alone did not finish within it "
+                             f"({trial.user_attrs.get(attrs.REASON)}). Fix: give more time, or a smaller --records")
         if is_baseline and outcome is not Outcome.COMPLETE:
             reason = trial.user_attrs.get(attrs.REASON, outcome.value)
             raise KnobtuneError(f"the default config failed ({reason}). Fix: check the workload and the "
@@ -277,7 +280,7 @@ class Tuner:
             result = reused or self._measure(study, target, trial, rung, is_baseline)
             if "failure" in result:
                 outcome = Outcome(result["failure"])
-                if outcome is Outcome.TIMEOUT:
+                if outcome is Outcome.TIMEOUT and not is_baseline:
                     trial.report(self._pessimistic(study, rung), step=self._step(rung))
                     trial.should_prune()  # records the rung so later trials compete with it
                 return self._finish(study, trial, outcome, result["reason"])
