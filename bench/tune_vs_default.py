@@ -34,8 +34,9 @@ def run_study(name: str, allow_unsafe: bool, args: argparse.Namespace, store) ->
     workload = load_workload(args.workload)
     if args.records:
         workload = workload.scaled(args.records)
+    knobs = [k for k in build_space(catalog, allow_unsafe=allow_unsafe).knobs if k not in args.exclude]
     settings = TuneSettings(study_name=name, catalog=catalog, workload=workload,
-                            space=build_space(catalog, allow_unsafe=allow_unsafe), objective=workload.objective,
+                            space=build_space(catalog, knobs, allow_unsafe=allow_unsafe), objective=workload.objective,
                             sampler=args.sampler, seed=args.seed, time_budget_s=parse_duration_s(args.time),
                             verify_top=0, verify_repeats=0)
     started = time.monotonic()
@@ -95,14 +96,20 @@ def main() -> None:
     parser.add_argument("--sampler", default="tpe")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--unsafe-too", action="store_true", help="also run the same study with --allow-unsafe")
+    parser.add_argument("--unsafe-only", action="store_true", help="run only the --allow-unsafe study")
+    parser.add_argument("--exclude", default="", type=lambda text: [k for k in text.split(",") if k],
+                        help="knobs left out of both studies (e.g. fifo_compaction_max_table_files_size_mb, "
+                             "to leave db_bench's FIFO limit at its default 0 as a hand-written script would)")
     parser.add_argument("--dir", type=Path, default=Path("bench/studies"))
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args()
     store = open_store(args.dir)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    results = [run_study(f"bench-safe-{stamp}", False, args, store)]
-    print(describe(results[-1]), flush=True)
-    if args.unsafe_too:
+    results = []
+    if not args.unsafe_only:
+        results.append(run_study(f"bench-safe-{stamp}", False, args, store))
+        print(describe(results[-1]), flush=True)
+    if args.unsafe_too or args.unsafe_only:
         results.append(run_study(f"bench-unsafe-{stamp}", True, args, store))
         print(describe(results[-1]), flush=True)
     if args.out:
