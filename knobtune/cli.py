@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
+import click
 import typer
 
 from knobtune import console
@@ -274,24 +275,20 @@ def _duration(text: str | None) -> float | None:
 
 
 def main() -> None:
-    """Entry point: a KnobtuneError becomes one line on stderr and exit status 2."""
+    """Entry point: a KnobtuneError becomes one line on stderr and exit status 2; Ctrl-C exits 130."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # typer returns 130 for Ctrl-C, and the code of an explicit Exit
     except KnobtuneError as exc:
         console.err.print(f"error: {exc}", markup=False)
         sys.exit(2)
-    except KeyboardInterrupt:
-        console.err.print("interrupted: finished trials are kept; run the same command to resume", markup=False)
-        sys.exit(130)
-    except typer.Exit as exc:
+    except click.ClickException as exc:  # usage errors: unknown option, missing argument
+        exc.show()
         sys.exit(exc.exit_code)
-    except Exception as exc:  # click's usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+    except click.exceptions.Abort:
+        code = 130
+    if code == 130:
+        console.err.print("interrupted: finished trials are kept; run the same command to resume", markup=False)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

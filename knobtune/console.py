@@ -35,7 +35,7 @@ def progress_line(event: Progress) -> None:
     """One line per event: elapsed, time left, best so far, then what happened."""
     best = f"{event.best:,.4g}" if event.best is not None else "-"
     left = f" | left {duration(event.time_left_s)}" if event.time_left_s is not None else ""
-    style = {"trial": "bold", "note": "cyan", "verify": "cyan"}.get(event.kind, "")
+    style = {"trial": "bold", "note": "cyan"}.get(event.kind, "")
     out.print(f"[dim][{duration(event.elapsed_s):>7}{left} | best {best}][/dim] [{style}]{event.message}[/{style}]"
               if style else f"[dim][{duration(event.elapsed_s):>7}{left} | best {best}][/dim] {event.message}")
 

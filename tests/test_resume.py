@@ -74,3 +74,22 @@ def test_sigkill_then_resume(tmp_path: Path) -> None:
     assert len(retry) == 1 and retry[0].params == marked.params and retry[0].state.is_finished()
     assert not any(path.exists() for path in scratch), "the dead run's scratch data was not removed"
     assert _db_bench_under(home) == []
+
+
+def test_ctrl_c_keeps_finished_trials_and_leaves_nothing_running(tmp_path: Path) -> None:
+    home = tmp_path / "studies"
+    log = tmp_path / "out.log"
+    process = subprocess.Popen(_tune(home, 40), stdout=log.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while log.read_text().count("rung") < 6 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 130
+    assert "interrupted: finished trials are kept" in log.read_text()
+    assert _db_bench_under(home) == []
+    assert list((home / "scratch").glob("*")) == [], "Ctrl-C left scratch data behind"
+    study = open_store(home).load("resume")
+    interrupted = [t for t in study.trials if t.user_attrs.get(attrs.OUTCOME) == "interrupted"]
+    assert len(interrupted) <= 1  # the trial in progress, if one was
+    waiting = [t for t in study.trials if t.state == TrialState.WAITING]
+    assert [t.user_attrs.get(attrs.RETRY_OF) for t in waiting] == [t.number for t in interrupted]

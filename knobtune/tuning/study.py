@@ -42,7 +42,7 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 class Progress:
     """One event for a progress display."""
 
-    kind: str  # "baseline", "rung", "trial", "verify", "note"
+    kind: str  # "rung" (a run finished), "trial" (a trial ended), "note" (anything else worth saying)
     message: str
     trial: int | None = None
     rung: int | None = None
@@ -102,6 +102,11 @@ class Tuner:
             if stored is not None and stored != given:
                 raise UsageError(f"study '{s.study_name}' was created with {key} '{stored}', not '{given}'. "
                                  f"Fix: use the same {key}, or another --study name")
+        records = (recorded.get(attrs.WORKLOAD) or {}).get("records")
+        if records is not None and records != s.workload.records:
+            raise UsageError(f"study '{s.study_name}' was created with {records:,} records, not "
+                             f"{s.workload.records:,}: its default's times would not compare. "
+                             "Fix: use the same --records, or another --study name")
         return study
 
     def _record_experiment(self, study: optuna.Study, target: Target) -> None:
@@ -191,12 +196,16 @@ class Tuner:
         estimate = (s.verify_top + 1) * s.verify_repeats * base["elapsed_s"] * 1.2
         self._verification_reserve_s = min(estimate, s.time_budget_s / 2)
 
-    def limit_s(self, study: optuna.Study, rung: Rung) -> float | None:
-        """The time a run at ``rung`` may take: a multiple of the default's, never past the budget's end."""
+    def _rung_limit_s(self, study: optuna.Study, rung: Rung) -> float | None:
+        """``timeout_factor`` times the default's time at ``rung`` (at least ``min_timeout_s``); None before it ran."""
         base = self._baseline(study).get(str(rung.index))
-        limit = None if base is None else max(self.settings.timeout_factor * base["elapsed_s"],
-                                              self.settings.min_timeout_s)
-        left = self.time_left_s()
+        if base is None:
+            return None
+        return max(self.settings.timeout_factor * base["elapsed_s"], self.settings.min_timeout_s)
+
+    def limit_s(self, study: optuna.Study, rung: Rung) -> float | None:
+        """The time a run at ``rung`` may take: its rung limit, never past the budget's end."""
+        limit, left = self._rung_limit_s(study, rung), self.time_left_s()
         if left is not None:
             limit = left if limit is None else min(limit, left)
         return limit
@@ -204,12 +213,7 @@ class Tuner:
     def _fits(self, study: optuna.Study, rung: Rung) -> bool:
         """Whether a run at ``rung`` can finish in the time left even if it uses its whole limit."""
         left = self.time_left_s()
-        if left is None:
-            return True
-        base = self._baseline(study).get(str(rung.index))
-        needed = self.settings.min_timeout_s if base is None else max(
-            self.settings.timeout_factor * base["elapsed_s"], self.settings.min_timeout_s)
-        return left >= needed
+        return left is None or left >= (self._rung_limit_s(study, rung) or self.settings.min_timeout_s)
 
     def _may_start_trial(self, study: optuna.Study) -> bool:
         self._reserve_verification(study)
