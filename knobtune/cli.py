@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
-import click
 import typer
 
 from knobtune import console
@@ -281,11 +280,11 @@ def main() -> None:
     except KnobtuneError as exc:
         console.err.print(f"error: {exc}", markup=False)
         sys.exit(2)
-    except click.ClickException as exc:  # usage errors: unknown option, missing argument
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         code = 130
+    except typer.TyperException as exc:  # usage errors (unknown option, missing argument): typer shows them
+        exc.show()  # type: ignore[attr-defined]
+        sys.exit(getattr(exc, "exit_code", 2))
     if code == 130:
         console.err.print("interrupted: finished trials are kept; run the same command to resume", markup=False)
     sys.exit(code if isinstance(code, int) else 0)
