@@ -153,3 +153,18 @@ def test_verification_is_not_repeated_for_the_same_candidates(rocksdb, store) ->
     assert again == first
     if "candidates" in first:
         assert any("verified before" in n.message for n in notes)
+
+
+def test_an_unverifiable_workload_rechecks_its_winner_with_the_twin(rocksdb, store) -> None:
+    """fillrandom cannot check its reads; a FIFO winner is caught by the twin (each key once, all read back)."""
+    workload = tiny("fillrandom", 30000)
+    space = build_space(rocksdb, ["compaction_style", "write_buffer_size"], allow_unsafe=True)
+    Tuner(_settings(rocksdb, workload, space=space, trials=0), store).run()
+    study = store.load("s")
+    study.enqueue_trial({"compaction_style": "fifo", "write_buffer_size": 1024 * 1024})
+    study = Tuner(_settings(rocksdb, workload, space=space, trials=1, verify_top=1, verify_repeats=2), store).run()
+    assert study.trials[1].state == TrialState.COMPLETE  # fillrandom alone cannot see the loss
+    verification = study.user_attrs[attrs.VERIFICATION]
+    assert verification["rejected"]["trial 1"].startswith("data loss: ")
+    assert "failed the verifiable twin" in verification["verdict"] and "keep the default" in verification["verdict"]
+    assert summarize(study, rocksdb).result_trial is None  # nothing is recommended over the default

@@ -99,7 +99,7 @@ def count_outcomes(trials: list[FrozenTrial]) -> dict[str, int]:
 
 def _result_trial(study: optuna.Study, verification: dict[str, Any] | None) -> FrozenTrial | None:
     """The verified winner; without a verification, the best single run; with a failed one, none."""
-    if verification and "candidates" in verification:
+    if verification:  # a verification that rejected every candidate (data loss in the twin) names no winner
         winner = verification.get("winner")
         if not winner or winner == DEFAULT_LABEL:
             return None

@@ -58,7 +58,9 @@ def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, lo
             continue
         candidates.append((Candidate(label, trial.user_attrs[attrs.CONFIG]), config))
     if len(candidates) == 1:
-        result = {"verdict": "no candidate to verify: no sampled config completed every rung", "rejected": rejected}
+        why = (f"every candidate failed the verifiable twin ({'; '.join(rejected.values())})" if rejected
+               else "no sampled config completed every rung")
+        result = {"verdict": f"no candidate to verify: {why}; keep the default", "rejected": rejected}
         study.set_user_attr(attrs.VERIFICATION, result)
         note(result["verdict"])
         return result
