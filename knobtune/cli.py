@@ -105,7 +105,7 @@ def tune(
     reduction_factor: Annotated[int, typer.Option(help="Successive halving keeps 1/N of the trials at each rung.")] = 3,
     verify_top: Annotated[int, typer.Option(help="Candidates re-measured against the default at the end (0: none).")] = 3,
     repeats: Annotated[int, typer.Option(help="Interleaved runs per candidate when verifying.")] = 5,
-    control_every: Annotated[int, typer.Option(help="Re-run the default after every N trials to track drift (0: never).")] = 10,
+    control_every: Annotated[int, typer.Option(help="Re-run the default after every N trials that reached full size, to track drift (0: never).")] = 10,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the search space and plan; run nothing.")] = False,
     json_output: JsonOption = False,
 ) -> None:

@@ -26,4 +26,4 @@ class TuneSettings:
     reduction_factor: int = 3
     verify_top: int = 3
     verify_repeats: int = 5
-    control_every: int = 10  # re-run the default after every N sampled trials (0: never)
+    control_every: int = 10  # re-run the default after every N trials that reached full size (0: never)

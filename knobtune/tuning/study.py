@@ -169,7 +169,11 @@ class Tuner:
         study.enqueue_trial(default_params, user_attrs={attrs.ROLE: role}, skip_if_exists=False)
 
     def _control_due(self, trials: list[optuna.trial.FrozenTrial]) -> bool:
-        """Whether ``control_every`` sampled trials have finished since the default last ran."""
+        """Whether ``control_every`` trials have run at full size since the default last ran.
+
+        Counting full-size runs (not all trials) keeps the controls' cost near
+        1/control_every of the full-size work, however many trials are pruned early.
+        """
         every = self.settings.control_every
         if every <= 0:
             return False
@@ -177,7 +181,7 @@ class Tuner:
         for trial in reversed(trials):
             if attrs.is_reference(trial.user_attrs):
                 return since >= every
-            if trial.state.is_finished():
+            if trial.state == TrialState.COMPLETE:
                 since += 1
         return False
 
@@ -294,7 +298,7 @@ class Tuner:
                 baseline = self._baseline(study)
                 baseline[str(rung.index)] = result
                 study.set_user_attr(attrs.BASELINE, baseline)
-            self._emit(Progress("rung", f"trial {trial.number} {rung}: {value:,.4g} {s.objective.unit}",
+            self._emit(Progress("rung", f"{self._label(trial)} {rung}: {value:,.4g} {s.objective.unit}",
                                 trial.number, rung.index, value, self._best, self._elapsed(), self.time_left_s()))
             if rung is rungs[-1]:
                 self._best = value if self._best is None or s.objective.better(value, self._best) else self._best
@@ -338,7 +342,7 @@ class Tuner:
             trial.set_user_attr(attrs.REASON, reason)
         study.tell(trial, value if outcome is Outcome.COMPLETE else None, state=outcome.state)
         shown = f"{value:,.4g} {self.settings.objective.unit}" if value is not None else reason
-        self._emit(Progress("trial", f"trial {trial.number} {outcome.value}: {shown}", trial.number, None, value,
+        self._emit(Progress("trial", f"{self._label(trial)} {outcome.value}: {shown}", trial.number, None, value,
                             self._best, self._elapsed(), self.time_left_s()))
         return outcome
 
@@ -360,6 +364,11 @@ class Tuner:
         base = self._baseline(study)[str(rung.index)]
         ratio = max((self.limit_s(study, rung) or 0.0) / base["elapsed_s"], 1.0)
         return base["value"] / ratio if self.settings.objective.maximize else base["value"] * ratio
+
+    @staticmethod
+    def _label(trial: optuna.Trial) -> str:
+        role = trial.user_attrs.get(attrs.ROLE)
+        return f"trial {trial.number} ({role}: the default)" if role else f"trial {trial.number}"
 
     def _elapsed(self) -> float:
         return time.monotonic() - self._started
