@@ -374,7 +374,7 @@ class Tuner:
         return time.monotonic() - self._started
 
     def _note(self, message: str) -> None:
-        self._emit(Progress("note", message, elapsed_s=self._elapsed(), time_left_s=self.time_left_s()))
+        self._emit(Progress("note", message, best=self._best, elapsed_s=self._elapsed(), time_left_s=self.time_left_s()))
 
 
 def machine_facts() -> dict[str, object]:
