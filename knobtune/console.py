@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from knobtune.knobs import Catalog, Knob
-from knobtune.knobs.units import format_bytes
+from knobtune.knobs.units import approx_bytes, format_bytes
 from knobtune.report import StudySummary
 from knobtune.tuning import Progress
 
@@ -44,8 +44,7 @@ def knob_value(knob: Knob, value: Any) -> str:
     if value in knob.special:
         return f"{value} ({knob.special[value]})"
     if knob.type.value == "bytes" and isinstance(value, int):
-        exact = format_bytes(value)
-        return exact if exact != str(value) or value < 1024 else f"{value} (~{value / 1024**2:,.1f} MiB)"
+        return approx_bytes(value)
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value).lower() if isinstance(value, bool) else str(value)

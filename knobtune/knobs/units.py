@@ -56,3 +56,14 @@ def format_bytes(value: int) -> str:
         if value and value % size == 0:
             return f"{value // size} {unit}"
     return str(value)
+
+
+def approx_bytes(value: int) -> str:
+    """67108864 -> "64 MiB"; 925344657 -> "925344657 (~882.5 MiB)": the exact number and a readable size."""
+    exact = format_bytes(value)
+    if exact != str(value) or value < 1024:
+        return exact
+    for unit, size in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if value >= size:
+            return f"{value} (~{value / size:,.1f} {unit})"
+    return exact
