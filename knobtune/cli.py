@@ -244,6 +244,9 @@ def compare(
         versus = comparison.speedups.get(label)
         console.out.print(f"{label}: median {runs.median:,.4g} {goal.unit} over {len(runs.values)} runs"
                           + (f"; {versus.describe()} vs {comparison.baseline.candidate.label}" if versus else ""))
+        for phase, percentiles in runs.latency_us().items():
+            console.out.print(f"    {phase} latency (µs, median of runs): "
+                              + ", ".join(f"{k} {v:,.1f}" for k, v in percentiles.items()))
     console.out.print(f"noise of {comparison.baseline.candidate.label}: {comparison.noise * 100:.1f}%")
 
 

@@ -81,11 +81,14 @@ def test_tune_show_export_compare(tmp_path: Path) -> None:
     config = tmp_path / "bigger-buffer.json"
     config.write_text(json.dumps({"write_buffer_size": "128MiB"}))
     compared = json.loads(_ok("compare", "rocksdb", "--workload", "put-get-delete", "--records", "3000",
-                              "--config", "default", "--config", str(config), "--repeats", "2", "--dir", home,
-                              "--json"))
+                              "--config", "default", "--config", str(config), "--config", "study:cli",
+                              "--repeats", "2", "--dir", home, "--json"))
     labels = [c["label"] for c in compared["candidates"]]
-    assert labels == ["default", str(config)] and all(len(c["values"]) == 2 for c in compared["candidates"])
+    assert labels == ["default", str(config), "study:cli"]
+    assert all(len(c["values"]) == 2 for c in compared["candidates"])
     assert compared["candidates"][1]["speedup"]["ratio"] > 0
+    assert set(compared["candidates"][0]["latency_us"]) == {"filluniquerandom", "readrandom", "deleterandom"}
+    assert compared["candidates"][0]["latency_us"]["readrandom"]["p99"] > 0
 
 
 def test_error_unknown_knob(tmp_path: Path) -> None:

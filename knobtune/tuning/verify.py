@@ -7,6 +7,7 @@ baseline), a speedup with a 95% bootstrap interval (knobtune.analysis).
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,9 +35,17 @@ class CandidateRuns:
 
     @property
     def median(self) -> float | None:
-        import statistics
-
         return statistics.median(self.values) if self.values else None
+
+    def latency_us(self) -> dict[str, dict[str, float]]:
+        """Per phase, the median over runs of each latency percentile the driver printed (µs)."""
+        table: dict[str, dict[str, list[float]]] = {}
+        for measurement in self.measurements:
+            for phase in measurement.phases:
+                for name, value in (("p50", phase.p50_us), ("p99", phase.p99_us), ("p99.9", phase.p999_us)):
+                    if value is not None:
+                        table.setdefault(phase.name, {}).setdefault(name, []).append(value)
+        return {phase: {k: statistics.median(v) for k, v in values.items()} for phase, values in table.items()}
 
 
 @dataclass(frozen=True)
@@ -73,7 +82,7 @@ class Comparison:
                     "values": r.values,
                     "median": r.median,
                     "failure": r.failure,
-                    "p99_us": [m.p99_us for m in r.measurements],
+                    "latency_us": r.latency_us(),
                     **({"speedup": vars(self.speedups[r.candidate.label]),
                         "significant": self.speedups[r.candidate.label].significant}
                        if r.candidate.label in self.speedups else {}),
