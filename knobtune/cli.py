@@ -13,7 +13,7 @@ from knobtune import console
 from knobtune.errors import KnobtuneError, UsageError
 from knobtune.knobs import load_catalog
 from knobtune.knobs.units import parse_duration_s
-from knobtune.report import export_config, load_config_file, summarize
+from knobtune.report import export_config, load_config_file, summarize, write_report
 from knobtune.storage import open_store
 from knobtune.targets import TARGETS, make_target
 from knobtune.tuning import Tuner, TuneSettings, build_space
@@ -248,6 +248,21 @@ def compare(
             console.out.print(f"    {phase} latency (µs, median of runs): "
                               + ", ".join(f"{k} {v:,.1f}" for k, v in percentiles.items()))
     console.out.print(f"noise of {comparison.baseline.candidate.label}: {comparison.noise * 100:.1f}%")
+
+
+@app.command()
+def report(
+    study: str,
+    output: Annotated[Path, typer.Option("-o", "--output", help="The HTML file to write (its JSON goes beside it).")] = Path("report.html"),
+    storage: StorageOption = None,
+    directory: DirOption = None,
+) -> None:
+    """One self-contained HTML report of a study (opens offline), and the same data as JSON.
+
+    Example: knobtune report rocksdb-put-get-delete -o report.html
+    """
+    html_path, json_path = write_report(open_store(directory, storage).load(study), output)
+    console.err.print(f"wrote {html_path} and {json_path}")
 
 
 def _print_run(goal: Objective):  # noqa: ANN202 - a small callback factory

@@ -9,8 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from knobtune.knobs import Catalog, Knob
-from knobtune.knobs.units import approx_bytes, format_bytes
+from knobtune.knobs import Catalog
+from knobtune.knobs.display import knob_range, knob_value
 from knobtune.report import StudySummary
 from knobtune.tuning import Progress
 
@@ -38,26 +38,6 @@ def progress_line(event: Progress) -> None:
     style = {"trial": "bold", "note": "cyan"}.get(event.kind, "")
     out.print(f"[dim][{duration(event.elapsed_s):>7}{left} | best {best}][/dim] [{style}]{event.message}[/{style}]"
               if style else f"[dim][{duration(event.elapsed_s):>7}{left} | best {best}][/dim] {event.message}")
-
-
-def knob_value(knob: Knob, value: Any) -> str:
-    if value in knob.special:
-        return f"{value} ({knob.special[value]})"
-    if knob.type.value == "bytes" and isinstance(value, int):
-        return approx_bytes(value)
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-def knob_range(knob: Knob) -> str:
-    if knob.choices:
-        return " | ".join(knob.choices)
-    if knob.type.value == "bool":
-        return "true | false"
-    low, high = (format_bytes(int(knob.min)), format_bytes(int(knob.max))) if knob.type.value == "bytes" \
-        else (f"{knob.min:g}", f"{knob.max:g}")
-    return f"{low} .. {high}" + (" (log)" if knob.log else "")
 
 
 def catalog_table(catalog: Catalog) -> Table:

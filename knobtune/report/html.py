@@ -1,0 +1,240 @@
+"""The HTML report: one self-contained file (plotly.js inline) that opens offline, plus its JSON.
+
+``report_data`` computes; this module only draws. Every chart has a title,
+axis labels with units, and a log scale where values span decades.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from knobtune.analysis.importance import evaluator_name
+from knobtune.errors import UsageError
+from knobtune.report.report_data import report_data
+
+OUTCOME_STYLE = {  # outcome -> (marker symbol, colour)
+    "complete": ("circle", "#1f77b4"), "pruned": ("triangle-down", "#999999"), "timeout": ("x", "#d62728"),
+    "budget": ("square-open", "#bcbd22"), "interrupted": ("diamond-open", "#8c564b"),
+}
+FAILED = ("refused", "crash", "data-loss", "tool")
+
+
+def write_report(study: optuna.Study, path: Path) -> tuple[Path, Path]:
+    """Write ``path`` (HTML) and the same data as JSON beside it; return both paths.
+
+    Raises:
+        UsageError: plotly is missing or the file cannot be written.
+    """
+    if importlib.util.find_spec("plotly") is None:
+        raise UsageError("the HTML report needs plotly. Fix: pip install plotly")
+    data = report_data(study)
+    json_path = path.with_suffix(".json")
+    try:
+        path.write_text(render(data))
+        json_path.write_text(json.dumps(data, indent=2, default=str))
+    except OSError as exc:
+        raise UsageError(f"cannot write the report to {path} ({exc.strerror}). Fix: choose a writable -o path") from None
+    return path, json_path
+
+
+def render(data: dict[str, Any]) -> str:
+    figures = [f for f in (_history(data), _best_over_time(data), _verification(data), _speedups(data),
+                           _latency(data), _importance(data), _parallel(data)) if f is not None]
+    parts = [_header(data)]
+    for index, figure in enumerate(figures):
+        parts.append(figure.to_html(include_plotlyjs=index == 0, full_html=False, config={"displaylogo": False},
+                                    div_id=f"chart-{index}"))
+    parts.append(_diff(data))
+    title = html.escape(f"knobtune report: {data['summary']['study']}")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{_CSS}</style></head>"
+            f"<body>{''.join(parts)}</body></html>")
+
+
+_CSS = ("body{font-family:sans-serif;max-width:1300px;margin:auto;padding:1em;color:#222}"
+        "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
+        ".verdict{font-size:1.2em;font-weight:bold;padding:.5em;background:#eef6ee}.warn{color:#b00}"
+        "code{background:#f4f4f4;padding:1px 4px}")
+
+
+def _unit(data: dict[str, Any]) -> str:
+    return {"elapsed_s": "s", "ops_per_s": "ops/s", "p99_us": "µs"}[data["summary"]["objective"]]
+
+
+def _axis_title(data: dict[str, Any]) -> str:
+    objective = data["summary"]["objective"]
+    better = "higher" if objective == "ops_per_s" else "lower"
+    return f"{objective} ({_unit(data)}, {better} is better)"
+
+
+def _header(data: dict[str, Any]) -> str:
+    s = data["summary"]
+    workload = s["experiment"].get("workload") or {}
+    machine = s["experiment"].get("machine") or {}
+    counts = ", ".join(f"{n} {k}" for k, n in s["counts"].items() if n)
+    safety = ("<p class='warn'>Unsafe knobs were allowed (--allow-unsafe).</p>" if s["allow_unsafe"] else
+              "<p>Kept out of the search (would trade durability or data): "
+              + html.escape(", ".join(f"{k} ({v})" for k, v in s["left_out"].items()) or "none") + "</p>")
+    warnings = "".join(f"<p class='warn'>warning: {html.escape(w)}</p>" for w in s["warnings"])
+    rows = [("system", f"{s['system']} {s['experiment'].get('system_version', '')} via "
+                       f"{s['experiment'].get('driver', '')}"),
+            ("workload", f"{s['workload']}: {workload.get('records', '?'):,} records, ladder {workload.get('ladder')}"),
+            ("objective", _axis_title(data)),
+            ("machine", f"{machine.get('cpus')} CPUs, {machine.get('memory_gib')} GiB, {machine.get('os')}"),
+            ("knobtune", str(s["experiment"].get("knobtune_version"))), ("trials", counts or "none")]
+    table = "".join(f"<tr><th>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
+    return (f"<h1>Study {html.escape(s['study'])}</h1><p class='verdict'>{html.escape(s['verdict'])}</p>"
+            f"<table>{table}</table>{safety}{warnings}")
+
+
+def _layout(figure: Any, title: str, x: str, y: str, log_y: bool = False) -> Any:
+    figure.update_layout(title=title, xaxis_title=x, yaxis_title=y, height=460, template="plotly_white",
+                         legend={"orientation": "h", "y": -0.2})
+    if log_y:
+        figure.update_yaxes(type="log")
+    return figure
+
+
+def _history(data: dict[str, Any]) -> Any:
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    rows = [t for t in data["trials"] if not t["role"]]
+    measured = [t["value"] for t in rows if t["value"]]
+    for outcome, (symbol, colour) in OUTCOME_STYLE.items():
+        chosen = [t for t in rows if t["outcome"] == outcome and t["value"] is not None]
+        if chosen:
+            figure.add_trace(go.Scatter(
+                x=[t["number"] for t in chosen], y=[t["value"] for t in chosen], mode="markers", name=outcome,
+                marker={"symbol": symbol, "color": colour, "size": 9},
+                text=[f"trial {t['number']}: {outcome} at rung {t['reached_rung']}<br>{html.escape(t['reason'])}"
+                      for t in chosen], hoverinfo="text+y"))
+    failed = [t for t in rows if t["outcome"] in FAILED or (t["value"] is None and t["outcome"] in OUTCOME_STYLE)]
+    if failed and measured:
+        floor = min(measured) / 1.3
+        figure.add_trace(go.Scatter(
+            x=[t["number"] for t in failed], y=[floor] * len(failed), mode="markers", name="failed (hover: reason)",
+            marker={"symbol": "x-thin-open", "color": "#e377c2", "size": 10, "line": {"width": 2}},
+            text=[f"trial {t['number']}: {t['outcome']}<br>{html.escape(t['reason'][:200])}" for t in failed],
+            hoverinfo="text"))
+    last = max((t["number"] for t in rows), default=1)
+    for rung, value in sorted(data["defaults_by_rung"].items()):
+        if value:  # a line trace, not add_hline: its annotation lands wrong on log axes
+            figure.add_trace(go.Scatter(x=[0, last], y=[value, value], mode="lines+text", name=f"default, rung {rung}",
+                                        line={"dash": "dot", "color": "#2ca02c"}, text=[f"default, rung {rung}", ""],
+                                        textposition="top right", hoverinfo="name+y"))
+    spans_decades = measured and max(measured) / max(min(measured), 1e-12) > 10
+    return _layout(figure, "Optimization history: each trial's last measured rung (markers by outcome)",
+                   "trial number", _axis_title(data), log_y=bool(spans_decades))
+
+
+def _best_over_time(data: dict[str, Any]) -> Any:
+    import plotly.graph_objects as go
+
+    points = data["best_over_time"]
+    if not points:
+        return None
+    figure = go.Figure(go.Scatter(x=[p["minutes"] for p in points], y=[p["best"] for p in points],
+                                  mode="lines+markers", line_shape="hv", name="best so far",
+                                  text=[f"trial {p['trial']}" for p in points]))
+    return _layout(figure, "Best full-size value so far, over wall-clock time (single runs, not verified)",
+                   "minutes since the study began", _axis_title(data))
+
+
+def _verification(data: dict[str, Any]) -> Any:
+    import plotly.graph_objects as go
+
+    verification = data["verification"] or {}
+    candidates = [c for c in verification.get("candidates", []) if c["values"]]
+    if not candidates:
+        return None
+    figure = go.Figure([go.Box(y=c["values"], name=c["label"], boxpoints="all", jitter=0.3) for c in candidates])
+    return _layout(figure, f"Verification: {verification.get('repeats')} interleaved runs each at full size "
+                           f"(noise of the default {verification.get('noise_cv', 0) * 100:.1f}%)",
+                   "config", _axis_title(data))
+
+
+def _speedups(data: dict[str, Any]) -> Any:
+    import plotly.graph_objects as go
+
+    candidates = [c for c in (data["verification"] or {}).get("candidates", []) if "speedup" in c]
+    if not candidates:
+        return None
+    ratios = [c["speedup"]["ratio"] for c in candidates]
+    figure = go.Figure(go.Bar(
+        x=[c["label"] for c in candidates], y=ratios, marker_color=["#2ca02c" if c["significant"] else "#aaaaaa"
+                                                                     for c in candidates],
+        error_y={"type": "data", "symmetric": False,
+                 "array": [c["speedup"]["ci_high"] - r for c, r in zip(candidates, ratios)],
+                 "arrayminus": [r - c["speedup"]["ci_low"] for c, r in zip(candidates, ratios)]}))
+    figure.add_hline(y=1.0, line_dash="dash", annotation_text="the default")
+    return _layout(figure, "Default vs tuned: ratio of medians with 95% bootstrap CI (green: better beyond the noise)",
+                   "config", "speedup over the default (x, >1 is better)")
+
+
+def _latency(data: dict[str, Any]) -> Any:
+    import plotly.graph_objects as go
+
+    figure = go.Figure()
+    for label, phases in data["latency"].items():
+        for percentile in ("p50", "p99", "p99.9"):
+            points = [(phase, values.get(percentile)) for phase, values in phases.items() if values.get(percentile)]
+            if points:
+                figure.add_trace(go.Bar(name=f"{label} {percentile}", x=[p for p, _ in points],
+                                        y=[v for _, v in points]))
+    if not figure.data:
+        return None
+    figure.update_layout(barmode="group")
+    return _layout(figure, "Latency percentiles per phase: the default and the result", "phase",
+                   "latency (µs, log scale)", log_y=True)
+
+
+def _importance(data: dict[str, Any]) -> Any:
+    import plotly.graph_objects as go
+
+    importance = data["importance"]
+    if not importance:
+        return None
+    names = list(importance)[:15][::-1]
+    figure = go.Figure(go.Bar(x=[importance[n] for n in names], y=names, orientation="h"))
+    figure.update_layout(height=120 + 28 * len(names))
+    return _layout(figure, f"Knob importance (Optuna's {evaluator_name()} over the complete trials)",
+                   "share of the objective's variance explained", "knob")
+
+
+def _parallel(data: dict[str, Any]) -> Any:
+    import plotly.graph_objects as go
+
+    parallel = data["parallel"]
+    if not parallel or len(parallel["values"]) < 2:
+        return None
+    dimensions = []
+    for knob in parallel["knobs"]:
+        column = parallel["columns"][knob]
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in column):
+            dimensions.append({"label": knob, "values": column})
+        else:  # categorical: numbered, with the choices as tick labels
+            choices = sorted({str(v) for v in column})
+            dimensions.append({"label": knob, "values": [choices.index(str(v)) for v in column],
+                               "tickvals": list(range(len(choices))), "ticktext": choices})
+    figure = go.Figure(go.Parcoords(line={"color": parallel["values"], "colorscale": "Viridis", "showscale": True,
+                                          "colorbar": {"title": _unit(data)}}, dimensions=dimensions))
+    figure.update_layout(title="The most important knobs across complete trials (colour: full-size value)",
+                         height=480, template="plotly_white")
+    return figure
+
+
+def _diff(data: dict[str, Any]) -> str:
+    study = html.escape(data["summary"]["study"])
+    rows = "".join(f"<tr><td><code>{html.escape(d['knob'])}</code></td><td>{html.escape(d['default_text'])}</td>"
+                   f"<td>{html.escape(d['result_text'])}</td></tr>" for d in data["diff"])
+    table = (f"<table><tr><th>knob</th><th>default</th><th>result</th></tr>{rows}</table>" if rows
+             else "<p>No config is recommended over the default.</p>")
+    exports = "".join(f"<li><code>knobtune export {study} --format {fmt}</code></li>"
+                      for fmt in ("rocksdb-options", "db_bench-flags", "json"))
+    return f"<h2>The result against the default</h2>{table}<h2>Export</h2><ul>{exports}</ul>"

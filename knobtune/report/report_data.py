@@ -1,0 +1,98 @@
+"""Everything the HTML report draws, as plain data (also written as JSON beside the report)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from knobtune.analysis.importance import knob_importance
+from knobtune.knobs import Catalog, load_catalog
+from knobtune.knobs.display import knob_value
+from knobtune.report.summary import summarize
+from knobtune.tuning import attrs
+
+TOP_KNOBS = 6
+
+
+def report_data(study: optuna.Study, catalog: Catalog | None = None) -> dict[str, Any]:
+    """The sections of the report: summary, trials, best over time, verification, latency, importance, diff."""
+    summary = summarize(study, catalog)
+    catalog = catalog or load_catalog(summary.system)
+    trials = study.get_trials(deepcopy=False)
+    importance = knob_importance([t for t in trials if not attrs.is_reference(t.user_attrs)],
+                                 summary.objective.maximize)
+    return {
+        "summary": summary.to_dict(),
+        "trials": [_trial_row(t) for t in trials if t.state != TrialState.WAITING],
+        "defaults_by_rung": {rung: base.get("value") for rung, base in study.user_attrs.get(attrs.BASELINE, {}).items()},
+        "best_over_time": _best_over_time(trials, summary.objective.maximize),
+        "verification": study.user_attrs.get(attrs.VERIFICATION),
+        "latency": _latency(trials, summary.result_trial, study.user_attrs.get(attrs.VERIFICATION)),
+        "importance": importance,
+        "parallel": _parallel(trials, importance),
+        "diff": [{"knob": name, "default": catalog.knobs[name].default, "result": value,
+                  "default_text": knob_value(catalog.knobs[name], catalog.knobs[name].default),
+                  "result_text": knob_value(catalog.knobs[name], value)}
+                 for name, value in sorted(summary.result_config.items())],
+    }
+
+
+def _trial_row(trial: FrozenTrial) -> dict[str, Any]:
+    reached = trial.user_attrs.get(attrs.REACHED_RUNG)
+    last = trial.user_attrs.get(attrs.rung_key(reached)) if reached is not None else None
+    return {
+        "number": trial.number,
+        "role": trial.user_attrs.get(attrs.ROLE),
+        "outcome": trial.user_attrs.get(attrs.OUTCOME, trial.state.name.lower()),
+        "reason": trial.user_attrs.get(attrs.REASON, ""),
+        "reached_rung": reached,
+        "value": last.get("value") if last else None,
+        "finished_at": trial.datetime_complete.isoformat() if trial.datetime_complete else None,
+        "started_at": trial.datetime_start.isoformat() if trial.datetime_start else None,
+    }
+
+
+def _best_over_time(trials: list[FrozenTrial], maximize: bool) -> list[dict[str, float]]:
+    """(minutes since the study began, best full-size value so far) at each complete trial."""
+    starts = [t.datetime_start for t in trials if t.datetime_start]
+    if not starts:
+        return []
+    origin = min(starts)
+    points, best = [], None
+    for trial in sorted((t for t in trials if t.state == TrialState.COMPLETE and t.datetime_complete),
+                        key=lambda t: t.datetime_complete):
+        if best is None or (trial.value > best if maximize else trial.value < best):
+            best = trial.value
+        points.append({"minutes": (trial.datetime_complete - origin).total_seconds() / 60, "best": best,
+                       "trial": trial.number})
+    return points
+
+
+def _latency(trials: list[FrozenTrial], result: int | None, verification: dict | None) -> dict[str, Any]:
+    """Per phase latency percentiles (µs) of the default and the result: from verification if it ran."""
+    candidates = (verification or {}).get("candidates", [])
+    if candidates and all("latency_us" in c for c in candidates):
+        return {c["label"]: c["latency_us"] for c in candidates
+                if c["label"] == "default" or c["label"] == verification.get("winner")}
+    chosen = {"default": trials[0] if trials else None}
+    if result is not None:
+        chosen[f"trial {result}"] = next((t for t in trials if t.number == result), None)
+    latency = {}
+    for label, trial in chosen.items():
+        reached = trial.user_attrs.get(attrs.REACHED_RUNG) if trial else None
+        measured = trial.user_attrs.get(attrs.rung_key(reached), {}) if reached is not None else {}
+        latency[label] = {p["name"]: {"p50": p.get("p50_us"), "p99": p.get("p99_us"), "p99.9": p.get("p999_us")}
+                          for p in measured.get("phases", [])}
+    return latency
+
+
+def _parallel(trials: list[FrozenTrial], importance: dict[str, float] | None) -> dict[str, Any] | None:
+    """Complete trials over the most important knobs, for a parallel-coordinates view."""
+    if not importance:
+        return None
+    knobs = list(importance)[:TOP_KNOBS]
+    rows = [t for t in trials if t.state == TrialState.COMPLETE and all(k in t.params for k in knobs)]
+    return {"knobs": knobs, "values": [t.value for t in rows],
+            "columns": {k: [t.params[k] for t in rows] for k in knobs}}

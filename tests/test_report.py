@@ -1,0 +1,85 @@
+"""The HTML report of a real study renders in a real browser (headless Chromium)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from knobtune.report import write_report
+from knobtune.tuning import Tuner, TuneSettings, build_space
+
+from conftest import tiny
+
+CHROMIUM = shutil.which("chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ERROR_CATCHER = ("<script>window.__errors=[];window.onerror=function(m){window.__errors.push(String(m))};"
+                 "var e=console.error;console.error=function(){window.__errors.push([].join.call(arguments,' '));"
+                 "e.apply(console,arguments)};window.addEventListener('load',function(){setTimeout(function(){"
+                 "var d=document.createElement('pre');d.id='errors';d.textContent=window.__errors.join('\\n');"
+                 "document.body.appendChild(d)},1500)});</script>")
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory, rocksdb) -> tuple[Path, dict]:
+    from knobtune.storage import open_store
+
+    home = tmp_path_factory.mktemp("report")
+    workload = tiny("put-get-delete", 4000)
+    settings = TuneSettings(study_name="rep", catalog=rocksdb, workload=workload, space=build_space(rocksdb),
+                            objective=workload.objective, sampler="random", seed=3, trials=8, verify_top=1,
+                            verify_repeats=2, control_every=2)
+    study = Tuner(settings, open_store(home / "studies")).run()
+    html_path, json_path = write_report(study, home / "report.html")
+    return html_path, json.loads(json_path.read_text())
+
+
+def test_report_json_has_every_section(report) -> None:
+    _, data = report
+    assert set(data) >= {"summary", "trials", "defaults_by_rung", "best_over_time", "verification", "latency",
+                         "importance", "parallel", "diff"}
+    assert data["summary"]["study"] == "rep" and len(data["trials"]) >= 9
+    assert sorted(data["defaults_by_rung"]) == ["0", "1", "2"]
+    assert data["latency"]["default"]["readrandom"]["p99"] > 0
+
+
+class _Sources(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.external: list[str] = []
+
+    def handle_starttag(self, tag: str, attributes: list[tuple[str, str | None]]) -> None:
+        for name, value in attributes:
+            if (tag, name) in (("script", "src"), ("link", "href"), ("img", "src")) and value:
+                self.external.append(value)
+
+
+def test_report_is_self_contained(report) -> None:
+    text = report[0].read_text()
+    sources = _Sources()
+    sources.feed(text)
+    assert sources.external == []  # opens offline: plotly.js is inline, nothing is fetched
+    assert "Optimization history" in text and "Kept out of the search" in text
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/setup installs it)")
+def test_report_renders_in_chromium(report, tmp_path: Path) -> None:
+    page = tmp_path / "page.html"
+    page.write_text(report[0].read_text().replace("<head>", "<head>" + ERROR_CATCHER, 1))
+    dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=15000",
+                          "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    errors = re.search(r'<pre id="errors">(.*?)</pre>', dom, re.S)
+    assert errors is not None, "the page never finished loading"
+    assert errors.group(1).strip() == "", f"script errors: {errors.group(1)[:500]}"
+    charts = re.findall(r'<div id="(chart-\d+)"', report[0].read_text())
+    assert len(charts) >= 3  # history, verification and speedup at least
+    for chart in charts:  # each plotly chart drew its SVG with something in it
+        drawn = re.search(rf'<div id="{chart}".*?class="main-svg"', dom, re.S)
+        assert drawn is not None, f"{chart} did not render"
+    assert re.search(r'class="(scatterlayer|barlayer|boxlayer)[^"]*"', dom)
