@@ -233,11 +233,18 @@ def compare(
         comparison = run_interleaved(
             target, candidates, spec.full, repeats=repeats, objective=goal, seed=seed,
             log_dir=store.home / "compare", on_run=None if json_output else _print_run(goal))
+    unsafe = {candidate.label: {k: v.value for k, v in catalog.unsafe_in(full).items()} for candidate, full in candidates}
     if json_output:
-        console.print_json(comparison.to_dict())
+        data = comparison.to_dict()
+        for entry in data["candidates"]:
+            entry["unsafe_knobs"] = unsafe[entry["label"]]
+        console.print_json(data)
         return
     for runs in comparison.runs:
         label = runs.candidate.label
+        if unsafe[label]:
+            console.out.print(f"[bold red]{label} holds unsafe values:[/bold red] "
+                              + ", ".join(f"{k} ({v})" for k, v in unsafe[label].items()))
         if runs.failure:
             console.out.print(f"{label}: [red]failed[/red]: {runs.failure}")
             continue
