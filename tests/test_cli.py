@@ -73,7 +73,7 @@ def test_tune_show_export_compare(tmp_path: Path) -> None:
     exported = json.loads(_ok("export", "cli", "--dir", home, "--format", "json"))
     assert exported["system"] == "rocksdb" and "config" in exported
     options = tmp_path / "OPTIONS.ini"
-    _ok("export", "cli", "--dir", home, "--format", "rocksdb-options", "-o", str(options), "--trial", "1")
+    _ok("export", "cli", "--dir", home, "--format", "rocksdb-options", "-o", str(options))
     assert "[CFOptions \"default\"]" in options.read_text()
     flags = _ok("export", "cli", "--dir", home, "--format", "db_bench-flags", "--trial", "0")
     assert flags.strip() == ""  # the default changes nothing

@@ -99,3 +99,12 @@ readrandom   :      19.200 micros/op 52079 ops/sec 0.960 seconds 50000 operation
     fill, read = parse_output(text)
     assert (fill.name, fill.ops, fill.seconds, fill.p99_us, fill.max_us) == ("filluniquerandom", 50000, 1.618, 9.53, 3787)
     assert (read.found, read.expected, read.p99_us) == (1545, 50000, None)
+
+
+def test_options_export_of_a_refused_config_is_a_clear_error(rocksdb, tiny_pgd, tmp_path: Path) -> None:
+    from knobtune.errors import ConfigError
+
+    refused = rocksdb.config({"memtablerep": "prefix_hash", "allow_concurrent_memtable_write": False})
+    with make_target(rocksdb, tiny_pgd, tmp_path / "scratch") as target:
+        with pytest.raises(ConfigError, match="cannot write an OPTIONS file.*prefix_size"):
+            target.export(refused, "rocksdb-options")

@@ -78,7 +78,7 @@ def test_the_same_config_is_measured_once_per_rung(rocksdb, store) -> None:
 
 def test_the_fifo_trap_is_a_failed_data_loss_trial(rocksdb, store) -> None:
     """FIFO compaction (limit 0) allowed with --allow-unsafe: the trial fails for data loss, never wins."""
-    workload = tiny("put-get-delete", 6000)
+    workload = dataclasses.replace(tiny("put-get-delete", 6000), ladder=(1.0,))  # one rung: never pruned
     space = build_space(rocksdb, ["compaction_style", "fifo_compaction_max_table_files_size_mb", "write_buffer_size"],
                         allow_unsafe=True)
     Tuner(_settings(rocksdb, workload, space=space, trials=0), store).run()
@@ -159,7 +159,7 @@ def test_verification_is_not_repeated_for_the_same_candidates(rocksdb, store) ->
 
 def test_an_unverifiable_workload_rechecks_its_winner_with_the_twin(rocksdb, store) -> None:
     """fillrandom cannot check its reads; a FIFO winner is caught by the twin (each key once, all read back)."""
-    workload = tiny("fillrandom", 30000)
+    workload = dataclasses.replace(tiny("fillrandom", 30000), ladder=(1.0,))  # one rung: never pruned
     space = build_space(rocksdb, ["compaction_style", "write_buffer_size"], allow_unsafe=True)
     Tuner(_settings(rocksdb, workload, space=space, trials=0), store).run()
     study = store.load("s")

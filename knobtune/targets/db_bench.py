@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from knobtune.errors import ToolMissingError, WorkloadError
+from knobtune.errors import ConfigError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_flags
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Target
 from knobtune.targets._process import run_logged
@@ -172,8 +172,9 @@ class DbBenchTarget(Target):
                     *self._flags]
             result = run_logged(argv, log_path=Path(tmp) / "log", timeout_s=60)
             if result.returncode != 0:
-                text = (Path(tmp) / "log").read_text(errors="replace")
-                raise RunFailure(*_classify_exit(result.returncode, text))
+                kind, reason = _classify_exit(result.returncode, (Path(tmp) / "log").read_text(errors="replace"))
+                raise ConfigError(f"cannot write an OPTIONS file for this config ({kind}: {reason}). "
+                                  "Fix: export a config that ran, e.g. the study's result")
             options = sorted(db_dir.glob("OPTIONS-*"))[-1].read_text()
         return _options_header(self.catalog.changed(config)) + options
 
