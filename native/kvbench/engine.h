@@ -1,0 +1,50 @@
+// One small interface over the stores kvbench drives; each adapter applies a config map.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kvbench {
+
+// A config the store cannot take: unknown option, bad value (exit 2) or refused at open (exit 3).
+struct ConfigError : std::runtime_error {
+  ConfigError(const std::string& message, bool refused_at_open)
+      : std::runtime_error(message), refused(refused_at_open) {}
+  bool refused;
+};
+
+struct IoError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class Lookup { kFound, kNotFound };
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual void put(const std::string& key, const std::string& value) = 0;
+  virtual Lookup get(const std::string& key, std::string* value) = 0;
+  virtual void remove(const std::string& key) = 0;
+  // Seek to `start` and read up to `limit` keys; returns how many were read (0 limit: to the end).
+  virtual uint64_t scan(const std::string& start, uint64_t limit) = 0;
+  virtual std::string version() const = 0;
+  virtual nlohmann::json stats() const { return nlohmann::json::object(); }
+};
+
+using Config = std::map<std::string, std::string>;
+
+// Destroy whatever is at `path`, then open a new store there under `config`.
+std::unique_ptr<Engine> open_rocksdb(const std::string& path, const Config& config, bool sync);
+std::unique_ptr<Engine> open_leveldb(const std::string& path, const Config& config, bool sync);
+
+// Helpers shared by the adapters: parse a config value or throw ConfigError naming key and value.
+uint64_t parse_uint(const std::string& key, const std::string& value);
+bool parse_bool(const std::string& key, const std::string& value);
+
+}  // namespace kvbench

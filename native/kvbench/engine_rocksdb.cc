@@ -1,0 +1,146 @@
+#include <rocksdb/cache.h>
+#include <rocksdb/convenience.h>
+#include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/memtablerep.h>
+#include <rocksdb/slice_transform.h>
+#include <rocksdb/statistics.h>
+#include <rocksdb/table.h>
+#include <rocksdb/version.h>
+
+#include "engine.h"
+
+namespace kvbench {
+namespace {
+
+class RocksDbEngine : public Engine {
+ public:
+  RocksDbEngine(rocksdb::DB* db, std::shared_ptr<rocksdb::Statistics> stats, bool sync)
+      : db_(db), stats_(std::move(stats)) { write_.sync = sync; }
+  ~RocksDbEngine() override { delete db_; }
+
+  void put(const std::string& key, const std::string& value) override { check(db_->Put(write_, key, value)); }
+  Lookup get(const std::string& key, std::string* value) override {
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), key, value);
+    if (s.IsNotFound()) return Lookup::kNotFound;
+    check(s);
+    return Lookup::kFound;
+  }
+  void remove(const std::string& key) override { check(db_->Delete(write_, key)); }
+  uint64_t scan(const std::string& start, uint64_t limit) override {
+    rocksdb::ReadOptions read;
+    read.total_order_seek = true;  // a prefix extractor (hash memtables) must not shorten scans
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read));
+    uint64_t seen = 0;
+    for (start.empty() ? it->SeekToFirst() : it->Seek(start); it->Valid() && (limit == 0 || seen < limit); it->Next())
+      ++seen;
+    check(it->status());
+    return seen;
+  }
+  std::string version() const override {
+    return std::to_string(ROCKSDB_MAJOR) + "." + std::to_string(ROCKSDB_MINOR) + "." + std::to_string(ROCKSDB_PATCH);
+  }
+  nlohmann::json stats() const override {
+    auto t = [&](rocksdb::Tickers ticker) { return stats_->getTickerCount(ticker); };
+    uint64_t user = t(rocksdb::BYTES_WRITTEN), flushed = t(rocksdb::FLUSH_WRITE_BYTES);
+    uint64_t compacted = t(rocksdb::COMPACT_WRITE_BYTES);
+    return {{"stall_micros", t(rocksdb::STALL_MICROS)}, {"compact_read_bytes", t(rocksdb::COMPACT_READ_BYTES)},
+            {"compact_write_bytes", compacted}, {"flush_write_bytes", flushed}, {"user_bytes_written", user},
+            {"write_amplification", user ? static_cast<double>(flushed + compacted) / user : 0.0},
+            {"block_cache_hit", t(rocksdb::BLOCK_CACHE_HIT)}, {"block_cache_miss", t(rocksdb::BLOCK_CACHE_MISS)}};
+  }
+
+ private:
+  static void check(const rocksdb::Status& s) { if (!s.ok()) throw IoError(s.ToString()); }
+  rocksdb::DB* db_;
+  std::shared_ptr<rocksdb::Statistics> stats_;
+  rocksdb::WriteOptions write_;
+};
+
+// Keys the driver handles itself (objects, not option strings); the rest go to RocksDB's string-map API.
+struct DriverKeys {
+  uint64_t block_cache_size = 8 << 20;
+  uint64_t bloom_bits = 0;
+  std::string memtablerep = "skip_list";
+  uint64_t hash_bucket_count = 1000000;
+  uint64_t prefix_size = 8;
+  int64_t skiplist_height = 4, skiplist_branching_factor = 4;
+};
+
+bool take_driver_key(const std::string& key, const std::string& value, DriverKeys* d) {
+  if (key == "block_cache_size") d->block_cache_size = parse_uint(key, value);
+  else if (key == "bloom_bits") d->bloom_bits = parse_uint(key, value);
+  else if (key == "memtablerep") d->memtablerep = value;
+  else if (key == "hash_bucket_count") d->hash_bucket_count = parse_uint(key, value);
+  else if (key == "prefix_size") d->prefix_size = parse_uint(key, value);
+  else if (key == "skiplist_height") d->skiplist_height = static_cast<int64_t>(parse_uint(key, value));
+  else if (key == "skiplist_branching_factor") d->skiplist_branching_factor = static_cast<int64_t>(parse_uint(key, value));
+  else return false;
+  return true;
+}
+
+void apply_memtable(const DriverKeys& d, rocksdb::Options* options) {
+  if (d.memtablerep == "skip_list") return;
+  if (d.memtablerep == "vector") {
+    options->memtable_factory.reset(new rocksdb::VectorRepFactory());
+    return;
+  }
+  if (d.prefix_size == 0) throw ConfigError("prefix_size must be > 0 for memtablerep " + d.memtablerep, false);
+  options->prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(d.prefix_size));
+  if (d.memtablerep == "hash_skiplist" || d.memtablerep == "prefix_hash")
+    options->memtable_factory.reset(rocksdb::NewHashSkipListRepFactory(
+        d.hash_bucket_count, static_cast<int32_t>(d.skiplist_height), static_cast<int32_t>(d.skiplist_branching_factor)));
+  else if (d.memtablerep == "hash_linkedlist")
+    options->memtable_factory.reset(rocksdb::NewHashLinkListRepFactory(d.hash_bucket_count));
+  else
+    throw ConfigError("memtablerep: '" + d.memtablerep + "' is not skip_list, vector, hash_skiplist or hash_linkedlist",
+                      false);
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> open_rocksdb(const std::string& path, const Config& config, bool sync) {
+  rocksdb::ConfigOptions parse;
+  parse.ignore_unknown_options = false;
+  parse.input_strings_escaped = false;
+  DriverKeys driver;
+  std::unordered_map<std::string, std::string> db_map, cf_map, table_map;
+  rocksdb::DBOptions db_probe;
+  rocksdb::ColumnFamilyOptions cf_probe;
+  rocksdb::BlockBasedTableOptions table_probe;
+  for (const auto& [key, value] : config) {
+    if (take_driver_key(key, value, &driver)) continue;
+    std::unordered_map<std::string, std::string> one{{key, value}};
+    if (rocksdb::GetDBOptionsFromMap(parse, rocksdb::DBOptions(), one, &db_probe).ok()) db_map[key] = value;
+    else if (rocksdb::GetColumnFamilyOptionsFromMap(parse, rocksdb::ColumnFamilyOptions(), one, &cf_probe).ok())
+      cf_map[key] = value;
+    else if (rocksdb::GetBlockBasedTableOptionsFromMap(parse, rocksdb::BlockBasedTableOptions(), one, &table_probe).ok())
+      table_map[key] = value;
+    else
+      throw ConfigError("RocksDB option '" + key + "' is unknown or its value '" + value + "' is invalid", false);
+  }
+  rocksdb::DBOptions db_options;
+  rocksdb::ColumnFamilyOptions cf_options;
+  rocksdb::BlockBasedTableOptions table;
+  rocksdb::Status s = rocksdb::GetDBOptionsFromMap(parse, rocksdb::DBOptions(), db_map, &db_options);
+  if (s.ok()) s = rocksdb::GetColumnFamilyOptionsFromMap(parse, rocksdb::ColumnFamilyOptions(), cf_map, &cf_options);
+  if (s.ok()) s = rocksdb::GetBlockBasedTableOptionsFromMap(parse, rocksdb::BlockBasedTableOptions(), table_map, &table);
+  if (!s.ok()) throw ConfigError("invalid RocksDB options: " + s.ToString(), false);
+  if (driver.block_cache_size == 0) table.no_block_cache = true;
+  else table.block_cache = rocksdb::NewLRUCache(driver.block_cache_size);
+  if (driver.bloom_bits > 0) table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(static_cast<double>(driver.bloom_bits)));
+  rocksdb::Options options(db_options, cf_options);
+  options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  apply_memtable(driver, &options);
+  options.create_if_missing = true;
+  options.error_if_exists = true;
+  auto statistics = rocksdb::CreateDBStatistics();
+  options.statistics = statistics;
+  rocksdb::DestroyDB(path, rocksdb::Options());
+  rocksdb::DB* db = nullptr;
+  s = rocksdb::DB::Open(options, path, &db);
+  if (!s.ok()) throw ConfigError("database refused config: " + s.ToString(), true);
+  return std::make_unique<RocksDbEngine>(db, statistics, sync);
+}
+
+}  // namespace kvbench

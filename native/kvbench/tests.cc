@@ -1,0 +1,65 @@
+// Unit tests of the generators and the histogram (the engines are tested from Python on real stores).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "generators.h"
+#include "histogram.h"
+#include "workload.h"
+
+using namespace kvbench;
+
+TEST(Orders, ShuffledIsAPermutationAndSeeded) {
+  auto a = ordered_indices(10000, true, 7), b = ordered_indices(10000, true, 7), c = ordered_indices(10000, true, 8);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  std::sort(a.begin(), a.end());
+  for (uint64_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], i);
+}
+
+TEST(Keys, DistinctAndFixedWidth) {
+  std::set<std::string> keys;
+  for (uint64_t i = 0; i < 100000; ++i) keys.insert(make_key(i, 16));
+  EXPECT_EQ(keys.size(), 100000u);
+  EXPECT_EQ(make_key(5, 16).size(), 16u);
+}
+
+TEST(Zipfian, SkewedTowardsLowRanks) {
+  Zipfian zipf(10000, 0.99);
+  std::mt19937_64 rng(1);
+  std::map<uint64_t, int> counts;
+  for (int i = 0; i < 200000; ++i) ++counts[zipf.next(rng)];
+  EXPECT_GT(counts[0], counts[9]);
+  EXPECT_GT(counts[9], counts[99]);
+  int top = 0;
+  for (uint64_t r = 0; r < 100; ++r) top += counts[r];
+  EXPECT_GT(top, 200000 * 0.4);  // the top 1% of 10,000 items draws a large share
+}
+
+TEST(Zipfian, ScrambledSpreadsHotKeysButStaysSkewed) {
+  ScrambledZipfian zipf(0.99);
+  std::mt19937_64 rng(2);
+  std::map<uint64_t, int> counts;
+  for (int i = 0; i < 200000; ++i) ++counts[zipf.next(rng, 10000)];
+  std::vector<int> freq;
+  for (auto& [k, v] : counts) freq.push_back(v);
+  std::sort(freq.rbegin(), freq.rend());
+  EXPECT_GT(freq[0], 20 * 200000 / 10000);  // the hottest key is far above uniform
+}
+
+TEST(Mix, ProportionsAndDeterminism) {
+  auto spec = parse_spec(nlohmann::json::parse(
+      R"({"record_count": 100, "phases": [{"kind": "mix", "count": 10, "mix": {"read": 0.95, "update": 0.05}}]})"));
+  EXPECT_DOUBLE_EQ(spec.phases[0].mix.read, 0.95);
+  EXPECT_THROW(parse_spec(nlohmann::json::parse(R"({"record_count": 1, "phases": [{"kind": "nope"}]})")), SpecError);
+}
+
+TEST(Histogram, PercentilesWithinTwoPercent) {
+  Histogram h;
+  for (uint64_t v = 1; v <= 100000; ++v) h.add(v * 1000);  // 1..100000 µs
+  EXPECT_NEAR(h.percentile_us(0.5), 50000, 50000 * 0.02);
+  EXPECT_NEAR(h.percentile_us(0.99), 99000, 99000 * 0.02);
+  EXPECT_DOUBLE_EQ(h.max_us(), 100000);
+}

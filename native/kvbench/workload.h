@@ -1,0 +1,47 @@
+// A workload spec (JSON) and the loop that runs it against an Engine.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine.h"
+
+namespace kvbench {
+
+struct SpecError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Mix {
+  double read = 0, update = 0, insert = 0, scan = 0, rmw = 0;
+};
+
+struct PhaseSpec {
+  std::string name, kind;           // kind: fill, read, delete, readseq, mix
+  std::string order = "shuffled";   // fill/read/delete: sequential, shuffled, random
+  uint64_t count = 0;               // 0: record_count
+  Mix mix;
+  std::string distribution = "uniform";  // mix: uniform, zipfian, latest
+  double zipfian_constant = 0.99;
+  uint64_t scan_length_min = 1, scan_length_max = 100;
+};
+
+struct Spec {
+  uint64_t seed = 42, key_size = 16, value_size = 100, record_count = 0;
+  bool write_sync = false;
+  std::vector<PhaseSpec> phases;
+  Config config;
+};
+
+// Raises SpecError naming the field and the fix.
+Spec parse_spec(const nlohmann::json& json);
+
+// Runs every phase; progress lines (JSON) go to `progress` every `interval_s`.
+nlohmann::json run(Engine& engine, const Spec& spec, double interval_s, std::ostream& progress);
+
+}  // namespace kvbench
