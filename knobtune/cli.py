@@ -15,7 +15,7 @@ from knobtune.knobs import load_catalog
 from knobtune.knobs.units import parse_duration_s
 from knobtune.report import export_config, load_config_file, summarize, write_report
 from knobtune.storage import open_store
-from knobtune.targets import TARGETS, make_target
+from knobtune.targets import TARGETS, make_target, resolve_driver
 from knobtune.tuning import Tuner, TuneSettings, build_space
 from knobtune.tuning.samplers import SAMPLERS
 from knobtune.tuning.verify import Candidate, run_interleaved
@@ -36,14 +36,15 @@ def systems(json_output: JsonOption = False) -> None:
     Example: knobtune systems --json
     """
     rows = []
-    for (system, driver), target_class in TARGETS.items():
-        binary = shutil.which(driver)
+    for system, driver in TARGETS:
+        binary = _driver_binary(driver)
         rows.append({"system": system, "driver": driver, "installed": binary is not None, "path": binary})
     workloads = []
     for name in available_workloads():
         workload = load_workload(name)
         sections = workload.drivers
-        verifiable = {d: bool(s.get("verify")) for d, s in sections.items()}
+        verifiable = {d: bool(s.get("verify")) or any("expect" in p for p in s.get("phases", []))
+                      for d, s in sections.items()}
         twins = {d: list(s["twin"]) for d, s in sections.items() if "twin" in s}
         workloads.append({"name": name, "systems": list(workload.systems), "objective": workload.objective.value,
                           "records": workload.records, "ladder": list(workload.ladder),
@@ -123,7 +124,9 @@ def tune(
         raise UsageError(f"workload '{spec.name}' is for {', '.join(spec.systems)}, not {catalog.system}. "
                          "Fix: choose a workload listed by `knobtune systems`")
     knob_list = [k.strip() for k in knobs.split(",") if k.strip()] if knobs else None
-    space = build_space(catalog, knob_list, allow_unsafe)
+    driver = resolve_driver(catalog.system, driver)
+    spec.driver(driver)  # the workload must say how this driver runs it
+    space = build_space(catalog, knob_list, allow_unsafe, fmt=driver)
     goal = Objective(objective) if objective else spec.objective
     settings = TuneSettings(
         study_name=study or f"{catalog.system}-{spec.name}", catalog=catalog, workload=spec, space=space,
@@ -149,7 +152,7 @@ def tune(
         console.print_json(summary.to_dict())
     else:
         console.summary_text(summary, catalog)
-        console.out.print(f"export: knobtune export {settings.study_name} --format rocksdb-options"
+        console.out.print(f"export: knobtune export {settings.study_name} --format {summary.export_formats[0]}"
                           + (f" --dir {store.home}" if directory else ""))
 
 
@@ -171,7 +174,7 @@ def show(study: str, storage: StorageOption = None, directory: DirOption = None,
 @app.command()
 def export(
     study: str,
-    format: Annotated[str, typer.Option("--format", help="rocksdb-options, db_bench-flags or json.")] = "json",
+    format: Annotated[str, typer.Option("--format", help="rocksdb-options, db_bench-flags, kvbench-config or json (`show` lists a study's).")] = "json",
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
     trial: Annotated[Optional[int], typer.Option(help="Export this trial's config instead of the result.")] = None,
     storage: StorageOption = None,
@@ -249,7 +252,7 @@ def compare(
             console.out.print(f"{label}: [red]failed[/red]: {runs.failure}")
             continue
         versus = comparison.speedups.get(label)
-        console.out.print(f"{label}: median {runs.median:,.4g} {goal.unit} over {len(runs.values)} runs"
+        console.out.print(f"{label}: median {goal.show(runs.median)} over {len(runs.values)} runs"
                           + (f"; {versus.describe()} vs {comparison.baseline.candidate.label}" if versus else ""))
         for phase, percentiles in runs.latency_us().items():
             console.out.print(f"    {phase} latency (µs, median of runs): "
@@ -274,7 +277,7 @@ def report(
 
 def _print_run(goal: Objective):  # noqa: ANN202 - a small callback factory
     def on_run(repeat: int, runs, value: float | None) -> None:  # noqa: ANN001
-        shown = f"{value:,.4g} {goal.unit}" if value is not None else f"failed: {runs.failure}"
+        shown = goal.show(value) if value is not None else f"failed: {runs.failure}"
         console.out.print(f"round {repeat + 1} {runs.candidate.label}: {shown}")
     return on_run
 
@@ -287,6 +290,15 @@ def _candidate(label: str, catalog, store):  # noqa: ANN001, ANN202
         return Candidate(label, summary.result_config), catalog.config(summary.result_config)
     changed = load_config_file(Path(label))
     return Candidate(label, changed), catalog.config(changed)
+
+
+def _driver_binary(driver: str) -> str | None:
+    from knobtune.targets.kvbench import find_kvbench
+
+    try:
+        return find_kvbench() if driver == "kvbench" else shutil.which(driver)
+    except KnobtuneError:
+        return None
 
 
 def _duration(text: str | None) -> float | None:

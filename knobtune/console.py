@@ -33,7 +33,7 @@ def duration(seconds: float | None) -> str:
 
 def progress_line(event: Progress) -> None:
     """One line per event: elapsed, time left, best so far, then what happened."""
-    best = f"{event.best:,.4g}" if event.best is not None else "-"
+    best = f"{event.best:,.0f}" if event.best is not None and abs(event.best) >= 1000 else (f"{event.best:.4g}" if event.best is not None else "-")
     left = f" | left {duration(event.time_left_s)}" if event.time_left_s is not None else ""
     style = {"trial": "bold", "note": "cyan"}.get(event.kind, "")
     out.print(f"[dim][{duration(event.elapsed_s):>7}{left} | best {best}][/dim] [{style}]{event.message}[/{style}]"
@@ -54,19 +54,18 @@ def catalog_table(catalog: Catalog) -> Table:
 
 def summary_text(summary: StudySummary, catalog: Catalog) -> None:
     """The end of ``tune`` and ``show``: counts, the result against the default, the proof, the risks."""
-    unit = summary.objective.unit
     counts = ", ".join(f"{n} {k}" for k, n in summary.counts.items() if n)
     out.print(f"[bold]study {summary.study}[/bold]: {summary.system} / {summary.workload}, "
               f"objective {summary.objective.value} ({'higher' if summary.objective.maximize else 'lower'} is better)")
     out.print(f"trials: {counts or 'none yet'}")
     if summary.default_value is not None:
-        out.print(f"default: {summary.default_value:,.4g} {unit} (one run at full size)")
+        out.print(f"default: {summary.objective.show(summary.default_value)} (one run at full size)")
     if summary.drift is not None:
-        runs = ", ".join(f"{v:,.4g}" for v in summary.default_runs)
-        out.print(f"default over the study (baseline, then controls): {runs} {unit}; drift {summary.drift * 100:+.1f}%")
+        runs = ", ".join(summary.objective.show(v) for v in summary.default_runs)
+        out.print(f"default over the study (baseline, then controls): {runs}; drift {summary.drift * 100:+.1f}%")
     if summary.result_trial is not None and summary.result_value is not None:
         gain = f", {summary.single_run_speedup:.2f}x the default's single run" if summary.single_run_speedup else ""
-        out.print(f"result: trial {summary.result_trial}, {summary.result_value:,.4g} {unit}{gain}")
+        out.print(f"result: trial {summary.result_trial}, {summary.objective.show(summary.result_value)}{gain}")
         table = Table("knob", "default", "result", title="changed knobs")
         for name, value in sorted(summary.result_config.items()):
             knob = catalog.knobs[name]

@@ -41,9 +41,10 @@ def test_systems_lists_drivers_and_verifiability() -> None:
     data = json.loads(_ok("systems", "--json"))
     assert {"system": "rocksdb", "driver": "db_bench"}.items() <= data["systems"][0].items()
     workloads = {w["name"]: w for w in data["workloads"]}
-    assert workloads["put-get-delete"]["verifiable"] == {"db_bench": True}
-    assert workloads["fillrandom"]["verifiable"] == {"db_bench": False}
-    assert workloads["fillrandom"]["verifiable_twin"] == {"db_bench": ["filluniquerandom", "readrandom"]}
+    assert workloads["put-get-delete"]["verifiable"] == {"db_bench": True, "kvbench": True}
+    assert workloads["fillrandom"]["verifiable"] == {"db_bench": False, "kvbench": False}
+    assert workloads["fillrandom"]["verifiable_twin"]["db_bench"] == ["filluniquerandom", "readrandom"]
+    assert {"system": "leveldb", "driver": "kvbench", "installed": True}.items() <= data["systems"][2].items()
     assert "NOT verifiable" in _ok("systems")
 
 

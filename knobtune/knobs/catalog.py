@@ -144,6 +144,10 @@ class Knob:
             if (self.min is not None and value < self.min) or (self.max is not None and value > self.max):
                 raise ConfigError(f"knob '{self.name}': {value!r} is out of range. Fix: use a value{self._range_hint()}")
 
+    def supports(self, fmt: str) -> bool:
+        """Whether format ``fmt`` can express this knob (a catalog marks it impossible with an empty name)."""
+        return self.names.get(fmt, self.name) != ""
+
     def is_unsafe(self, value: Value) -> bool:
         """True when ``value`` carries this knob's safety class (never for SAFE knobs)."""
         if self.safety is Safety.SAFE:

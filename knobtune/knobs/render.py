@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from knobtune.errors import ConfigError
 from knobtune.knobs.catalog import Catalog, Knob, KnobType, Value
 
 
@@ -24,9 +25,18 @@ def render_flags(catalog: Catalog, config: Mapping[str, Value], fmt: str = "db_b
 
 
 def render_named(catalog: Catalog, config: Mapping[str, Value], fmt: str) -> dict[str, str]:
-    """``{name-as-fmt-spells-it: value-as-text}`` for the changed knobs."""
+    """``{name-as-fmt-spells-it: value-as-text}`` for the changed knobs.
+
+    Raises:
+        ConfigError: a changed knob that ``fmt`` cannot express.
+    """
+    changed = catalog.changed(config)
+    unsupported = [name for name in changed if not catalog.knobs[name].supports(fmt)]
+    if unsupported:
+        raise ConfigError(f"{', '.join(unsupported)} cannot be set through {fmt}. "
+                          f"Fix: leave {'them' if len(unsupported) > 1 else 'it'} at the default, or use another driver")
     return {catalog.knobs[name].names.get(fmt, name): spell_value(catalog.knobs[name], value, fmt)
-            for name, value in sorted(catalog.changed(config).items())}
+            for name, value in sorted(changed.items())}
 
 
 def _plain(value: Value) -> str:

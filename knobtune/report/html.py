@@ -236,5 +236,5 @@ def _diff(data: dict[str, Any]) -> str:
     table = (f"<table><tr><th>knob</th><th>default</th><th>result</th></tr>{rows}</table>" if rows
              else "<p>No config is recommended over the default.</p>")
     exports = "".join(f"<li><code>knobtune export {study} --format {fmt}</code></li>"
-                      for fmt in ("rocksdb-options", "db_bench-flags", "json"))
+                      for fmt in data["summary"]["export_formats"])
     return f"<h2>The result against the default</h2>{table}<h2>Export</h2><ul>{exports}</ul>"

@@ -13,6 +13,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from knobtune.knobs import Catalog, load_catalog
+from knobtune.targets import export_formats
 from knobtune.tuning import attrs
 from knobtune.tuning.finish import DEFAULT_LABEL, top_trials
 from knobtune.tuning.outcomes import Outcome
@@ -40,6 +41,7 @@ class StudySummary:
     warnings: list[str] = field(default_factory=list)
     experiment: dict[str, Any] = field(default_factory=dict)
     default_runs: list[float] = field(default_factory=list)  # the default's full-size value, baseline then controls
+    export_formats: tuple[str, ...] = ("json",)
 
     @property
     def drift(self) -> float | None:
@@ -80,6 +82,7 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         experiment={k: user.get(k) for k in (attrs.TOOL_VERSION, attrs.SYSTEM_VERSION, attrs.DRIVER,
                                              attrs.MACHINE, attrs.WORKLOAD, attrs.SEED)},
         default_runs=[c["value"] for c in user.get(attrs.CONTROLS, []) if c.get("value") is not None],
+        export_formats=export_formats(user.get(attrs.SYSTEM, catalog.system), user.get(attrs.DRIVER)),
     )
 
 

@@ -11,16 +11,38 @@ from knobtune.errors import UsageError
 from knobtune.knobs import Catalog
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Target
 from knobtune.targets.db_bench import DbBenchTarget
+from knobtune.targets.kvbench import KvbenchTarget
 from knobtune.workloads import Workload
 
 TARGETS: dict[tuple[str, str], type[Target]] = {
     ("rocksdb", "db_bench"): DbBenchTarget,
+    ("rocksdb", "kvbench"): KvbenchTarget,
+    ("leveldb", "kvbench"): KvbenchTarget,
 }
-DEFAULT_DRIVER = {"rocksdb": "db_bench"}
+DEFAULT_DRIVER = {"rocksdb": "db_bench", "leveldb": "kvbench"}
 
 
-def drivers_for(system: str) -> list[str]:
-    return [driver for (sys_name, driver) in TARGETS if sys_name == system]
+def resolve_driver(system: str, driver: str | None) -> str:
+    """``driver``, or the system's default driver.
+
+    Raises:
+        UsageError: no target runs that system through that driver.
+    """
+    driver = driver or DEFAULT_DRIVER.get(system, "")
+    if (system, driver) not in TARGETS:
+        known = ", ".join(f"{s} --driver {d}" for s, d in TARGETS)
+        raise UsageError(f"no target runs {system} through driver '{driver}'. Fix: use one of {known}")
+    return driver
+
+
+def export_formats(system: str, driver: str | None) -> tuple[str, ...]:
+    """The formats a study of ``system`` through ``driver`` exports to, the system's own first."""
+    driver = resolve_driver(system, driver)
+    if driver == "kvbench":
+        from knobtune.targets.kvbench import export_formats_of
+
+        return export_formats_of(system)
+    return TARGETS[(system, driver)].export_formats
 
 
 def make_target(catalog: Catalog, workload: Workload, scratch_dir: Path, driver: str | None = None,
@@ -30,12 +52,9 @@ def make_target(catalog: Catalog, workload: Workload, scratch_dir: Path, driver:
     Raises:
         UsageError: no such system or driver here.
     """
-    driver = driver or DEFAULT_DRIVER.get(catalog.system, "")
-    if (catalog.system, driver) not in TARGETS:
-        known = ", ".join(f"{s} --driver {d}" for s, d in TARGETS)
-        raise UsageError(f"no target runs {catalog.system} through driver '{driver}'. Fix: use one of {known}")
+    driver = resolve_driver(catalog.system, driver)
     return TARGETS[(catalog.system, driver)](catalog, workload, scratch_dir, **options)
 
 
-__all__ = ["DbBenchTarget", "FailureKind", "Measurement", "Phase", "RunFailure", "Target",
-           "TARGETS", "drivers_for", "make_target"]
+__all__ = ["DbBenchTarget", "FailureKind", "KvbenchTarget", "Measurement", "Phase", "RunFailure", "Target",
+           "TARGETS", "export_formats", "make_target", "resolve_driver"]

@@ -71,7 +71,7 @@ def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, lo
 
     def on_run(repeat: int, runs: object, value: float | None) -> None:
         label = runs.candidate.label  # type: ignore[attr-defined]
-        shown = f"{value:,.4g} {objective.unit}" if value is not None else f"failed: {runs.failure}"  # type: ignore[attr-defined]
+        shown = objective.show(value) if value is not None else f"failed: {runs.failure}"  # type: ignore[attr-defined]
         note(f"verify round {repeat + 1}/{settings.verify_repeats} {label}: {shown}")
 
     comparison = run_interleaved(target, candidates, settings.workload.full, repeats=settings.verify_repeats,

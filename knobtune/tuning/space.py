@@ -72,11 +72,13 @@ class SearchSpace:
         return values
 
 
-def build_space(catalog: Catalog, knobs: Iterable[str] | None = None, allow_unsafe: bool = False) -> SearchSpace:
-    """The search space over ``knobs`` (every tunable knob when None).
+def build_space(catalog: Catalog, knobs: Iterable[str] | None = None, allow_unsafe: bool = False,
+                fmt: str | None = None) -> SearchSpace:
+    """The search space over ``knobs`` (every tunable knob ``fmt`` can express when None).
 
     Raises:
-        UsageError: a named knob is unknown, or is unsafe as a whole and --allow-unsafe is missing.
+        UsageError: a named knob is unknown, cannot be set through ``fmt``, or is unsafe as a
+            whole and --allow-unsafe is missing.
     """
     named = list(knobs) if knobs is not None else None
     for name in named or ():
@@ -87,6 +89,10 @@ def build_space(catalog: Catalog, knobs: Iterable[str] | None = None, allow_unsa
         if named is not None and name not in named:
             continue
         if named is None and not knob.tunable:
+            continue
+        if fmt is not None and not knob.supports(fmt):
+            if named is not None:
+                raise UsageError(f"knob '{name}' cannot be set through driver {fmt}. Fix: leave it out of --knobs")
             continue
         if knob.safety.excluded_by_default and not allow_unsafe:
             left_out[name] = knob.safety

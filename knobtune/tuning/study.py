@@ -298,7 +298,7 @@ class Tuner:
                 baseline = self._baseline(study)
                 baseline[str(rung.index)] = result
                 study.set_user_attr(attrs.BASELINE, baseline)
-            self._emit(Progress("rung", f"{self._label(trial)} {rung}: {value:,.4g} {s.objective.unit}",
+            self._emit(Progress("rung", f"{self._label(trial)} {rung}: {s.objective.show(value)}",
                                 trial.number, rung.index, value, self._best, self._elapsed(), self.time_left_s()))
             if rung is rungs[-1]:
                 self._best = value if self._best is None or s.objective.better(value, self._best) else self._best
@@ -341,7 +341,7 @@ class Tuner:
         if reason:
             trial.set_user_attr(attrs.REASON, reason)
         study.tell(trial, value if outcome is Outcome.COMPLETE else None, state=outcome.state)
-        shown = f"{value:,.4g} {self.settings.objective.unit}" if value is not None else reason
+        shown = self.settings.objective.show(value) if value is not None else reason
         self._emit(Progress("trial", f"{self._label(trial)} {outcome.value}: {shown}", trial.number, None, value,
                             self._best, self._elapsed(), self.time_left_s()))
         return outcome

@@ -6,6 +6,7 @@ ones live in ``knobtune/workloads/data``; a user's own file is loaded by path.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,11 @@ class Objective(enum.StrEnum):
     def unit(self) -> str:
         return {"elapsed_s": "s", "ops_per_s": "ops/s", "p99_us": "µs"}[self.value]
 
+    def show(self, value: float) -> str:
+        """``275,310 ops/s``, ``7.156 s``: the value with its unit, as a person reads it."""
+        number = f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+        return f"{number} {self.unit}"
+
     def better(self, a: float, b: float) -> bool:
         """Whether ``a`` is strictly better than ``b``."""
         return a > b if self.maximize else a < b
@@ -50,6 +56,7 @@ class Rung:
     index: int
     fraction: float
     records: int
+    operations: int = 0  # for workloads with a run phase of mixed operations (YCSB)
 
     def __str__(self) -> str:
         return f"rung {self.index} ({self.fraction:g} = {self.records:,} records)"
@@ -67,10 +74,13 @@ class Workload:
     value_size: int
     drivers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     source: Path | None = None
+    operations: int = 0  # full-size count of a run phase's operations (0: none)
 
     @property
     def rungs(self) -> tuple[Rung, ...]:
-        return tuple(Rung(i, f, max(MIN_RUNG_RECORDS, round(self.records * f))) for i, f in enumerate(self.ladder))
+        return tuple(Rung(i, f, max(MIN_RUNG_RECORDS, round(self.records * f)),
+                          max(MIN_RUNG_RECORDS, round(self.operations * f)) if self.operations else 0)
+                     for i, f in enumerate(self.ladder))
 
     @property
     def full(self) -> Rung:
@@ -88,9 +98,9 @@ class Workload:
         return self.drivers[name]
 
     def scaled(self, records: int) -> Workload:
-        """The same workload at another full size (the ladder keeps its fractions)."""
-        return Workload(self.name, self.description, self.systems, self.objective, self.ladder,
-                        records, self.key_size, self.value_size, self.drivers, self.source)
+        """The same workload at another full size (the ladder keeps its fractions; operations scale alike)."""
+        operations = round(self.operations * records / self.records) if self.operations else 0
+        return dataclasses.replace(self, records=records, operations=operations)
 
 
 def available_workloads() -> list[str]:
@@ -126,9 +136,9 @@ def _build(path: Path, data: dict[str, Any]) -> Workload:
     ladder = tuple(float(f) for f in data["ladder"])
     if not ladder or ladder[-1] != 1.0 or any(not 0 < f <= 1 for f in ladder) or list(ladder) != sorted(set(ladder)):
         raise fail("ladder", f"{list(ladder)} is not an increasing list of fractions ending at 1.0", "e.g. [0.05, 0.2, 1.0]")
-    for size_field in ("records", "key_size", "value_size"):
+    for size_field in ("records", "key_size", "value_size", "operations"):
         value = data.get(size_field, 1)
-        if not isinstance(value, int) or value <= 0:
+        if not isinstance(value, int) or value <= 0 or isinstance(value, bool):
             raise fail(size_field, f"{value!r} is not a positive integer", "give a whole number")
     if not isinstance(data["drivers"], dict) or not data["drivers"]:
         raise fail("drivers", "no driver section", "add e.g. [drivers.db_bench] with its benchmarks")
@@ -136,5 +146,5 @@ def _build(path: Path, data: dict[str, Any]) -> Workload:
         name=str(data["name"]), description=str(data.get("description", "")),
         systems=tuple(data.get("systems", ())), objective=objective, ladder=ladder,
         records=data["records"], key_size=data.get("key_size", 16), value_size=data.get("value_size", 100),
-        drivers=data["drivers"], source=path,
+        drivers=data["drivers"], source=path, operations=data.get("operations", 0),
     )

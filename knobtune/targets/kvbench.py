@@ -1,0 +1,169 @@
+"""RocksDB and LevelDB through knobtune's native driver, kvbench (``native/``).
+
+One workload spec (JSON) per run: the workload's phases at the rung's size,
+the seed, and the config as option name -> text (``names.kvbench`` in the
+catalog). kvbench prints one JSON result with exact found / not-found counts
+per phase, which is how a run proves it read back what it wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from knobtune.errors import ToolMissingError, WorkloadError
+from knobtune.knobs import Catalog, Value, render_named
+from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Target
+from knobtune.targets._process import run_logged
+from knobtune.targets.db_bench import DbBenchTarget
+from knobtune.workloads import Rung, Workload
+
+BUILD_HINT = "Fix: build it with `bash scripts/setup` (cmake -S native -B native/build && cmake --build native/build)"
+_MACHINE_FAULTS = ("No space left on device", "Too many open files", "Cannot allocate memory")
+
+
+def find_kvbench() -> str:
+    """The kvbench binary: $KNOBTUNE_KVBENCH, the checkout's native/build/kvbench, or kvbench on PATH.
+
+    Raises:
+        ToolMissingError: it is not built.
+    """
+    candidates = [os.environ.get("KNOBTUNE_KVBENCH"),
+                  str(Path(__file__).resolve().parents[2] / "native" / "build" / "kvbench"), shutil.which("kvbench")]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    raise ToolMissingError(f"the native driver kvbench is not built. {BUILD_HINT}")
+
+
+def export_formats_of(system: str) -> tuple[str, ...]:
+    """What a kvbench study of ``system`` can be exported as (RocksDB also as its own OPTIONS file)."""
+    return (("rocksdb-options", "db_bench-flags") if system == "rocksdb" else ()) + ("kvbench-config", "json")
+
+
+class KvbenchTarget(Target):
+    driver = "kvbench"
+
+    def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False) -> None:
+        """``twin=True`` runs the workload's verifiable twin instead of its own phases."""
+        super().__init__(catalog, workload, scratch_dir)
+        self.system = catalog.system
+        self.export_formats = export_formats_of(self.system)
+        section = workload.driver(self.driver)
+        if twin and "twin" not in section:
+            raise WorkloadError(f"workload '{workload.name}' has no verifiable twin. Fix: add `twin` to its kvbench section")
+        self.phases: list[dict[str, Any]] = [dict(p) for p in (section["twin"] if twin else section["phases"])]
+        names = [p.get("name", p.get("kind")) for p in self.phases]
+        self.measure: tuple[str, ...] = tuple(names if twin else section.get("measure", names))
+        self._config: dict[str, str] = {}
+        self._runs = 0
+
+    def prepare(self) -> None:
+        self._binary = find_kvbench()
+        self.scratch_dir.mkdir(parents=True, exist_ok=True)
+
+    def apply(self, config: Mapping[str, Value]) -> None:
+        self._config = render_named(self.catalog, config, self.driver)
+
+    def version(self) -> str:
+        probe = self.scratch_dir / "version-probe"
+        spec = probe.with_suffix(".json")
+        spec.parent.mkdir(parents=True, exist_ok=True)
+        spec.write_text(json.dumps({"record_count": 1, "phases": [{"kind": "fill", "count": 1}]}))
+        out = subprocess.run([find_kvbench(), "--engine", self.system, "--db", str(probe), "--spec", str(spec)],
+                             capture_output=True, text=True, check=False).stdout
+        shutil.rmtree(probe, ignore_errors=True)
+        try:
+            return str(json.loads(out)["engine_version"])
+        except (ValueError, KeyError):
+            return "unknown"
+
+    def spec(self, rung: Rung, seed: int) -> dict[str, Any]:
+        """The kvbench spec of one run at ``rung``."""
+        phases = []
+        for phase in self.phases:
+            phase = {k: v for k, v in phase.items() if k != "expect"}
+            if phase.get("kind") == "mix":
+                phase["count"] = rung.operations or rung.records
+            phases.append(phase)
+        return {"seed": seed, "key_size": self.workload.key_size, "value_size": self.workload.value_size,
+                "record_count": rung.records, "phases": phases, "config": self._config}
+
+    def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
+        self._runs += 1
+        db_dir = self.scratch_dir / f"db-{self._runs}"
+        spec_path, result_path = log_path.with_suffix(".spec.json"), log_path.with_suffix(".result.json")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        spec_path.write_text(json.dumps(self.spec(rung, seed), indent=2))
+        result_path.unlink(missing_ok=True)
+        argv = [self._binary, "--engine", self.system, "--db", str(db_dir), "--spec", str(spec_path),
+                "--result", str(result_path), "--interval-ms", "1000"]
+        try:
+            outcome = run_logged(argv, log_path=log_path, timeout_s=timeout_s)
+        finally:
+            shutil.rmtree(db_dir, ignore_errors=True)
+        if outcome.timed_out:
+            raise RunFailure(FailureKind.TIMEOUT, f"stopped after {timeout_s:.1f} s (the limit at {rung})", log_path)
+        if outcome.returncode != 0:
+            raise RunFailure(*_classify_exit(outcome.returncode, log_path.read_text(errors="replace")), log_path)
+        return self._measurement(json.loads(result_path.read_text()), outcome.elapsed_s, log_path, rung.records)
+
+    def _measurement(self, result: dict[str, Any], elapsed_s: float, log_path: Path, records: int) -> Measurement:
+        phases = []
+        for spec, measured in zip(self.phases, result["phases"]):
+            _check(spec, measured, log_path, records)
+            worst = max(measured["latency_us"].values(), key=lambda h: h["p99"], default={})
+            read = measured["found"] + measured["not_found"]
+            phases.append(Phase(name=measured["name"], ops=measured["ops"], seconds=measured["elapsed_s"],
+                                ops_per_s=measured["ops_per_s"], found=measured["found"] if read else None,
+                                expected=read or None, p50_us=worst.get("p50"), p99_us=worst.get("p99"),
+                                p999_us=worst.get("p99.9"), max_us=worst.get("max")))
+        return Measurement(elapsed_s=elapsed_s, phases=tuple(phases), measured=self.measure, log_path=log_path,
+                           verified=any("expect" in p for p in self.phases))
+
+    def stop(self) -> None:
+        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
+    def export(self, config: Mapping[str, Value], fmt: str) -> str:
+        if fmt == "kvbench-config":
+            return json.dumps(render_named(self.catalog, config, self.driver), indent=2) + "\n"
+        if self.system == "rocksdb" and fmt in DbBenchTarget.export_formats:  # RocksDB writes its own OPTIONS file
+            return DbBenchTarget(self.catalog, self.workload, self.scratch_dir / "export").export(config, fmt)
+        return super().export(config, fmt)
+
+
+def _check(spec: Mapping[str, Any], measured: Mapping[str, Any], log_path: Path, records: int) -> None:
+    """Raise DATA_LOSS when a phase read back less than was written, or found keys it deleted."""
+    expect = spec.get("expect")
+    if expect is None:
+        return
+    name, found, missing = measured["name"], measured["found"], measured["not_found"]
+    if spec.get("kind") == "readseq":  # a full scan after fills of every key must see every key
+        if expect == "all" and measured["keys_seen"] < records:
+            raise RunFailure(FailureKind.DATA_LOSS, f"data loss: {measured['keys_seen']:,} of {records:,} keys "
+                             f"seen by {name}", log_path)
+        return
+    if expect == "all" and missing:
+        raise RunFailure(FailureKind.DATA_LOSS, f"data loss: {found:,} of {found + missing:,} keys found by {name}",
+                         log_path)
+    if expect == "none" and found:
+        raise RunFailure(FailureKind.DATA_LOSS, f"deleted keys came back: {found:,} of {found + missing:,} "
+                         f"deleted keys found by {name}", log_path)
+
+
+def _classify_exit(returncode: int, text: str) -> tuple[FailureKind, str]:
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith('{"interval_s"')]
+    errors = [line for line in lines if line.startswith("kvbench: error:")]
+    message = (errors[-1] if errors else lines[-1] if lines else f"exit status {returncode}")[-400:]
+    if any(fault in text for fault in _MACHINE_FAULTS):
+        return FailureKind.TOOL, f"the machine failed: {message}"
+    if returncode < 0:
+        return FailureKind.CRASH, f"kvbench died of signal {-returncode}: {message}"
+    if returncode in (2, 3):
+        return FailureKind.REFUSED, f"{'the store' if returncode == 3 else 'kvbench'} refused the config: {message}"
+    return FailureKind.CRASH, f"kvbench failed (status {returncode}): {message}"
