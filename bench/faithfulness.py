@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import random
 import shutil
 import statistics
@@ -95,9 +96,7 @@ def main() -> None:
             print(describe(f"RocksDB {workload}, {args.records:,} records, default config, "
                            f"{args.repeats} interleaved runs each",
                            driver_runs(workload, args.records, args.repeats, scratch)), flush=True)
-        try:
-            import plyvel  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("plyvel") is None:
             print("LevelDB through Python: skipped (pip install plyvel)")
             return
         print(describe(f"LevelDB fillrandom, {args.records:,} records, {args.repeats} interleaved runs each",

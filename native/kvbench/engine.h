@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,9 +29,9 @@ enum class Lookup { kFound, kNotFound };
 class Engine {
  public:
   virtual ~Engine() = default;
-  virtual void put(const std::string& key, const std::string& value) = 0;
-  virtual Lookup get(const std::string& key, std::string* value) = 0;
-  virtual void remove(const std::string& key) = 0;
+  virtual void put(std::string_view key, std::string_view value) = 0;
+  virtual Lookup get(std::string_view key) = 0;  // reads the value; does not hand it out
+  virtual void remove(std::string_view key) = 0;
   // Seek to `start` and read up to `limit` keys; returns how many were read (0 limit: to the end).
   virtual uint64_t scan(const std::string& start, uint64_t limit) = 0;
   virtual std::string version() const = 0;

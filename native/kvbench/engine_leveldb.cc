@@ -14,14 +14,16 @@ class LevelDbEngine : public Engine {
       : db_(db), cache_(cache), filter_(filter) { write_.sync = sync; }
   ~LevelDbEngine() override { delete db_; delete cache_; delete filter_; }
 
-  void put(const std::string& key, const std::string& value) override { check(db_->Put(write_, key, value)); }
-  Lookup get(const std::string& key, std::string* value) override {
-    leveldb::Status s = db_->Get(leveldb::ReadOptions(), key, value);
+  void put(std::string_view key, std::string_view value) override {
+    check(db_->Put(write_, leveldb::Slice(key.data(), key.size()), leveldb::Slice(value.data(), value.size())));
+  }
+  Lookup get(std::string_view key) override {
+    leveldb::Status s = db_->Get(leveldb::ReadOptions(), leveldb::Slice(key.data(), key.size()), &value_);
     if (s.IsNotFound()) return Lookup::kNotFound;
     check(s);
     return Lookup::kFound;
   }
-  void remove(const std::string& key) override { check(db_->Delete(write_, key)); }
+  void remove(std::string_view key) override { check(db_->Delete(write_, leveldb::Slice(key.data(), key.size()))); }
   uint64_t scan(const std::string& start, uint64_t limit) override {
     std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
     uint64_t seen = 0;
@@ -40,6 +42,7 @@ class LevelDbEngine : public Engine {
   leveldb::Cache* cache_;
   const leveldb::FilterPolicy* filter_;
   leveldb::WriteOptions write_;
+  std::string value_;  // LevelDB copies every value out; one buffer, reused
 };
 
 }  // namespace

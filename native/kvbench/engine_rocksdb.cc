@@ -19,14 +19,18 @@ class RocksDbEngine : public Engine {
       : db_(db), stats_(std::move(stats)) { write_.sync = sync; }
   ~RocksDbEngine() override { delete db_; }
 
-  void put(const std::string& key, const std::string& value) override { check(db_->Put(write_, key, value)); }
-  Lookup get(const std::string& key, std::string* value) override {
-    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), key, value);
+  void put(std::string_view key, std::string_view value) override {
+    check(db_->Put(write_, rocksdb::Slice(key.data(), key.size()), rocksdb::Slice(value.data(), value.size())));
+  }
+  Lookup get(std::string_view key) override {
+    rocksdb::PinnableSlice pinned;  // like db_bench: no copy of the value out of the block cache
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), db_->DefaultColumnFamily(),
+                                 rocksdb::Slice(key.data(), key.size()), &pinned);
     if (s.IsNotFound()) return Lookup::kNotFound;
     check(s);
     return Lookup::kFound;
   }
-  void remove(const std::string& key) override { check(db_->Delete(write_, key)); }
+  void remove(std::string_view key) override { check(db_->Delete(write_, rocksdb::Slice(key.data(), key.size()))); }
   uint64_t scan(const std::string& start, uint64_t limit) override {
     rocksdb::ReadOptions read;
     read.total_order_seek = true;  // a prefix extractor (hash memtables) must not shorten scans

@@ -33,10 +33,14 @@ inline uint64_t fnv64(uint64_t value) {
 }
 
 // The key of record `index`: 8 big-endian bytes of mix64(index), padded with '0' to key_size (>= 8).
+inline void write_key(uint64_t index, std::string* key) {
+  uint64_t mixed = mix64(index);
+  for (int i = 7; i >= 0; --i) { (*key)[i] = static_cast<char>(mixed & 0xff); mixed >>= 8; }
+}
+
 inline std::string make_key(uint64_t index, size_t key_size) {
   std::string key(key_size, '0');
-  uint64_t mixed = mix64(index);
-  for (int i = 7; i >= 0; --i) { key[i] = static_cast<char>(mixed & 0xff); mixed >>= 8; }
+  write_key(index, &key);
   return key;
 }
 

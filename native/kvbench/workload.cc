@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <random>
+#include <string_view>
 
 #include "generators.h"
 #include "histogram.h"
@@ -144,8 +145,8 @@ class Values {
     for (size_t i = 0; i < buffer_.size(); ++i)  // half random, half repeated: compresses to about 50%
       buffer_[i] = (i % 64) < 32 ? static_cast<char>('a' + rng() % 26) : 'x';
   }
-  std::string at(uint64_t index) const {
-    return buffer_.substr((index * 131) % (buffer_.size() - size_), size_);
+  std::string_view at(uint64_t index) const {
+    return std::string_view(buffer_).substr((index * 131) % (buffer_.size() - size_), size_);
   }
 
  private:
@@ -164,11 +165,11 @@ struct PhaseRun {
   uint64_t ops_at_last_report = 0;
 
   template <typename F>
-  void timed(const char* op, F&& body) {
+  void timed(Histogram& histogram, F&& body) {
     auto begin = Clock::now();
     body();
     auto end = Clock::now();
-    latency[op].add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - begin).count()));
+    histogram.add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - begin).count()));
     if ((++ops & 1023) == 0 && std::chrono::duration<double>(end - last_report).count() >= interval_s) report(end);
   }
 
@@ -182,9 +183,10 @@ struct PhaseRun {
     ops_at_last_report = ops;
   }
 
-  void lookup(const std::string& key) {
-    std::string value;
-    if (engine.get(key, &value) == Lookup::kFound) ++found; else ++not_found;
+  Histogram& op(const char* name) { return latency[name]; }
+
+  void lookup(std::string_view key) {
+    if (engine.get(key) == Lookup::kFound) ++found; else ++not_found;
   }
 
   nlohmann::json result() const {
@@ -235,30 +237,36 @@ void run_mix(PhaseRun& run, State& state, uint64_t seed) {
     if (phase.distribution == "latest") return state.records - 1 - std::min(latest.next(rng), state.records - 1);
     return rng() % state.records;
   };
+  Histogram *read = nullptr, *update = nullptr, *insert = nullptr, *scan = nullptr, *rmw = nullptr;
+  auto histogram = [&](Histogram*& slot, const char* name) -> Histogram& {
+    if (!slot) slot = &run.op(name);  // created on first use: only the ops that ran appear in the result
+    return *slot;
+  };
+  std::string key(state.spec.key_size, '0');
   for (uint64_t i = 0; i < phase.count; ++i) {
     double pick = unit(rng) * total;
     if ((pick -= m.read) < 0) {
-      std::string key = make_key(choose(), state.spec.key_size);
-      run.timed("read", [&] { run.lookup(key); });
+      write_key(choose(), &key);
+      run.timed(histogram(read, "read"), [&] { run.lookup(key); });
     } else if ((pick -= m.update) < 0) {
       uint64_t index = choose();
-      std::string key = make_key(index, state.spec.key_size), value = state.values.at(index + i);
-      run.timed("update", [&] { run.engine.put(key, value); });
+      write_key(index, &key);
+      run.timed(histogram(update, "update"), [&] { run.engine.put(key, state.values.at(index + i)); });
     } else if ((pick -= m.insert) < 0) {
       uint64_t index = state.records;
-      std::string key = make_key(index, state.spec.key_size), value = state.values.at(index);
-      run.timed("insert", [&] { run.engine.put(key, value); });
+      write_key(index, &key);
+      run.timed(histogram(insert, "insert"), [&] { run.engine.put(key, state.values.at(index)); });
       ++state.records;
       ++run.inserted;
       if (phase.distribution == "latest") latest.grow(state.records);
     } else if ((pick -= m.scan) < 0) {
-      std::string key = make_key(choose(), state.spec.key_size);
+      write_key(choose(), &key);
       uint64_t length = phase.scan_length_min + rng() % (phase.scan_length_max - phase.scan_length_min + 1);
-      run.timed("scan", [&] { run.keys_seen += run.engine.scan(key, length); });
+      run.timed(histogram(scan, "scan"), [&] { run.keys_seen += run.engine.scan(key, length); });
     } else {
       uint64_t index = choose();
-      std::string key = make_key(index, state.spec.key_size), value = state.values.at(index + i);
-      run.timed("rmw", [&] { run.lookup(key); run.engine.put(key, value); });
+      write_key(index, &key);
+      run.timed(histogram(rmw, "rmw"), [&] { run.lookup(key); run.engine.put(key, state.values.at(index + i)); });
     }
   }
 }
@@ -278,18 +286,16 @@ nlohmann::json run(Engine& engine, const Spec& spec, double interval_s, std::ost
     if (phase.kind == "mix") {
       run_mix(run, state, seed);
     } else if (phase.kind == "readseq") {
-      run.timed("scan", [&] { run.keys_seen = engine.scan("", 0); });
+      run.timed(run.op("scan"), [&] { run.keys_seen = engine.scan("", 0); });
     } else {
+      std::string key(spec.key_size, '0');
+      const char* name = phase.kind == "fill" ? "put" : phase.kind == "read" ? "get" : "delete";
+      Histogram& histogram = run.op(name);
       for (uint64_t index : phase_keys(phase, state.records, seed)) {
-        std::string key = make_key(index, spec.key_size);
-        if (phase.kind == "fill") {
-          std::string value = state.values.at(index);
-          run.timed("put", [&] { engine.put(key, value); });
-        } else if (phase.kind == "read") {
-          run.timed("get", [&] { run.lookup(key); });
-        } else {
-          run.timed("delete", [&] { engine.remove(key); });
-        }
+        write_key(index, &key);
+        if (phase.kind == "fill") run.timed(histogram, [&] { engine.put(key, state.values.at(index)); });
+        else if (phase.kind == "read") run.timed(histogram, [&] { run.lookup(key); });
+        else run.timed(histogram, [&] { engine.remove(key); });
       }
     }
     phases.push_back(run.result());
