@@ -139,6 +139,7 @@ std::unique_ptr<Engine> open_rocksdb(const std::string& path, const Config& conf
   options.create_if_missing = true;
   options.error_if_exists = true;
   auto statistics = rocksdb::CreateDBStatistics();
+  statistics->set_stats_level(rocksdb::StatsLevel::kExceptHistogramOrTimers);  // tickers only: timers cost per op
   options.statistics = statistics;
   rocksdb::DestroyDB(path, rocksdb::Options());
   rocksdb::DB* db = nullptr;
