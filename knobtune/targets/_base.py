@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,9 +143,12 @@ class Target(abc.ABC):
             RunFailure: the run gave no usable measurement; ``kind`` says why.
         """
 
-    @abc.abstractmethod
     def stop(self) -> None:
-        """Kill anything still running and remove the scratch data. Idempotent."""
+        """Kill anything still running and remove the scratch data. Idempotent.
+
+        Embedded stores run one process per run, which never outlives it: removing the scratch folder is all.
+        """
+        shutil.rmtree(self.scratch_dir, ignore_errors=True)
 
     @abc.abstractmethod
     def version(self) -> str:

@@ -152,9 +152,6 @@ class DbBenchTarget(Target):
         return Measurement(elapsed_s=elapsed_s, phases=tuple(phases), measured=self.measure,
                            log_path=log_path, verified=bool(self.verify))
 
-    def stop(self) -> None:
-        shutil.rmtree(self.scratch_dir, ignore_errors=True)
-
     def export(self, config: Mapping[str, Value], fmt: str) -> str:
         if fmt == "db_bench-flags":
             return " ".join(render_flags(self.catalog, config, self.driver)) + "\n"

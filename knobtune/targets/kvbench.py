@@ -126,9 +126,6 @@ class KvbenchTarget(Target):
         return Measurement(elapsed_s=elapsed_s, phases=tuple(phases), measured=self.measure, log_path=log_path,
                            verified=any("expect" in p for p in self.phases))
 
-    def stop(self) -> None:
-        shutil.rmtree(self.scratch_dir, ignore_errors=True)
-
     def export(self, config: Mapping[str, Value], fmt: str) -> str:
         if fmt == "kvbench-config":
             return json.dumps(render_named(self.catalog, config, self.driver), indent=2) + "\n"

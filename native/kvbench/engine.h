@@ -44,6 +44,15 @@ using Config = std::map<std::string, std::string>;
 std::unique_ptr<Engine> open_rocksdb(const std::string& path, const Config& config, bool sync);
 std::unique_ptr<Engine> open_leveldb(const std::string& path, const Config& config, bool sync);
 
+// Seek to `start` (empty: the first key) and count up to `limit` keys (0: all); the status is checked by the caller.
+template <typename Iterator>
+uint64_t count_keys(Iterator* it, const std::string& start, uint64_t limit) {
+  uint64_t seen = 0;
+  for (start.empty() ? it->SeekToFirst() : it->Seek(start); it->Valid() && (limit == 0 || seen < limit); it->Next())
+    ++seen;
+  return seen;
+}
+
 // Helpers shared by the adapters: parse a config value or throw ConfigError naming key and value.
 uint64_t parse_uint(const std::string& key, const std::string& value);
 bool parse_bool(const std::string& key, const std::string& value);

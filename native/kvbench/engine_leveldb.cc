@@ -26,9 +26,7 @@ class LevelDbEngine : public Engine {
   void remove(std::string_view key) override { check(db_->Delete(write_, leveldb::Slice(key.data(), key.size()))); }
   uint64_t scan(const std::string& start, uint64_t limit) override {
     std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
-    uint64_t seen = 0;
-    for (start.empty() ? it->SeekToFirst() : it->Seek(start); it->Valid() && (limit == 0 || seen < limit); it->Next())
-      ++seen;
+    uint64_t seen = count_keys(it.get(), start, limit);
     check(it->status());
     return seen;
   }

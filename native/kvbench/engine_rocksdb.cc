@@ -35,9 +35,7 @@ class RocksDbEngine : public Engine {
     rocksdb::ReadOptions read;
     read.total_order_seek = true;  // a prefix extractor (hash memtables) must not shorten scans
     std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read));
-    uint64_t seen = 0;
-    for (start.empty() ? it->SeekToFirst() : it->Seek(start); it->Valid() && (limit == 0 || seen < limit); it->Next())
-      ++seen;
+    uint64_t seen = count_keys(it.get(), start, limit);
     check(it->status());
     return seen;
   }
