@@ -43,8 +43,10 @@ def systems(json_output: JsonOption = False) -> None:
     for name in available_workloads():
         workload = load_workload(name)
         sections = workload.drivers
-        verifiable = {d: bool(s.get("verify")) or any("expect" in p for p in s.get("phases", []))
-                      for d, s in sections.items()}
+        verifiable = {}
+        for driver, section in sections.items():
+            target_class = _target_class(driver)
+            verifiable[driver] = target_class is not None and target_class.checks_reads(section)
         twins = {d: list(s["twin"]) for d, s in sections.items() if "twin" in s}
         workloads.append({"name": name, "systems": list(workload.systems), "objective": workload.objective.value,
                           "records": workload.records, "ladder": list(workload.ladder),
@@ -290,6 +292,10 @@ def _candidate(label: str, catalog, store):  # noqa: ANN001, ANN202
         return Candidate(label, summary.result_config), catalog.config(summary.result_config)
     changed = load_config_file(Path(label))
     return Candidate(label, changed), catalog.config(changed)
+
+
+def _target_class(driver: str) -> type | None:
+    return next((cls for (_, name), cls in TARGETS.items() if name == driver), None)
 
 
 def _driver_binary(driver: str) -> str | None:

@@ -110,6 +110,11 @@ class Target(abc.ABC):
     driver: str
     export_formats: tuple[str, ...] = ("json",)
 
+    @staticmethod
+    def checks_reads(section: Mapping[str, object]) -> bool:
+        """Whether a workload's section for this driver checks what its reads find."""
+        return False
+
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path) -> None:
         self.catalog = catalog
         self.workload = workload

@@ -87,6 +87,10 @@ class DbBenchTarget(Target):
     driver = "db_bench"
     export_formats = ("rocksdb-options", "db_bench-flags", "json")
 
+    @staticmethod
+    def checks_reads(section: Mapping[str, object]) -> bool:
+        return bool(section.get("verify"))
+
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False) -> None:
         """``twin=True`` runs the workload's verifiable twin (each key written once, every read checked)."""
         super().__init__(catalog, workload, scratch_dir)

@@ -49,6 +49,10 @@ def export_formats_of(system: str) -> tuple[str, ...]:
 class KvbenchTarget(Target):
     driver = "kvbench"
 
+    @staticmethod
+    def checks_reads(section: Mapping[str, object]) -> bool:
+        return any("expect" in phase for phase in section.get("phases", []))  # type: ignore[union-attr]
+
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False) -> None:
         """``twin=True`` runs the workload's verifiable twin instead of its own phases."""
         super().__init__(catalog, workload, scratch_dir)
