@@ -44,9 +44,9 @@ def test_shuffled_orders_differ_per_phase_and_repeat_per_seed(tmp_path: Path) ->
     assert [(p.ops, p.found) for p in first.phases] == [(p.ops, p.found) for p in second.phases]
 
 
-def _mix_counts(workload_name: str, tmp_path: Path) -> dict:
+def _mix_counts(workload_name: str, tmp_path: Path, system: str = "leveldb") -> dict:
     workload = load_workload(workload_name).scaled(5000)
-    _run("leveldb", workload, tmp_path)
+    _run(system, workload, tmp_path)
     result = json.loads((tmp_path / "run.result.json").read_text())
     return result["phases"][1]
 
@@ -68,6 +68,15 @@ def test_ycsb_proportions(name: str, expected: dict, tmp_path: Path) -> None:
         assert run["inserted"] == counts["insert"]
     if "scan" in expected:
         assert counts["scan"] <= run["keys_seen"] <= 100 * counts["scan"]
+
+
+def test_ycsb_runs_on_rocksdb_through_the_same_driver(tmp_path: Path) -> None:
+    run = _mix_counts("ycsb-a", tmp_path, system="rocksdb")
+    counts = {op: h["count"] for op, h in run["latency_us"].items()}
+    assert sum(counts.values()) == 10000 and abs(counts["read"] / 10000 - 0.5) < 0.02
+    assert run["not_found"] == 0
+    stats = json.loads((tmp_path / "run.result.json").read_text())["stats"]
+    assert stats["user_bytes_written"] > 0 and "write_amplification" in stats
 
 
 def test_refused_and_unsupported_configs(tmp_path: Path) -> None:
