@@ -12,8 +12,9 @@ import typer
 from knobtune import console
 from knobtune.errors import KnobtuneError, UsageError
 from knobtune.knobs import load_catalog
-from knobtune.knobs.units import parse_duration_s
+from knobtune.knobs.units import parse_bytes, parse_duration_s
 from knobtune.report import export_config, load_config_file, summarize, write_report
+from knobtune.report.summary import describe_costs
 from knobtune.storage import open_store
 from knobtune.targets import TARGETS, make_target, resolve_driver
 from knobtune.tuning import Tuner, TuneSettings, build_space
@@ -27,6 +28,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
 DirOption = Annotated[Optional[Path], typer.Option("--dir", help="Studies folder (default ./knobtune-studies or $KNOBTUNE_HOME).")]
 StorageOption = Annotated[Optional[str], typer.Option("--storage", help="Optuna storage URL (default: SQLite in --dir).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+UnsettledOption = Annotated[bool, typer.Option("--unsettled", help="Measure the raw window: leave out the flush, compaction and reopen a run leaves behind.")]
+MemoryLimitOption = Annotated[Optional[str], typer.Option("--memory-limit", help="Configs planned or measured above this peak memory are infeasible, e.g. 2GiB.")]
 
 
 @app.command()
@@ -109,6 +112,9 @@ def tune(
     verify_top: Annotated[int, typer.Option(help="Candidates re-measured against the default at the end (0: none).")] = 3,
     repeats: Annotated[int, typer.Option(help="Interleaved runs per candidate when verifying.")] = 5,
     control_every: Annotated[int, typer.Option(help="Re-run the default after every N trials that reached full size, to track drift (0: never).")] = 10,
+    unsettled: UnsettledOption = False,
+    memory_limit: MemoryLimitOption = None,
+    max_recovery_time: Annotated[Optional[str], typer.Option("--max-recovery-time", help="Full-size runs whose reopen after a crash takes longer are infeasible, e.g. 30s.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the search space and plan; run nothing.")] = False,
     json_output: JsonOption = False,
 ) -> None:
@@ -134,7 +140,9 @@ def tune(
         study_name=study or f"{catalog.system}-{spec.name}", catalog=catalog, workload=spec, space=space,
         objective=goal, driver=driver, sampler=sampler, seed=seed, trials=trials,
         time_budget_s=_duration(time), timeout_factor=timeout_factor, reduction_factor=reduction_factor,
-        verify_top=verify_top, verify_repeats=repeats, control_every=control_every)
+        verify_top=verify_top, verify_repeats=repeats, control_every=control_every, settle=not unsettled,
+        memory_limit_bytes=_bytes_option("--memory-limit", memory_limit),
+        max_recovery_s=_duration(max_recovery_time, "--max-recovery-time"))
     store = open_store(directory, storage)
     if dry_run:
         console.out.print(f"study {settings.study_name} in {store.url}; {len(space.knobs)} knobs searched: "
@@ -218,6 +226,8 @@ def compare(
     objective: Annotated[Optional[str], typer.Option(help="elapsed_s, ops_per_s or p99_us.")] = None,
     driver: Annotated[Optional[str], typer.Option(help="Benchmark driver.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the workload's keys.")] = 42,
+    unsettled: UnsettledOption = False,
+    memory_limit: MemoryLimitOption = None,
     storage: StorageOption = None,
     directory: DirOption = None,
     json_output: JsonOption = False,
@@ -234,7 +244,8 @@ def compare(
     goal = Objective(objective) if objective else spec.objective
     store = open_store(directory, storage)
     candidates = [_candidate(label, catalog, store) for label in config]
-    with make_target(catalog, spec, store.worker_scratch(), driver) as target:
+    with make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
+                     memory_limit_bytes=_bytes_option("--memory-limit", memory_limit)) as target:
         comparison = run_interleaved(
             target, candidates, spec.full, repeats=repeats, objective=goal, seed=seed,
             log_dir=store.home / "compare", on_run=None if json_output else _print_run(goal))
@@ -256,10 +267,13 @@ def compare(
         versus = comparison.speedups.get(label)
         console.out.print(f"{label}: median {goal.show(runs.median)} over {len(runs.values)} runs"
                           + (f"; {versus.describe()} vs {comparison.baseline.candidate.label}" if versus else ""))
+        console.out.print("    " + describe_costs(runs.costs()) + " (medians)", markup=False)
         for phase, percentiles in runs.latency_us().items():
             console.out.print(f"    {phase} latency (µs, median of runs): "
                               + ", ".join(f"{k} {v:,.1f}" for k, v in percentiles.items()))
-    console.out.print(f"noise of {comparison.baseline.candidate.label}: {comparison.noise * 100:.1f}%")
+    console.out.print(f"noise of {comparison.baseline.candidate.label}: {comparison.noise * 100:.1f}%; "
+                      + ("settled runs (each includes reopening, flushing and compacting the store)" if not unsettled
+                         else "UNSETTLED runs: raw window, the work a run leaves behind is not counted"))
 
 
 @app.command()
@@ -307,13 +321,28 @@ def _driver_binary(driver: str) -> str | None:
         return None
 
 
-def _duration(text: str | None) -> float | None:
+def _duration(text: str | None, option: str = "--time") -> float | None:
     if text is None:
         return None
     try:
-        return parse_duration_s(text)
+        seconds = parse_duration_s(text)
     except ValueError as exc:
-        raise UsageError(f"--time {exc}") from None
+        raise UsageError(f"{option} {exc}") from None
+    if seconds <= 0:
+        raise UsageError(f"{option} {text!r} is not a positive duration. Fix: write e.g. 30s or 10m")
+    return seconds
+
+
+def _bytes_option(option: str, text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        value = parse_bytes(text)
+    except ValueError as exc:
+        raise UsageError(f"{option} {exc}") from None
+    if value <= 0:
+        raise UsageError(f"{option} {text!r} is not a positive size. Fix: write e.g. 2GiB")
+    return value
 
 
 def main() -> None:

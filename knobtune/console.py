@@ -11,7 +11,9 @@ from rich.table import Table
 
 from knobtune.knobs import Catalog
 from knobtune.knobs.display import knob_range, knob_value
+from knobtune.knobs.units import human_bytes
 from knobtune.report import StudySummary
+from knobtune.report.summary import describe_costs
 from knobtune.tuning import Progress
 
 _WIDTH = None if sys.stdout.isatty() else 160  # rich assumes 80 columns when output is not a terminal
@@ -38,6 +40,24 @@ def progress_line(event: Progress) -> None:
     style = {"trial": "bold", "note": "cyan"}.get(event.kind, "")
     out.print(f"[dim][{duration(event.elapsed_s):>7}{left} | best {best}][/dim] [{style}]{event.message}[/{style}]"
               if style else f"[dim][{duration(event.elapsed_s):>7}{left} | best {best}][/dim] {event.message}")
+
+
+def cost_lines(summary: StudySummary) -> list[str]:
+    """What the default and the result cost besides the objective: settle, recovery, peak memory; and the limits."""
+    lines = [("settled runs: each run's time includes reopening the store as after a crash, flushing it and "
+              "waiting for its compaction" if summary.settled else
+              "UNSETTLED runs (--unsettled): times are the raw window; the flush and compaction a run leaves "
+              "behind are not counted")]
+    for role in ("default", "result"):
+        cost = summary.costs.get(role)
+        if cost:
+            lines.append(f"{role}: " + describe_costs(cost) + f" ({cost.get('source')})")
+    limits = summary.limits
+    if limits.get("memory_limit_bytes") or limits.get("max_recovery_s"):
+        lines.append("limits: " + ", ".join(
+            part for part in (f"memory {human_bytes(limits['memory_limit_bytes'])}" if limits.get("memory_limit_bytes") else "",
+                              f"recovery {limits['max_recovery_s']:g} s" if limits.get("max_recovery_s") else "") if part))
+    return lines
 
 
 def catalog_table(catalog: Catalog) -> Table:
@@ -71,6 +91,8 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
             knob = catalog.knobs[name]
             table.add_row(name, knob_value(knob, knob.default), knob_value(knob, value))
         out.print(table)
+    for line in cost_lines(summary):
+        out.print(line, markup=False)
     style = "bold green" if summary.verified else "bold yellow"
     out.print(f"[{style}]verdict: {summary.verdict}[/{style}]")
     for warning in summary.warnings:

@@ -18,7 +18,7 @@ from typing import Any
 
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError, ConfigError
-from knobtune.knobs.units import parse_bytes, parse_duration_s
+from knobtune.knobs.units import human_bytes, parse_bytes, parse_duration_s
 
 CATALOG_DIR = Path(__file__).parent / "catalogs"
 Value = int | float | bool | str
@@ -171,6 +171,46 @@ class Knob:
         return "".join(parts)
 
 
+Product = tuple[str | float, ...]  # knob names and constant factors, multiplied
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """What a config will hold in memory, planned from its knobs: sums of products (see docs/catalog-format.md).
+
+    ``planned`` is a floor (caches and write buffers, not the process itself);
+    the measured peak is the truth. ``write_buffers`` is what the store can
+    hold before it must write anything to table files.
+    """
+
+    planned: tuple[Product, ...] = ()
+    write_buffers: tuple[Product, ...] = ()
+
+    def planned_bytes(self, config: Mapping[str, Value]) -> int:
+        return _sum_of_products(self.planned, config)
+
+    def write_buffer_bytes(self, config: Mapping[str, Value]) -> int:
+        return _sum_of_products(self.write_buffers, config)
+
+    def over_limit(self, config: Mapping[str, Value], limit_bytes: int | None) -> str | None:
+        """Why ``config`` is not to be run under ``limit_bytes``; None when its plan fits (or there is no limit)."""
+        planned = self.planned_bytes(config)
+        if limit_bytes is None or planned <= limit_bytes:
+            return None
+        return (f"planned memory {human_bytes(planned)} (caches and write buffers) is over the memory limit "
+                f"{human_bytes(limit_bytes)}; not run")
+
+
+def _sum_of_products(terms: tuple[Product, ...], config: Mapping[str, Value]) -> int:
+    total = 0.0
+    for term in terms:
+        product = 1.0
+        for factor in term:
+            product *= max(float(config[factor]), 0.0) if isinstance(factor, str) else factor
+        total += product
+    return int(total)
+
+
 @dataclass(frozen=True)
 class Catalog:
     system: str
@@ -181,6 +221,7 @@ class Catalog:
     relations: tuple[Relation, ...] = ()
     implications: tuple[Implication, ...] = ()
     source: Path | None = None
+    memory: MemoryModel = field(default_factory=MemoryModel)
 
     def __getitem__(self, name: str) -> Knob:
         try:
@@ -298,7 +339,8 @@ def _build_catalog(path: Path, data: dict[str, Any]) -> Catalog:
     implications = tuple(_build_implication(path, i, spec, knobs) for i, spec in enumerate(data.get("implications", [])))
     catalog = Catalog(system=data["system"], version=str(data.get("version", "")),
                       description=data.get("description", ""), formats=formats,
-                      knobs=knobs, relations=relations, implications=implications, source=path)
+                      knobs=knobs, relations=relations, implications=implications, source=path,
+                      memory=_build_memory(path, data.get("memory", {}), knobs))
     for relation in relations:
         if not relation.holds(catalog.defaults()):
             raise CatalogError(f"{path}: relation {relation} does not hold for the defaults. Fix: correct the defaults")
@@ -372,6 +414,27 @@ def _build_knob(path: Path, name: str, spec: dict[str, Any], formats: tuple[str,
         if fmt not in formats:
             raise fail("spell", f"format '{fmt}' is not listed in the catalog's formats", f"use one of {formats}")
     return knob
+
+
+def _build_memory(path: Path, spec: Any, knobs: Mapping[str, Knob]) -> MemoryModel:
+    def fail(where: str, problem: str) -> CatalogError:
+        return CatalogError(f"{path}: memory.{where}: {problem}. Fix: write a list of products, each a list of "
+                            "numeric knob names and numbers, e.g. [[\"cache_size\"], [\"write_buffer_size\", 2]]")
+
+    if not isinstance(spec, dict) or set(spec) - {"planned", "write_buffers"}:
+        raise fail("", "only 'planned' and 'write_buffers' may be given")
+    built: dict[str, tuple[Product, ...]] = {}
+    for name in ("planned", "write_buffers"):
+        terms = spec.get(name, [])
+        if not isinstance(terms, list) or not all(isinstance(t, list) and t for t in terms):
+            raise fail(name, "is not a list of non-empty lists")
+        for factor in (f for t in terms for f in t):
+            if isinstance(factor, str) and (factor not in knobs or not knobs[factor].is_numeric):
+                raise fail(name, f"'{factor}' is not a numeric knob of this catalog")
+            if not isinstance(factor, (str, int, float)) or isinstance(factor, bool):
+                raise fail(name, f"{factor!r} is neither a knob name nor a number")
+        built[name] = tuple(tuple(t) for t in terms)
+    return MemoryModel(**built)
 
 
 def _build_relation(path: Path, index: int, spec: dict[str, Any], knobs: Mapping[str, Knob]) -> Relation:

@@ -67,3 +67,11 @@ def approx_bytes(value: int) -> str:
         if value >= size:
             return f"{value} (~{value / size:,.1f} {unit})"
     return exact
+
+
+def human_bytes(value: int | float) -> str:
+    """1288490188 -> "1.2 GiB": a measured size as a person reads it (not exact)."""
+    for unit, size in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(value) >= size:
+            return f"{value / size:,.1f} {unit}"
+    return f"{int(value)} B"

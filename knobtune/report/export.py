@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from knobtune.knobs import Catalog
-from knobtune.report.summary import StudySummary
+from knobtune.report.summary import StudySummary, describe_costs
 from knobtune.targets import Target
 
 
@@ -25,12 +25,14 @@ def export_config(summary: StudySummary, catalog: Catalog, target: Target, fmt: 
             "config": changed, "verified": summary.verified, "verdict": summary.verdict,
             "allow_unsafe": summary.allow_unsafe, "unsafe_knobs": summary.unsafe_in_result,
             "left_out_unsafe": summary.left_out, "warnings": summary.warnings,
+            "settled": summary.settled, "costs": summary.costs,
         }, indent=2, default=str) + "\n"
     text = target.export(catalog.config(changed), fmt)
     comment = "#" if fmt == "rocksdb-options" else None
     if comment is None:
         return text
     header = [f"{comment} study {summary.study}: {summary.verdict}"]
+    header += [f"{comment} {role}: {describe_costs(cost)} ({cost.get('source')})" for role, cost in summary.costs.items()]
     header += [f"{comment} WARNING: {w}" for w in summary.warnings]
     if summary.left_out and not summary.allow_unsafe:
         header.append(f"{comment} kept out of the search (unsafe): "

@@ -13,6 +13,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from knobtune.knobs import Catalog, load_catalog
+from knobtune.knobs.units import human_bytes
 from knobtune.targets import export_formats
 from knobtune.tuning import attrs
 from knobtune.tuning.finish import DEFAULT_LABEL, top_trials
@@ -42,6 +43,9 @@ class StudySummary:
     experiment: dict[str, Any] = field(default_factory=dict)
     default_runs: list[float] = field(default_factory=list)  # the default's full-size value, baseline then controls
     export_formats: tuple[str, ...] = ("json",)
+    settled: bool = True  # run times include settling the store (False: the raw window, --unsettled)
+    costs: dict[str, dict[str, Any]] = field(default_factory=dict)  # "default" / "result" -> settle, recovery, memory
+    limits: dict[str, Any] = field(default_factory=dict)  # memory_limit_bytes, max_recovery_s (None: none given)
 
     @property
     def drift(self) -> float | None:
@@ -78,11 +82,14 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         result_config=config, verified=bool(verification and verification.get("winner")),
         verdict=_verdict(verification, result), single_run_speedup=speedup, verification=verification,
         allow_unsafe=bool(user.get(attrs.ALLOW_UNSAFE)), left_out=dict(user.get(attrs.LEFT_OUT, {})),
-        unsafe_in_result=unsafe, warnings=_warnings(catalog, config, unsafe),
+        unsafe_in_result=unsafe, warnings=_warnings(catalog, config, unsafe) + _fits_in_memory(study, catalog, config),
         experiment={k: user.get(k) for k in (attrs.TOOL_VERSION, attrs.SYSTEM_VERSION, attrs.DRIVER,
                                              attrs.MACHINE, attrs.WORKLOAD, attrs.SEED)},
         default_runs=[c["value"] for c in user.get(attrs.CONTROLS, []) if c.get("value") is not None],
         export_formats=export_formats(user.get(attrs.SYSTEM, catalog.system), user.get(attrs.DRIVER)),
+        settled=bool(user.get(attrs.SETTLED, False)),
+        costs=_costs(study, baseline, result, verification),
+        limits={"memory_limit_bytes": user.get(attrs.MEMORY_LIMIT), "max_recovery_s": user.get(attrs.MAX_RECOVERY)},
     )
 
 
@@ -117,6 +124,56 @@ def _verdict(verification: dict[str, Any] | None, result: FrozenTrial | None) ->
     if result is None:
         return "no sampled config completed every rung yet"
     return f"trial {result.number} is the best single run; not verified with repeats yet"
+
+
+COST_KEYS = ("workload_s", "settle_s", "recovery_s", "peak_rss_bytes")
+
+
+def _costs(study: optuna.Study, baseline: FrozenTrial | None, result: FrozenTrial | None,
+           verification: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Settle time, recovery time and peak memory of the default and the result at full size.
+
+    From the verification's repeats (medians) when it ran, else from the single full-size run.
+    """
+    full = attrs.rung_key(len((study.user_attrs.get(attrs.WORKLOAD) or {}).get("ladder", [1])) - 1)
+    verified = {c["label"]: c.get("costs") for c in (verification or {}).get("candidates", []) if c.get("costs")}
+    costs: dict[str, dict[str, Any]] = {}
+    for role, trial, label in (("default", baseline, DEFAULT_LABEL),
+                               ("result", result, f"trial {result.number}" if result else None)):
+        if label in verified:
+            costs[role] = {**verified[label], "source": "median of the verification runs"}
+        elif trial is not None and full in trial.user_attrs:
+            run = trial.user_attrs[full]
+            costs[role] = {**{k: run.get(k) for k in COST_KEYS}, "source": "one full-size run"}
+    return costs
+
+
+def describe_costs(cost: dict[str, Any]) -> str:
+    """``workload 4.10 s + settle 1.20 s; recovery 0.30 s; peak memory 180.2 MiB``."""
+    def seconds(key: str) -> str:
+        return f"{cost[key]:.2f} s" if cost.get(key) is not None else "-"
+
+    memory = human_bytes(cost["peak_rss_bytes"]) if cost.get("peak_rss_bytes") else "-"
+    return (f"workload {seconds('workload_s')} + settle {seconds('settle_s')}; recovery {seconds('recovery_s')}; "
+            f"peak memory {memory}")
+
+
+def _fits_in_memory(study: optuna.Study, catalog: Catalog, config: dict[str, Any]) -> list[str]:
+    """A note for each rung whose whole data set fits in the result's write buffers."""
+    if not config:
+        return []
+    workload = study.user_attrs.get(attrs.WORKLOAD) or {}
+    record_bytes = workload.get("key_size", 0) + workload.get("value_size", 0)
+    buffers = catalog.memory.write_buffer_bytes(catalog.config(config))
+    records, ladder = workload.get("records", 0), workload.get("ladder", [])
+    fitting = [f"{fraction:g}" for fraction in ladder if buffers and round(records * fraction) * record_bytes <= buffers]
+    if not fitting:
+        return []
+    settled = "its settled time counts the flush" if study.user_attrs.get(attrs.SETTLED) else \
+        "this study measured the raw window (--unsettled), so that flush was never counted"
+    return [f"the result's write buffers ({human_bytes(buffers)}) hold the whole data set at rung(s) "
+            f"{', '.join(fitting)} of the ladder (up to {human_bytes(records * record_bytes)}): nothing needs to reach "
+            f"a table file during the run; {settled}"]
 
 
 def _warnings(catalog: Catalog, config: dict[str, Any], unsafe: dict[str, str]) -> list[str]:

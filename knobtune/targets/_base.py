@@ -27,6 +27,7 @@ class FailureKind(enum.StrEnum):
     TIMEOUT = "timeout"  # slower than the limit (a multiple of the default's time)
     CRASH = "crash"  # the system died under the config
     DATA_LOSS = "data-loss"  # the workload read back less than it wrote
+    MEMORY = "memory"  # held (or would hold) more memory than the limit
     TOOL = "tool"  # the machine or knobtune failed: never the config's fault
 
 
@@ -57,19 +58,54 @@ class Phase:
 
 
 @dataclass(frozen=True)
+class Settle:
+    """What the store's debt cost after the workload: reopened as after a crash, flushed, compacted.
+
+    ``recovery_s`` is the reopen until the store answers reads; ``settle_s``
+    the whole of it (reopen, probe reads, flush, compaction), which is part of
+    the run's measured time.
+    """
+
+    recovery_s: float
+    settle_s: float
+    flush_s: float
+    compaction_s: float
+    files_by_level: tuple[int, ...]
+    sst_bytes: int
+    wal_bytes_at_open: int
+    reshaped: bool  # compaction was off or deferred past the default's trigger: brought to the default's shape
+    log_path: Path
+
+
+@dataclass(frozen=True)
 class Measurement:
-    """What one run measured. ``phases`` lists every phase; ``measured`` names those the objective counts."""
+    """What one run measured. ``phases`` lists every phase; ``measured`` names those the objective counts.
+
+    ``elapsed_s`` is the measured time: the workload's own time plus, when
+    ``settle`` is set, the time the store took to settle afterwards.
+    """
 
     elapsed_s: float
     phases: tuple[Phase, ...]
     measured: tuple[str, ...]
     log_path: Path
     verified: bool  # every read the workload checks found its key
+    settle: Settle | None = None  # None: an unsettled run (the raw window)
+    peak_rss_bytes: int | None = None  # the most memory the store's processes held
+
+    @property
+    def workload_s(self) -> float:
+        return self.elapsed_s - (self.settle.settle_s if self.settle else 0.0)
+
+    @property
+    def recovery_s(self) -> float | None:
+        return self.settle.recovery_s if self.settle else None
 
     @property
     def ops_per_s(self) -> float:
+        """Operations of the measured phases per second of those phases plus the settle they left behind."""
         counted = [p for p in self.phases if p.name in self.measured]
-        seconds = sum(p.seconds for p in counted)
+        seconds = sum(p.seconds for p in counted) + (self.settle.settle_s if self.settle else 0.0)
         return sum(p.ops for p in counted) / seconds if seconds > 0 else 0.0
 
     @property
@@ -93,13 +129,23 @@ class Measurement:
 
     def summary(self) -> dict[str, object]:
         """Plain data for storage and JSON output."""
+        settle = self.settle
         return {
             "elapsed_s": round(self.elapsed_s, 4),
+            "workload_s": round(self.workload_s, 4),
+            "settled": settle is not None,
+            "settle_s": round(settle.settle_s, 4) if settle else None,
+            "recovery_s": round(settle.recovery_s, 4) if settle else None,
+            "peak_rss_bytes": self.peak_rss_bytes,
             "ops_per_s": round(self.ops_per_s, 1),
             "p99_us": self.p99_us,
             "verified": self.verified,
             "log": str(self.log_path),
             "phases": [vars(p) for p in self.phases],
+            **({"settle": {"flush_s": round(settle.flush_s, 4), "compaction_s": round(settle.compaction_s, 4),
+                           "files_by_level": list(settle.files_by_level), "sst_bytes": settle.sst_bytes,
+                           "wal_bytes_at_open": settle.wal_bytes_at_open, "reshaped": settle.reshaped,
+                           "log": str(settle.log_path)}} if settle else {}),
         }
 
 
@@ -115,10 +161,14 @@ class Target(abc.ABC):
         """Whether a workload's section for this driver checks what its reads find."""
         return False
 
-    def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path) -> None:
+    def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, settle: bool = True,
+                 memory_limit_bytes: int | None = None) -> None:
+        """``settle=False`` measures the raw window only; a run holding more than ``memory_limit_bytes`` is stopped."""
         self.catalog = catalog
         self.workload = workload
         self.scratch_dir = scratch_dir
+        self.settle = settle
+        self.memory_limit_bytes = memory_limit_bytes
 
     def __enter__(self) -> Target:
         self.prepare()

@@ -1,7 +1,10 @@
-"""Run a benchmark process: argv only (never a shell), output to a log, a hard time limit.
+"""Run a benchmark process: argv only (never a shell), output to a log, a hard time limit, its memory measured.
 
 The child gets its own process group and dies with its parent (PR_SET_PDEATHSIG),
-so neither a timeout, Ctrl-C nor a SIGKILL of knobtune leaves it running.
+so neither a timeout, Ctrl-C nor a SIGKILL of knobtune leaves it running. Its
+peak resident memory comes from the kernel (``wait4``'s ``ru_maxrss``); with a
+memory limit, its resident memory is also watched while it runs and it is
+killed as soon as it holds more.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
+_POLL_S = 0.005
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass(frozen=True)
@@ -22,6 +27,8 @@ class ProcessResult:
     returncode: int
     elapsed_s: float
     timed_out: bool
+    peak_rss_bytes: int  # the most resident memory the process held (kernel's ru_maxrss)
+    over_memory: bool = False  # killed because it held more than the memory limit
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -32,8 +39,10 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
 
 def run_logged(argv: list[str], *, log_path: Path, timeout_s: float | None, cwd: Path | None = None,
-               env: dict[str, str] | None = None) -> ProcessResult:
-    """Run ``argv`` to completion or until ``timeout_s``, stdout and stderr into ``log_path``.
+               env: dict[str, str] | None = None, memory_limit_bytes: int | None = None) -> ProcessResult:
+    """Run ``argv`` to completion, until ``timeout_s``, or until it holds more than ``memory_limit_bytes``.
+
+    stdout and stderr go into ``log_path``.
 
     Raises:
         FileNotFoundError: the program does not exist.
@@ -44,19 +53,61 @@ def run_logged(argv: list[str], *, log_path: Path, timeout_s: float | None, cwd:
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    cwd=cwd, env=env, start_new_session=True, preexec_fn=_die_with_parent)
         try:
-            returncode = process.wait(timeout=timeout_s)
-            return ProcessResult(returncode, time.monotonic() - start, timed_out=False)
-        except subprocess.TimeoutExpired:
-            _kill_group(process)
-            return ProcessResult(process.returncode, time.monotonic() - start, timed_out=True)
+            return _watch(process, start, timeout_s, memory_limit_bytes)
         finally:
             _kill_group(process)  # Ctrl-C or any error: never leave the child behind
 
 
+def _watch(process: subprocess.Popen[bytes], start: float, timeout_s: float | None,
+           memory_limit_bytes: int | None) -> ProcessResult:
+    """Wait for ``process`` (reaping it with wait4 for its peak memory), killing it at a limit."""
+    deadline = None if timeout_s is None else start + timeout_s
+    seen_rss = 0
+    while True:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+        if pid:
+            process.returncode = os.waitstatus_to_exitcode(status)
+            peak = max(usage.ru_maxrss * 1024, seen_rss)
+            return ProcessResult(process.returncode, time.monotonic() - start, False, peak)
+        if memory_limit_bytes is not None:
+            seen_rss = max(seen_rss, _rss_bytes(process.pid))
+            if seen_rss > memory_limit_bytes:
+                return _stop(process, start, seen_rss, over_memory=True)
+        if deadline is not None and time.monotonic() >= deadline:
+            return _stop(process, start, seen_rss, over_memory=False)
+        time.sleep(_POLL_S)
+
+
+def _stop(process: subprocess.Popen[bytes], start: float, seen_rss: int, *, over_memory: bool) -> ProcessResult:
+    elapsed = time.monotonic() - start
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    return ProcessResult(process.returncode, elapsed, timed_out=not over_memory,
+                         peak_rss_bytes=max(usage.ru_maxrss * 1024, seen_rss), over_memory=over_memory)
+
+
+def _rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` now (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * _PAGE_BYTES
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait()
+    if process.returncode is not None:
+        return  # reaped: its group id may belong to someone else by now
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        os.waitpid(process.pid, 0)
+    except ChildProcessError:
+        pass
+    process.returncode = -signal.SIGKILL

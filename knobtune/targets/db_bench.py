@@ -2,7 +2,10 @@
 
 Knobs become db_bench flags (never an OPTIONS file and flags together: db_bench
 then ignores the flags without a word). Each run starts from an empty database
-in the target's scratch directory, which is removed after the run.
+in the target's scratch directory, which is removed after the run. db_bench
+closes the store without flushing its memtables (the WAL holds them), as a
+crash would leave it; kvbench's settle mode then reopens and settles it
+(``targets/_embedded.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from pathlib import Path
 
 from knobtune.errors import ConfigError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_flags
-from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Target
+from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
+from knobtune.targets._embedded import EmbeddedTarget
 from knobtune.targets._process import run_logged
 from knobtune.workloads import Rung, Workload
 
@@ -82,18 +86,20 @@ def _with_latency(phase: Phase, latency: dict[str, float]) -> Phase:
                  latency.get("p50"), latency.get("p99"), latency.get("p999"), latency.get("max"))
 
 
-class DbBenchTarget(Target):
+class DbBenchTarget(EmbeddedTarget):
     system = "rocksdb"
     driver = "db_bench"
+    key_format = "db_bench"
     export_formats = ("rocksdb-options", "db_bench-flags", "json")
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
         return bool(section.get("verify"))
 
-    def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False) -> None:
+    def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
+                 **options: object) -> None:
         """``twin=True`` runs the workload's verifiable twin (each key written once, every read checked)."""
-        super().__init__(catalog, workload, scratch_dir)
+        super().__init__(catalog, workload, scratch_dir, **options)  # type: ignore[arg-type]
         section = workload.driver(self.driver)
         if twin and "twin" not in section:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin. Fix: add `twin` to its db_bench section")
@@ -102,14 +108,18 @@ class DbBenchTarget(Target):
         self.verify: set[str] = checked & set(self.benchmarks)
         self.measure: tuple[str, ...] = tuple(self.benchmarks if twin else section.get("measure", self.benchmarks))
         self._flags: list[str] = []
-        self._runs = 0
+        self._cache_bytes = int(catalog.defaults()["cache_size"])
 
     def prepare(self) -> None:
         self._binary = find_db_bench()
-        self.scratch_dir.mkdir(parents=True, exist_ok=True)
+        super().prepare()
 
     def apply(self, config: Mapping[str, Value]) -> None:
         self._flags = render_flags(self.catalog, config, self.driver)
+        self._cache_bytes = int(config.get("cache_size", self._cache_bytes))
+
+    def settle_config(self) -> dict[str, str]:
+        return {"block_cache_size": str(self._cache_bytes)}  # the rest is in the OPTIONS file db_bench wrote
 
     def version(self) -> str:
         out = subprocess.run([find_db_bench(), "--version"], capture_output=True, text=True, check=False).stdout
@@ -125,23 +135,17 @@ class DbBenchTarget(Target):
             argv += ["--report_interval_seconds=1", f"--report_file={report_file}"]
         return argv + self._flags
 
-    def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
-        self._runs += 1
-        db_dir = self.scratch_dir / f"db-{self._runs}"
-        shutil.rmtree(db_dir, ignore_errors=True)
+    def run_workload(self, rung: Rung, db_dir: Path, *, timeout_s: float | None, log_path: Path,
+                     seed: int) -> Measurement:
         argv = self.argv(rung, db_dir, seed, report_file=log_path.with_suffix(".csv"))
-        try:
-            result = run_logged(argv, log_path=log_path, timeout_s=timeout_s)
-        finally:
-            shutil.rmtree(db_dir, ignore_errors=True)
+        result = run_logged(argv, log_path=log_path, timeout_s=timeout_s, memory_limit_bytes=self.memory_limit_bytes)
+        self.check_process(result, rung, timeout_s, log_path)
         text = log_path.read_text(errors="replace")
-        if result.timed_out:
-            raise RunFailure(FailureKind.TIMEOUT, f"stopped after {timeout_s:.1f} s (the limit at {rung})", log_path)
         if result.returncode != 0:
             raise RunFailure(*_classify_exit(result.returncode, text), log_path)
-        return self._measurement(text, result.elapsed_s, log_path)
+        return self._measurement(text, result.elapsed_s, log_path, result.peak_rss_bytes)
 
-    def _measurement(self, text: str, elapsed_s: float, log_path: Path) -> Measurement:
+    def _measurement(self, text: str, elapsed_s: float, log_path: Path, peak_rss_bytes: int) -> Measurement:
         phases = parse_output(text)
         missing = [b for b in self.benchmarks if b not in {p.name for p in phases}]
         if missing:
@@ -154,7 +158,7 @@ class DbBenchTarget(Target):
                     raise RunFailure(FailureKind.DATA_LOSS, f"data loss: {phase.found:,} of {phase.expected:,} "
                                      f"keys found by {phase.name}", log_path)
         return Measurement(elapsed_s=elapsed_s, phases=tuple(phases), measured=self.measure,
-                           log_path=log_path, verified=bool(self.verify))
+                           log_path=log_path, verified=bool(self.verify), peak_rss_bytes=peak_rss_bytes)
 
     def export(self, config: Mapping[str, Value], fmt: str) -> str:
         if fmt == "db_bench-flags":

@@ -16,29 +16,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from knobtune.errors import ToolMissingError, WorkloadError
+from knobtune.errors import WorkloadError
 from knobtune.knobs import Catalog, Value, render_named
-from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Target
+from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
+from knobtune.targets._embedded import EmbeddedTarget, find_kvbench
 from knobtune.targets._process import run_logged
 from knobtune.targets.db_bench import DbBenchTarget
 from knobtune.workloads import Rung, Workload
 
-BUILD_HINT = "Fix: build it with `bash scripts/setup` (cmake -S native -B native/build && cmake --build native/build)"
 _MACHINE_FAULTS = ("No space left on device", "Too many open files", "Cannot allocate memory")
-
-
-def find_kvbench() -> str:
-    """The kvbench binary: $KNOBTUNE_KVBENCH, the checkout's native/build/kvbench, or kvbench on PATH.
-
-    Raises:
-        ToolMissingError: it is not built.
-    """
-    candidates = [os.environ.get("KNOBTUNE_KVBENCH"),
-                  str(Path(__file__).resolve().parents[2] / "native" / "build" / "kvbench"), shutil.which("kvbench")]
-    for candidate in candidates:
-        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    raise ToolMissingError(f"the native driver kvbench is not built. {BUILD_HINT}")
+_KILLED_AT_END = -9  # --crash-at-end: kvbench kills itself with SIGKILL once its result is written
 
 
 def export_formats_of(system: str) -> tuple[str, ...]:
@@ -46,16 +33,18 @@ def export_formats_of(system: str) -> tuple[str, ...]:
     return (("rocksdb-options", "db_bench-flags") if system == "rocksdb" else ()) + ("kvbench-config", "json")
 
 
-class KvbenchTarget(Target):
+class KvbenchTarget(EmbeddedTarget):
     driver = "kvbench"
+    key_format = "kvbench"
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
         return any("expect" in phase for phase in section.get("phases", []))  # type: ignore[union-attr]
 
-    def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False) -> None:
+    def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
+                 **options: object) -> None:
         """``twin=True`` runs the workload's verifiable twin instead of its own phases."""
-        super().__init__(catalog, workload, scratch_dir)
+        super().__init__(catalog, workload, scratch_dir, **options)  # type: ignore[arg-type]
         self.system = catalog.system
         self.export_formats = export_formats_of(self.system)
         section = workload.driver(self.driver)
@@ -65,14 +54,16 @@ class KvbenchTarget(Target):
         names = [p.get("name", p.get("kind")) for p in self.phases]
         self.measure: tuple[str, ...] = tuple(names if twin else section.get("measure", names))
         self._config: dict[str, str] = {}
-        self._runs = 0
 
     def prepare(self) -> None:
         self._binary = find_kvbench()
-        self.scratch_dir.mkdir(parents=True, exist_ok=True)
+        super().prepare()
 
     def apply(self, config: Mapping[str, Value]) -> None:
         self._config = render_named(self.catalog, config, self.driver)
+
+    def settle_config(self) -> dict[str, str]:
+        return dict(self._config)
 
     def version(self) -> str:
         probe = self.scratch_dir / "version-probe"
@@ -98,26 +89,24 @@ class KvbenchTarget(Target):
         return {"seed": seed, "key_size": self.workload.key_size, "value_size": self.workload.value_size,
                 "record_count": rung.records, "phases": phases, "config": self._config}
 
-    def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
-        self._runs += 1
-        db_dir = self.scratch_dir / f"db-{self._runs}"
+    def run_workload(self, rung: Rung, db_dir: Path, *, timeout_s: float | None, log_path: Path,
+                     seed: int) -> Measurement:
         spec_path, result_path = log_path.with_suffix(".spec.json"), log_path.with_suffix(".result.json")
         log_path.parent.mkdir(parents=True, exist_ok=True)
         spec_path.write_text(json.dumps(self.spec(rung, seed), indent=2))
         result_path.unlink(missing_ok=True)
         argv = [self._binary, "--engine", self.system, "--db", str(db_dir), "--spec", str(spec_path),
-                "--result", str(result_path), "--interval-ms", "1000"]
-        try:
-            outcome = run_logged(argv, log_path=log_path, timeout_s=timeout_s)
-        finally:
-            shutil.rmtree(db_dir, ignore_errors=True)
-        if outcome.timed_out:
-            raise RunFailure(FailureKind.TIMEOUT, f"stopped after {timeout_s:.1f} s (the limit at {rung})", log_path)
-        if outcome.returncode != 0:
+                "--result", str(result_path), "--interval-ms", "1000", "--crash-at-end", "1" if self.settle else "0"]
+        outcome = run_logged(argv, log_path=log_path, timeout_s=timeout_s, memory_limit_bytes=self.memory_limit_bytes)
+        self.check_process(outcome, rung, timeout_s, log_path)
+        ended_as_asked = outcome.returncode == 0 or (self.settle and outcome.returncode == _KILLED_AT_END)
+        result = _read_result(result_path) if ended_as_asked else None
+        if result is None:
             raise RunFailure(*_classify_exit(outcome.returncode, log_path.read_text(errors="replace")), log_path)
-        return self._measurement(json.loads(result_path.read_text()), outcome.elapsed_s, log_path, rung.records)
+        return self._measurement(result, outcome.elapsed_s, log_path, rung.records, outcome.peak_rss_bytes)
 
-    def _measurement(self, result: dict[str, Any], elapsed_s: float, log_path: Path, records: int) -> Measurement:
+    def _measurement(self, result: dict[str, Any], elapsed_s: float, log_path: Path, records: int,
+                     peak_rss_bytes: int) -> Measurement:
         phases = []
         for spec, measured in zip(self.phases, result["phases"]):
             _check(spec, measured, log_path, records)
@@ -128,7 +117,7 @@ class KvbenchTarget(Target):
                                 expected=read or None, p50_us=worst.get("p50"), p99_us=worst.get("p99"),
                                 p999_us=worst.get("p99.9"), max_us=worst.get("max")))
         return Measurement(elapsed_s=elapsed_s, phases=tuple(phases), measured=self.measure, log_path=log_path,
-                           verified=any("expect" in p for p in self.phases))
+                           verified=any("expect" in p for p in self.phases), peak_rss_bytes=peak_rss_bytes)
 
     def export(self, config: Mapping[str, Value], fmt: str) -> str:
         if fmt == "kvbench-config":
@@ -136,6 +125,14 @@ class KvbenchTarget(Target):
         if self.system == "rocksdb" and fmt in DbBenchTarget.export_formats:  # RocksDB writes its own OPTIONS file
             return DbBenchTarget(self.catalog, self.workload, self.scratch_dir / "export").export(config, fmt)
         return super().export(config, fmt)
+
+
+def _read_result(path: Path) -> dict[str, Any] | None:
+    """kvbench's result file, or None when the run ended before writing all of it."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _check(spec: Mapping[str, Any], measured: Mapping[str, Any], log_path: Path, records: int) -> None:

@@ -18,6 +18,9 @@ LEFT_OUT = "left_out_unsafe"  # knob -> safety class, kept out of the search
 BASELINE = "baseline"  # rung index (str) -> measurement summary of the default config
 SEED = "seed"
 VERIFICATION = "verification"  # the final interleaved repeats, see tuning.verify
+SETTLED = "settled"  # True: every run's time includes settling the store (False: --unsettled, the raw window)
+MEMORY_LIMIT = "memory_limit_bytes"  # --memory-limit, or None
+MAX_RECOVERY = "max_recovery_s"  # --max-recovery-time, or None
 
 # trial
 ROLE = "role"  # "baseline" (the default, first) or "control" (the default, re-run periodically); absent otherwise
@@ -32,6 +35,9 @@ REUSED_FROM = "reused_from"  # trial number whose measurement was reused
 RETRY_OF = "retry_of"  # trial number this one re-runs after an interruption
 WORKER = "worker"  # "host:pid" of the process running the trial
 UNSAFE = "unsafe_knobs"  # knob -> safety class of the values this config holds
+PLANNED_MEMORY = "planned_memory_bytes"  # the catalog's memory model applied to this config
+INFEASIBLE = "infeasible"  # why a complete trial breaks a limit (recovery time); never the result
+RECOVERY_OVER_S = "recovery_over_s"  # full-size recovery time minus --max-recovery-time (<= 0: feasible)
 ROLE_BASELINE = "baseline"
 ROLE_CONTROL = "control"
 CONTROLS = "controls"  # study: the default's full-size value at each baseline/control run, in order (drift)

@@ -22,9 +22,10 @@ DEFAULT_LABEL = "default"
 
 
 def top_trials(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
-    """The ``k`` best complete trials with distinct configs, the default excluded."""
+    """The ``k`` best complete and feasible trials with distinct configs, the default excluded."""
     complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if not attrs.is_reference(t.user_attrs) and t.user_attrs.get(attrs.CONFIG)]
+                if not attrs.is_reference(t.user_attrs) and t.user_attrs.get(attrs.CONFIG)
+                and attrs.INFEASIBLE not in t.user_attrs]
     complete.sort(key=lambda t: t.value, reverse=study.direction == optuna.study.StudyDirection.MAXIMIZE)
     chosen, seen = [], set()
     for trial in complete:
@@ -51,7 +52,7 @@ def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, lo
     for trial in top:
         label = f"trial {trial.number}"
         config = catalog.config(trial.user_attrs[attrs.CONFIG])
-        failure = _twin_check(settings, target, config, log_dir / f"twin-{trial.number}.log")
+        failure = _twin_check(settings, target, config, log_dir / f"twin-{trial.number}.log", _limit_s(study, settings))
         if failure:
             rejected[label] = failure
             note(f"{label} rejected by the verifiable twin: {failure}")
@@ -64,8 +65,7 @@ def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, lo
         study.set_user_attr(attrs.VERIFICATION, result)
         note(result["verdict"])
         return result
-    base = study.user_attrs.get(attrs.BASELINE, {}).get(str(settings.workload.full.index), {})
-    timeout_s = max(settings.timeout_factor * base["elapsed_s"], settings.min_timeout_s) if base else None
+    timeout_s = _limit_s(study, settings)
     note(f"verifying {len(candidates) - 1} candidate(s) against the default: {settings.verify_repeats} "
          f"interleaved runs each at {settings.workload.full}")
 
@@ -100,15 +100,29 @@ def verdict(comparison: Comparison) -> str:
             f"(95% CI {best.ci_low:.2f}-{best.ci_high:.2f}, {noise}, {runs}); keep the default")
 
 
-def _twin_check(settings: TuneSettings, target: Target, config: dict, log_path: Path) -> str | None:
-    """Run the workload's verifiable twin once under ``config``; the failure reason, or None if it read back all."""
+def _limit_s(study: optuna.Study, settings: TuneSettings) -> float | None:
+    """The time a verification run may take: ``timeout_factor`` times the default's full-size time."""
+    base = study.user_attrs.get(attrs.BASELINE, {}).get(str(settings.workload.full.index), {})
+    return max(settings.timeout_factor * base["elapsed_s"], settings.min_timeout_s) if base else None
+
+
+def _twin_check(settings: TuneSettings, target: Target, config: dict, log_path: Path,
+                timeout_s: float | None) -> str | None:
+    """Run the workload's verifiable twin once under ``config``; the failure reason, or None if it read back all.
+
+    Its time limit is the workload's own (the twin writes what the workload
+    writes and reads it back once), so a config that never settles cannot hold
+    the verification up.
+    """
     if "twin" not in settings.workload.drivers.get(target.driver, {}):
         return None
-    twin = make_target(settings.catalog, settings.workload, target.scratch_dir / "twin", target.driver, twin=True)
+    twin = make_target(settings.catalog, settings.workload, target.scratch_dir / "twin", target.driver, twin=True,
+                       settle=settings.settle, memory_limit_bytes=settings.memory_limit_bytes)
     with twin:
         twin.apply(config)
         try:
-            twin.run(settings.workload.full, timeout_s=None, log_path=log_path, seed=settings.seed)
+            twin.run(settings.workload.full, timeout_s=None if timeout_s is None else 2 * timeout_s,
+                     log_path=log_path, seed=settings.seed)
         except RunFailure as failure:
             return failure.reason
     return None

@@ -17,6 +17,7 @@ class Outcome(enum.StrEnum):
     REFUSED = "refused"  # the system rejected the config
     CRASH = "crash"  # the system died under the config
     DATA_LOSS = "data-loss"  # the workload read back less than it wrote
+    MEMORY = "memory"  # planned or measured above --memory-limit
     TOOL = "tool"  # the machine or knobtune failed: not the config's fault
     INTERRUPTED = "interrupted"  # knobtune was stopped mid-trial; the config is queued again
 
@@ -40,5 +41,6 @@ class Outcome(enum.StrEnum):
             FailureKind.TIMEOUT: cls.TIMEOUT,
             FailureKind.CRASH: cls.CRASH,
             FailureKind.DATA_LOSS: cls.DATA_LOSS,
+            FailureKind.MEMORY: cls.MEMORY,
             FailureKind.TOOL: cls.TOOL,
         }[kind]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Sequence
 
 import optuna
+from optuna.trial import FrozenTrial
 
 from knobtune.errors import UsageError
 
@@ -12,19 +14,27 @@ from knobtune.errors import UsageError
 SAMPLERS = ("tpe", "random", "qmc", "cmaes", "gp")
 
 
-def make_sampler(name: str, seed: int | None, expected_trials: int | None = None) -> optuna.samplers.BaseSampler:
+Constraints = Callable[[FrozenTrial], Sequence[float]]
+
+
+def make_sampler(name: str, seed: int | None, expected_trials: int | None = None,
+                 constraints: Constraints | None = None) -> optuna.samplers.BaseSampler:
     """The sampler called ``name`` (see ``_make``); Optuna's experimental warnings are expected and silenced."""
     with warnings.catch_warnings():  # TPE's `group`, QMC and GP are marked experimental; we choose them knowingly
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return _make(name, seed, expected_trials)
+        return _make(name, seed, expected_trials, constraints)
 
 
-def _make(name: str, seed: int | None, expected_trials: int | None) -> optuna.samplers.BaseSampler:
+def _make(name: str, seed: int | None, expected_trials: int | None,
+          constraints: Constraints | None) -> optuna.samplers.BaseSampler:
     """The sampler called ``name``.
 
     TPE starts from a third of the expected trials drawn at random (at least 4,
     at most 10) and models knobs jointly (``multivariate``, ``group`` for
     conditional knobs). CMA-ES and GP need optional packages; the error says which.
+    ``constraints`` (values <= 0 are feasible) steer TPE and GP away from
+    infeasible configs; the other samplers ignore them, and knobtune never
+    reports an infeasible config as the result whichever sampler ran.
 
     Raises:
         UsageError: an unknown name, or a sampler whose package is missing.
@@ -32,7 +42,7 @@ def _make(name: str, seed: int | None, expected_trials: int | None) -> optuna.sa
     startup = min(10, max(4, (expected_trials or 30) // 3))
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True, group=True,
-                                          constant_liar=True)
+                                          constant_liar=True, constraints_func=constraints)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "qmc":
@@ -43,7 +53,7 @@ def _make(name: str, seed: int | None, expected_trials: int | None) -> optuna.sa
                                             independent_sampler=optuna.samplers.RandomSampler(seed=seed))
     if name == "gp":
         _require("torch", "torch")
-        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup, constraints_func=constraints)
     raise UsageError(f"unknown sampler '{name}'. Fix: use one of {', '.join(SAMPLERS)}")
 
 

@@ -27,3 +27,6 @@ class TuneSettings:
     verify_top: int = 3
     verify_repeats: int = 5
     control_every: int = 10  # re-run the default after every N trials that reached full size (0: never)
+    settle: bool = True  # a run's time includes settling the store afterwards (False: the raw window)
+    memory_limit_bytes: int | None = None  # configs planned or measured above it are infeasible
+    max_recovery_s: float | None = None  # full-size runs whose reopen after a crash takes longer are infeasible

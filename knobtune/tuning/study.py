@@ -75,7 +75,8 @@ class Tuner:
         """
         s = self.settings
         self.store.remove_stale_scratch()
-        target = make_target(s.catalog, s.workload, self.store.worker_scratch(), s.driver)
+        target = make_target(s.catalog, s.workload, self.store.worker_scratch(), s.driver, settle=s.settle,
+                             memory_limit_bytes=s.memory_limit_bytes)
         with target:  # checks the tools before anything is stored
             study = self._open_study()
             self._recover_interrupted(study)
@@ -89,7 +90,8 @@ class Tuner:
 
     def _open_study(self) -> optuna.Study:
         s = self.settings
-        sampler = make_sampler(s.sampler, s.seed, s.trials)
+        sampler = make_sampler(s.sampler, s.seed, s.trials,
+                               constraints=recovery_constraint if s.max_recovery_s is not None else None)
         pruner = DefaultAwareHalvingPruner(s.reduction_factor)
         study = optuna.create_study(study_name=s.study_name, storage=self._storage, sampler=sampler, pruner=pruner,
                                     direction="maximize" if s.objective.maximize else "minimize",
@@ -102,6 +104,11 @@ class Tuner:
             if stored is not None and stored != given:
                 raise UsageError(f"study '{s.study_name}' was created with {key} '{stored}', not '{given}'. "
                                  f"Fix: use the same {key}, or another --study name")
+        settled = recorded.get(attrs.SETTLED)
+        if settled is not None and settled != s.settle:
+            raise UsageError(f"study '{s.study_name}' was created with {'settled' if settled else 'unsettled'} runs: "
+                             "its times would not compare. Fix: " + ("drop --unsettled" if settled else "add --unsettled")
+                             + ", or use another --study name")
         records = (recorded.get(attrs.WORKLOAD) or {}).get("records")
         if records is not None and records != s.workload.records:
             raise UsageError(f"study '{s.study_name}' was created with {records:,} records, not "
@@ -127,6 +134,9 @@ class Tuner:
             attrs.ALLOW_UNSAFE: s.space.allow_unsafe,
             attrs.LEFT_OUT: {k: v.value for k, v in s.space.left_out.items()},
             attrs.SEED: s.seed,
+            attrs.SETTLED: s.settle,
+            attrs.MEMORY_LIMIT: s.memory_limit_bytes,
+            attrs.MAX_RECOVERY: s.max_recovery_s,
         }
         for key, value in values.items():
             study.set_user_attr(key, value)
@@ -253,9 +263,14 @@ class Tuner:
         unsafe = s.catalog.unsafe_in(config)
         if unsafe:
             trial.set_user_attr(attrs.UNSAFE, {k: v.value for k, v in unsafe.items()})
+        planned = s.catalog.memory.planned_bytes(config)
+        trial.set_user_attr(attrs.PLANNED_MEMORY, planned)
         target.apply(config)
         try:
-            outcome = self._climb(study, target, trial, digest, is_baseline)
+            if over := s.catalog.memory.over_limit(config, s.memory_limit_bytes):
+                outcome = self._finish(study, trial, Outcome.MEMORY, over)
+            else:
+                outcome = self._climb(study, target, trial, digest, is_baseline)
         except BaseException:  # Ctrl-C or a failure of ours: keep the trial, queue the config again
             trial.set_user_attr(attrs.OUTCOME, Outcome.INTERRUPTED.value)
             study.tell(trial, state=TrialState.FAIL)
@@ -266,6 +281,9 @@ class Tuner:
         if is_baseline and outcome is Outcome.TIMEOUT and s.time_budget_s is not None:
             raise UsageError(f"--time is too short: the default config alone did not finish within it "
                              f"({trial.user_attrs.get(attrs.REASON)}). Fix: give more time, or a smaller --records")
+        if is_baseline and outcome is Outcome.MEMORY:
+            raise UsageError(f"--memory-limit is too low for the default config: "
+                             f"{trial.user_attrs.get(attrs.REASON)}. Fix: raise --memory-limit")
         if is_baseline and outcome is not Outcome.COMPLETE:
             reason = trial.user_attrs.get(attrs.REASON, outcome.value)
             raise KnobtuneError(f"the default config failed ({reason}). Fix: check the workload and the "
@@ -301,7 +319,8 @@ class Tuner:
             self._emit(Progress("rung", f"{self._label(trial)} {rung}: {s.objective.show(value)}",
                                 trial.number, rung.index, value, self._best, self._elapsed(), self.time_left_s()))
             if rung is rungs[-1]:
-                self._best = value if self._best is None or s.objective.better(value, self._best) else self._best
+                if self._feasible(trial, result, is_baseline):
+                    self._best = value if self._best is None or s.objective.better(value, self._best) else self._best
                 return self._finish(study, trial, Outcome.COMPLETE, "", value)
             trial.report(value, step=self._step(rung))
             if trial.should_prune() and not is_baseline:
@@ -346,6 +365,19 @@ class Tuner:
                             self._best, self._elapsed(), self.time_left_s()))
         return outcome
 
+    def _feasible(self, trial: optuna.Trial, result: dict, is_baseline: bool) -> bool:
+        """Check a full-size result against --max-recovery-time; record why it is infeasible if it is not."""
+        limit, recovery = self.settings.max_recovery_s, result.get("recovery_s")
+        if limit is None or recovery is None:
+            return True
+        trial.set_user_attr(attrs.RECOVERY_OVER_S, recovery - limit)
+        if recovery <= limit:
+            return True
+        reason = f"recovery after a crash took {recovery:.2f} s, over --max-recovery-time {limit:g} s"
+        trial.set_user_attr(attrs.INFEASIBLE, reason)
+        self._note(f"{'the default' if is_baseline else self._label(trial)} is infeasible: {reason}")
+        return False
+
     def _record_control(self, study: optuna.Study, trial: optuna.Trial) -> None:
         """Append the default's full-size value to the study's drift record."""
         full = trial.user_attrs.get(attrs.rung_key(self.settings.workload.full.index), {})
@@ -375,6 +407,11 @@ class Tuner:
 
     def _note(self, message: str) -> None:
         self._emit(Progress("note", message, best=self._best, elapsed_s=self._elapsed(), time_left_s=self.time_left_s()))
+
+
+def recovery_constraint(trial: optuna.trial.FrozenTrial) -> list[float]:
+    """Optuna's constraint value (<= 0: feasible): full-size recovery time over --max-recovery-time."""
+    return [float(trial.user_attrs.get(attrs.RECOVERY_OVER_S, 0.0))]
 
 
 def machine_facts() -> dict[str, object]:

@@ -47,6 +47,20 @@ class CandidateRuns:
                         table.setdefault(phase.name, {}).setdefault(name, []).append(value)
         return {phase: {k: statistics.median(v) for k, v in values.items()} for phase, values in table.items()}
 
+    def costs(self) -> dict[str, float | None]:
+        """Medians over runs of what the runs cost besides the objective: settle, recovery, peak memory."""
+        def median_of(values: list[float | None]) -> float | None:
+            known = [v for v in values if v is not None]
+            return statistics.median(known) if known else None
+
+        runs = self.measurements
+        return {
+            "workload_s": median_of([m.workload_s for m in runs]),
+            "settle_s": median_of([m.settle.settle_s if m.settle else None for m in runs]),
+            "recovery_s": median_of([m.recovery_s for m in runs]),
+            "peak_rss_bytes": median_of([m.peak_rss_bytes for m in runs]),
+        }
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -83,6 +97,7 @@ class Comparison:
                     "median": r.median,
                     "failure": r.failure,
                     "latency_us": r.latency_us(),
+                    "costs": r.costs(),
                     **({"speedup": vars(self.speedups[r.candidate.label]),
                         "significant": self.speedups[r.candidate.label].significant}
                        if r.candidate.label in self.speedups else {}),
@@ -100,10 +115,13 @@ def run_interleaved(target: Target, candidates: Sequence[tuple[Candidate, Mappin
     """Run each candidate ``repeats`` times, round-robin; the first candidate is the baseline.
 
     ``candidates`` pairs each Candidate with its full config. A candidate whose
-    run fails (refused, data loss, timeout) is dropped from later rounds with
-    the reason kept.
+    run fails (refused, data loss, timeout, memory) is dropped from later
+    rounds with the reason kept; one planned above the target's memory limit
+    is never run.
     """
     runs = [CandidateRuns(candidate) for candidate, _ in candidates]
+    for (_, config), record in zip(candidates, runs):
+        record.failure = target.catalog.memory.over_limit(config, target.memory_limit_bytes)
     for repeat in range(repeats):
         for (candidate, config), record in zip(candidates, runs):
             if record.failure is not None:

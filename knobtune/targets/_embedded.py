@@ -1,0 +1,171 @@
+"""Embedded key-value stores (RocksDB, LevelDB): one fresh database per run, and the bill it leaves, settled.
+
+Every run builds its database in the target's scratch folder through a driver
+(db_bench or kvbench) and ends it as a crash would: no clean close, so
+memtables stay unflushed, the WAL stays on disk and pending compaction stays
+pending. Then kvbench's settle mode reopens the store (the time until it
+answers reads is the recovery time), flushes it and waits until compaction is
+done, under a time limit of its own. The run's measured time is the workload's
+time plus that settle: a config that only defers its work does not look fast.
+``settle=False`` measures the raw window instead.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import os
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from knobtune.errors import ToolMissingError
+from knobtune.knobs.units import human_bytes
+from knobtune.targets._base import FailureKind, Measurement, RunFailure, Settle, Target
+from knobtune.targets._process import ProcessResult, run_logged
+from knobtune.workloads import Rung
+
+BUILD_HINT = "Fix: build it with `bash scripts/setup` (cmake -S native -B native/build && cmake --build native/build)"
+PROBE_KEYS = 1000  # point reads after the reopen: "answers reads" means these returned
+SETTLE_MIN_LIMIT_S = 60.0  # the settle's limit when the run has none (the default's first runs)
+SETTLE_LIMIT_FACTOR = 10.0  # ... or this many times the workload's own time, if larger
+CLOSE_GRACE_S = 5.0  # time kvbench may take to close the store after giving up on compaction
+_NOT_SETTLED = 5  # kvbench's exit status: compaction still pending at its limit
+
+
+def find_kvbench() -> str:
+    """The kvbench binary: $KNOBTUNE_KVBENCH, the checkout's native/build/kvbench, or kvbench on PATH.
+
+    Raises:
+        ToolMissingError: it is not built.
+    """
+    candidates = [os.environ.get("KNOBTUNE_KVBENCH"),
+                  str(Path(__file__).resolve().parents[2] / "native" / "build" / "kvbench"), shutil.which("kvbench")]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    raise ToolMissingError(f"the native driver kvbench is not built. {BUILD_HINT}")
+
+
+class EmbeddedTarget(Target):
+    """A target whose run builds a database, runs the workload on it, then settles it (see the module doc)."""
+
+    key_format: str  # how the driver spells record i's key: "kvbench" or "db_bench"
+
+    def prepare(self) -> None:
+        self.scratch_dir.mkdir(parents=True, exist_ok=True)
+        if self.settle:
+            self._settler = find_kvbench()
+
+    def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
+        self._runs = getattr(self, "_runs", 0) + 1
+        db_dir = self.scratch_dir / f"db-{self._runs}"
+        shutil.rmtree(db_dir, ignore_errors=True)
+        try:
+            measurement = self.run_workload(rung, db_dir, timeout_s=timeout_s, log_path=log_path, seed=seed)
+            if not self.settle:
+                return measurement
+            return self._settled(measurement, rung, db_dir, timeout_s, log_path, seed)
+        finally:
+            shutil.rmtree(db_dir, ignore_errors=True)
+
+    @abc.abstractmethod
+    def run_workload(self, rung: Rung, db_dir: Path, *, timeout_s: float | None, log_path: Path,
+                     seed: int) -> Measurement:
+        """Run the workload in ``db_dir`` and leave the store as a crash would (when settling).
+
+        Raises:
+            RunFailure: the run gave no usable measurement.
+        """
+
+    @abc.abstractmethod
+    def settle_config(self) -> dict[str, str]:
+        """The options kvbench needs to reopen the store under the applied config (kvbench's spelling)."""
+
+    def check_process(self, result: ProcessResult, rung: Rung, timeout_s: float | None, log_path: Path,
+                      what: str = "the run") -> None:
+        """Raise the RunFailure for a process stopped at its time or memory limit."""
+        if result.over_memory:
+            raise RunFailure(FailureKind.MEMORY, f"{what} held {human_bytes(result.peak_rss_bytes)}, over the "
+                             f"memory limit of {human_bytes(self.memory_limit_bytes or 0)} (at {rung})", log_path)
+        if result.timed_out:
+            raise RunFailure(FailureKind.TIMEOUT, f"{what} was stopped after {timeout_s:.1f} s (the limit at {rung})",
+                             log_path)
+
+    # ------------------------------------------------------------ settle
+
+    def _settled(self, measurement: Measurement, rung: Rung, db_dir: Path, timeout_s: float | None,
+                 log_path: Path, seed: int) -> Measurement:
+        """``measurement`` with the settle that follows it counted in; the settle gets what is left of the limit."""
+        workload_s = measurement.elapsed_s
+        if timeout_s is None:
+            limit_s = max(SETTLE_MIN_LIMIT_S, SETTLE_LIMIT_FACTOR * workload_s)
+        else:
+            limit_s = timeout_s - workload_s
+        settle = self.settle_store(rung, db_dir, limit_s=limit_s, log_path=log_path.with_suffix(".settle.log"),
+                                   seed=seed)
+        peak = max(measurement.peak_rss_bytes or 0, settle.peak_rss_bytes)
+        return replace(measurement, elapsed_s=workload_s + settle.settle_s, settle=settle.settle, peak_rss_bytes=peak)
+
+    def settle_store(self, rung: Rung, db_dir: Path, *, limit_s: float, log_path: Path, seed: int) -> SettleRun:
+        """Reopen the store in ``db_dir`` as after a crash, flush it and wait for its compaction, within ``limit_s``.
+
+        Raises:
+            RunFailure: TIMEOUT when it does not settle within the limit (with
+                what was still pending), MEMORY over the memory limit, CRASH or
+                DATA_LOSS when the store cannot come back, TOOL for our failures.
+        """
+        if limit_s <= 0:
+            raise RunFailure(FailureKind.TIMEOUT, f"no time left to settle the store within the limit at {rung}",
+                             log_path)
+        spec_path, result_path = log_path.with_suffix(".spec.json"), log_path.with_suffix(".result.json")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        spec_path.write_text(json.dumps({
+            "key_size": self.workload.key_size, "key_format": self.key_format, "record_count": rung.records,
+            "probe_keys": PROBE_KEYS, "seed": seed, "compaction_limit_s": limit_s, "config": self.settle_config()}))
+        result_path.unlink(missing_ok=True)
+        argv = [self._settler, "--engine", self.system, "--db", str(db_dir), "--settle", str(spec_path),
+                "--result", str(result_path)]
+        process = run_logged(argv, log_path=log_path, timeout_s=limit_s + CLOSE_GRACE_S,
+                             memory_limit_bytes=self.memory_limit_bytes)
+        self.check_process(process, rung, limit_s + CLOSE_GRACE_S, log_path, what="the settle (reopen, flush, compaction)")
+        report = _read_json(result_path)
+        if report is not None and (process.returncode == _NOT_SETTLED or report.get("settle_s", 0) > limit_s):
+            pending = report.get("reason") or "it took " + f"{report.get('settle_s', 0):.1f} s"
+            raise RunFailure(FailureKind.TIMEOUT, f"the store did not settle within {limit_s:.1f} s: {pending}",
+                             log_path)
+        if process.returncode != 0 or report is None:
+            raise RunFailure(*_settle_failure(process.returncode, log_path), log_path)
+        settle = Settle(recovery_s=report["recovery_s"], settle_s=report["settle_s"], flush_s=report["flush_s"],
+                        compaction_s=report["compaction_s"], files_by_level=tuple(report["files_by_level"]),
+                        sst_bytes=report["sst_bytes"], wal_bytes_at_open=report["wal_bytes_at_open"],
+                        reshaped=bool(report.get("reshaped")), log_path=log_path)
+        return SettleRun(settle, process.peak_rss_bytes)
+
+
+@dataclass(frozen=True)
+class SettleRun:
+    settle: Settle
+    peak_rss_bytes: int
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _settle_failure(returncode: int, log_path: Path) -> tuple[FailureKind, str]:
+    """Why the settle gave no result. Reopening a store the workload wrote is never the config's refusal."""
+    text = log_path.read_text(errors="replace") if log_path.exists() else ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    message = (lines[-1] if lines else f"exit status {returncode}")[-400:]
+    if returncode < 0:
+        return FailureKind.CRASH, f"the store died while settling (signal {-returncode}): {message}"
+    if returncode == 4:
+        return FailureKind.CRASH, f"the store failed while settling: {message}"
+    if "Corruption" in text:
+        return FailureKind.DATA_LOSS, f"the store could not be reopened after the run (as after a crash): {message}"
+    return FailureKind.TOOL, f"settling the store failed (kvbench status {returncode}): {message}"

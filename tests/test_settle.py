@@ -1,0 +1,141 @@
+"""Settled runs on the real stores: the bill a config leaves (flush, compaction, reopen) is counted and limited."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from knobtune.knobs import load_catalog
+from knobtune.report import summarize
+from knobtune.targets import FailureKind, RunFailure, make_target
+from knobtune.tuning import Tuner, TuneSettings, attrs, build_space
+from knobtune.tuning.outcomes import Outcome
+
+from conftest import tiny
+
+BIG_BUFFERS = {"write_buffer_size": "512MiB", "max_write_buffer_number": 4}  # far more than the data
+
+
+def _leftovers(path: Path) -> str:
+    return subprocess.run(["pgrep", "-af", str(path)], capture_output=True, text=True).stdout
+
+
+def _measure(system: str, driver: str, workload, tmp_path: Path, changes: dict, **options):
+    catalog = load_catalog(system)
+    with make_target(catalog, workload, tmp_path / "scratch", driver, **options) as target:
+        target.apply(catalog.config(changes))
+        return target.run(workload.full, timeout_s=120, log_path=tmp_path / "run.log", seed=3)
+
+
+@pytest.mark.parametrize("driver", ["db_bench", "kvbench"])
+def test_data_held_in_write_buffers_is_flushed_and_the_flush_is_counted(driver: str, tmp_path: Path) -> None:
+    workload = tiny("fillrandom", 200_000)  # 24 MB: all of it fits in the write buffers
+    measurement = _measure("rocksdb", driver, workload, tmp_path, BIG_BUFFERS)
+    settle = measurement.settle
+    assert settle is not None
+    assert settle.wal_bytes_at_open > 10_000_000, "the run should end with its data only in the WAL"
+    assert settle.sst_bytes > 5_000_000 and sum(settle.files_by_level) >= 1, "after settling, the data is in tables"
+    assert settle.settle_s > 0 and settle.recovery_s > 0 and settle.flush_s >= 0
+    assert measurement.elapsed_s == pytest.approx(measurement.workload_s + settle.settle_s)
+    assert measurement.ops_per_s < sum(p.ops for p in measurement.phases) / measurement.workload_s
+    assert measurement.peak_rss_bytes and measurement.peak_rss_bytes > 20_000_000  # the memtable was held
+    assert _leftovers(tmp_path) == ""
+    assert not (tmp_path / "scratch").exists()
+
+
+def test_unsettled_runs_measure_the_raw_window(tmp_path: Path) -> None:
+    workload = tiny("fillrandom", 20_000)
+    measurement = _measure("rocksdb", "kvbench", workload, tmp_path, {}, settle=False)
+    assert measurement.settle is None and measurement.recovery_s is None
+    assert measurement.summary()["settled"] is False
+    assert measurement.elapsed_s == measurement.workload_s
+
+
+def test_leveldb_runs_are_settled_with_their_recovery_time(tmp_path: Path) -> None:
+    workload = tiny("put-get-delete", 3000)
+    measurement = _measure("leveldb", "kvbench", workload, tmp_path, {"write_buffer_size": "256MiB"})
+    assert measurement.settle is not None and measurement.recovery_s > 0
+    assert measurement.settle.wal_bytes_at_open > 0  # killed at the end: its log was replayed at the reopen
+    assert _leftovers(tmp_path) == ""
+
+
+def test_a_store_that_never_compacts_is_brought_to_the_defaults_shape(tmp_path: Path) -> None:
+    workload = tiny("fillrandom", 100_000)
+    changes = {"disable_auto_compactions": True, "write_buffer_size": "1MiB"}
+    measurement = _measure("rocksdb", "kvbench", workload, tmp_path, changes)
+    settle = measurement.settle
+    assert settle.reshaped
+    assert settle.files_by_level[0] < load_catalog("rocksdb").knobs["level0_file_num_compaction_trigger"].default
+
+
+def test_a_settle_that_does_not_finish_is_cut_at_its_limit(tmp_path: Path) -> None:
+    """Compaction left pending (auto-compaction off, many level-0 files) and a settle limit far too short."""
+    catalog = load_catalog("rocksdb")
+    workload = tiny("fillrandom", 100_000)
+    config = catalog.config({"disable_auto_compactions": True, "write_buffer_size": "1MiB"})
+    with make_target(catalog, workload, tmp_path / "scratch", "kvbench") as target:
+        target.apply(config)
+        db_dir = tmp_path / "scratch" / "kept-db"
+        target.run_workload(workload.full, db_dir, timeout_s=60, log_path=tmp_path / "run.log", seed=3)
+        with pytest.raises(RunFailure) as caught:
+            target.settle_store(workload.full, db_dir, limit_s=0.05, log_path=tmp_path / "settle.log", seed=3)
+    assert caught.value.kind is FailureKind.TIMEOUT
+    assert "did not settle within 0.1 s" in caught.value.reason or "did not settle within 0.0 s" in caught.value.reason
+    assert _leftovers(tmp_path) == ""
+
+
+def test_memory_limit_stops_a_run_that_goes_over_it(tmp_path: Path) -> None:
+    workload = tiny("fillrandom", 200_000)
+    with pytest.raises(RunFailure) as caught:
+        _measure("rocksdb", "kvbench", workload, tmp_path, BIG_BUFFERS, memory_limit_bytes=40 * 2**20)
+    assert caught.value.kind is FailureKind.MEMORY
+    assert "over the memory limit of 40.0 MiB" in caught.value.reason
+    assert _leftovers(tmp_path) == ""
+
+
+def _settings(catalog, workload, **overrides) -> TuneSettings:
+    values = dict(study_name="s", catalog=catalog, workload=workload,
+                  space=build_space(catalog, ["write_buffer_size", "cache_size"]), objective=workload.objective,
+                  sampler="random", seed=2, trials=4, verify_top=0, verify_repeats=0, control_every=0)
+    values.update(overrides)
+    return TuneSettings(**values)
+
+
+def test_memory_limit_refuses_configs_planned_over_it_before_running(store) -> None:
+    catalog = load_catalog("rocksdb")
+    workload = tiny("put-get-delete", 2000)
+    study = Tuner(_settings(catalog, workload, memory_limit_bytes=300 * 2**20), store).run()
+    sampled = [t for t in study.trials if not attrs.is_reference(t.user_attrs)]
+    planned_over = [t for t in sampled if t.user_attrs[attrs.PLANNED_MEMORY] > 300 * 2**20]
+    assert planned_over, "the seed should sample some config with a cache or buffers over 300 MiB"
+    for trial in planned_over:
+        assert trial.user_attrs[attrs.OUTCOME] == Outcome.MEMORY.value
+        assert "is over the memory limit" in trial.user_attrs[attrs.REASON]
+        assert not any(key.startswith(attrs.RUNG_PREFIX) for key in trial.user_attrs), "it must not have run"
+    summary = summarize(study, catalog)
+    assert summary.limits["memory_limit_bytes"] == 300 * 2**20
+    assert set(summary.costs["default"]) >= {"settle_s", "recovery_s", "peak_rss_bytes"}
+
+
+def test_max_recovery_time_makes_slow_recoveries_infeasible(store) -> None:
+    catalog = load_catalog("rocksdb")
+    workload = tiny("put-get-delete", 2000)
+    study = Tuner(_settings(catalog, workload, trials=2, max_recovery_s=1e-6), store).run()
+    complete = [t for t in study.trials if t.user_attrs.get(attrs.OUTCOME) == Outcome.COMPLETE.value]
+    assert complete
+    for trial in complete:
+        assert "over --max-recovery-time" in trial.user_attrs[attrs.INFEASIBLE]
+        assert trial.user_attrs[attrs.RECOVERY_OVER_S] > 0
+    assert summarize(study, catalog).result_trial is None, "an infeasible config is never the result"
+
+
+def test_a_settled_study_cannot_be_resumed_unsettled(store) -> None:
+    from knobtune.errors import UsageError
+
+    catalog = load_catalog("rocksdb")
+    workload = tiny("put-get-delete", 2000)
+    Tuner(_settings(catalog, workload, trials=0), store).run()
+    with pytest.raises(UsageError, match="settled"):
+        Tuner(_settings(catalog, workload, trials=1, settle=False), store).run()
