@@ -106,7 +106,8 @@ class EmbeddedTarget(Target):
         settle = self.settle_store(rung, db_dir, limit_s=limit_s, log_path=log_path.with_suffix(".settle.log"),
                                    seed=seed)
         peak = max(measurement.peak_rss_bytes or 0, settle.peak_rss_bytes)
-        return replace(measurement, elapsed_s=workload_s + settle.settle_s, settle=settle.settle, peak_rss_bytes=peak)
+        return replace(measurement, elapsed_s=workload_s + settle.settle.settle_s, settle=settle.settle,
+                       peak_rss_bytes=peak)
 
     def settle_store(self, rung: Rung, db_dir: Path, *, limit_s: float, log_path: Path, seed: int) -> SettleRun:
         """Reopen the store in ``db_dir`` as after a crash, flush it and wait for its compaction, within ``limit_s``.

@@ -3,7 +3,10 @@
 #include <leveldb/filter_policy.h>
 #include <leveldb/write_batch.h>
 
+#include <sstream>
+
 #include "engine.h"
+#include "settle.h"
 
 namespace kvbench {
 namespace {
@@ -43,14 +46,9 @@ class LevelDbEngine : public Engine {
   std::string value_;  // LevelDB copies every value out; one buffer, reused
 };
 
-}  // namespace
-
-std::unique_ptr<Engine> open_leveldb(const std::string& path, const Config& config, bool sync) {
+// LevelDB options from a config map; the cache and filter it creates are handed to the caller.
+leveldb::Options leveldb_options(const Config& config, leveldb::Cache** cache, const leveldb::FilterPolicy** filter) {
   leveldb::Options options;
-  options.create_if_missing = true;
-  options.error_if_exists = true;
-  leveldb::Cache* cache = nullptr;
-  const leveldb::FilterPolicy* filter = nullptr;
   for (const auto& [key, value] : config) {
     if (key == "write_buffer_size") options.write_buffer_size = parse_uint(key, value);
     else if (key == "max_open_files") options.max_open_files = static_cast<int>(parse_uint(key, value));
@@ -64,15 +62,35 @@ std::unique_ptr<Engine> open_leveldb(const std::string& path, const Config& conf
       else if (value == "none") options.compression = leveldb::kNoCompression;
       else throw ConfigError("compression: '" + value + "' is not snappy or none", false);
     } else if (key == "block_cache_size") {
-      cache = leveldb::NewLRUCache(parse_uint(key, value));
-      options.block_cache = cache;
+      delete *cache;
+      *cache = leveldb::NewLRUCache(parse_uint(key, value));
+      options.block_cache = *cache;
     } else if (key == "bloom_bits") {
       uint64_t bits = parse_uint(key, value);
-      if (bits > 0) { filter = leveldb::NewBloomFilterPolicy(static_cast<int>(bits)); options.filter_policy = filter; }
+      delete *filter;
+      *filter = bits > 0 ? leveldb::NewBloomFilterPolicy(static_cast<int>(bits)) : nullptr;
+      options.filter_policy = *filter;
     } else {
       throw ConfigError("unknown LevelDB option '" + key + "'", false);
     }
   }
+  return options;
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> open_leveldb(const std::string& path, const Config& config, bool sync) {
+  leveldb::Cache* cache = nullptr;
+  const leveldb::FilterPolicy* filter = nullptr;
+  leveldb::Options options;
+  try {
+    options = leveldb_options(config, &cache, &filter);
+  } catch (...) {
+    delete cache; delete filter;
+    throw;
+  }
+  options.create_if_missing = true;
+  options.error_if_exists = true;
   leveldb::DestroyDB(path, leveldb::Options());
   leveldb::DB* db = nullptr;
   leveldb::Status s = leveldb::DB::Open(options, path, &db);
@@ -81,6 +99,103 @@ std::unique_ptr<Engine> open_leveldb(const std::string& path, const Config& conf
     throw ConfigError("database refused config: " + s.ToString(), true);
   }
   return std::make_unique<LevelDbEngine>(db, cache, filter, sync);
+}
+
+// ------------------------------------------------------------------ settle
+
+namespace {
+
+constexpr int kLevels = 7;              // LevelDB 1.23's config::kNumLevels
+constexpr uint64_t kL0Trigger = 4;      // config::kL0_CompactionTrigger
+constexpr double kLevel1Bytes = 10.0 * 1048576.0;  // MaxBytesForLevel(1); x10 per level below
+
+struct Shape {
+  std::vector<uint64_t> files = std::vector<uint64_t>(kLevels, 0);
+  std::vector<uint64_t> bytes = std::vector<uint64_t>(kLevels, 0);
+  std::string tables;  // the "leveldb.sstables" text: changes whenever a compaction installs its result
+};
+
+// The files and bytes per level, read from the "leveldb.sstables" property ("--- level N ---", then
+// one line per file: " number:size[smallest .. largest]").
+Shape shape_of(leveldb::DB* db) {
+  Shape shape;
+  if (!db->GetProperty("leveldb.sstables", &shape.tables)) throw IoError("cannot read leveldb.sstables");
+  int level = -1;
+  std::istringstream lines(shape.tables);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("--- level ", 0) == 0) { level = std::stoi(line.substr(10)); continue; }
+    auto colon = line.find(':'), bracket = line.find('[');
+    if (level < 0 || level >= kLevels || colon == std::string::npos || bracket == std::string::npos) continue;
+    ++shape.files[level];
+    shape.bytes[level] += std::stoull(line.substr(colon + 1, bracket - colon - 1));
+  }
+  return shape;
+}
+
+// LevelDB 1.23's own rule (VersionSet::Finalize): a level whose score reaches 1 is compacted.
+bool needs_compaction(const Shape& shape) {
+  if (shape.files[0] >= kL0Trigger) return true;
+  double limit = kLevel1Bytes;
+  for (int level = 1; level < kLevels - 1; ++level, limit *= 10)
+    if (static_cast<double>(shape.bytes[level]) >= limit) return true;
+  return false;
+}
+
+}  // namespace
+
+nlohmann::json settle_leveldb(const std::string& path, const SettleSpec& spec) {
+  require_store(path);
+  const uint64_t wal_bytes = bytes_of_files(path, {".log"});
+  leveldb::Cache* cache = nullptr;
+  const leveldb::FilterPolicy* filter = nullptr;
+  leveldb::Options options = leveldb_options(spec.config, &cache, &filter);
+  options.create_if_missing = false;
+  options.error_if_exists = false;
+  SettleTimes t;
+  auto start = SettleClock::now();
+  leveldb::DB* db = nullptr;
+  leveldb::Status s = leveldb::DB::Open(options, path, &db);
+  if (!s.ok()) {
+    delete cache; delete filter;
+    throw ConfigError("the store did not reopen: " + s.ToString(), true);
+  }
+  auto engine = std::make_unique<LevelDbEngine>(db, cache, filter, false);  // owns db, cache and filter now
+  t.open_s = seconds_since(start);
+  auto step = SettleClock::now();
+  for (const auto& key : probe_keys(spec))
+    (engine->get(key) == Lookup::kFound ? t.found : t.not_found)++;
+  t.probe_s = seconds_since(step);
+  step = SettleClock::now();  // no flush: the reopen wrote the recovered log to level-0 tables (unless reuse_logs)
+  Shape last;
+  int quiet_polls = 0;
+  auto pending = [&] {
+    Shape now = shape_of(db);
+    quiet_polls = (!needs_compaction(now) && now.tables == last.tables) ? quiet_polls + 1 : 0;
+    last = now;
+    return quiet_polls < 2;
+  };
+  const double left_s = spec.compaction_limit_s - seconds_since(start);
+  bool settled = wait_until_settled(pending, step, std::max(left_s, 0.0));
+  t.compaction_s = seconds_since(step);
+  std::string reason;
+  if (!settled) {
+    char text[160];
+    std::snprintf(text, sizeof(text), "compaction still pending after %.1f s (L0 files: %llu)",
+                  seconds_since(start), static_cast<unsigned long long>(last.files[0]));
+    reason = text;
+  }
+  const std::string version = engine->version();
+  step = SettleClock::now();
+  engine.reset();  // closing waits for a compaction still running
+  t.close_s = seconds_since(step);
+  nlohmann::json result = settle_result(t, settled, reason);
+  result["engine_version"] = version;
+  result["reshaped"] = false;
+  result["original"] = nlohmann::json::object();
+  result["files_by_level"] = last.files;
+  result["sst_bytes"] = bytes_of_files(path, {".ldb", ".sst"});
+  result["wal_bytes_at_open"] = wal_bytes;
+  return result;
 }
 
 }  // namespace kvbench

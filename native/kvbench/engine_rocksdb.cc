@@ -6,12 +6,18 @@
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/statistics.h>
 #include <rocksdb/table.h>
+#include <rocksdb/utilities/options_util.h>
 #include <rocksdb/version.h>
 
 #include "engine.h"
+#include "settle.h"
 
 namespace kvbench {
 namespace {
+
+std::string engine_version() {
+  return std::to_string(ROCKSDB_MAJOR) + "." + std::to_string(ROCKSDB_MINOR) + "." + std::to_string(ROCKSDB_PATCH);
+}
 
 class RocksDbEngine : public Engine {
  public:
@@ -39,9 +45,7 @@ class RocksDbEngine : public Engine {
     check(it->status());
     return seen;
   }
-  std::string version() const override {
-    return std::to_string(ROCKSDB_MAJOR) + "." + std::to_string(ROCKSDB_MINOR) + "." + std::to_string(ROCKSDB_PATCH);
-  }
+  std::string version() const override { return engine_version(); }
   nlohmann::json stats() const override {
     auto t = [&](rocksdb::Tickers ticker) { return stats_->getTickerCount(ticker); };
     uint64_t user = t(rocksdb::BYTES_WRITTEN), flushed = t(rocksdb::FLUSH_WRITE_BYTES);
@@ -144,6 +148,122 @@ std::unique_ptr<Engine> open_rocksdb(const std::string& path, const Config& conf
   s = rocksdb::DB::Open(options, path, &db);
   if (!s.ok()) throw ConfigError("database refused config: " + s.ToString(), true);
   return std::make_unique<RocksDbEngine>(db, statistics, sync);
+}
+
+// ------------------------------------------------------------------ settle
+
+namespace {
+
+// Whether any column family has a flush or compaction pending or running.
+bool work_pending(rocksdb::DB* db, const std::vector<rocksdb::ColumnFamilyHandle*>& cfs) {
+  static const std::vector<std::string> kProperties = {
+      rocksdb::DB::Properties::kMemTableFlushPending, rocksdb::DB::Properties::kNumRunningFlushes,
+      rocksdb::DB::Properties::kCompactionPending, rocksdb::DB::Properties::kNumRunningCompactions};
+  for (auto* cf : cfs)
+    for (const auto& property : kProperties) {
+      uint64_t value = 0;
+      if (!db->GetIntProperty(cf, property, &value)) throw IoError("cannot read property " + property);
+      if (value > 0) return true;
+    }
+  return false;
+}
+
+// Auto-compaction off, or a level-0 trigger past RocksDB's default: bring the store to the default's shape.
+nlohmann::json reshape(rocksdb::DB* db, const std::vector<rocksdb::ColumnFamilyHandle*>& cfs, bool* reshaped) {
+  const int default_trigger = rocksdb::ColumnFamilyOptions().level0_file_num_compaction_trigger;
+  nlohmann::json original = nlohmann::json::object();
+  for (auto* cf : cfs) {
+    rocksdb::Options options = db->GetOptions(cf);
+    if (cf == cfs.front())
+      original = {{"disable_auto_compactions", options.disable_auto_compactions},
+                  {"level0_file_num_compaction_trigger", options.level0_file_num_compaction_trigger}};
+    if (!options.disable_auto_compactions && options.level0_file_num_compaction_trigger <= default_trigger) continue;
+    rocksdb::Status s = db->SetOptions(cf, {{"disable_auto_compactions", "false"},
+                                            {"level0_file_num_compaction_trigger", std::to_string(default_trigger)}});
+    if (!s.ok()) throw IoError("cannot re-enable compaction: " + s.ToString());
+    *reshaped = true;
+  }
+  return original;
+}
+
+std::vector<uint64_t> files_by_level(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf) {
+  std::vector<uint64_t> files;
+  for (int level = 0; level < db->NumberLevels(cf); ++level) {
+    uint64_t count = 0;
+    std::string name = "rocksdb.num-files-at-level" + std::to_string(level);
+    std::string text;
+    if (db->GetProperty(cf, name, &text)) count = std::stoull(text);
+    files.push_back(count);
+  }
+  return files;
+}
+
+}  // namespace
+
+nlohmann::json settle_rocksdb(const std::string& path, const SettleSpec& spec) {
+  require_store(path);
+  const uint64_t wal_bytes = bytes_of_files(path, {".log"});
+  auto cache_size = spec.config.count("block_cache_size") ? parse_uint("block_cache_size", spec.config.at("block_cache_size"))
+                                                          : uint64_t{8} << 20;
+  std::shared_ptr<rocksdb::Cache> cache = rocksdb::NewLRUCache(std::max<uint64_t>(cache_size, 1 << 20));
+  rocksdb::ConfigOptions load;
+  load.ignore_unknown_options = true;
+  rocksdb::DBOptions db_options;
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  rocksdb::Status s = rocksdb::LoadLatestOptions(load, path, &db_options, &descriptors, &cache);
+  if (!s.ok()) throw NoStoreError("cannot read the store's OPTIONS file: " + s.ToString());
+  db_options.create_if_missing = false;
+  db_options.error_if_exists = false;
+
+  SettleTimes t;
+  auto start = SettleClock::now();
+  std::vector<rocksdb::ColumnFamilyHandle*> cfs;
+  rocksdb::DB* db = nullptr;
+  s = rocksdb::DB::Open(db_options, path, descriptors, &cfs, &db);
+  if (!s.ok()) throw ConfigError("the store did not reopen: " + s.ToString(), true);
+  t.open_s = seconds_since(start);
+  auto step = SettleClock::now();
+  for (const auto& key : probe_keys(spec)) {
+    rocksdb::PinnableSlice value;
+    rocksdb::Status got = db->Get(rocksdb::ReadOptions(), db->DefaultColumnFamily(), key, &value);
+    if (got.IsNotFound()) ++t.not_found;
+    else if (got.ok()) ++t.found;
+    else throw IoError("probe read failed: " + got.ToString());
+  }
+  t.probe_s = seconds_since(step);
+  step = SettleClock::now();
+  rocksdb::FlushOptions flush;
+  flush.wait = true;
+  s = db->Flush(flush, cfs);
+  if (!s.ok()) throw IoError("flush failed: " + s.ToString());
+  t.flush_s = seconds_since(step);
+  step = SettleClock::now();
+  bool reshaped = false;
+  nlohmann::json original = reshape(db, cfs, &reshaped);
+  const double left_s = spec.compaction_limit_s - seconds_since(start);
+  bool settled = wait_until_settled([&] { return work_pending(db, cfs); }, step, std::max(left_s, 0.0));
+  t.compaction_s = seconds_since(step);
+  std::vector<uint64_t> files = files_by_level(db, db->DefaultColumnFamily());
+  std::string reason;
+  if (!settled) {
+    char text[160];
+    std::snprintf(text, sizeof(text), "compaction still pending after %.1f s (L0 files: %llu)",
+                  seconds_since(start), static_cast<unsigned long long>(files.empty() ? 0 : files[0]));
+    reason = text;
+  }
+  step = SettleClock::now();
+  if (!settled) rocksdb::CancelAllBackgroundWork(db, true);
+  for (auto* cf : cfs) db->DestroyColumnFamilyHandle(cf);
+  delete db;
+  t.close_s = seconds_since(step);
+  nlohmann::json result = settle_result(t, settled, reason);
+  result["engine_version"] = engine_version();
+  result["reshaped"] = reshaped;
+  result["original"] = original;
+  result["files_by_level"] = files;
+  result["sst_bytes"] = bytes_of_files(path, {".sst"});
+  result["wal_bytes_at_open"] = wal_bytes;
+  return result;
 }
 
 }  // namespace kvbench

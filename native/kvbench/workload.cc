@@ -107,6 +107,17 @@ PhaseSpec parse_phase(const nlohmann::json& json, size_t index) {
   return phase;
 }
 
+Config parse_config(const nlohmann::json& json) {
+  const nlohmann::json config = json.value("config", nlohmann::json::object());
+  if (!config.is_object()) throw SpecError("field 'config' must be an object of option name -> string value");
+  Config parsed;
+  for (const auto& [key, value] : config.items()) {
+    if (!value.is_string()) throw SpecError("config '" + key + "' must be a string, got " + value.dump());
+    parsed[key] = value.get<std::string>();
+  }
+  return parsed;
+}
+
 }  // namespace
 
 Spec parse_spec(const nlohmann::json& json) {
@@ -122,12 +133,25 @@ Spec parse_spec(const nlohmann::json& json) {
   if (!json.contains("phases") || !json["phases"].is_array() || json["phases"].empty())
     throw SpecError("field 'phases' must be a non-empty list");
   for (size_t i = 0; i < json["phases"].size(); ++i) spec.phases.push_back(parse_phase(json["phases"][i], i));
-  const nlohmann::json config = json.value("config", nlohmann::json::object());
-  if (!config.is_object()) throw SpecError("field 'config' must be an object of option name -> string value");
-  for (const auto& [key, value] : config.items()) {
-    if (!value.is_string()) throw SpecError("config '" + key + "' must be a string, got " + value.dump());
-    spec.config[key] = value.get<std::string>();
-  }
+  spec.config = parse_config(json);
+  return spec;
+}
+
+SettleSpec parse_settle_spec(const nlohmann::json& json) {
+  if (!json.is_object()) throw SpecError("the settle spec must be a JSON object");
+  SettleSpec spec;
+  spec.key_size = field<uint64_t>(json, "key_size", spec.key_size, "");
+  spec.record_count = field<uint64_t>(json, "record_count", 0, "");
+  spec.probe_keys = field<uint64_t>(json, "probe_keys", spec.probe_keys, "");
+  spec.seed = field<uint64_t>(json, "seed", spec.seed, "");
+  spec.key_format = field<std::string>(json, "key_format", spec.key_format, "");
+  spec.compaction_limit_s = field<double>(json, "compaction_limit_s", spec.compaction_limit_s, "");
+  if (spec.key_size < 8) throw SpecError("field 'key_size' must be at least 8");
+  if (spec.record_count == 0) throw SpecError("field 'record_count' must be a positive integer");
+  if (spec.key_format != "kvbench" && spec.key_format != "db_bench")
+    throw SpecError("field 'key_format' is '" + spec.key_format + "'; use kvbench or db_bench");
+  if (spec.compaction_limit_s < 0) throw SpecError("field 'compaction_limit_s' must not be negative");
+  spec.config = parse_config(json);
   return spec;
 }
 

@@ -1,0 +1,61 @@
+// --settle: reopen a store a run left as a crash leaves it, time the reopen until it answers
+// (recovery), flush it and wait until its compaction is done (the settle), within a limit.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <stdexcept>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "workload.h"
+
+namespace kvbench {
+
+// Raised when the store to settle is not there (exit 2).
+struct NoStoreError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The result JSON of a settle; "settled" false when compaction was still pending at the limit.
+nlohmann::json settle_rocksdb(const std::string& path, const SettleSpec& spec);
+nlohmann::json settle_leveldb(const std::string& path, const SettleSpec& spec);
+
+// ------------------------------------------------------------------ shared by the two
+
+using SettleClock = std::chrono::steady_clock;
+
+inline double seconds_since(SettleClock::time_point start) {
+  return std::chrono::duration<double>(SettleClock::now() - start).count();
+}
+
+// The keys the probe reads after the reopen: record indices drawn uniformly with the spec's seed.
+std::vector<std::string> probe_keys(const SettleSpec& spec);
+
+// Total size of the files in `dir` whose names end with one of `suffixes`.
+uint64_t bytes_of_files(const std::string& dir, const std::vector<std::string>& suffixes);
+
+// Throws NoStoreError unless `dir` holds a store (its CURRENT file).
+void require_store(const std::string& dir);
+
+// The fields every settle result has, from its step timings.
+struct SettleTimes {
+  double open_s = 0, probe_s = 0, flush_s = 0, compaction_s = 0, close_s = 0;
+  uint64_t found = 0, not_found = 0;
+};
+nlohmann::json settle_result(const SettleTimes& t, bool settled, const std::string& reason);
+
+// Poll `pending` every 10 ms until it is false (true) or `limit_s` has passed since `start` (false).
+template <typename Pending>
+bool wait_until_settled(Pending&& pending, SettleClock::time_point start, double limit_s) {
+  while (pending()) {
+    if (seconds_since(start) >= limit_s) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+}  // namespace kvbench
