@@ -32,27 +32,15 @@ inline uint64_t fnv64(uint64_t value) {
   return hash;
 }
 
-// Write `value` big-endian into the first 8 bytes of `key` (the rest, the '0' padding, is left as it is).
-inline void write_be64(uint64_t value, std::string* key) {
-  for (int i = 7; i >= 0; --i) { (*key)[i] = static_cast<char>(value & 0xff); value >>= 8; }
-}
-
 // The key of record `index`: 8 big-endian bytes of mix64(index), padded with '0' to key_size (>= 8).
-inline void write_key(uint64_t index, std::string* key) { write_be64(mix64(index), key); }
+inline void write_key(uint64_t index, std::string* key) {
+  uint64_t mixed = mix64(index);
+  for (int i = 7; i >= 0; --i) { (*key)[i] = static_cast<char>(mixed & 0xff); mixed >>= 8; }
+}
 
 inline std::string make_key(uint64_t index, size_t key_size) {
   std::string key(key_size, '0');
   write_key(index, &key);
-  return key;
-}
-
-// db_bench's key of record `index` (GenerateKeyFromInt with keys_per_prefix=0): the 8 big-endian bytes of
-// the index itself, padded with '0' to key_size (>= 8).
-inline void write_db_bench_key(uint64_t index, std::string* key) { write_be64(index, key); }
-
-inline std::string make_db_bench_key(uint64_t index, size_t key_size) {
-  std::string key(key_size, '0');
-  write_db_bench_key(index, &key);
   return key;
 }
 

@@ -63,3 +63,22 @@ TEST(Histogram, PercentilesWithinTwoPercent) {
   EXPECT_NEAR(h.percentile_us(0.99), 99000, 99000 * 0.02);
   EXPECT_DOUBLE_EQ(h.max_us(), 100000);
 }
+
+TEST(Keys, DbBenchFormatIsTheBigEndianIndexPadded) {
+  std::string key = db_bench_key(1, 16);
+  EXPECT_EQ(key, std::string("\0\0\0\0\0\0\0\x01", 8) + "00000000");
+  EXPECT_EQ(db_bench_key(0x0102030405060708ULL, 8), "\x01\x02\x03\x04\x05\x06\x07\x08");
+  EXPECT_NE(make_key(1, 16), db_bench_key(1, 16));  // kvbench hashes the index first
+}
+
+TEST(Settle, SpecFieldsAndErrors) {
+  auto spec = parse_settle_spec(nlohmann::json::parse(
+      R"({"record_count": 10, "key_format": "db_bench", "compaction_limit_s": 2.5, "config": {"a": "1"}})"));
+  EXPECT_EQ(spec.key_format, "db_bench");
+  EXPECT_DOUBLE_EQ(spec.compaction_limit_s, 2.5);
+  EXPECT_EQ(spec.config.at("a"), "1");
+  EXPECT_EQ(spec.probe_keys, 1000u);
+  EXPECT_THROW(parse_settle_spec(nlohmann::json::parse(R"({"record_count": 0})")), SpecError);
+  EXPECT_THROW(parse_settle_spec(nlohmann::json::parse(R"({"record_count": 1, "key_format": "ycsb"})")), SpecError);
+  EXPECT_THROW(parse_settle_spec(nlohmann::json::parse(R"({"record_count": "x"})")), SpecError);
+}

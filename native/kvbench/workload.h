@@ -41,20 +41,6 @@ struct Spec {
 // Raises SpecError naming the field and the fix.
 Spec parse_spec(const nlohmann::json& json);
 
-// Optional field `name` of `json` as a T (`fallback` when absent); SpecError naming it when of the wrong type.
-template <typename T>
-T field(const nlohmann::json& json, const char* name, T fallback, const std::string& where) {
-  if (!json.contains(name)) return fallback;
-  try {
-    return json.at(name).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw SpecError(where + "field '" + name + "' has the wrong type: " + json.at(name).dump());
-  }
-}
-
-// A spec's optional "config" object: option name -> string value.
-Config parse_config(const nlohmann::json& json);
-
 // What --settle does with a store a run left behind (see settle.h).
 struct SettleSpec {
   uint64_t key_size = 16, record_count = 0, probe_keys = 1000, seed = 42;

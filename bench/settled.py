@@ -1,0 +1,144 @@
+"""Benchmark: does a study's winner keep its speedup once the bill it leaves (flush, compaction) is paid?
+
+Runs one knobtune study (settled by default, or --unsettled) with its own
+verification inside the --time budget, then re-measures the result against
+the default, interleaved, --repeats times each at full size, three ways:
+
+1. settled, as knobtune measures by default (reopen as after a crash, flush,
+   wait for compaction; all counted), with peak memory and recovery time;
+2. unsettled: the raw window;
+3. (db_bench workloads) an independent harness that does not use knobtune's
+   settle at all: db_bench itself with the workload's benchmarks followed by
+   db_bench's own `flush,waitforcompaction`, timed as a whole process. RocksDB
+   7.8's waitforcompaction first sleeps a fixed 5 s ("give background threads
+   a chance to wake"); the harness reports its time with and without those 5 s.
+
+    .venv/bin/python bench/settled.py --workload put-get-delete --time 10m --out bench/results/settled-pgd.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+from knobtune.analysis import speedup
+from knobtune.knobs import load_catalog
+from knobtune.knobs.units import parse_duration_s
+from knobtune.report import summarize
+from knobtune.storage import open_store
+from knobtune.targets import make_target
+from knobtune.targets._process import run_logged
+from knobtune.tuning import Tuner, TuneSettings, build_space
+from knobtune.tuning.finish import top_trials
+from knobtune.tuning.verify import Candidate, run_interleaved
+from knobtune.workloads import load_workload
+
+WAITFORCOMPACTION_SLEEP_S = 5.0  # RocksDB 7.8 db_bench: SleepForMicroseconds(5 s) before it starts waiting
+
+
+def run_study(args: argparse.Namespace, store) -> tuple[dict, dict]:  # noqa: ANN001
+    catalog = load_catalog(args.system)
+    workload = load_workload(args.workload)
+    name = f"settled-{'unsettled' if args.unsettled else 'settled'}-{args.workload}-s{args.seed}-{time.strftime('%H%M%S')}"
+    settings = TuneSettings(study_name=name, catalog=catalog, workload=workload, space=build_space(catalog, fmt=args.driver),
+                            objective=workload.objective, driver=args.driver, sampler="tpe", seed=args.seed,
+                            time_budget_s=parse_duration_s(args.time), verify_top=3, verify_repeats=5,
+                            settle=not args.unsettled)
+    started = time.monotonic()
+    study = Tuner(settings, store).run()
+    summary = summarize(study, catalog)
+    result = {"study": name, "settled_study": not args.unsettled, "wall_s": round(time.monotonic() - started, 1),
+              "counts": summary.counts, "verdict": summary.verdict, "costs_in_study": summary.costs}
+    config = summary.result_config
+    if summary.result_trial is None:
+        best = top_trials(study, 1)
+        config = dict(best[0].user_attrs["config"]) if best else {}
+        result["note"] = "no verified winner: the best single run is re-measured"
+    claim = (summary.verification or {}).get("candidates", [])
+    label = f"trial {summary.result_trial}"
+    claimed = next((c["speedup"]["ratio"] for c in claim if c["label"] == label and "speedup" in c), None)
+    result |= {"result_trial": summary.result_trial, "config": config, "claimed_speedup": claimed,
+               "single_run_speedup": summary.single_run_speedup, "warnings": summary.warnings}
+    return result, {"catalog": catalog, "workload": workload, "config": config}
+
+
+def interleaved(ctx: dict, args: argparse.Namespace, store, settle: bool) -> dict:  # noqa: ANN001
+    catalog, workload, config = ctx["catalog"], ctx["workload"], ctx["config"]
+    with make_target(catalog, workload, store.worker_scratch(), args.driver, settle=settle) as target:
+        comparison = run_interleaved(
+            target, [(Candidate("default", {}), catalog.defaults()), (Candidate("winner", config), catalog.config(config))],
+            workload.full, repeats=args.repeats, objective=workload.objective, seed=args.seed,
+            log_dir=store.home / "bench-settled" / ("settled" if settle else "unsettled"))
+    data = comparison.to_dict()
+    return {"speedup": data["candidates"][1].get("speedup"), "failure": data["candidates"][1]["failure"],
+            "default": {"values": data["candidates"][0]["values"], "costs": data["candidates"][0]["costs"]},
+            "winner": {"values": data["candidates"][1]["values"], "costs": data["candidates"][1]["costs"]},
+            "noise_cv": comparison.noise}
+
+
+def db_bench_harness(ctx: dict, args: argparse.Namespace, store) -> dict:  # noqa: ANN001
+    """db_bench alone: the workload, then its own flush and waitforcompaction; wall time of the process."""
+    catalog, workload = ctx["catalog"], ctx["workload"]
+    folder = store.home / "bench-settled" / "db_bench-harness"
+    times: dict[str, list[float]] = {"default": [], "winner": []}
+    failures: dict[str, str] = {}
+    with make_target(catalog, workload, folder / "scratch", "db_bench", settle=False) as target:
+        for repeat in range(args.repeats):
+            for label, changes in (("default", {}), ("winner", ctx["config"])):
+                target.apply(catalog.config(changes))
+                db_dir = folder / "scratch" / "db"
+                argv = [a.replace("--benchmarks=", "--benchmarks=") for a in target.argv(workload.full, db_dir, args.seed)]
+                argv = [a + ",flush,waitforcompaction" if a.startswith("--benchmarks=") else a for a in argv]
+                outcome = run_logged(argv, log_path=folder / f"{label}-{repeat}.log", timeout_s=args.harness_limit_s)
+                if outcome.timed_out or outcome.returncode != 0:
+                    failures[label] = f"did not finish within {args.harness_limit_s} s" if outcome.timed_out else \
+                        f"exit status {outcome.returncode}"
+                else:
+                    times[label].append(outcome.elapsed_s)
+                print(f"  harness round {repeat + 1} {label}: {outcome.elapsed_s:.2f} s", flush=True)
+    if failures or not times["winner"]:
+        return {"failures": failures, "times": times}
+    minus = {k: [t - WAITFORCOMPACTION_SLEEP_S for t in v] for k, v in times.items()}
+    return {"times": times, "speedup": vars(speedup(times["default"], times["winner"], False)),
+            "speedup_without_sleep": vars(speedup(minus["default"], minus["winner"], False))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--system", default="rocksdb")
+    parser.add_argument("--driver", default=None)
+    parser.add_argument("--workload", default="put-get-delete")
+    parser.add_argument("--time", default="10m", help="budget of the study, its verification included")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--unsettled", action="store_true", help="run the study on the raw window")
+    parser.add_argument("--harness-limit-s", type=float, default=120.0)
+    parser.add_argument("--dir", type=Path, default=Path("bench/studies"))
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    store = open_store(args.dir)
+    result, ctx = run_study(args, store)
+    print(json.dumps({k: result[k] for k in ("study", "counts", "verdict", "claimed_speedup", "config")}, default=str),
+          flush=True)
+    if ctx["config"]:
+        result["settled"] = interleaved(ctx, args, store, settle=True)
+        print("settled:", json.dumps(result["settled"]["speedup"]), flush=True)
+        result["unsettled"] = interleaved(ctx, args, store, settle=False)
+        print("unsettled:", json.dumps(result["unsettled"]["speedup"]), flush=True)
+        driver = args.driver or ("db_bench" if args.system == "rocksdb" else "kvbench")
+        if driver == "db_bench":
+            result["db_bench_harness"] = db_bench_harness(ctx, args, store)
+            print("db_bench flush,waitforcompaction:", json.dumps(result["db_bench_harness"].get("speedup")),
+                  json.dumps(result["db_bench_harness"].get("speedup_without_sleep")), flush=True)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "result": result},
+                                       indent=2, default=str))
+    print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=1, default=str)[:3000])
+
+
+if __name__ == "__main__":
+    main()
