@@ -33,7 +33,7 @@ def driver_runs(workload_name: str, records: int, repeats: int, scratch: Path) -
     runs: dict[str, list[float]] = {"db_bench": [], "kvbench": []}
     targets = {driver: make_target(catalog, workload, scratch / driver, driver) for driver in runs}
     for target in targets.values():
-        target.prepare()
+        target.open()
         target.apply(catalog.defaults())
     try:
         for repeat in range(repeats):
@@ -43,7 +43,7 @@ def driver_runs(workload_name: str, records: int, repeats: int, scratch: Path) -
                 runs[driver].append(measurement.ops_per_s)
     finally:
         for target in targets.values():
-            target.stop()
+            target.close()
     return runs
 
 

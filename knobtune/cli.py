@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -16,7 +15,7 @@ from knobtune.knobs.units import parse_bytes, parse_duration_s
 from knobtune.report import export_config, load_config_file, summarize, write_report
 from knobtune.report.summary import describe_costs
 from knobtune.storage import open_store
-from knobtune.targets import TARGETS, make_target, resolve_driver
+from knobtune.targets import TARGETS, make_target, resolve_driver, target_class
 from knobtune.tuning import Tuner, TuneSettings, build_space
 from knobtune.tuning.samplers import SAMPLERS
 from knobtune.tuning.verify import Candidate, run_interleaved
@@ -39,17 +38,18 @@ def systems(json_output: JsonOption = False) -> None:
     Example: knobtune systems --json
     """
     rows = []
-    for system, driver in TARGETS:
-        binary = _driver_binary(driver)
-        rows.append({"system": system, "driver": driver, "installed": binary is not None, "path": binary})
+    for (system, driver), target in TARGETS.items():
+        binary = target.installed()
+        rows.append({"system": system, "driver": driver, "installed": binary is not None, "path": binary,
+                     "formats": [f.name for f in target.formats(system)] + ["json"]})
     workloads = []
     for name in available_workloads():
         workload = load_workload(name)
         sections = workload.drivers
         verifiable = {}
         for driver, section in sections.items():
-            target_class = _target_class(driver)
-            verifiable[driver] = target_class is not None and target_class.checks_reads(section)
+            runs = [target_class(system, driver) for system in workload.systems]
+            verifiable[driver] = any(cls is not None and cls.checks_reads(section) for cls in runs)
         twins = {d: list(s["twin"]) for d, s in sections.items() if "twin" in s}
         workloads.append({"name": name, "systems": list(workload.systems), "objective": workload.objective.value,
                           "records": workload.records, "ladder": list(workload.ladder),
@@ -184,7 +184,7 @@ def show(study: str, storage: StorageOption = None, directory: DirOption = None,
 @app.command()
 def export(
     study: str,
-    format: Annotated[str, typer.Option("--format", help="rocksdb-options, db_bench-flags, kvbench-config or json (`show` lists a study's).")] = "json",
+    format: Annotated[str, typer.Option("--format", help="The system's own format or a driver's (`show` lists a study's formats); json always.")] = "json",
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
     trial: Annotated[Optional[int], typer.Option(help="Export this trial's config instead of the result.")] = None,
     storage: StorageOption = None,
@@ -205,10 +205,7 @@ def export(
         config = dict(loaded.trials[trial].user_attrs.get("config", {}))
     elif summary.result_trial is None:
         console.err.print(f"note: {summary.verdict}; exporting the default config")
-    spec = load_workload(str(loaded.user_attrs.get("workload", {}).get("source") or summary.workload))
-    target = make_target(catalog, spec, store.worker_scratch(), loaded.user_attrs.get("driver"))
-    with target:
-        text = export_config(summary, catalog, target, format, config)
+    text = export_config(summary, catalog, format, config)
     if output:
         output.write_text(text)
         console.err.print(f"wrote {output}")
@@ -306,19 +303,6 @@ def _candidate(label: str, catalog, store):  # noqa: ANN001, ANN202
         return Candidate(label, summary.result_config), catalog.config(summary.result_config)
     changed = load_config_file(Path(label))
     return Candidate(label, changed), catalog.config(changed)
-
-
-def _target_class(driver: str) -> type | None:
-    return next((cls for (_, name), cls in TARGETS.items() if name == driver), None)
-
-
-def _driver_binary(driver: str) -> str | None:
-    from knobtune.targets.kvbench import find_kvbench
-
-    try:
-        return find_kvbench() if driver == "kvbench" else shutil.which(driver)
-    except KnobtuneError:
-        return None
 
 
 def _duration(text: str | None, option: str = "--time") -> float | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from knobtune.errors import ToolMissingError
-from knobtune.targets import FailureKind, RunFailure, make_target
+from knobtune.targets import FailureKind, RunFailure, export_format, make_target
 from knobtune.targets.db_bench import parse_output
 
 from conftest import tiny
@@ -66,8 +66,7 @@ def test_missing_db_bench_is_a_clear_error(rocksdb, tiny_pgd, tmp_path: Path, mo
 def test_options_file_export_loads_in_rocksdb(rocksdb, tiny_pgd, tmp_path: Path) -> None:
     changes = {"write_buffer_size": "32MiB", "compression_type": "lz4", "bloom_bits": 10,
                "level_compaction_dynamic_level_bytes": True, "max_background_jobs": 4}
-    with make_target(rocksdb, tiny_pgd, tmp_path / "scratch") as target:
-        text = target.export(rocksdb.config(changes), "rocksdb-options")
+    text = export_format("rocksdb", "db_bench", "rocksdb-options").render(rocksdb, rocksdb.config(changes))
     options = tmp_path / "OPTIONS.ini"
     options.write_text(text)
     db = tmp_path / "db"
@@ -83,8 +82,8 @@ def test_options_file_export_loads_in_rocksdb(rocksdb, tiny_pgd, tmp_path: Path)
 
 
 def test_flags_export_is_the_changed_knobs(rocksdb, tiny_pgd, tmp_path: Path) -> None:
-    with make_target(rocksdb, tiny_pgd, tmp_path / "scratch") as target:
-        flags = target.export(rocksdb.config({"compaction_style": "universal", "cache_size": "1GiB"}), "db_bench-flags")
+    flags = export_format("rocksdb", "kvbench", "db_bench-flags").render(
+        rocksdb, rocksdb.config({"compaction_style": "universal", "cache_size": "1GiB"}))
     assert flags.split() == ["--cache_size=1073741824", "--compaction_style=1"]
 
 
@@ -105,6 +104,5 @@ def test_options_export_of_a_refused_config_is_a_clear_error(rocksdb, tiny_pgd, 
     from knobtune.errors import ConfigError
 
     refused = rocksdb.config({"memtablerep": "prefix_hash", "allow_concurrent_memtable_write": False})
-    with make_target(rocksdb, tiny_pgd, tmp_path / "scratch") as target:
-        with pytest.raises(ConfigError, match="cannot write an OPTIONS file.*prefix_size"):
-            target.export(refused, "rocksdb-options")
+    with pytest.raises(ConfigError, match="cannot write an OPTIONS file.*prefix_size"):
+        export_format("rocksdb", "db_bench", "rocksdb-options").render(rocksdb, refused)

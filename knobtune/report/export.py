@@ -8,15 +8,16 @@ from typing import Any
 
 from knobtune.knobs import Catalog
 from knobtune.report.summary import StudySummary, describe_costs
-from knobtune.targets import Target
+from knobtune.targets import export_format
+from knobtune.tuning import attrs
 
 
-def export_config(summary: StudySummary, catalog: Catalog, target: Target, fmt: str,
-                  config: dict[str, Any] | None = None) -> str:
+def export_config(summary: StudySummary, catalog: Catalog, fmt: str, config: dict[str, Any] | None = None) -> str:
     """``config`` (the study's result when None) in format ``fmt``, with its safety notes.
 
     Raises:
-        UsageError: the target has no such format.
+        UsageError: the study's system and driver have no such format.
+        ConfigError: the system refuses the config (a format the system itself writes).
     """
     changed = summary.result_config if config is None else config
     if fmt == "json":
@@ -27,8 +28,9 @@ def export_config(summary: StudySummary, catalog: Catalog, target: Target, fmt: 
             "left_out_unsafe": summary.left_out, "warnings": summary.warnings,
             "settled": summary.settled, "costs": summary.costs,
         }, indent=2, default=str) + "\n"
-    text = target.export(catalog.config(changed), fmt)
-    comment = "#" if fmt == "rocksdb-options" else None
+    spec = export_format(summary.system, summary.experiment.get(attrs.DRIVER), fmt)
+    text = spec.render(catalog, catalog.config(changed))
+    comment = spec.comment
     if comment is None:
         return text
     header = [f"{comment} study {summary.study}: {summary.verdict}"]

@@ -11,6 +11,7 @@ from knobtune.errors import UsageError
 from knobtune.knobs import Catalog
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Target
 from knobtune.targets.db_bench import DbBenchTarget
+from knobtune.targets.formats import ExportFormat
 from knobtune.targets.kvbench import KvbenchTarget
 from knobtune.workloads import Workload
 
@@ -35,14 +36,28 @@ def resolve_driver(system: str, driver: str | None) -> str:
     return driver
 
 
-def export_formats(system: str, driver: str | None) -> tuple[str, ...]:
+def export_formats(system: str, driver: str | None) -> tuple[ExportFormat, ...]:
     """The formats a study of ``system`` through ``driver`` exports to, the system's own first."""
-    driver = resolve_driver(system, driver)
-    if driver == "kvbench":
-        from knobtune.targets.kvbench import export_formats_of
+    return TARGETS[(system, resolve_driver(system, driver))].formats(system)
 
-        return export_formats_of(system)
-    return TARGETS[(system, driver)].export_formats
+
+def export_format(system: str, driver: str | None, name: str) -> ExportFormat:
+    """One of the formats a study of ``system`` through ``driver`` exports to.
+
+    Raises:
+        UsageError: it has no format of that name.
+    """
+    formats = export_formats(system, driver)
+    for fmt in formats:
+        if fmt.name == name:
+            return fmt
+    known = ", ".join([f.name for f in formats] + ["json"])
+    raise UsageError(f"a {system} study has no export format '{name}'. Fix: use one of {known}")
+
+
+def target_class(system: str, driver: str) -> type[Target] | None:
+    """The target class that runs ``system`` through ``driver``, or None."""
+    return TARGETS.get((system, driver))
 
 
 def make_target(catalog: Catalog, workload: Workload, scratch_dir: Path, driver: str | None = None,
@@ -56,5 +71,5 @@ def make_target(catalog: Catalog, workload: Workload, scratch_dir: Path, driver:
     return TARGETS[(catalog.system, driver)](catalog, workload, scratch_dir, **options)
 
 
-__all__ = ["DbBenchTarget", "FailureKind", "KvbenchTarget", "Measurement", "Phase", "RunFailure", "Target",
-           "TARGETS", "export_formats", "make_target", "resolve_driver"]
+__all__ = ["DbBenchTarget", "ExportFormat", "FailureKind", "KvbenchTarget", "Measurement", "Phase", "RunFailure",
+           "Target", "TARGETS", "export_format", "export_formats", "make_target", "resolve_driver", "target_class"]

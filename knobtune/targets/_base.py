@@ -1,8 +1,13 @@
 """What every target gives: a Measurement per run, or a RunFailure saying what went wrong.
 
-A target runs one system under one config at one fidelity in a scratch
-directory of its own. It is a context manager: ``prepare`` on enter, ``stop``
-on exit, both idempotent, and ``stop`` always runs.
+A target runs one system under a config, rung after rung, in a scratch
+directory of its own, and may outlive many trials (a server is started once).
+Its life: ``open`` (check the tools; a server also initialises, loads the
+workload's data once, starts under the default and waits until it answers),
+``apply`` a config (a config the system refuses is a RunFailure, never an
+error of the study), ``run`` the workload at one rung from the loaded state,
+``close`` (idempotent; always runs). It is a context manager: ``open`` on
+enter, ``close`` on exit.
 """
 
 from __future__ import annotations
@@ -15,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from knobtune.errors import UsageError
 from knobtune.knobs import Catalog, Value
+from knobtune.targets.formats import SYSTEM_FORMATS, ExportFormat
 from knobtune.workloads import Objective, Rung, Workload
 
 
@@ -154,12 +159,22 @@ class Target(abc.ABC):
 
     system: str
     driver: str
-    export_formats: tuple[str, ...] = ("json",)
+    driver_formats: tuple[ExportFormat, ...] = ()  # formats of this driver's own, beside the system's
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
         """Whether a workload's section for this driver checks what its reads find."""
         return False
+
+    @classmethod
+    def installed(cls) -> str | None:
+        """Where the driver's program is, or None when it is not installed."""
+        return None
+
+    @classmethod
+    def formats(cls, system: str) -> tuple[ExportFormat, ...]:
+        """The formats a study of ``system`` through this driver exports to, the system's own first."""
+        return SYSTEM_FORMATS.get(system, ()) + cls.driver_formats
 
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, settle: bool = True,
                  memory_limit_bytes: int | None = None) -> None:
@@ -171,24 +186,33 @@ class Target(abc.ABC):
         self.memory_limit_bytes = memory_limit_bytes
 
     def __enter__(self) -> Target:
-        self.prepare()
+        try:
+            self.open()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.stop()
+        self.close()
 
     @abc.abstractmethod
-    def prepare(self) -> None:
-        """Check the tools are there and make the scratch directory. Idempotent.
+    def open(self) -> None:
+        """Check the tools, make the scratch directory (a server: init, load, start, wait). Idempotent.
 
         Raises:
             ToolMissingError: a program the target needs is not installed.
+            KnobtuneError: the system cannot be brought up under its default config.
         """
 
     @abc.abstractmethod
     def apply(self, config: Mapping[str, Value]) -> None:
-        """Make ``config`` the one the next runs use."""
+        """Make ``config`` the one the next runs use (a server reloads or restarts as its catalog says).
+
+        Raises:
+            RunFailure: (REFUSED) the system or its driver cannot take the config; the reason says why.
+        """
 
     @abc.abstractmethod
     def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
@@ -198,8 +222,8 @@ class Target(abc.ABC):
             RunFailure: the run gave no usable measurement; ``kind`` says why.
         """
 
-    def stop(self) -> None:
-        """Kill anything still running and remove the scratch data. Idempotent.
+    def close(self) -> None:
+        """Kill anything still running and remove the scratch data. Idempotent; always runs.
 
         Embedded stores run one process per run, which never outlives it: removing the scratch folder is all.
         """
@@ -209,10 +233,6 @@ class Target(abc.ABC):
     def version(self) -> str:
         """The system's version as it reports it."""
 
-    def export(self, config: Mapping[str, Value], fmt: str) -> str:
-        """The config in one of ``export_formats``.
-
-        Raises:
-            UsageError: ``fmt`` is not one of them.
-        """
-        raise UsageError(f"{self.system} has no export format '{fmt}'. Fix: use one of {', '.join(self.export_formats)}")
+    def twin(self) -> Target | None:
+        """A target like this one that runs the workload's verifiable twin, or None when it has none."""
+        return None

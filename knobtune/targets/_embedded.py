@@ -53,10 +53,16 @@ class EmbeddedTarget(Target):
 
     key_format: str  # how the driver spells record i's key: "kvbench" or "db_bench"
 
-    def prepare(self) -> None:
+    def open(self) -> None:
         self.scratch_dir.mkdir(parents=True, exist_ok=True)
         if self.settle:
             self._settler = find_kvbench()
+
+    def twin(self) -> EmbeddedTarget | None:
+        if "twin" not in self.workload.driver(self.driver):
+            return None
+        return type(self)(self.catalog, self.workload, self.scratch_dir / "twin", twin=True,  # type: ignore[call-arg]
+                          settle=self.settle, memory_limit_bytes=self.memory_limit_bytes)
 
     def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
         self._runs = getattr(self, "_runs", 0) + 1

@@ -13,11 +13,10 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from knobtune.errors import ConfigError, ToolMissingError, WorkloadError
+from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_flags
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
 from knobtune.targets._embedded import EmbeddedTarget
@@ -90,7 +89,6 @@ class DbBenchTarget(EmbeddedTarget):
     system = "rocksdb"
     driver = "db_bench"
     key_format = "db_bench"
-    export_formats = ("rocksdb-options", "db_bench-flags", "json")
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
@@ -110,9 +108,13 @@ class DbBenchTarget(EmbeddedTarget):
         self._flags: list[str] = []
         self._cache_bytes = int(catalog.defaults()["cache_size"])
 
-    def prepare(self) -> None:
+    @classmethod
+    def installed(cls) -> str | None:
+        return shutil.which(DB_BENCH)
+
+    def open(self) -> None:
         self._binary = find_db_bench()
-        super().prepare()
+        super().open()
 
     def apply(self, config: Mapping[str, Value]) -> None:
         self._flags = render_flags(self.catalog, config, self.driver)
@@ -159,41 +161,6 @@ class DbBenchTarget(EmbeddedTarget):
                                      f"keys found by {phase.name}", log_path)
         return Measurement(elapsed_s=elapsed_s, phases=tuple(phases), measured=self.measure,
                            log_path=log_path, verified=bool(self.verify), peak_rss_bytes=peak_rss_bytes)
-
-    def export(self, config: Mapping[str, Value], fmt: str) -> str:
-        if fmt == "db_bench-flags":
-            return " ".join(render_flags(self.catalog, config, self.driver)) + "\n"
-        if fmt == "rocksdb-options":
-            return self._options_file(config)
-        return super().export(config, fmt)
-
-    def _options_file(self, config: Mapping[str, Value]) -> str:
-        """The OPTIONS file RocksDB itself writes when opened under ``config``."""
-        self.apply(config)
-        self._binary = find_db_bench()
-        with tempfile.TemporaryDirectory(prefix="knobtune-options-") as tmp:
-            db_dir = Path(tmp) / "db"
-            argv = [self._binary, f"--db={db_dir}", "--benchmarks=fillseq", "--num=1", "--progress_reports=false",
-                    *self._flags]
-            result = run_logged(argv, log_path=Path(tmp) / "log", timeout_s=60)
-            if result.returncode != 0:
-                kind, reason = _classify_exit(result.returncode, (Path(tmp) / "log").read_text(errors="replace"))
-                raise ConfigError(f"cannot write an OPTIONS file for this config ({kind}: {reason}). "
-                                  "Fix: export a config that ran, e.g. the study's result")
-            options = sorted(db_dir.glob("OPTIONS-*"))[-1].read_text()
-        return _options_header(self.catalog.changed(config)) + options
-
-
-def _options_header(changed: Mapping[str, Value]) -> str:
-    lines = ["# Written by RocksDB 7.8 itself for this configuration (knobtune export --format rocksdb-options).",
-             "# Load it with rocksdb::LoadOptionsFromFile or db_bench --options_file=FILE."]
-    if "cache_size" in changed:
-        lines.append(f"# Not representable in an OPTIONS file: block cache of {changed['cache_size']} bytes; "
-                     "set BlockBasedTableOptions::block_cache = NewLRUCache(...) in code.")
-    if "row_cache_size" in changed:
-        lines.append(f"# Not representable in an OPTIONS file: row cache of {changed['row_cache_size']} bytes; "
-                     "set DBOptions::row_cache = NewLRUCache(...) in code.")
-    return "\n".join(lines) + "\n"
 
 
 def _classify_exit(returncode: int, text: str) -> tuple[FailureKind, str]:

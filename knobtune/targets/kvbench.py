@@ -9,33 +9,35 @@ per phase, which is how a run proves it read back what it wrote.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from knobtune.errors import WorkloadError
+from knobtune.errors import ConfigError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_named
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
 from knobtune.targets._embedded import EmbeddedTarget, find_kvbench
 from knobtune.targets._process import run_logged
-from knobtune.targets.db_bench import DbBenchTarget
+from knobtune.targets.formats import KVBENCH_CONFIG
 from knobtune.workloads import Rung, Workload
 
 _MACHINE_FAULTS = ("No space left on device", "Too many open files", "Cannot allocate memory")
 _KILLED_AT_END = -9  # --crash-at-end: kvbench kills itself with SIGKILL once its result is written
 
 
-def export_formats_of(system: str) -> tuple[str, ...]:
-    """What a kvbench study of ``system`` can be exported as (RocksDB also as its own OPTIONS file)."""
-    return (("rocksdb-options", "db_bench-flags") if system == "rocksdb" else ()) + ("kvbench-config", "json")
-
-
 class KvbenchTarget(EmbeddedTarget):
     driver = "kvbench"
     key_format = "kvbench"
+    driver_formats = (KVBENCH_CONFIG,)
+
+    @classmethod
+    def installed(cls) -> str | None:
+        try:
+            return find_kvbench()
+        except ToolMissingError:
+            return None
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
@@ -46,7 +48,6 @@ class KvbenchTarget(EmbeddedTarget):
         """``twin=True`` runs the workload's verifiable twin instead of its own phases."""
         super().__init__(catalog, workload, scratch_dir, **options)  # type: ignore[arg-type]
         self.system = catalog.system
-        self.export_formats = export_formats_of(self.system)
         section = workload.driver(self.driver)
         if twin and "twin" not in section:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin. Fix: add `twin` to its kvbench section")
@@ -55,12 +56,15 @@ class KvbenchTarget(EmbeddedTarget):
         self.measure: tuple[str, ...] = tuple(names if twin else section.get("measure", names))
         self._config: dict[str, str] = {}
 
-    def prepare(self) -> None:
+    def open(self) -> None:
         self._binary = find_kvbench()
-        super().prepare()
+        super().open()
 
     def apply(self, config: Mapping[str, Value]) -> None:
-        self._config = render_named(self.catalog, config, self.driver)
+        try:
+            self._config = render_named(self.catalog, config, self.driver)
+        except ConfigError as exc:
+            raise RunFailure(FailureKind.REFUSED, str(exc)) from None
 
     def settle_config(self) -> dict[str, str]:
         return dict(self._config)
@@ -118,13 +122,6 @@ class KvbenchTarget(EmbeddedTarget):
                                 p999_us=worst.get("p99.9"), max_us=worst.get("max")))
         return Measurement(elapsed_s=elapsed_s, phases=tuple(phases), measured=self.measure, log_path=log_path,
                            verified=any("expect" in p for p in self.phases), peak_rss_bytes=peak_rss_bytes)
-
-    def export(self, config: Mapping[str, Value], fmt: str) -> str:
-        if fmt == "kvbench-config":
-            return json.dumps(render_named(self.catalog, config, self.driver), indent=2) + "\n"
-        if self.system == "rocksdb" and fmt in DbBenchTarget.export_formats:  # RocksDB writes its own OPTIONS file
-            return DbBenchTarget(self.catalog, self.workload, self.scratch_dir / "export").export(config, fmt)
-        return super().export(config, fmt)
 
 
 def _read_result(path: Path) -> dict[str, Any] | None:

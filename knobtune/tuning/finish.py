@@ -13,7 +13,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from knobtune.targets import RunFailure, Target, make_target
+from knobtune.targets import RunFailure, Target
 from knobtune.tuning import attrs
 from knobtune.tuning.settings import TuneSettings
 from knobtune.tuning.verify import Candidate, Comparison, run_interleaved
@@ -114,13 +114,12 @@ def _twin_check(settings: TuneSettings, target: Target, config: dict, log_path: 
     writes and reads it back once), so a config that never settles cannot hold
     the verification up.
     """
-    if "twin" not in settings.workload.drivers.get(target.driver, {}):
+    twin = target.twin()
+    if twin is None:
         return None
-    twin = make_target(settings.catalog, settings.workload, target.scratch_dir / "twin", target.driver, twin=True,
-                       settle=settings.settle, memory_limit_bytes=settings.memory_limit_bytes)
     with twin:
-        twin.apply(config)
         try:
+            twin.apply(config)
             twin.run(settings.workload.full, timeout_s=None if timeout_s is None else 2 * timeout_s,
                      log_path=log_path, seed=settings.seed)
         except RunFailure as failure:

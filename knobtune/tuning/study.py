@@ -265,12 +265,8 @@ class Tuner:
             trial.set_user_attr(attrs.UNSAFE, {k: v.value for k, v in unsafe.items()})
         planned = s.catalog.memory.planned_bytes(config)
         trial.set_user_attr(attrs.PLANNED_MEMORY, planned)
-        target.apply(config)
         try:
-            if over := s.catalog.memory.over_limit(config, s.memory_limit_bytes):
-                outcome = self._finish(study, trial, Outcome.MEMORY, over)
-            else:
-                outcome = self._climb(study, target, trial, digest, is_baseline)
+            outcome = self._start(study, target, trial, config, digest, is_baseline)
         except BaseException:  # Ctrl-C or a failure of ours: keep the trial, queue the config again
             trial.set_user_attr(attrs.OUTCOME, Outcome.INTERRUPTED.value)
             study.tell(trial, state=TrialState.FAIL)
@@ -293,6 +289,17 @@ class Tuner:
             raise KnobtuneError(f"trial {trial.number} failed for a reason that is not the config's: "
                                 f"{trial.user_attrs.get(attrs.REASON)}. Its config is queued again; fix the machine "
                                 "and run the same command to resume")
+
+    def _start(self, study: optuna.Study, target: Target, trial: optuna.Trial, config: dict,
+               digest: str, is_baseline: bool) -> Outcome:
+        """Apply ``config`` unless its memory plan is over the limit, then climb; a refusal ends the trial."""
+        if over := self.settings.catalog.memory.over_limit(config, self.settings.memory_limit_bytes):
+            return self._finish(study, trial, Outcome.MEMORY, over)
+        try:
+            target.apply(config)
+        except RunFailure as failure:  # the system would not take the config: the trial's outcome, not our error
+            return self._finish(study, trial, Outcome.of_failure(failure.kind), failure.reason)
+        return self._climb(study, target, trial, digest, is_baseline)
 
     def _climb(self, study: optuna.Study, target: Target, trial: optuna.Trial, digest: str,
                is_baseline: bool) -> Outcome:

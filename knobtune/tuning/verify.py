@@ -126,9 +126,9 @@ def run_interleaved(target: Target, candidates: Sequence[tuple[Candidate, Mappin
         for (candidate, config), record in zip(candidates, runs):
             if record.failure is not None:
                 continue
-            target.apply(config)
             log = log_dir / f"{_slug(candidate.label)}-{repeat}.log"
             try:
+                target.apply(config)
                 measurement = target.run(rung, timeout_s=timeout_s, log_path=log, seed=seed)
             except RunFailure as failure:
                 record.failure = failure.reason

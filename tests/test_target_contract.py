@@ -1,0 +1,65 @@
+"""The contract every target keeps, run against each real system at the smallest size."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from knobtune.knobs import load_catalog
+from knobtune.targets import TARGETS, Measurement, RunFailure, make_target
+from knobtune.tuning.verify import Candidate, run_interleaved
+from knobtune.workloads import load_workload
+
+from conftest import tiny
+
+PAIRS = sorted(TARGETS)
+
+
+def _workload(system: str, driver: str):
+    name = next(n for n in ("put-get-delete", "ycsb-a") if driver in load_workload(n).drivers)
+    return tiny(name, 1000)
+
+
+@pytest.mark.parametrize(("system", "driver"), PAIRS, ids=[f"{s}-{d}" for s, d in PAIRS])
+def test_open_apply_run_close(system: str, driver: str, tmp_path: Path) -> None:
+    catalog = load_catalog(system)
+    workload = _workload(system, driver)
+    target = make_target(catalog, workload, tmp_path / "scratch", driver)
+    assert target.installed(), f"{driver} should be installed by the set-up"
+    with target:
+        target.open()  # idempotent
+        target.apply(catalog.defaults())
+        first = target.run(workload.rungs[0], timeout_s=60, log_path=tmp_path / "a.log", seed=1)
+        second = target.run(workload.rungs[0], timeout_s=60, log_path=tmp_path / "b.log", seed=1)
+    target.close()  # idempotent
+    for measurement in (first, second):
+        assert isinstance(measurement, Measurement)
+        assert measurement.settle is not None and measurement.elapsed_s > measurement.workload_s > 0
+        assert measurement.peak_rss_bytes and measurement.peak_rss_bytes > 1_000_000
+    assert not (tmp_path / "scratch").exists()
+    assert [f.name for f in target.formats(system)], "every target exports to some format"
+
+
+@pytest.mark.parametrize(("system", "driver"), PAIRS, ids=[f"{s}-{d}" for s, d in PAIRS])
+def test_twin_is_the_workloads_verifiable_twin_or_none(system: str, driver: str, tmp_path: Path) -> None:
+    catalog = load_catalog(system)
+    with_twin = load_workload("fillrandom").scaled(1000)
+    target = make_target(catalog, with_twin, tmp_path / "scratch", driver)
+    twin = target.twin()
+    assert twin is not None and type(twin) is type(target) and twin.settle == target.settle
+    assert make_target(catalog, _workload(system, driver), tmp_path / "s2", driver).twin() is None
+
+
+def test_a_config_the_driver_cannot_take_is_a_refusal_not_an_error(tmp_path: Path) -> None:
+    """kvbench cannot set RocksDB's row cache: `apply` refuses, and a comparison records why and goes on."""
+    catalog = load_catalog("rocksdb")
+    workload = tiny("put-get-delete", 1000)
+    with make_target(catalog, workload, tmp_path / "scratch", "kvbench") as target:
+        with pytest.raises(RunFailure, match="row_cache_size cannot be set through kvbench"):
+            target.apply(catalog.config({"row_cache_size": "64MiB"}))
+        comparison = run_interleaved(
+            target, [(Candidate("default", {}), catalog.defaults()),
+                     (Candidate("row cache", {"row_cache_size": "64MiB"}), catalog.config({"row_cache_size": "64MiB"}))],
+            workload.rungs[0], repeats=1, objective=workload.objective, seed=1, log_dir=tmp_path / "logs")
+    assert comparison.runs[0].values and comparison.runs[1].failure.startswith("row_cache_size cannot be set")
