@@ -13,14 +13,16 @@ from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, 
 from knobtune.targets.db_bench import DbBenchTarget
 from knobtune.targets.formats import ExportFormat
 from knobtune.targets.kvbench import KvbenchTarget
+from knobtune.targets.postgresql import PostgresTarget
 from knobtune.workloads import Workload
 
 TARGETS: dict[tuple[str, str], type[Target]] = {
     ("rocksdb", "db_bench"): DbBenchTarget,
     ("rocksdb", "kvbench"): KvbenchTarget,
     ("leveldb", "kvbench"): KvbenchTarget,
+    ("postgresql", "pgbench"): PostgresTarget,
 }
-DEFAULT_DRIVER = {"rocksdb": "db_bench", "leveldb": "kvbench"}
+DEFAULT_DRIVER = {"rocksdb": "db_bench", "leveldb": "kvbench", "postgresql": "pgbench"}
 
 
 def resolve_driver(system: str, driver: str | None) -> str:
@@ -71,5 +73,5 @@ def make_target(catalog: Catalog, workload: Workload, scratch_dir: Path, driver:
     return TARGETS[(catalog.system, driver)](catalog, workload, scratch_dir, **options)
 
 
-__all__ = ["DbBenchTarget", "ExportFormat", "FailureKind", "KvbenchTarget", "Measurement", "Phase", "RunFailure",
+__all__ = ["DbBenchTarget", "ExportFormat", "FailureKind", "KvbenchTarget", "Measurement", "PostgresTarget", "Phase", "RunFailure",
            "Target", "TARGETS", "export_format", "export_formats", "make_target", "resolve_driver", "target_class"]

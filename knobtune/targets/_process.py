@@ -38,24 +38,38 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
         pass
 
 
-def run_logged(argv: list[str], *, log_path: Path, timeout_s: float | None, cwd: Path | None = None,
-               env: dict[str, str] | None = None, memory_limit_bytes: int | None = None) -> ProcessResult:
-    """Run ``argv`` to completion, until ``timeout_s``, or until it holds more than ``memory_limit_bytes``.
-
-    stdout and stderr go into ``log_path``.
+def spawn(argv: list[str], *, log_path: Path, cwd: Path | None = None, env: dict[str, str] | None = None,
+          user: str | None = None) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own process group, dying with knobtune, output into ``log_path``; as ``user`` if given.
 
     Raises:
         FileNotFoundError: the program does not exist.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "wb") as log:
-        start = time.monotonic()
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   cwd=cwd, env=env, start_new_session=True, preexec_fn=_die_with_parent)
-        try:
-            return _watch(process, start, timeout_s, memory_limit_bytes)
-        finally:
-            _kill_group(process)  # Ctrl-C or any error: never leave the child behind
+    as_user = {"user": user, "group": user, "extra_groups": []} if user else {}
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd, env=env,
+                                start_new_session=True, preexec_fn=_die_with_parent, **as_user)
+
+
+def run_logged(argv: list[str], *, log_path: Path, timeout_s: float | None, cwd: Path | None = None,
+               env: dict[str, str] | None = None, memory_limit_bytes: int | None = None,
+               user: str | None = None) -> ProcessResult:
+    """Run ``argv`` to completion, until ``timeout_s``, or until it holds more than ``memory_limit_bytes``.
+
+    stdout and stderr go into ``log_path`` (overwritten).
+
+    Raises:
+        FileNotFoundError: the program does not exist.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_bytes(b"")
+    start = time.monotonic()
+    process = spawn(argv, log_path=log_path, cwd=cwd, env=env, user=user)
+    try:
+        return _watch(process, start, timeout_s, memory_limit_bytes)
+    finally:
+        _kill_group(process)  # Ctrl-C or any error: never leave the child behind
 
 
 def _watch(process: subprocess.Popen[bytes], start: float, timeout_s: float | None,
@@ -97,6 +111,41 @@ def _rss_bytes(pid: int) -> int:
             return int(statm.read().split()[1]) * _PAGE_BYTES
     except (OSError, IndexError, ValueError):
         return 0
+
+
+def group_pss_bytes(pgid: int) -> int:
+    """Memory held by every process of group ``pgid``, shared pages counted once (the sum of their PSS)."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+            if int(fields[2]) != pgid:  # the fields after "(comm)": state, ppid, pgrp, ...
+                continue
+            with open(f"/proc/{entry.name}/smaps_rollup", "rb") as rollup:
+                for line in rollup:
+                    if line.startswith(b"Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except (OSError, IndexError, ValueError):
+            continue  # it ended while being read
+    return total
+
+
+def stop_group(process: subprocess.Popen[bytes], sig: int = signal.SIGKILL, wait_s: float = 30.0) -> None:
+    """Send ``sig`` to the process group of ``process`` and reap it; SIGKILL if it is still there after ``wait_s``."""
+    if process.returncode is not None:
+        return
+    try:
+        os.killpg(process.pid, sig)
+        process.wait(timeout=wait_s)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        pass
+    _kill_group(process)
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knobtune.errors import ConfigError, ToolMissingError
-from knobtune.knobs import Catalog, Value, render_flags, render_named
+from knobtune.knobs import Catalog, KnobType, Value, render_flags, render_named, spell_value
 from knobtune.targets._process import run_logged
 
 
@@ -77,4 +77,48 @@ DB_BENCH_FLAGS = ExportFormat("db_bench-flags", "db_bench command-line flags", N
 KVBENCH_CONFIG = ExportFormat("kvbench-config", "the option map kvbench takes (JSON)", None,
                               lambda catalog, config: json.dumps(render_named(catalog, config, "kvbench"), indent=2) + "\n")
 
-SYSTEM_FORMATS: dict[str, tuple[ExportFormat, ...]] = {"rocksdb": (ROCKSDB_OPTIONS, DB_BENCH_FLAGS)}
+def postgresql_settings(catalog: Catalog, config: Mapping[str, Value]) -> dict[str, str]:
+    """The changed settings as PostgreSQL reads them, with units: sizes in kB, times in ms, booleans on/off.
+
+    A bare number would be read in the setting's own base unit (8 kB pages for shared_buffers), so every
+    size and time carries its unit.
+    """
+    settings = {}
+    for name, value in sorted(catalog.changed(config).items()):
+        knob = catalog.knobs[name]
+        if value in knob.special:
+            settings[name] = str(value)
+        elif knob.type is KnobType.BYTES:
+            settings[name] = f"{max(int(value) // 1024, 1)}kB"
+        elif knob.type is KnobType.DURATION:
+            settings[name] = f"{round(float(value) * 1000)}ms"
+        elif knob.type is KnobType.BOOL:
+            settings[name] = "on" if value else "off"
+        else:
+            settings[name] = spell_value(knob, value, "postgresql")
+    return settings
+
+
+def _postgresql_conf(catalog: Catalog, config: Mapping[str, Value]) -> str:
+    lines = ["# PostgreSQL settings written by knobtune; include this file from postgresql.conf:",
+             "#   include 'knobtune.conf'"]
+    lines += [f"{name} = '{text}'" for name, text in postgresql_settings(catalog, config).items()]
+    return "\n".join(lines) + "\n"
+
+
+def _alter_system(catalog: Catalog, config: Mapping[str, Value]) -> str:
+    settings = postgresql_settings(catalog, config)
+    restart = sorted(n for n in settings if catalog.knobs[n].restart)
+    lines = ["-- PostgreSQL settings written by knobtune: run with psql as a superuser."]
+    lines += [f"ALTER SYSTEM SET {name} = '{text}';" for name, text in settings.items()]
+    lines.append("SELECT pg_reload_conf();")
+    if restart:
+        lines.append(f"-- these take effect only after a restart: {', '.join(restart)}")
+    return "\n".join(lines) + "\n"
+
+
+POSTGRESQL_CONF = ExportFormat("postgresql-conf", "a postgresql.conf include file, with units", "#", _postgresql_conf)
+ALTER_SYSTEM = ExportFormat("alter-system", "ALTER SYSTEM statements for psql", "--", _alter_system)
+
+SYSTEM_FORMATS: dict[str, tuple[ExportFormat, ...]] = {"rocksdb": (ROCKSDB_OPTIONS, DB_BENCH_FLAGS),
+                                                       "postgresql": (POSTGRESQL_CONF, ALTER_SYSTEM)}

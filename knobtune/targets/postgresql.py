@@ -1,0 +1,376 @@
+"""PostgreSQL 15 (Debian's ``postgresql-15``) as a managed scratch server, driven by pgbench.
+
+The server is knobtune's own child: ``postgres`` run in the foreground as the
+unprivileged ``postgres`` user (it refuses to run as root), its data in a
+folder of its own under /tmp, listening on a Unix socket there only
+(``listen_addresses=''``), in its own process group, killed with knobtune.
+It never touches a user's cluster.
+
+Life: ``open`` runs initdb, starts the server under the default config, loads
+the workload's data once (``pgbench -i``), stops it cleanly and keeps that
+stopped data directory as the pristine copy. Every run restores a copy of it
+(outside the measured time), starts the server under the applied config (a
+value PostgreSQL refuses is a ``refused`` run with its own message), runs
+pgbench for the rung's transactions, then settles: the server is killed with
+its work still dirty, restarted (the time until it accepts connections is the
+recovery time), and checkpointed; recovery and checkpoint count in the run's
+time. Then the workload's invariants are checked. ``close`` kills the server
+and removes every folder.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
+from knobtune.knobs import Catalog, Value
+from knobtune.knobs.units import human_bytes
+from knobtune.storage import pid_alive
+from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target
+from knobtune.targets._process import group_pss_bytes, run_logged, spawn, stop_group
+from knobtune.targets.formats import postgresql_settings
+from knobtune.workloads import Rung, Workload
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+PG_USER = "postgres"
+DB_USER, DB_NAME = "bench", "postgres"
+INSTALL_HINT = "Fix: install it with `apt-get install postgresql-15` (the README's set-up does this)"
+HOME_PREFIX = "knobtune-pg-"
+READY_LIMIT_S = 120.0  # start-up (or crash recovery) may take this long before the run fails
+_POLL_S = 0.02
+_TPS = re.compile(r"number of transactions actually processed: (\d+)")
+_FATAL = re.compile(r"(FATAL|PANIC|ERROR):\s+(.*)")
+
+
+def postgres_user() -> pwd.struct_passwd:
+    """Debian's ``postgres`` system user, which runs the server.
+
+    Raises:
+        ToolMissingError: there is no such user (PostgreSQL is not installed).
+    """
+    try:
+        return pwd.getpwnam(PG_USER)
+    except KeyError:
+        raise ToolMissingError(f"the '{PG_USER}' system user does not exist. {INSTALL_HINT}") from None
+
+
+class PostgresTarget(Target):
+    system = "postgresql"
+    driver = "pgbench"
+
+    def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
+                 settle: bool = True, memory_limit_bytes: int | None = None) -> None:
+        super().__init__(catalog, workload, scratch_dir, settle=settle, memory_limit_bytes=memory_limit_bytes)
+        if twin:
+            raise WorkloadError(f"workload '{workload.name}' has no verifiable twin for pgbench")
+        section = workload.driver(self.driver)
+        self.script = str(section.get("script", "tpcb-like"))
+        self.scale, self.clients = int(section.get("scale", 1)), int(section.get("clients", 1))
+        self.threads = int(section.get("threads", 1))
+        self.check = section.get("check")
+        self._settings: dict[str, str] = {}
+        self._home: Path | None = None
+        self._server: subprocess.Popen[bytes] | None = None
+        self._runs = 0
+
+    @staticmethod
+    def checks_reads(section: Mapping[str, object]) -> bool:
+        return section.get("check") == "tpcb"
+
+    @classmethod
+    def installed(cls) -> str | None:
+        binary = PG_BIN / "pgbench"
+        return str(binary) if binary.exists() else None
+
+    def version(self) -> str:
+        out = subprocess.run([str(PG_BIN / "postgres"), "--version"], capture_output=True, text=True, check=False)
+        return out.stdout.strip().split()[-1] if out.stdout.strip() else "unknown"
+
+    # ------------------------------------------------------------ life
+
+    def open(self) -> None:
+        if self._home is not None:
+            return
+        for tool in ("postgres", "initdb", "pgbench", "psql", "pg_isready"):
+            if not (PG_BIN / tool).exists():
+                raise ToolMissingError(f"PostgreSQL's {tool} is not installed ({PG_BIN / tool}). {INSTALL_HINT}")
+        user = postgres_user()
+        self.scratch_dir.mkdir(parents=True, exist_ok=True)
+        _remove_stale_homes()
+        # /tmp: the postgres user can reach it wherever the studies folder is; named by our pid
+        self._home = Path(tempfile.mkdtemp(prefix=f"{HOME_PREFIX}{os.getpid()}-"))
+        shutil.chown(self._home, user.pw_uid, user.pw_gid)
+        logs = self.scratch_dir / "server"
+        pristine = self._home / "pristine"
+        self._as_postgres([str(PG_BIN / "initdb"), "-D", str(pristine), "-A", "trust", "-U", DB_USER, "--no-sync"],
+                          logs / "initdb.log", "initdb")
+        self._start(pristine, {}, logs / "load-server.log")
+        self._client([str(PG_BIN / "pgbench"), "-i", "-q", "-s", str(self.scale), *self._connection()],
+                     logs / "load.log", "loading the data (pgbench -i)", timeout_s=1800)
+        self._stop_server(clean=True)
+
+    def close(self) -> None:
+        self._stop_server(clean=False)
+        if self._home is not None:
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
+        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
+    def apply(self, config: Mapping[str, Value]) -> None:
+        """Check the settings with ``postgres -C`` against the pristine data (no server started).
+
+        Raises:
+            RunFailure: (REFUSED) PostgreSQL rejects a value; its own message is the reason.
+        """
+        self._settings = postgresql_settings(self.catalog, config)
+        if not self._settings or self._home is None:
+            return
+        argv = [str(PG_BIN / "postgres"), "-D", str(self._home / "pristine"), "-C", "shared_buffers",
+                *self._flags(self._settings)]
+        log = self.scratch_dir / "server" / "check-config.log"
+        result = run_logged(argv, log_path=log, timeout_s=60, user=PG_USER)
+        if result.returncode != 0:
+            raise RunFailure(FailureKind.REFUSED, f"PostgreSQL refused the config: {_server_message(log)}", log)
+
+    # ------------------------------------------------------------ a run
+
+    def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
+        if self._home is None:
+            raise RunFailure(FailureKind.TOOL, "the target was not opened")
+        self._runs += 1
+        data = self._restore()
+        server_log = log_path.with_suffix(".server.log")
+        try:
+            self._start(data, self._settings, server_log, refusal=True)
+            memory = _MemoryWatch(self._server, self.memory_limit_bytes)  # type: ignore[arg-type]
+            try:
+                with memory:
+                    workload = self._pgbench(rung, timeout_s, log_path, seed)
+            except RunFailure:
+                if not memory.over:
+                    raise
+            if memory.over:
+                raise RunFailure(FailureKind.MEMORY, f"the server held {human_bytes(memory.peak_bytes)}, over the "
+                                 f"memory limit of {human_bytes(self.memory_limit_bytes or 0)}", server_log)
+            settle = self._settle(data, server_log, log_path, timeout_s, workload.elapsed_s) if self.settle else None
+            self._check(workload.transactions, log_path)
+        finally:
+            self._stop_server(clean=False)
+        phase = Phase(self.script, workload.transactions, workload.elapsed_s,
+                      workload.transactions / workload.elapsed_s if workload.elapsed_s else 0.0,
+                      p50_us=workload.p50_us, p99_us=workload.p99_us, p999_us=workload.p999_us, max_us=workload.max_us)
+        elapsed = workload.elapsed_s + (settle.settle_s if settle else 0.0)
+        return Measurement(elapsed_s=elapsed, phases=(phase,), measured=(self.script,), log_path=log_path,
+                           verified=self.check == "tpcb", settle=settle, peak_rss_bytes=memory.peak_bytes)
+
+    def _restore(self) -> Path:
+        """A fresh copy of the pristine data directory (owner and modes kept), outside the measured time."""
+        data = self._home / "data"  # type: ignore[operator]
+        shutil.rmtree(data, ignore_errors=True)
+        result = subprocess.run(["cp", "-a", str(self._home / "pristine"), str(data)],  # type: ignore[operator]
+                                capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise RunFailure(FailureKind.TOOL, f"restoring the data failed: {result.stderr.strip()[-300:]}")
+        return data
+
+    def _pgbench(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int) -> _Pgbench:
+        per_client = max(1, rung.records // self.clients)
+        latency_dir = log_path.parent / f"{log_path.stem}-latency"
+        shutil.rmtree(latency_dir, ignore_errors=True)
+        latency_dir.mkdir(parents=True)
+        argv = [str(PG_BIN / "pgbench"), "-n", "-M", "prepared", "-b", self.script, "-c", str(self.clients),
+                "-j", str(self.threads), "-t", str(per_client), f"--random-seed={seed}", "-P", "1",
+                "-l", f"--log-prefix={latency_dir / 'tx'}", *self._connection()]
+        result = run_logged(argv, log_path=log_path, timeout_s=timeout_s)
+        if result.timed_out:
+            raise RunFailure(FailureKind.TIMEOUT, f"pgbench was stopped after {timeout_s:.1f} s (the limit at {rung})",
+                             log_path)
+        text = log_path.read_text(errors="replace")
+        if result.returncode != 0:
+            raise RunFailure(FailureKind.CRASH, f"pgbench failed (status {result.returncode}): "
+                             f"{_last_lines(text)}", log_path)
+        done = _TPS.search(text)
+        if done is None:
+            raise RunFailure(FailureKind.TOOL, "pgbench printed no transaction count", log_path)
+        latencies = _latencies_us(latency_dir)
+        shutil.rmtree(latency_dir, ignore_errors=True)
+        return _Pgbench(int(done.group(1)), result.elapsed_s, *latencies)
+
+    def _settle(self, data: Path, server_log: Path, log_path: Path, timeout_s: float | None,
+                workload_s: float) -> Settle:
+        """Kill the server with its work dirty, time its recovery, then checkpoint: the bill the run left."""
+        wal_bytes = sum(f.stat().st_size for f in (data / "pg_wal").glob("0*") if f.is_file())
+        self._stop_server(clean=False)
+        started = time.monotonic()
+        self._start(data, self._settings, server_log, refusal=False)
+        recovery_s = time.monotonic() - started
+        limit = None if timeout_s is None else max(timeout_s - workload_s - recovery_s, 1.0)
+        checkpoint = self._client([str(PG_BIN / "psql"), *self._connection(), "-v", "ON_ERROR_STOP=1", "-c",
+                                   "CHECKPOINT"], log_path.with_suffix(".checkpoint.log"), "the checkpoint",
+                                  timeout_s=limit, failure=FailureKind.TIMEOUT)
+        return Settle(recovery_s=recovery_s, settle_s=recovery_s + checkpoint, flush_s=checkpoint, compaction_s=0.0,
+                      files_by_level=(), sst_bytes=0, wal_bytes_at_open=wal_bytes, reshaped=False, log_path=server_log)
+
+    def _check(self, transactions: int, log_path: Path) -> None:
+        """The TPC-B invariants: every balance sum equals the history's, one history row per transaction."""
+        if self.check != "tpcb":
+            return
+        query = ("SELECT (SELECT sum(abalance) FROM pgbench_accounts), (SELECT sum(tbalance) FROM pgbench_tellers), "
+                 "(SELECT sum(bbalance) FROM pgbench_branches), (SELECT coalesce(sum(delta), 0) FROM pgbench_history), "
+                 "(SELECT count(*) FROM pgbench_history)")
+        out = self._query(query, log_path.with_suffix(".check.log"))
+        accounts, tellers, branches, history, rows = (int(v) for v in out.split("|"))
+        if not accounts == tellers == branches == history:
+            raise RunFailure(FailureKind.DATA_LOSS, f"TPC-B invariant broken: sum(abalance)={accounts}, "
+                             f"sum(tbalance)={tellers}, sum(bbalance)={branches}, sum(history.delta)={history}",
+                             log_path)
+        if rows != transactions:
+            raise RunFailure(FailureKind.DATA_LOSS, f"data loss: history holds {rows:,} rows for {transactions:,} "
+                             "transactions pgbench saw committed", log_path)
+
+    # ------------------------------------------------------------ the server
+
+    def _flags(self, settings: Mapping[str, str]) -> list[str]:
+        return [arg for name, text in settings.items() for arg in ("-c", f"{name}={text}")]
+
+    def _start(self, data: Path, settings: Mapping[str, str], log: Path, refusal: bool = True) -> None:
+        """Start the server in the foreground and wait until it accepts connections.
+
+        Raises:
+            RunFailure: REFUSED when it exits at start-up under ``settings`` (``refusal``), else CRASH.
+            KnobtuneError: under the default settings (the machine or the set-up is at fault).
+        """
+        argv = [str(PG_BIN / "postgres"), "-D", str(data), "-k", str(self._home), "-c", "listen_addresses=",
+                *self._flags(settings)]
+        self._server = spawn(argv, log_path=log, user=PG_USER)
+        deadline = time.monotonic() + READY_LIMIT_S
+        while time.monotonic() < deadline:
+            if self._server.poll() is not None:
+                reason = _server_message(log)
+                if not settings:
+                    raise KnobtuneError(f"PostgreSQL did not start under its default config: {reason}. "
+                                        f"Fix: see {log}")
+                kind = FailureKind.REFUSED if refusal else FailureKind.CRASH
+                raise RunFailure(kind, f"PostgreSQL {'refused the config' if refusal else 'did not recover'}: "
+                                 f"{reason}", log)
+            ready = subprocess.run([str(PG_BIN / "pg_isready"), "-q", "-h", str(self._home), "-U", DB_USER],
+                                   capture_output=True, check=False)
+            if ready.returncode == 0:
+                return
+            time.sleep(_POLL_S)
+        raise RunFailure(FailureKind.TIMEOUT, f"PostgreSQL did not accept connections within {READY_LIMIT_S:.0f} s",
+                         log)
+
+    def _stop_server(self, clean: bool) -> None:
+        """Stop the server: cleanly (a fast shutdown, SIGINT: a checkpoint, data kept) or killed (SIGKILL)."""
+        if self._server is None:
+            return
+        stop_group(self._server, signal.SIGINT if clean else signal.SIGKILL)
+        self._server = None
+
+    def _connection(self) -> list[str]:
+        return ["-h", str(self._home), "-U", DB_USER, "-d", DB_NAME]
+
+    def _client(self, argv: list[str], log: Path, what: str, timeout_s: float | None,
+                failure: FailureKind = FailureKind.TOOL) -> float:
+        """Run a client program to completion; its elapsed seconds."""
+        result = run_logged(argv, log_path=log, timeout_s=timeout_s)
+        if result.timed_out:
+            raise RunFailure(failure, f"{what} did not finish within {timeout_s:.1f} s", log)
+        if result.returncode != 0:
+            raise RunFailure(FailureKind.TOOL, f"{what} failed: {_last_lines(log.read_text(errors='replace'))}", log)
+        return result.elapsed_s
+
+    def _as_postgres(self, argv: list[str], log: Path, what: str) -> None:
+        result = run_logged(argv, log_path=log, timeout_s=600, user=PG_USER)
+        if result.returncode != 0:
+            raise KnobtuneError(f"{what} failed: {_last_lines(log.read_text(errors='replace'))}. Fix: see {log}")
+
+    def _query(self, sql: str, log: Path) -> str:
+        self._client([str(PG_BIN / "psql"), *self._connection(), "-v", "ON_ERROR_STOP=1", "-tA", "-c", sql], log,
+                     "the data check", timeout_s=600)
+        return log.read_text().strip().splitlines()[-1]
+
+
+class _Pgbench:
+    """What one pgbench run reported: transactions, wall time and latency percentiles (µs)."""
+
+    def __init__(self, transactions: int, elapsed_s: float, p50_us: float | None, p99_us: float | None,
+                 p999_us: float | None, max_us: float | None) -> None:
+        self.transactions, self.elapsed_s = transactions, elapsed_s
+        self.p50_us, self.p99_us, self.p999_us, self.max_us = p50_us, p99_us, p999_us, max_us
+
+
+class _MemoryWatch:
+    """Samples the memory of the server's processes (PSS, shared buffers counted once) while a run lasts."""
+
+    def __init__(self, server: subprocess.Popen[bytes], limit_bytes: int | None) -> None:
+        self.server, self.limit_bytes = server, limit_bytes
+        self.peak_bytes, self.over = 0, False
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> _MemoryWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.1):
+            self.peak_bytes = max(self.peak_bytes, group_pss_bytes(self.server.pid))
+            if self.limit_bytes is not None and self.peak_bytes > self.limit_bytes:
+                self.over = True
+                stop_group(self.server)  # pgbench then fails on its lost connections
+                return
+
+
+def _remove_stale_homes() -> None:
+    """Server folders left in /tmp by a knobtune that was killed (its pid is gone); their servers died with it."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{HOME_PREFIX}*"):
+        pid = folder.name.removeprefix(HOME_PREFIX).split("-")[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _latencies_us(folder: Path) -> tuple[float | None, float | None, float | None, float | None]:
+    """p50, p99, p99.9 and max of the per-transaction latencies pgbench logged (third column, µs)."""
+    values = []
+    for path in folder.glob("tx*"):
+        for line in path.read_text().splitlines():
+            fields = line.split()
+            if len(fields) >= 3:
+                values.append(float(fields[2]))
+    if not values:
+        return None, None, None, None
+    values.sort()
+
+    def at(q: float) -> float:
+        return values[min(len(values) - 1, int(q * len(values)))]
+
+    return statistics.median(values), at(0.99), at(0.999), values[-1]
+
+
+def _server_message(log: Path) -> str:
+    text = log.read_text(errors="replace") if log.exists() else ""
+    found = [m.group(0) for m in map(_FATAL.search, text.splitlines()) if m]
+    return (found[-1] if found else _last_lines(text))[-400:]
+
+
+def _last_lines(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(lines[-2:])[-400:] or "no output"

@@ -1,0 +1,146 @@
+"""PostgreSQL 15 as a managed scratch server under pgbench, at tiny scale: runs, refusals, checks, cleanup."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from knobtune.knobs import load_catalog
+from knobtune.report import export_config, summarize
+from knobtune.targets import FailureKind, RunFailure, make_target
+from knobtune.targets.postgresql import PG_BIN, PG_USER
+from knobtune.tuning import Tuner, TuneSettings, attrs, build_space
+
+from conftest import tiny
+
+pytestmark = pytest.mark.skipif(not (PG_BIN / "postgres").exists(), reason="PostgreSQL 15 is not installed")
+
+
+@pytest.fixture(scope="module")
+def postgresql():
+    return load_catalog("postgresql")
+
+
+def _live_servers() -> list[str]:
+    """postgres processes still running (zombies waiting for init to reap them are not running)."""
+    out = subprocess.run(["ps", "-u", PG_USER, "-o", "stat=,args="], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if line.strip() and not line.strip().startswith("Z")]
+
+
+def test_a_run_counts_recovery_and_checkpoint_and_checks_tpcb(postgresql, tmp_path: Path) -> None:
+    workload = tiny("pgbench-tpcb", 1000)
+    with make_target(postgresql, workload, tmp_path / "scratch") as target:
+        target.apply(postgresql.defaults())
+        measurement = target.run(workload.full, timeout_s=120, log_path=tmp_path / "run.log", seed=1)
+    (phase,) = measurement.phases
+    assert phase.name == "tpcb-like" and phase.ops == 1000 and phase.p99_us > 0
+    assert measurement.verified, "TPC-B invariants are checked after every run"
+    assert measurement.settle.recovery_s > 0 and measurement.settle.settle_s >= measurement.settle.recovery_s
+    assert measurement.elapsed_s == pytest.approx(measurement.workload_s + measurement.settle.settle_s)
+    assert measurement.peak_rss_bytes > 1_000_000
+    assert _live_servers() == []
+
+
+def test_a_value_the_server_refuses_is_a_refused_run_with_its_message(postgresql, tmp_path: Path) -> None:
+    workload = tiny("pgbench-tpcb", 1000)
+    with make_target(postgresql, workload, tmp_path / "scratch") as target:
+        target.apply(postgresql.config({"huge_pages": "on"}))  # no huge pages are set up on this machine
+        with pytest.raises(RunFailure) as caught:
+            target.run(workload.full, timeout_s=60, log_path=tmp_path / "run.log", seed=1)
+    assert caught.value.kind is FailureKind.REFUSED
+    assert "huge" in caught.value.reason.lower() or "shared memory" in caught.value.reason
+    assert _live_servers() == []
+
+
+def test_lost_commits_fail_the_run_as_data_loss(postgresql, tmp_path: Path) -> None:
+    """A crash right after the run under synchronous_commit=off: acknowledged commits may be gone.
+
+    A corrupted balance is the other way the TPC-B check fails; both give data loss, never a result.
+    """
+    workload = tiny("pgbench-tpcb", 3000)
+    with make_target(postgresql, workload, tmp_path / "scratch") as target:
+        target.apply(postgresql.config({"synchronous_commit": "off", "wal_writer_delay": "10s"}))
+        with pytest.raises(RunFailure) as caught:
+            target.run(workload.full, timeout_s=120, log_path=tmp_path / "run.log", seed=1)
+    assert caught.value.kind is FailureKind.DATA_LOSS
+    assert "rows for 3,000 transactions" in caught.value.reason or "invariant" in caught.value.reason
+
+
+def test_a_broken_invariant_is_data_loss(postgresql, tmp_path: Path) -> None:
+    workload = tiny("pgbench-tpcb", 1000)
+    with make_target(postgresql, workload, tmp_path / "scratch") as target:
+        target.apply(postgresql.defaults())
+        data = target._restore()  # a server of the target's own, with one account's balance corrupted
+        target._start(data, {}, tmp_path / "server.log")
+        try:
+            target._query("UPDATE pgbench_accounts SET abalance = abalance + 7 WHERE aid = 1 RETURNING aid",
+                          tmp_path / "corrupt.log")
+            with pytest.raises(RunFailure) as caught:
+                target._check(0, tmp_path / "check.log")
+        finally:
+            target._stop_server(clean=False)
+    assert caught.value.kind is FailureKind.DATA_LOSS and "TPC-B invariant broken" in caught.value.reason
+
+
+def test_the_exported_include_file_loads_in_a_fresh_cluster(postgresql, tmp_path: Path) -> None:
+    changes = {"shared_buffers": "256MiB", "work_mem": "8MiB", "checkpoint_timeout": "600s", "jit": False}
+    conf = export_config_text(postgresql, changes)
+    workload = tiny("pgbench-select", 1000)
+    with make_target(postgresql, workload, tmp_path / "scratch") as target:
+        data = target._restore()
+        (data / "knobtune.conf").write_text(conf)
+        with open(data / "postgresql.conf", "a") as main:
+            main.write("include 'knobtune.conf'\n")
+        target._start(data, {}, tmp_path / "server.log")
+        try:
+            shown = {name: target._query(f"SHOW {name}", tmp_path / f"{name}.log") for name in changes}
+        finally:
+            target._stop_server(clean=False)
+    assert shown == {"shared_buffers": "256MB", "work_mem": "8MB", "checkpoint_timeout": "10min", "jit": "off"}
+
+
+def export_config_text(catalog, changes: dict) -> str:
+    from knobtune.targets import export_format
+
+    return export_format("postgresql", "pgbench", "postgresql-conf").render(catalog, catalog.config(changes))
+
+
+def test_a_two_trial_study_end_to_end(postgresql, store) -> None:
+    workload = tiny("pgbench-tpcb", 1000)
+    settings = TuneSettings(study_name="pg", catalog=postgresql, workload=workload,
+                            space=build_space(postgresql, ["shared_buffers", "work_mem", "wal_buffers"]),
+                            objective=workload.objective, sampler="random", seed=3, trials=2, verify_top=1,
+                            verify_repeats=2, control_every=0)
+    study = Tuner(settings, store).run()
+    summary = summarize(study, postgresql)
+    assert summary.counts["complete"] + summary.counts["pruned"] + summary.counts["timeout"] >= 1
+    assert summary.costs["default"]["recovery_s"] > 0
+    assert summary.export_formats[:2] == ("postgresql-conf", "alter-system")
+    assert "ALTER SYSTEM SET" in export_config(summary, postgresql, "alter-system",
+                                               {"work_mem": 8 * 2**20}) or summary.result_trial is None
+    assert study.user_attrs[attrs.SETTLED] is True
+    assert _live_servers() == []
+
+
+def test_no_server_is_left_after_knobtune_is_killed(tmp_path: Path) -> None:
+    env = {**os.environ, "KNOBTUNE_HOME": str(tmp_path / "home")}
+    argv = [sys.executable, "-m", "knobtune.cli", "tune", "postgresql", "--workload", "pgbench-tpcb", "--records",
+            "200000", "--trials", "5", "--study", "killed"]
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _live_servers():
+        time.sleep(0.2)
+    assert _live_servers(), "the study should have started its server"
+    time.sleep(1.0)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _live_servers():
+        time.sleep(0.2)
+    assert _live_servers() == [], "a postgres process outlived knobtune"
