@@ -152,7 +152,7 @@ def tune(
         return
     info = console.err if json_output else console.out  # keep stdout pure JSON under --json
     if space.left_out and not allow_unsafe:
-        info.print("kept out of the search (would trade durability or data; --allow-unsafe to include): "
+        info.print("kept out of the search (would trade durability or data, or never settle; --allow-unsafe to include): "
                    + ", ".join(f"{k} ({v.value})" for k, v in space.left_out.items()))
     info.print(f"study [bold]{settings.study_name}[/bold] in {store.url}; raw output in "
                f"{store.artifacts(settings.study_name)}")

@@ -44,8 +44,8 @@ def progress_line(event: Progress) -> None:
 
 def cost_lines(summary: StudySummary) -> list[str]:
     """What the default and the result cost besides the objective: settle, recovery, peak memory; and the limits."""
-    lines = [("settled runs: each run's time includes reopening the store as after a crash, flushing it and "
-              "waiting for its compaction" if summary.settled else
+    lines = [("settled runs: each run's time includes the work it leaves behind (the store restarted as after a "
+              "crash, then flushed or checkpointed, its compaction waited for)" if summary.settled else
               "UNSETTLED runs (--unsettled): times are the raw window; the flush and compaction a run leaves "
               "behind are not counted")]
     for role in ("default", "result"):
@@ -98,7 +98,7 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
     for warning in summary.warnings:
         out.print(f"[bold red]warning:[/bold red] {warning}")
     if summary.left_out and not summary.allow_unsafe:
-        out.print("kept out of the search (would trade durability or data; --allow-unsafe to include): "
+        out.print("kept out of the search (would trade durability or data, or never settle; --allow-unsafe to include): "
                   + ", ".join(f"{k} ({v})" for k, v in summary.left_out.items()))
     elif summary.allow_unsafe:
         out.print("[bold red]unsafe knobs were allowed in this study (--allow-unsafe)[/bold red]")
