@@ -64,6 +64,7 @@ class Tuner:
         self._storage = store.storage()
         self._best: float | None = None
         self._verification_reserve_s = 0.0
+        self._told: int | None = None  # the last trial told to Optuna
 
     # ------------------------------------------------------------ the whole study
 
@@ -268,9 +269,10 @@ class Tuner:
         try:
             outcome = self._start(study, target, trial, config, digest, is_baseline)
         except BaseException:  # Ctrl-C or a failure of ours: keep the trial, queue the config again
-            trial.set_user_attr(attrs.OUTCOME, Outcome.INTERRUPTED.value)
-            study.tell(trial, state=TrialState.FAIL)
-            self._requeue(study, trial.params, trial.user_attrs, trial.number)
+            if self._told != trial.number:  # not when it came after the trial had ended
+                trial.set_user_attr(attrs.OUTCOME, Outcome.INTERRUPTED.value)
+                study.tell(trial, state=TrialState.FAIL)
+                self._requeue(study, trial.params, trial.user_attrs, trial.number)
             raise
         if is_baseline and outcome is Outcome.COMPLETE:
             self._record_control(study, trial)
@@ -367,6 +369,7 @@ class Tuner:
         if reason:
             trial.set_user_attr(attrs.REASON, reason)
         study.tell(trial, value if outcome is Outcome.COMPLETE else None, state=outcome.state)
+        self._told = trial.number
         shown = self.settings.objective.show(value) if value is not None else reason
         self._emit(Progress("trial", f"{self._label(trial)} {outcome.value}: {shown}", trial.number, None, value,
                             self._best, self._elapsed(), self.time_left_s()))
