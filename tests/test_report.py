@@ -47,6 +47,8 @@ def test_report_json_has_every_section(report) -> None:
     assert data["summary"]["study"] == "rep" and len(data["trials"]) >= 9
     assert sorted(data["defaults_by_rung"]) == ["0", "1", "2"]
     assert data["latency"]["default"]["readrandom"]["p99"] > 0
+    default_costs = data["summary"]["costs"]["default"]
+    assert default_costs["settle_s"] > 0 and default_costs["recovery_s"] > 0 and default_costs["peak_rss_bytes"] > 0
 
 
 class _Sources(HTMLParser):
@@ -66,6 +68,7 @@ def test_report_is_self_contained(report) -> None:
     sources.feed(text)
     assert sources.external == []  # opens offline: plotly.js is inline, nothing is fetched
     assert "Optimization history" in text and "Kept out of the search" in text
+    assert "What it costs" in text and "recovery" in text and "peak memory" in text  # settle, recovery, memory
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/setup installs it)")

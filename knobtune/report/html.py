@@ -17,6 +17,7 @@ import optuna
 from knobtune.analysis.importance import evaluator_name
 from knobtune.errors import UsageError
 from knobtune.report.report_data import report_data
+from knobtune.report.summary import describe_costs
 
 OUTCOME_STYLE = {  # outcome -> (marker symbol, colour)
     "complete": ("circle", "#1f77b4"), "pruned": ("triangle-down", "#999999"), "timeout": ("x", "#d62728"),
@@ -89,7 +90,17 @@ def _header(data: dict[str, Any]) -> str:
             ("knobtune", str(s["experiment"].get("knobtune_version"))), ("trials", counts or "none")]
     table = "".join(f"<tr><th>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
     return (f"<h1>Study {html.escape(s['study'])}</h1><p class='verdict'>{html.escape(s['verdict'])}</p>"
-            f"<table>{table}</table>{safety}{warnings}")
+            f"<table>{table}</table>{_costs(s)}{safety}{warnings}")
+
+
+def _costs(s: dict[str, Any]) -> str:
+    """Settle time, recovery time and peak memory of the default and the result: what the speedup costs."""
+    how = ("Settled runs: each run's time includes the work it leaves behind (restarted as after a crash, "
+           "flushed or checkpointed, compaction waited for)." if s.get("settled") else
+           "UNSETTLED runs (--unsettled): the work a run leaves behind is not counted.")
+    rows = "".join(f"<tr><th>{role}</th><td>{html.escape(describe_costs(cost))}</td>"
+                   f"<td>{html.escape(str(cost.get('source', '')))}</td></tr>" for role, cost in s.get("costs", {}).items())
+    return f"<h2>What it costs</h2><p>{how}</p>" + (f"<table>{rows}</table>" if rows else "")
 
 
 def _layout(figure: Any, title: str, x: str, y: str, log_y: bool = False) -> Any:
