@@ -69,13 +69,16 @@ def test_tune_show_export_compare(tmp_path: Path) -> None:
     assert summary["left_out"]["disable_wal"] == "durability"
     shown = json.loads(_ok("show", "cli", "--dir", home, "--json"))
     assert shown["counts"] == summary["counts"] and shown["verdict"] == summary["verdict"]
-    assert "kept out of the search" in _ok("show", "cli", "--dir", home)
+    shown_text = _ok("show", "cli", "--dir", home)
+    assert "kept out of the search" in shown_text
+    assert "settled runs" in shown_text and "default: workload" in shown_text and "recovery" in shown_text
 
     exported = json.loads(_ok("export", "cli", "--dir", home, "--format", "json"))
     assert exported["system"] == "rocksdb" and "config" in exported
     options = tmp_path / "OPTIONS.ini"
     _ok("export", "cli", "--dir", home, "--format", "rocksdb-options", "-o", str(options))
     assert "[CFOptions \"default\"]" in options.read_text()
+    assert "# default: workload" in options.read_text() and "peak memory" in options.read_text()
     flags = _ok("export", "cli", "--dir", home, "--format", "db_bench-flags", "--trial", "0")
     assert flags.strip() == ""  # the default changes nothing
 
@@ -90,6 +93,11 @@ def test_tune_show_export_compare(tmp_path: Path) -> None:
     assert compared["candidates"][1]["speedup"]["ratio"] > 0
     assert set(compared["candidates"][0]["latency_us"]) == {"filluniquerandom", "readrandom", "deleterandom"}
     assert compared["candidates"][0]["latency_us"]["readrandom"]["p99"] > 0
+    assert compared["candidates"][0]["costs"]["recovery_s"] > 0 and compared["candidates"][0]["costs"]["peak_rss_bytes"]
+    refused = json.loads(_ok("compare", "rocksdb", "--workload", "put-get-delete", "--records", "3000",
+                             "--config", "default", "--config", str(config), "--repeats", "1", "--dir", home,
+                             "--memory-limit", "100MiB", "--json"))
+    assert "planned memory" in refused["candidates"][1]["failure"]  # 2 x 128 MiB of write buffers
 
 
 def test_error_unknown_knob(tmp_path: Path) -> None:
@@ -143,3 +151,10 @@ def test_other_samplers_run(tmp_path: Path, sampler: str) -> None:
     summary = json.loads(_ok("tune", "rocksdb", "--workload", "put-get-delete", "--records", "2000", "--trials", "3",
                              "--dir", str(tmp_path), "--sampler", sampler, "--verify-top", "0", "--json"))
     assert sum(summary["counts"].values()) == 3
+
+
+def test_error_bad_limits(tmp_path: Path) -> None:
+    base = ("tune", "rocksdb", "--workload", "put-get-delete", "--trials", "1", "--dir", str(tmp_path))
+    assert "--memory-limit 'lots' is not a size" in _error(*base, "--memory-limit", "lots")
+    assert "--max-recovery-time '0s' is not a positive duration" in _error(*base, "--max-recovery-time", "0s")
+    assert "--memory-limit is too low for the default config" in _error(*base, "--memory-limit", "10MiB")
