@@ -11,6 +11,7 @@ import typer
 from knobtune import console
 from knobtune.errors import KnobtuneError, UsageError
 from knobtune.knobs import load_catalog
+from knobtune.knobs.baseline import Machine, compute_baseline, disk_detection
 from knobtune.knobs.units import parse_bytes, parse_duration_s
 from knobtune.report import export_config, load_config_file, summarize, write_report
 from knobtune.report.summary import describe_costs
@@ -271,6 +272,37 @@ def compare(
     console.out.print(f"noise of {comparison.baseline.candidate.label}: {comparison.noise * 100:.1f}%; "
                       + ("settled runs (each includes reopening, flushing and compacting the store)" if not unsettled
                          else "UNSETTLED runs: raw window, the work a run leaves behind is not counted"))
+
+
+@app.command()
+def baseline(
+    system: str,
+    profile: Annotated[str, typer.Option(help="PGTune's database type: web, oltp, dw, desktop or mixed.")],
+    disk: Annotated[Optional[str], typer.Option(help="ssd, hdd or san (default: hdd when a disk here says it spins, else ssd).")] = None,
+    connections: Annotated[Optional[int], typer.Option(help="Client connections expected (default: the profile's max_connections).")] = None,
+    json_output: JsonOption = False,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write it as JSON, for `compare --config FILE`.")] = None,
+) -> None:
+    """The heuristic config users start from (PGTune for PostgreSQL), computed for this machine, to compare against.
+
+    Example: knobtune baseline postgresql --profile oltp -o pgtune.json
+    """
+    result = compute_baseline(system, Machine.from_host(disk, connections), profile)
+    told = [disk_detection()] if disk is None else []
+    if output:
+        try:
+            output.write_text(result.to_json())
+        except OSError as exc:
+            raise UsageError(f"cannot write {output} ({exc.strerror}). Fix: choose a writable path for -o") from None
+        told.append(f"wrote {output}; measure it: knobtune compare {system} --workload pgbench-tpcb "
+                    f"--config default --config {output}")
+    for line in told:
+        console.err.print(line, markup=False)
+    if json_output:
+        console.print_json(result.to_dict())
+        return
+    for line in result.describe():
+        console.out.print(line, markup=False)
 
 
 @app.command()
