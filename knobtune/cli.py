@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from collections.abc import Callable
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -338,26 +339,27 @@ def _candidate(label: str, catalog, store):  # noqa: ANN001, ANN202
 
 
 def _duration(text: str | None, option: str = "--time") -> float | None:
-    if text is None:
-        return None
-    try:
-        seconds = parse_duration_s(text)
-    except ValueError as exc:
-        raise UsageError(f"{option} {exc}") from None
-    if seconds <= 0:
-        raise UsageError(f"{option} {text!r} is not a positive duration. Fix: write e.g. 30s or 10m")
-    return seconds
+    return _positive(option, text, parse_duration_s, "duration", "30s or 10m")
 
 
 def _bytes_option(option: str, text: str | None) -> int | None:
+    return _positive(option, text, parse_bytes, "size", "2GiB")
+
+
+def _positive(option: str, text: str | None, parse: Callable[[str], Any], what: str, example: str) -> Any:
+    """``text`` parsed by ``parse``; None when not given.
+
+    Raises:
+        UsageError: it does not parse, or is not above zero.
+    """
     if text is None:
         return None
     try:
-        value = parse_bytes(text)
+        value = parse(text)
     except ValueError as exc:
         raise UsageError(f"{option} {exc}") from None
     if value <= 0:
-        raise UsageError(f"{option} {text!r} is not a positive size. Fix: write e.g. 2GiB")
+        raise UsageError(f"{option} {text!r} is not a positive {what}. Fix: write e.g. {example}")
     return value
 
 
