@@ -126,6 +126,13 @@ def tune(
     """
     if trials is None and time is None:
         raise UsageError("no budget given. Fix: add --trials N or --time 20m")
+    _at_least("--trials", trials, 1, "e.g. --trials 50")
+    _at_least("--records", records, 1, "e.g. --records 100000, or leave it out for the workload's own size")
+    _at_least("--repeats", repeats, 0, "e.g. --repeats 5 (0: no verification)")
+    _at_least("--verify-top", verify_top, 0, "e.g. --verify-top 3 (0: no verification)")
+    _at_least("--control-every", control_every, 0, "e.g. --control-every 10 (0: never)")
+    _at_least("--reduction-factor", reduction_factor, 2, "e.g. --reduction-factor 3 (halving keeps 1/N per rung)")
+    _at_least("--timeout-factor", timeout_factor, 1.0, "e.g. --timeout-factor 3 (a run may take 3x the default's time)")
     catalog = load_catalog(system)
     spec = load_workload(workload)
     if records is not None:
@@ -137,7 +144,7 @@ def tune(
     driver = resolve_driver(catalog.system, driver)
     spec.driver(driver)  # the workload must say how this driver runs it
     space = build_space(catalog, knob_list, allow_unsafe, fmt=driver)
-    goal = Objective(objective) if objective else spec.objective
+    goal = _objective(objective) or spec.objective
     settings = TuneSettings(
         study_name=study or f"{catalog.system}-{spec.name}", catalog=catalog, workload=spec, space=space,
         objective=goal, driver=driver, sampler=sampler, seed=seed, trials=trials,
@@ -237,10 +244,12 @@ def compare(
     """
     if len(config) < 2:
         raise UsageError("compare needs at least two --config. Fix: e.g. --config default --config best.json")
+    _at_least("--repeats", repeats, 1, "e.g. --repeats 5")
+    _at_least("--records", records, 1, "e.g. --records 100000, or leave it out for the workload's own size")
     catalog = load_catalog(system)
     spec = load_workload(workload)
     spec = spec.scaled(records) if records else spec
-    goal = Objective(objective) if objective else spec.objective
+    goal = _objective(objective) or spec.objective
     store = open_store(directory, storage)
     candidates = [_candidate(label, catalog, store) for label in config]
     with make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
@@ -336,6 +345,21 @@ def _candidate(label: str, catalog, store):  # noqa: ANN001, ANN202
         return Candidate(label, summary.result_config), catalog.config(summary.result_config)
     changed = load_config_file(Path(label))
     return Candidate(label, changed), catalog.config(changed)
+
+
+def _at_least(option: str, value: float | None, least: float, fix: str) -> None:
+    if value is not None and value < least:
+        raise UsageError(f"{option} {value:g} is below {least:g}. Fix: {fix}")
+
+
+def _objective(name: str | None) -> Objective | None:
+    if name is None:
+        return None
+    try:
+        return Objective(name)
+    except ValueError:
+        raise UsageError(f"--objective '{name}' is not an objective. "
+                         f"Fix: use one of {', '.join(o.value for o in Objective)}") from None
 
 
 def _duration(text: str | None, option: str = "--time") -> float | None:

@@ -46,7 +46,8 @@ class StudyStore:
         try:
             return optuna.storages.get_storage(self.url)
         except Exception as exc:  # Optuna raises many kinds for a bad URL
-            raise StorageError(f"cannot open storage '{self.url}': {exc}. "
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StorageError(f"cannot open storage '{self.url}': {first_line}. "
                                "Fix: give a valid Optuna storage URL (e.g. sqlite:///studies.db)") from None
 
     def load(self, study_name: str) -> optuna.Study:

@@ -158,3 +158,26 @@ def test_error_bad_limits(tmp_path: Path) -> None:
     assert "--memory-limit 'lots' is not a size" in _error(*base, "--memory-limit", "lots")
     assert "--max-recovery-time '0s' is not a positive duration" in _error(*base, "--max-recovery-time", "0s")
     assert "--memory-limit is too low for the default config" in _error(*base, "--memory-limit", "10MiB")
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("--objective", "nosuch", "--objective 'nosuch' is not an objective"),
+    ("--reduction-factor", "1", "--reduction-factor 1 is below 2"),
+    ("--trials", "0", "--trials 0 is below 1"),
+    ("--trials", "-3", "--trials -3 is below 1"),
+    ("--records", "-5", "--records -5 is below 1"),
+    ("--repeats", "-1", "--repeats -1 is below 0"),
+    ("--timeout-factor", "0", "--timeout-factor 0 is below 1"),
+    ("--time", "0s", "--time '0s' is not a positive duration"),
+])
+def test_error_bad_numbers_are_one_line(option: str, value: str, message: str, tmp_path: Path) -> None:
+    args = ["tune", "rocksdb", "--workload", "put-get-delete", "--dir", str(tmp_path), option, value]
+    if option != "--trials":
+        args += ["--trials", "1"]
+    assert message in _error(*args)
+
+
+def test_error_unopenable_storage_is_one_line(tmp_path: Path) -> None:
+    line = _error("tune", "rocksdb", "--workload", "put-get-delete", "--trials", "1", "--dir", str(tmp_path),
+                  "--storage", "sqlite:////proc/nope/s.db")
+    assert "cannot open storage" in line and "sqlalche.me" not in line

@@ -159,6 +159,8 @@ def _classify_exit(returncode: int, text: str) -> tuple[FailureKind, str]:
         return FailureKind.TOOL, f"the machine failed: {message}"
     if returncode < 0:
         return FailureKind.CRASH, f"kvbench died of signal {-returncode}: {message}"
-    if returncode in (2, 3):
-        return FailureKind.REFUSED, f"{'the store' if returncode == 3 else 'kvbench'} refused the config: {message}"
+    if returncode == 3:
+        return FailureKind.REFUSED, f"the store refused the config: {message}"
+    if returncode == 2:  # kvbench's own input (arguments, spec, an option name we spelled): ours, never the config's
+        return FailureKind.TOOL, f"kvbench rejected its input (a knobtune bug): {message}"
     return FailureKind.CRASH, f"kvbench failed (status {returncode}): {message}"

@@ -347,6 +347,8 @@ class Tuner:
         except RunFailure as failure:
             result = {"failure": Outcome.of_failure(failure.kind).value, "reason": failure.reason,
                       "log": str(failure.log_path or log)}
+        except OSError as exc:  # a folder removed, a disk full: the machine's or our failure, never the config's
+            result = {"failure": Outcome.TOOL.value, "reason": f"the machine or knobtune failed: {exc}", "log": str(log)}
         trial.set_user_attr(attrs.rung_key(rung.index), result)
         return result
 

@@ -73,6 +73,9 @@ struct DriverKeys {
   int64_t skiplist_height = 4, skiplist_branching_factor = 4;
 };
 
+// RocksDB's string-map API says "Could not find option" for a name no option struct has.
+bool unknown_option(const rocksdb::Status& s) { return s.ToString().find("Could not find option") != std::string::npos; }
+
 bool take_driver_key(const std::string& key, const std::string& value, DriverKeys* d) {
   if (key == "block_cache_size") d->block_cache_size = parse_uint(key, value);
   else if (key == "bloom_bits") d->bloom_bits = parse_uint(key, value);
@@ -91,7 +94,7 @@ void apply_memtable(const DriverKeys& d, rocksdb::Options* options) {
     options->memtable_factory.reset(new rocksdb::VectorRepFactory());
     return;
   }
-  if (d.prefix_size == 0) throw ConfigError("prefix_size must be > 0 for memtablerep " + d.memtablerep, false);
+  if (d.prefix_size == 0) throw ConfigError("prefix_size must be > 0 for memtablerep " + d.memtablerep, true);
   options->prefix_extractor.reset(rocksdb::NewFixedPrefixTransform(d.prefix_size));
   if (d.memtablerep == "hash_skiplist" || d.memtablerep == "prefix_hash")
     options->memtable_factory.reset(rocksdb::NewHashSkipListRepFactory(
@@ -117,13 +120,18 @@ std::unique_ptr<Engine> open_rocksdb(const std::string& path, const Config& conf
   for (const auto& [key, value] : config) {
     if (take_driver_key(key, value, &driver)) continue;
     std::unordered_map<std::string, std::string> one{{key, value}};
-    if (rocksdb::GetDBOptionsFromMap(parse, rocksdb::DBOptions(), one, &db_probe).ok()) db_map[key] = value;
-    else if (rocksdb::GetColumnFamilyOptionsFromMap(parse, rocksdb::ColumnFamilyOptions(), one, &cf_probe).ok())
-      cf_map[key] = value;
-    else if (rocksdb::GetBlockBasedTableOptionsFromMap(parse, rocksdb::BlockBasedTableOptions(), one, &table_probe).ok())
-      table_map[key] = value;
+    rocksdb::Status as_db = rocksdb::GetDBOptionsFromMap(parse, rocksdb::DBOptions(), one, &db_probe);
+    rocksdb::Status as_cf = rocksdb::GetColumnFamilyOptionsFromMap(parse, rocksdb::ColumnFamilyOptions(), one, &cf_probe);
+    rocksdb::Status as_table =
+        rocksdb::GetBlockBasedTableOptionsFromMap(parse, rocksdb::BlockBasedTableOptions(), one, &table_probe);
+    if (as_db.ok()) db_map[key] = value;
+    else if (as_cf.ok()) cf_map[key] = value;
+    else if (as_table.ok()) table_map[key] = value;
+    else if (unknown_option(as_db) && unknown_option(as_cf) && unknown_option(as_table))
+      throw ConfigError("RocksDB has no option '" + key + "'", false);  // our spelling: a bad input (exit 2)
     else
-      throw ConfigError("RocksDB option '" + key + "' is unknown or its value '" + value + "' is invalid", false);
+      throw ConfigError("RocksDB refused " + key + "=" + value + ": " + (unknown_option(as_db) ? (unknown_option(as_cf)
+                        ? as_table : as_cf) : as_db).ToString(), true);  // the value: the config's fault (exit 3)
   }
   rocksdb::DBOptions db_options;
   rocksdb::ColumnFamilyOptions cf_options;

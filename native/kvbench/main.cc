@@ -4,10 +4,10 @@
 //   kvbench --engine rocksdb|leveldb --db DIR --settle SETTLE.json [--result OUT.json]
 // --crash-at-end 1 ends the process with SIGKILL once the result is written, leaving the store as a crash
 // would. --settle reopens such a store, times it until it answers, flushes it and waits for its compaction.
-// Exit codes: 0 ok (settled); 2 bad input (args, spec, unknown option, bad value, no store to settle);
-// 3 the store refused the config (or did not reopen); 4 I/O error during the run; 5 not settled within the
-// settle spec's compaction_limit_s (the result is still written). Errors are one line on stderr starting
-// "kvbench: error:".
+// Exit codes: 0 ok (settled); 2 bad input (args, spec, an option name the store lacks, unparsable text,
+// no store to settle): the caller's bug, not the config's; 3 the store refused the config (or did not
+// reopen); 4 I/O error during the run; 5 not settled within the settle spec's compaction_limit_s (the
+// result is still written). Errors are one line on stderr starting "kvbench: error:".
 #include <csignal>
 #include <fstream>
 #include <iostream>
