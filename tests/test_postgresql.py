@@ -125,6 +125,12 @@ def test_a_two_trial_study_end_to_end(postgresql, store) -> None:
     assert "ALTER SYSTEM SET" in export_config(summary, postgresql, "alter-system",
                                                {"work_mem": 8 * 2**20}) or summary.result_trial is None
     assert study.user_attrs[attrs.SETTLED] is True
+    verification = study.user_attrs[attrs.VERIFICATION]
+    if verification.get("candidates"):  # PGTune for this machine is measured beside the default and the result
+        pgtune = next(c for c in verification["candidates"] if c["label"] == "pgtune (oltp)")
+        assert pgtune["reference"] and pgtune["config"]["shared_buffers"] > 128 * 2**20
+        assert "beside it, pgtune (oltp)" in verification["verdict"]
+        assert verification["winner"] != "pgtune (oltp)"
     assert _live_servers() == []
 
 

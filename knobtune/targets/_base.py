@@ -236,3 +236,7 @@ class Target(abc.ABC):
     def twin(self) -> Target | None:
         """A target like this one that runs the workload's verifiable twin, or None when it has none."""
         return None
+
+    def baselines(self) -> dict[str, dict[str, Value]]:
+        """Heuristic configs users start from (label -> changed knobs), verified beside the default and the result."""
+        return {}

@@ -36,6 +36,7 @@ from typing import Any
 
 from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
+from knobtune.knobs.baseline import Machine, compute_baseline
 from knobtune.knobs.units import human_bytes
 from knobtune.storage import pid_alive
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target
@@ -97,6 +98,12 @@ class PostgresTarget(Target):
     def version(self) -> str:
         out = subprocess.run([str(PG_BIN / "postgres"), "--version"], capture_output=True, text=True, check=False)
         return out.stdout.strip().split()[-1] if out.stdout.strip() else "unknown"
+
+    def baselines(self) -> dict[str, dict[str, Value]]:
+        """PGTune for this machine, with the workload's profile (``baseline_profile``, oltp unless it says)."""
+        profile = str(self.workload.driver(self.driver).get("baseline_profile", "oltp"))
+        tuned = compute_baseline(self.system, Machine.from_host(), profile)
+        return {f"pgtune ({profile})": dict(self.catalog.changed(self.catalog.config(tuned.config)))}
 
     # ------------------------------------------------------------ life
 

@@ -42,7 +42,8 @@ def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, lo
     catalog, objective = settings.catalog, settings.objective
     top = top_trials(study, settings.verify_top)
     previous = study.user_attrs.get(attrs.VERIFICATION) or {}
-    verified_before = {c["label"] for c in previous.get("candidates", [])} | set(previous.get("rejected", {}))
+    verified_before = ({c["label"] for c in previous.get("candidates", []) if not c.get("reference")}
+                       | set(previous.get("rejected", {})))
     if top and verified_before == {DEFAULT_LABEL} | {f"trial {t.number}" for t in top} \
             and previous.get("repeats") == settings.verify_repeats:
         note(f"the same candidates were verified before: {previous['verdict']}")
@@ -58,7 +59,10 @@ def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, lo
             note(f"{label} rejected by the verifiable twin: {failure}")
             continue
         candidates.append((Candidate(label, trial.user_attrs[attrs.CONFIG]), config))
-    if len(candidates) == 1:
+    tuned = len(candidates) - 1
+    candidates += [(Candidate(label, changed, reference=True), catalog.config(changed))
+                   for label, changed in target.baselines().items()]
+    if tuned == 0:
         why = (f"every candidate failed the verifiable twin ({'; '.join(rejected.values())})" if rejected
                else "no sampled config completed every rung")
         result = {"verdict": f"no candidate to verify: {why}; keep the default", "rejected": rejected}
@@ -66,7 +70,7 @@ def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, lo
         note(result["verdict"])
         return result
     timeout_s = _limit_s(study, settings)
-    note(f"verifying {len(candidates) - 1} candidate(s) against the default: {settings.verify_repeats} "
+    note(f"verifying {tuned} candidate(s) against the default{_beside(candidates)}: {settings.verify_repeats} "
          f"interleaved runs each at {settings.workload.full}")
 
     def on_run(repeat: int, runs: object, value: float | None) -> None:
@@ -83,8 +87,21 @@ def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, lo
     return result
 
 
+def _beside(candidates: list) -> str:
+    references = [c.label for c, _ in candidates if c.reference]
+    return f" and beside {', '.join(references)}" if references else ""
+
+
 def verdict(comparison: Comparison) -> str:
-    """One sentence a user can act on."""
+    """One sentence a user can act on (and how the heuristic baselines did beside it)."""
+    return _tuned_verdict(comparison) + "".join(
+        f"; beside it, {r.candidate.label} " + (f"is {s.ratio:.2f}x the default (95% CI {s.ci_low:.2f}-{s.ci_high:.2f})"
+                                                if (s := comparison.speedups.get(r.candidate.label))
+                                                else f"failed: {r.failure}")
+        for r in comparison.runs if r.candidate.reference)
+
+
+def _tuned_verdict(comparison: Comparison) -> str:
     noise = f"noise {comparison.noise * 100:.1f}%"
     runs = f"medians of {comparison.repeats} interleaved runs"
     winner = comparison.winner()
@@ -92,7 +109,8 @@ def verdict(comparison: Comparison) -> str:
         s = comparison.speedups[winner.candidate.label]
         return (f"{winner.candidate.label} is {s.ratio:.2f}x the default "
                 f"(95% CI {s.ci_low:.2f}-{s.ci_high:.2f}, {noise}, {runs})")
-    measured = {label: s for label, s in comparison.speedups.items()}
+    measured = {r.candidate.label: comparison.speedups[r.candidate.label] for r in comparison.runs[1:]
+                if not r.candidate.reference and r.candidate.label in comparison.speedups}
     if not measured:
         return f"no candidate finished its verification runs; keep the default ({noise})"
     label, best = max(measured.items(), key=lambda item: item[1].ratio)

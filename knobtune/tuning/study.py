@@ -65,6 +65,7 @@ class Tuner:
         self._best: float | None = None
         self._verification_reserve_s = 0.0
         self._told: int | None = None  # the last trial told to Optuna
+        self._references = 0  # heuristic baselines the verification runs beside the candidates
 
     # ------------------------------------------------------------ the whole study
 
@@ -79,6 +80,7 @@ class Tuner:
         target = make_target(s.catalog, s.workload, self.store.worker_scratch(), s.driver, settle=s.settle,
                              memory_limit_bytes=s.memory_limit_bytes)
         with target:  # checks the tools before anything is stored
+            self._references = len(target.baselines())
             study = self._open_study()
             self._recover_interrupted(study)
             self._record_experiment(study, target)
@@ -208,7 +210,7 @@ class Tuner:
         base = self._baseline(study).get(str(s.workload.full.index))
         if s.time_budget_s is None or base is None or s.verify_top <= 0:
             return
-        estimate = (s.verify_top + 1) * s.verify_repeats * base["elapsed_s"] * 1.2
+        estimate = (s.verify_top + 1 + self._references) * s.verify_repeats * base["elapsed_s"] * 1.2
         self._verification_reserve_s = min(estimate, s.time_budget_s / 2)
 
     def _rung_limit_s(self, study: optuna.Study, rung: Rung) -> float | None:

@@ -22,6 +22,7 @@ from knobtune.workloads import Objective, Rung
 class Candidate:
     label: str
     config: Mapping[str, Value]
+    reference: bool = False  # measured beside the others (a heuristic baseline), never the winner
 
 
 @dataclass
@@ -80,7 +81,7 @@ class Comparison:
     def winner(self) -> CandidateRuns | None:
         """The candidate with the best median among those significantly better than the baseline."""
         better = [r for r in self.runs[1:] if r.failure is None and r.candidate.label in self.speedups
-                  and self.speedups[r.candidate.label].significant]
+                  and self.speedups[r.candidate.label].significant and not r.candidate.reference]
         return max(better, key=lambda r: self.speedups[r.candidate.label].ratio, default=None)
 
     def to_dict(self) -> dict[str, object]:
@@ -92,6 +93,7 @@ class Comparison:
             "candidates": [
                 {
                     "label": r.candidate.label,
+                    "reference": r.candidate.reference,
                     "config": dict(r.candidate.config),
                     "values": r.values,
                     "median": r.median,
