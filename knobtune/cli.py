@@ -280,7 +280,7 @@ def compare(
             console.out.print(f"    {phase} latency (µs, median of runs): "
                               + ", ".join(f"{k} {v:,.1f}" for k, v in percentiles.items()))
     console.out.print(f"noise of {comparison.baseline.candidate.label}: {comparison.noise * 100:.1f}%; "
-                      + ("settled runs (each includes reopening, flushing and compacting the store)" if not unsettled
+                      + ("settled runs (each includes the work it leaves behind: restart as after a crash, flush or checkpoint, compaction)" if not unsettled
                          else "UNSETTLED runs: raw window, the work a run leaves behind is not counted"))
 
 

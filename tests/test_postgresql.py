@@ -150,3 +150,15 @@ def test_no_server_is_left_after_knobtune_is_killed(tmp_path: Path) -> None:
     while time.monotonic() < deadline and _live_servers():
         time.sleep(0.2)
     assert _live_servers() == [], "a postgres process outlived knobtune"
+
+
+def test_ycsb_a_runs_over_a_usertable_and_checks_every_record_is_there(postgresql, tmp_path: Path) -> None:
+    workload = tiny("ycsb-a", 2000)  # 2,000 records, 4,000 operations at full size
+    with make_target(postgresql, workload, tmp_path / "scratch") as target:
+        target.apply(postgresql.defaults())
+        measurement = target.run(workload.rungs[1], timeout_s=120, log_path=tmp_path / "run.log", seed=1)
+    (phase,) = measurement.phases
+    assert phase.ops == workload.rungs[1].operations and phase.p99_us > 0
+    assert measurement.verified and measurement.settle.recovery_s > 0
+    argv = (tmp_path / "run.log").read_text()
+    assert "ycsb" in phase.name and "transaction type: multiple scripts" in argv

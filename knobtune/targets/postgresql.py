@@ -49,6 +49,7 @@ PG_USER = "postgres"
 DB_USER, DB_NAME = "bench", "postgres"
 INSTALL_HINT = "Fix: install it with `apt-get install postgresql-15` (the README's set-up does this)"
 HOME_PREFIX = "knobtune-pg-"
+SCRIPT_DIR = Path(__file__).resolve().parents[1] / "workloads" / "pgbench"  # loaders and scripts we ship
 READY_LIMIT_S = 120.0  # start-up (or crash recovery) may take this long before the run fails
 _POLL_S = 0.02
 _TPS = re.compile(r"number of transactions actually processed: (\d+)")
@@ -77,7 +78,16 @@ class PostgresTarget(Target):
         if twin:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin for pgbench")
         section = workload.driver(self.driver)
-        self.script = str(section.get("script", "tpcb-like"))
+        self.scripts: dict[str, float] = {str(k): float(v) for k, v in section.get("scripts", {}).items()}
+        self.load = str(section.get("load", "pgbench"))
+        if self.load not in ("pgbench", *(p.stem.removesuffix("-load") for p in SCRIPT_DIR.glob("*-load.sql"))):
+            raise WorkloadError(f"workload '{workload.name}': [drivers.pgbench] load = '{self.load}' is unknown. "
+                                "Fix: use pgbench, or a loader in knobtune/workloads/pgbench/ (NAME-load.sql)")
+        for name in self.scripts:
+            if not (SCRIPT_DIR / f"{name}.sql").exists():
+                raise WorkloadError(f"workload '{workload.name}': pgbench script '{name}' is not in {SCRIPT_DIR}. "
+                                    "Fix: name a shipped script (e.g. ycsb-read) or drop it")
+        self.script = str(section.get("script", "tpcb-like")) if not self.scripts else workload.name
         self.scale, self.clients = int(section.get("scale", 1)), int(section.get("clients", 1))
         self.threads = int(section.get("threads", 1))
         self.check = section.get("check")
@@ -88,7 +98,7 @@ class PostgresTarget(Target):
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
-        return section.get("check") == "tpcb"
+        return section.get("check") in ("tpcb", "rows")
 
     @classmethod
     def installed(cls) -> str | None:
@@ -124,8 +134,12 @@ class PostgresTarget(Target):
         self._as_postgres([str(PG_BIN / "initdb"), "-D", str(pristine), "-A", "trust", "-U", DB_USER, "--no-sync"],
                           logs / "initdb.log", "initdb")
         self._start(pristine, {}, logs / "load-server.log")
-        self._client([str(PG_BIN / "pgbench"), "-i", "-q", "-s", str(self.scale), *self._connection()],
-                     logs / "load.log", "loading the data (pgbench -i)", timeout_s=1800)
+        if self.load == "pgbench":
+            load = [str(PG_BIN / "pgbench"), "-i", "-q", "-s", str(self.scale), *self._connection()]
+        else:
+            load = [str(PG_BIN / "psql"), *self._connection(), "-v", "ON_ERROR_STOP=1", "-v",
+                    f"records={self.workload.records}", "-f", str(SCRIPT_DIR / f"{self.load}-load.sql")]
+        self._client(load, logs / "load.log", f"loading the data ({self.load})", timeout_s=1800)
         self._stop_server(clean=True)
 
     def close(self) -> None:
@@ -180,7 +194,7 @@ class PostgresTarget(Target):
                       p50_us=workload.p50_us, p99_us=workload.p99_us, p999_us=workload.p999_us, max_us=workload.max_us)
         elapsed = workload.elapsed_s + (settle.settle_s if settle else 0.0)
         return Measurement(elapsed_s=elapsed, phases=(phase,), measured=(self.script,), log_path=log_path,
-                           verified=self.check == "tpcb", settle=settle, peak_rss_bytes=memory.peak_bytes)
+                           verified=self.check in ("tpcb", "rows"), settle=settle, peak_rss_bytes=memory.peak_bytes)
 
     def _restore(self) -> Path:
         """A fresh copy of the pristine data directory (owner and modes kept), outside the measured time."""
@@ -193,11 +207,14 @@ class PostgresTarget(Target):
         return data
 
     def _pgbench(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int) -> _Pgbench:
-        per_client = max(1, rung.records // self.clients)
+        per_client = max(1, (rung.operations or rung.records) // self.clients)
         latency_dir = log_path.parent / f"{log_path.stem}-latency"
         shutil.rmtree(latency_dir, ignore_errors=True)
         latency_dir.mkdir(parents=True)
-        argv = [str(PG_BIN / "pgbench"), "-n", "-M", "prepared", "-b", self.script, "-c", str(self.clients),
+        what = [arg for name, weight in self.scripts.items()
+                for arg in ("-f", f"{SCRIPT_DIR / name}.sql@{max(1, round(weight * 100))}")] or ["-b", self.script]
+        argv = [str(PG_BIN / "pgbench"), "-n", "-M", "prepared", *what, "-D", f"records={self.workload.records}",
+                "-c", str(self.clients),
                 "-j", str(self.threads), "-t", str(per_client), f"--random-seed={seed}", "-P", "1",
                 "-l", f"--log-prefix={latency_dir / 'tx'}", *self._connection()]
         result = run_logged(argv, log_path=log_path, timeout_s=timeout_s)
@@ -231,7 +248,13 @@ class PostgresTarget(Target):
                       files_by_level=(), sst_bytes=0, wal_bytes_at_open=wal_bytes, reshaped=False, log_path=server_log)
 
     def _check(self, transactions: int, log_path: Path) -> None:
-        """The TPC-B invariants: every balance sum equals the history's, one history row per transaction."""
+        """The workload's data check after the run (and the crash and recovery of the settle)."""
+        if self.check == "rows":
+            rows = int(self._query("SELECT count(*) FROM usertable", log_path.with_suffix(".check.log")))
+            if rows != self.workload.records:
+                raise RunFailure(FailureKind.DATA_LOSS, f"data loss: usertable holds {rows:,} of "
+                                 f"{self.workload.records:,} records", log_path)
+            return
         if self.check != "tpcb":
             return
         query = ("SELECT (SELECT sum(abalance) FROM pgbench_accounts), (SELECT sum(tbalance) FROM pgbench_tellers), "
