@@ -113,25 +113,37 @@ def _rss_bytes(pid: int) -> int:
         return 0
 
 
-def group_pss_bytes(pgid: int) -> int:
-    """Memory held by every process of group ``pgid``, shared pages counted once (the sum of their PSS)."""
-    total = 0
+def tree_pss_bytes(root_pid: int) -> int:
+    """Memory held by ``root_pid`` and all its descendants, shared pages counted once (the sum of their PSS).
+
+    By descent, not process group: PostgreSQL's children leave the postmaster's group (setsid).
+    """
+    children: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-            if int(fields[2]) != pgid:  # the fields after "(comm)": state, ppid, pgrp, ...
-                continue
-            with open(f"/proc/{entry.name}/smaps_rollup", "rb") as rollup:
-                for line in rollup:
-                    if line.startswith(b"Pss:"):
-                        total += int(line.split()[1]) * 1024
-                        break
-        except (OSError, IndexError, ValueError):
-            continue  # it ended while being read
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as stat:
+                    ppid = int(stat.read().rsplit(b")", 1)[1].split()[1])  # after "(comm)": state, ppid, ...
+            except (OSError, IndexError, ValueError):
+                continue  # it ended while being read
+            children.setdefault(ppid, []).append(int(entry.name))
+    total, todo = 0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        total += _pss_bytes(pid)
     return total
+
+
+def _pss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as rollup:
+            for line in rollup:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
 
 
 def stop_group(process: subprocess.Popen[bytes], sig: int = signal.SIGKILL, wait_s: float = 30.0) -> None:

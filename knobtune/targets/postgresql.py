@@ -40,7 +40,7 @@ from knobtune.knobs.baseline import Machine, compute_baseline
 from knobtune.knobs.units import human_bytes
 from knobtune.storage import pid_alive
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target
-from knobtune.targets._process import group_pss_bytes, run_logged, spawn, stop_group
+from knobtune.targets._process import tree_pss_bytes, run_logged, spawn, stop_group
 from knobtune.targets.formats import postgresql_settings
 from knobtune.workloads import Rung, Workload
 
@@ -362,7 +362,7 @@ class _MemoryWatch:
 
     def _sample(self) -> None:
         while not self._done.wait(0.1):
-            self.peak_bytes = max(self.peak_bytes, group_pss_bytes(self.server.pid))
+            self.peak_bytes = max(self.peak_bytes, tree_pss_bytes(self.server.pid))
             if self.limit_bytes is not None and self.peak_bytes > self.limit_bytes:
                 self.over = True
                 stop_group(self.server)  # pgbench then fails on its lost connections
