@@ -118,6 +118,11 @@ def tree_pss_bytes(root_pid: int) -> int:
 
     By descent, not process group: PostgreSQL's children leave the postmaster's group (setsid).
     """
+    return sum(_pss_bytes(pid) for pid in process_tree(root_pid))
+
+
+def process_tree(root_pid: int) -> list[int]:
+    """``root_pid`` and every process descended from it, parents first."""
     children: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
@@ -127,12 +132,12 @@ def tree_pss_bytes(root_pid: int) -> int:
             except (OSError, IndexError, ValueError):
                 continue  # it ended while being read
             children.setdefault(ppid, []).append(int(entry.name))
-    total, todo = 0, [root_pid]
+    tree, todo = [], [root_pid]
     while todo:
         pid = todo.pop()
+        tree.append(pid)
         todo += children.get(pid, [])
-        total += _pss_bytes(pid)
-    return total
+    return tree
 
 
 def _pss_bytes(pid: int) -> int:

@@ -40,7 +40,7 @@ from knobtune.knobs.baseline import Machine, compute_baseline
 from knobtune.knobs.units import human_bytes
 from knobtune.storage import pid_alive
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target
-from knobtune.targets._process import tree_pss_bytes, run_logged, spawn, stop_group
+from knobtune.targets._process import process_tree, run_logged, spawn, stop_group, tree_pss_bytes
 from knobtune.targets.formats import postgresql_settings
 from knobtune.workloads import Rung, Workload
 
@@ -307,7 +307,13 @@ class PostgresTarget(Target):
         """Stop the server: cleanly (a fast shutdown, SIGINT: a checkpoint, data kept) or killed (SIGKILL)."""
         if self._server is None:
             return
+        children = [] if clean else process_tree(self._server.pid)[1:]  # they leave the server's process group
         stop_group(self._server, signal.SIGINT if clean else signal.SIGKILL)
+        for pid in children:  # a clean stop ends them first; after a kill they would linger until they notice
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self._server = None
 
     def _connection(self) -> list[str]:
