@@ -107,6 +107,44 @@ def db_bench_harness(ctx: dict, args: argparse.Namespace, store) -> dict:  # noq
             "speedup_without_sleep": vars(speedup(minus["default"], minus["winner"], False))}
 
 
+def _ratio(speedup: dict | None) -> str:
+    if not speedup:
+        return "-"
+    return f"{speedup['ratio']:.2f}x ({speedup['ci_low']:.2f}-{speedup['ci_high']:.2f})"
+
+
+def _costs(costs: dict) -> str:
+    settle = f"{costs['settle_s']:.2f} s" if costs.get("settle_s") is not None else "-"
+    recovery = f"{costs['recovery_s']:.2f} s" if costs.get("recovery_s") is not None else "-"
+    return f"{settle} / {recovery} / {costs['peak_rss_bytes'] / 2**20:,.0f} MiB"
+
+
+def table(paths: list[Path]) -> str:
+    """The bench/README.md table from result files: one row per study."""
+    rows = ["| workload | study | trials (complete / pruned / timeout) | knobtune's verdict | re-measured settled "
+            "| re-measured unsettled | db_bench flush,waitforcompaction (raw; less its 5 s sleep) "
+            "| default: settle / recovery / peak memory | winner: settle / recovery / peak memory |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for path in paths:
+        data = json.loads(path.read_text())
+        r, args = data["result"], data["args"]
+        counts = r["counts"]
+        harness = r.get("db_bench_harness") or {}
+        if harness.get("failures"):
+            harness_text = "; ".join(f"{k}: {v}" for k, v in harness["failures"].items())
+        elif harness:
+            harness_text = f"{_ratio(harness['speedup'])}; {_ratio(harness['speedup_without_sleep'])}"
+        else:
+            harness_text = "(not db_bench)"
+        settled = r.get("settled", {})
+        rows.append(f"| {args['workload']} | {'settled' if r['settled_study'] else 'unsettled'}, {args['time']} "
+                    f"| {counts['complete']} / {counts['pruned']} / {counts['timeout']} | {r['verdict']} "
+                    f"| {_ratio(settled.get('speedup'))} | {_ratio(r.get('unsettled', {}).get('speedup'))} "
+                    f"| {harness_text} | {_costs(settled['default']['costs']) if settled else '-'} "
+                    f"| {_costs(settled['winner']['costs']) if settled.get('winner', {}).get('values') else '-'} |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--system", default="rocksdb")
@@ -119,7 +157,11 @@ def main() -> None:
     parser.add_argument("--harness-limit-s", type=float, default=90.0)
     parser.add_argument("--dir", type=Path, default=Path("bench/studies"))
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--table", type=Path, nargs="+", default=None, help="print the README table of these results")
     args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
     store = open_store(args.dir)
     result, ctx = run_study(args, store)
     print(json.dumps({k: result[k] for k in ("study", "counts", "verdict", "claimed_speedup", "config")}, default=str),
