@@ -52,6 +52,7 @@ class EmbeddedTarget(Target):
     """A target whose run builds a database, runs the workload on it, then settles it (see the module doc)."""
 
     key_format: str  # how the driver spells record i's key: "kvbench" or "db_bench"
+    _runs = 0  # runs so far: each builds its database in a folder of its own
 
     def open(self) -> None:
         self.scratch_dir.mkdir(parents=True, exist_ok=True)
@@ -65,7 +66,7 @@ class EmbeddedTarget(Target):
                           settle=self.settle, memory_limit_bytes=self.memory_limit_bytes)
 
     def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
-        self._runs = getattr(self, "_runs", 0) + 1
+        self._runs += 1
         db_dir = self.scratch_dir / f"db-{self._runs}"
         shutil.rmtree(db_dir, ignore_errors=True)
         try:
