@@ -237,6 +237,16 @@ class Target(abc.ABC):
         """A target like this one that runs the workload's verifiable twin, or None when it has none."""
         return None
 
+    def crash_check(self, config: Mapping[str, Value], log_dir: Path) -> str | None:
+        """Kill the system in the middle of a run under ``config``; why acknowledged writes were lost, or None.
+
+        Targets whose every run already ends in a crash and a data check may have nothing more to do.
+
+        Raises:
+            RunFailure: the check could not run (the config refused, the machine failed).
+        """
+        return None
+
     def baselines(self) -> dict[str, dict[str, Value]]:
         """Heuristic configs users start from (label -> changed knobs), verified beside the default and the result."""
         return {}

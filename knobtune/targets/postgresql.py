@@ -50,7 +50,8 @@ DB_USER, DB_NAME = "bench", "postgres"
 INSTALL_HINT = "Fix: install it with `apt-get install postgresql-15` (the README's set-up does this)"
 HOME_PREFIX = "knobtune-pg-"
 SCRIPT_DIR = Path(__file__).resolve().parents[1] / "workloads" / "pgbench"  # loaders and scripts we ship
-READY_LIMIT_S = 120.0  # start-up (or crash recovery) may take this long before the run fails
+READY_LIMIT_S = 120.0
+CRASH_AFTER_S = 3.0  # the crash check kills the server this long into a run  # start-up (or crash recovery) may take this long before the run fails
 _POLL_S = 0.02
 _TPS = re.compile(r"number of transactions actually processed: (\d+)")
 _FATAL = re.compile(r"(FATAL|PANIC|ERROR):\s+(.*)")
@@ -114,6 +115,34 @@ class PostgresTarget(Target):
         profile = str(self.workload.driver(self.driver).get("baseline_profile", "oltp"))
         tuned = compute_baseline(self.system, Machine.from_host(), profile)
         return {f"pgtune ({profile})": dict(self.catalog.changed(self.catalog.config(tuned.config)))}
+
+    def crash_check(self, config: Mapping[str, Value], log_dir: Path) -> str | None:
+        """Kill the server mid-run (TPC-B), restart it, and count: every commit pgbench saw must be there."""
+        if self.check != "tpcb" or self._home is None:
+            return None
+        self.apply(config)
+        data = self._restore()
+        latency_dir = log_dir / "crash-check-latency"
+        shutil.rmtree(latency_dir, ignore_errors=True)
+        latency_dir.mkdir(parents=True)
+        try:
+            self._start(data, self._settings, log_dir / "crash-check.server.log")
+            argv = [str(PG_BIN / "pgbench"), "-n", "-M", "prepared", "-b", "tpcb-like", "-c", str(self.clients),
+                    "-j", str(self.threads), "-T", str(int(CRASH_AFTER_S * 10)), "-l",
+                    f"--log-prefix={latency_dir / 'tx'}", *self._connection()]
+            pgbench = spawn(argv, log_path=log_dir / "crash-check.pgbench.log")
+            time.sleep(CRASH_AFTER_S)
+            self._stop_server(clean=False)  # mid-run, commits in flight
+            stop_group(pgbench, signal.SIGTERM, wait_s=60)  # its clients fail on the lost server and it ends
+            acknowledged = sum(1 for path in latency_dir.glob("tx*") for line in path.read_text().splitlines() if line)
+            self._start(data, self._settings, log_dir / "crash-check.recovery.log", refusal=False)
+            rows = int(self._query("SELECT count(*) FROM pgbench_history", log_dir / "crash-check.count.log"))
+        finally:
+            self._stop_server(clean=False)
+        if rows < acknowledged:
+            return (f"the server was killed mid-run after {acknowledged:,} acknowledged commits; after recovery "
+                    f"{rows:,} were there ({acknowledged - rows:,} lost)")
+        return None
 
     # ------------------------------------------------------------ life
 
@@ -304,16 +333,20 @@ class PostgresTarget(Target):
                          log)
 
     def _stop_server(self, clean: bool) -> None:
-        """Stop the server: cleanly (a fast shutdown, SIGINT: a checkpoint, data kept) or killed (SIGKILL)."""
+        """Stop the server: cleanly (a fast shutdown, SIGINT: a checkpoint, data kept) or as a crash would.
+
+        A crash kills the server and every process of its tree at once (its children leave its process
+        group), so none of them gets to write out what is still in shared memory.
+        """
         if self._server is None:
             return
-        children = [] if clean else process_tree(self._server.pid)[1:]  # they leave the server's process group
+        if not clean:
+            for pid in reversed(process_tree(self._server.pid)):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         stop_group(self._server, signal.SIGINT if clean else signal.SIGKILL)
-        for pid in children:  # a clean stop ends them first; after a kill they would linger until they notice
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self._server = None
 
     def _connection(self) -> list[str]:

@@ -82,9 +82,29 @@ def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, lo
                                  objective=objective, seed=settings.seed, log_dir=log_dir, timeout_s=timeout_s,
                                  on_run=on_run)
     result = {**comparison.to_dict(), "rejected": rejected, "verdict": verdict(comparison)}
+    winner = comparison.winner()
+    if winner is not None:
+        lost = _crash_check(target, catalog.config(winner.candidate.config), log_dir, note)
+        if lost:
+            result |= {"winner": None, "crash_check": lost,
+                       "verdict": f"{winner.candidate.label} lost data when the system was killed mid-run ({lost}); "
+                                  "keep the default"}
+        else:
+            result["crash_check"] = "passed"
     study.set_user_attr(attrs.VERIFICATION, result)
     note(result["verdict"])
     return result
+
+
+def _crash_check(target: Target, config: dict, log_dir: Path, note: Callable[[str], None]) -> str | None:
+    """The winner's crash check, if the target has one: a lost acknowledged write rejects it."""
+    try:
+        lost = target.crash_check(config, log_dir)
+    except RunFailure as failure:
+        return f"the crash check could not run: {failure.reason}"
+    if lost:
+        note(f"crash check failed: {lost}")
+    return lost
 
 
 def _beside(candidates: list) -> str:
