@@ -13,6 +13,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from knobtune.errors import KnobtuneError
 from knobtune.targets import RunFailure, Target
 from knobtune.tuning import attrs
 from knobtune.tuning.settings import TuneSettings
@@ -50,10 +51,12 @@ def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, lo
         return previous
     candidates = [(Candidate(DEFAULT_LABEL, {}), catalog.defaults())]
     rejected: dict[str, str] = {}
+    twin = target.twin() if top else None
+    twin_limit_s = _twin_limit_s(twin, settings, log_dir, note) if twin else None
     for trial in top:
         label = f"trial {trial.number}"
         config = catalog.config(trial.user_attrs[attrs.CONFIG])
-        failure = _twin_check(settings, target, config, log_dir / f"twin-{trial.number}.log", _limit_s(study, settings))
+        failure = _twin_check(twin, settings, config, log_dir / f"twin-{trial.number}.log", twin_limit_s)
         if failure:
             rejected[label] = failure
             note(f"{label} rejected by the verifiable twin: {failure}")
@@ -144,22 +147,37 @@ def _limit_s(study: optuna.Study, settings: TuneSettings) -> float | None:
     return max(settings.timeout_factor * base["elapsed_s"], settings.min_timeout_s) if base else None
 
 
-def _twin_check(settings: TuneSettings, target: Target, config: dict, log_path: Path,
+def _twin_limit_s(twin: Target, settings: TuneSettings, log_dir: Path, note: Callable[[str], None]) -> float:
+    """The time a candidate's twin run may take: ``timeout_factor`` times the default's own twin run.
+
+    Raises:
+        KnobtuneError: the default config fails its own twin (the workload or the machine is at fault).
+    """
+    with twin:
+        try:
+            twin.apply(settings.catalog.defaults())
+            run = twin.run(settings.workload.full, timeout_s=None, log_path=log_dir / "twin-default.log",
+                           seed=settings.seed)
+        except RunFailure as failure:
+            raise KnobtuneError(f"the default config failed the workload's verifiable twin ({failure.reason}). "
+                                f"Fix: check the workload; raw output in {log_dir}") from None
+    note(f"the default's verifiable twin took {run.elapsed_s:.1f} s")
+    return max(settings.timeout_factor * run.elapsed_s, settings.min_timeout_s)
+
+
+def _twin_check(twin: Target | None, settings: TuneSettings, config: dict, log_path: Path,
                 timeout_s: float | None) -> str | None:
     """Run the workload's verifiable twin once under ``config``; the failure reason, or None if it read back all.
 
-    Its time limit is the workload's own (the twin writes what the workload
-    writes and reads it back once), so a config that never settles cannot hold
-    the verification up.
+    Its time limit is relative to the default's own twin run, so a config that never settles cannot hold the
+    verification up.
     """
-    twin = target.twin()
     if twin is None:
         return None
     with twin:
         try:
             twin.apply(config)
-            twin.run(settings.workload.full, timeout_s=None if timeout_s is None else 2 * timeout_s,
-                     log_path=log_path, seed=settings.seed)
+            twin.run(settings.workload.full, timeout_s=timeout_s, log_path=log_path, seed=settings.seed)
         except RunFailure as failure:
             return failure.reason
     return None

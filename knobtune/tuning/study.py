@@ -66,6 +66,7 @@ class Tuner:
         self._verification_reserve_s = 0.0
         self._told: int | None = None  # the last trial told to Optuna
         self._references = 0  # heuristic baselines the verification runs beside the candidates
+        self._twins = False  # whether the verification first re-checks candidates with the workload's twin
 
     # ------------------------------------------------------------ the whole study
 
@@ -81,6 +82,7 @@ class Tuner:
                              memory_limit_bytes=s.memory_limit_bytes)
         with target:  # checks the tools before anything is stored
             self._references = len(target.baselines())
+            self._twins = target.twin() is not None
             study = self._open_study()
             self._recover_interrupted(study)
             self._record_experiment(study, target)
@@ -210,7 +212,9 @@ class Tuner:
         base = self._baseline(study).get(str(s.workload.full.index))
         if s.time_budget_s is None or base is None or s.verify_top <= 0:
             return
-        estimate = (s.verify_top + 1 + self._references) * s.verify_repeats * base["elapsed_s"] * 1.2
+        runs = (s.verify_top + 1 + self._references) * s.verify_repeats
+        runs += 2 * (s.verify_top + 1) if self._twins else 0  # a twin writes, then reads everything back
+        estimate = runs * base["elapsed_s"] * 1.2
         self._verification_reserve_s = min(estimate, s.time_budget_s / 2)
 
     def _rung_limit_s(self, study: optuna.Study, rung: Rung) -> float | None:
