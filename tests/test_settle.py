@@ -86,20 +86,23 @@ def test_a_settle_that_does_not_finish_is_cut_at_its_limit(tmp_path: Path) -> No
     assert _leftovers(tmp_path) == ""
 
 
-def test_memory_limit_stops_a_run_that_goes_over_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("system", ["rocksdb", "leveldb"])
+def test_memory_limit_stops_a_run_that_goes_over_it(system: str, tmp_path: Path) -> None:
     workload = tiny("fillrandom", 200_000)
+    buffers = BIG_BUFFERS if system == "rocksdb" else {"write_buffer_size": "256MiB"}
     with pytest.raises(RunFailure) as caught:
-        _measure("rocksdb", "kvbench", workload, tmp_path, BIG_BUFFERS, memory_limit_bytes=40 * 2**20)
+        _measure(system, "kvbench", workload, tmp_path, buffers, memory_limit_bytes=40 * 2**20)
     assert caught.value.kind is FailureKind.MEMORY
     assert "over the memory limit of 40.0 MiB" in caught.value.reason
     assert _leftovers(tmp_path) == ""
 
 
 def _settings(catalog, workload, **overrides) -> TuneSettings:
-    values = dict(study_name="s", catalog=catalog, workload=workload,
-                  space=build_space(catalog, ["write_buffer_size", "cache_size"]), objective=workload.objective,
+    values = dict(study_name="s", catalog=catalog, workload=workload, objective=workload.objective,
                   sampler="random", seed=2, trials=4, verify_top=0, verify_repeats=0, control_every=0)
     values.update(overrides)
+    if "space" not in values:
+        values["space"] = build_space(catalog, ["write_buffer_size", "cache_size"])
     return TuneSettings(**values)
 
 
@@ -119,10 +122,14 @@ def test_memory_limit_refuses_configs_planned_over_it_before_running(store) -> N
     assert set(summary.costs["default"]) >= {"settle_s", "recovery_s", "peak_rss_bytes"}
 
 
-def test_max_recovery_time_makes_slow_recoveries_infeasible(store) -> None:
-    catalog = load_catalog("rocksdb")
+@pytest.mark.parametrize("system", ["rocksdb", "leveldb"])
+def test_max_recovery_time_makes_slow_recoveries_infeasible(system: str, store) -> None:
+    catalog = load_catalog(system)
     workload = tiny("put-get-delete", 2000)
-    study = Tuner(_settings(catalog, workload, trials=2, max_recovery_s=1e-6), store).run()
+    knobs = ["write_buffer_size", "cache_size" if system == "rocksdb" else "block_cache_size"]
+    settings = _settings(catalog, workload, trials=2, max_recovery_s=1e-6, space=build_space(catalog, knobs),
+                         driver=None if system == "rocksdb" else "kvbench")
+    study = Tuner(settings, store).run()
     complete = [t for t in study.trials if t.user_attrs.get(attrs.OUTCOME) == Outcome.COMPLETE.value]
     assert complete
     for trial in complete:
