@@ -36,6 +36,8 @@ class Engine {
   virtual uint64_t scan(const std::string& start, uint64_t limit) = 0;
   virtual std::string version() const = 0;
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
+  // Write the memtables to table files and wait (a store without such a call: nothing to do).
+  virtual void flush() {}
 };
 
 using Config = std::map<std::string, std::string>;

@@ -37,6 +37,11 @@ class RocksDbEngine : public Engine {
     return Lookup::kFound;
   }
   void remove(std::string_view key) override { check(db_->Delete(write_, rocksdb::Slice(key.data(), key.size()))); }
+  void flush() override {
+    rocksdb::FlushOptions options;
+    options.wait = true;
+    check(db_->Flush(options));
+  }
   uint64_t scan(const std::string& start, uint64_t limit) override {
     rocksdb::ReadOptions read;
     read.total_order_seek = true;  // a prefix extractor (hash memtables) must not shorten scans

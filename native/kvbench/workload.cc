@@ -86,9 +86,9 @@ PhaseSpec parse_phase(const nlohmann::json& json, size_t index) {
   phase.zipfian_constant = field<double>(json, "zipfian_constant", phase.zipfian_constant, where);
   phase.scan_length_min = field<uint64_t>(json, "scan_length_min", phase.scan_length_min, where);
   phase.scan_length_max = field<uint64_t>(json, "scan_length_max", phase.scan_length_max, where);
-  static const std::vector<std::string> kinds{"fill", "read", "delete", "readseq", "mix"};
+  static const std::vector<std::string> kinds{"fill", "read", "delete", "readseq", "mix", "flush"};
   if (std::find(kinds.begin(), kinds.end(), phase.kind) == kinds.end())
-    throw SpecError(where + "field 'kind' is '" + phase.kind + "'; use fill, read, delete, readseq or mix");
+    throw SpecError(where + "field 'kind' is '" + phase.kind + "'; use fill, read, delete, readseq, mix or flush");
   if (phase.order != "sequential" && phase.order != "shuffled" && phase.order != "random")
     throw SpecError(where + "field 'order' is '" + phase.order + "'; use sequential, shuffled or random");
   if (phase.kind == "mix") {
@@ -311,6 +311,8 @@ nlohmann::json run(Engine& engine, const Spec& spec, double interval_s, std::ost
       run_mix(run, state, seed);
     } else if (phase.kind == "readseq") {
       run.timed(run.op("scan"), [&] { run.keys_seen = engine.scan("", 0); });
+    } else if (phase.kind == "flush") {
+      run.timed(run.op("flush"), [&] { engine.flush(); });
     } else {
       std::string key(spec.key_size, '0');
       const char* name = phase.kind == "fill" ? "put" : phase.kind == "read" ? "get" : "delete";
