@@ -383,7 +383,7 @@ class _Pgbench:
 
 
 class _MemoryWatch:
-    """Samples the memory of the server's processes (PSS, shared buffers counted once) while a run lasts."""
+    """Samples the memory of the server's processes (PSS, shared buffers counted once) every 50 ms of a run."""
 
     def __init__(self, server: subprocess.Popen[bytes], limit_bytes: int | None) -> None:
         self.server, self.limit_bytes = server, limit_bytes
@@ -392,6 +392,7 @@ class _MemoryWatch:
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
     def __enter__(self) -> _MemoryWatch:
+        self.peak_bytes = tree_pss_bytes(self.server.pid)  # the server before the run: a short run may end first
         self._thread.start()
         return self
 
@@ -400,7 +401,7 @@ class _MemoryWatch:
         self._thread.join()
 
     def _sample(self) -> None:
-        while not self._done.wait(0.1):
+        while not self._done.wait(0.05):
             self.peak_bytes = max(self.peak_bytes, tree_pss_bytes(self.server.pid))
             if self.limit_bytes is not None and self.peak_bytes > self.limit_bytes:
                 self.over = True
