@@ -95,7 +95,6 @@ class PostgresTarget(Target):
         self._settings: dict[str, str] = {}
         self._home: Path | None = None
         self._server: subprocess.Popen[bytes] | None = None
-        self._runs = 0
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
@@ -199,7 +198,6 @@ class PostgresTarget(Target):
     def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
         if self._home is None:
             raise RunFailure(FailureKind.TOOL, "the target was not opened")
-        self._runs += 1
         data = self._restore()
         server_log = log_path.with_suffix(".server.log")
         try:
