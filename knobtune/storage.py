@@ -9,8 +9,11 @@ name plus that URL is all it takes to come back to a study.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,11 +47,25 @@ class StudyStore:
             StorageError: the URL cannot be opened.
         """
         try:
-            return optuna.storages.get_storage(self.url)
+            with self._creation_lock():
+                return optuna.storages.get_storage(self.url)
         except Exception as exc:  # Optuna raises many kinds for a bad URL
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StorageError(f"cannot open storage '{self.url}': {first_line}. "
                                "Fix: give a valid Optuna storage URL (e.g. sqlite:///studies.db)") from None
+
+    @contextlib.contextmanager
+    def _creation_lock(self) -> Iterator[None]:
+        """One process at a time creates the SQLite storage in ``home`` (two creating its tables at once race)."""
+        if not self.url.startswith("sqlite:///"):
+            yield
+            return
+        with open(self.home / ".storage.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
     def load(self, study_name: str) -> optuna.Study:
         """An existing study.
