@@ -151,7 +151,8 @@ nlohmann::json settle_leveldb(const std::string& path, const SettleSpec& spec) {
   leveldb::Options options = leveldb_options(spec.config, &cache, &filter);
   options.create_if_missing = false;
   options.error_if_exists = false;
-  SettleTimes t;
+  SettleReport t;
+  t.wal_bytes_at_open = wal_bytes;
   auto start = SettleClock::now();
   leveldb::DB* db = nullptr;
   leveldb::Status s = leveldb::DB::Open(options, path, &db);
@@ -160,6 +161,7 @@ nlohmann::json settle_leveldb(const std::string& path, const SettleSpec& spec) {
     throw ConfigError("the store did not reopen: " + s.ToString(), true);
   }
   auto engine = std::make_unique<LevelDbEngine>(db, cache, filter, false);  // owns db, cache and filter now
+  t.engine_version = engine->version();
   t.open_s = seconds_since(start);
   auto step = SettleClock::now();
   for (const auto& key : probe_keys(spec))
@@ -175,27 +177,15 @@ nlohmann::json settle_leveldb(const std::string& path, const SettleSpec& spec) {
     return quiet_polls < 2;
   };
   const double left_s = spec.compaction_limit_s - seconds_since(start);
-  bool settled = wait_until_settled(pending, step, std::max(left_s, 0.0));
+  t.settled = wait_until_settled(pending, step, std::max(left_s, 0.0));
   t.compaction_s = seconds_since(step);
-  std::string reason;
-  if (!settled) {
-    char text[160];
-    std::snprintf(text, sizeof(text), "compaction still pending after %.1f s (L0 files: %llu)",
-                  seconds_since(start), static_cast<unsigned long long>(last.files[0]));
-    reason = text;
-  }
-  const std::string version = engine->version();
+  t.gave_up_after_s = seconds_since(start);
+  t.files_by_level = last.files;
   step = SettleClock::now();
   engine.reset();  // closing waits for a compaction still running
   t.close_s = seconds_since(step);
-  nlohmann::json result = settle_result(t, settled, reason);
-  result["engine_version"] = version;
-  result["reshaped"] = false;
-  result["original"] = nlohmann::json::object();
-  result["files_by_level"] = last.files;
-  result["sst_bytes"] = bytes_of_files(path, {".ldb", ".sst"});
-  result["wal_bytes_at_open"] = wal_bytes;
-  return result;
+  t.sst_bytes = bytes_of_files(path, {".ldb", ".sst"});
+  return settle_result(t);
 }
 
 }  // namespace kvbench

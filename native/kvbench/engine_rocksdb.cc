@@ -228,7 +228,9 @@ nlohmann::json settle_rocksdb(const std::string& path, const SettleSpec& spec) {
   db_options.create_if_missing = false;
   db_options.error_if_exists = false;
 
-  SettleTimes t;
+  SettleReport t;
+  t.wal_bytes_at_open = wal_bytes;
+  t.engine_version = engine_version();
   auto start = SettleClock::now();
   std::vector<rocksdb::ColumnFamilyHandle*> cfs;
   rocksdb::DB* db = nullptr;
@@ -251,32 +253,19 @@ nlohmann::json settle_rocksdb(const std::string& path, const SettleSpec& spec) {
   if (!s.ok()) throw IoError("flush failed: " + s.ToString());
   t.flush_s = seconds_since(step);
   step = SettleClock::now();
-  bool reshaped = false;
-  nlohmann::json original = reshape(db, cfs, &reshaped);
+  t.original = reshape(db, cfs, &t.reshaped);
   const double left_s = spec.compaction_limit_s - seconds_since(start);
-  bool settled = wait_until_settled([&] { return work_pending(db, cfs); }, step, std::max(left_s, 0.0));
+  t.settled = wait_until_settled([&] { return work_pending(db, cfs); }, step, std::max(left_s, 0.0));
   t.compaction_s = seconds_since(step);
-  std::vector<uint64_t> files = files_by_level(db, db->DefaultColumnFamily());
-  std::string reason;
-  if (!settled) {
-    char text[160];
-    std::snprintf(text, sizeof(text), "compaction still pending after %.1f s (L0 files: %llu)",
-                  seconds_since(start), static_cast<unsigned long long>(files.empty() ? 0 : files[0]));
-    reason = text;
-  }
+  t.gave_up_after_s = seconds_since(start);
+  t.files_by_level = files_by_level(db, db->DefaultColumnFamily());
   step = SettleClock::now();
-  if (!settled) rocksdb::CancelAllBackgroundWork(db, true);
+  if (!t.settled) rocksdb::CancelAllBackgroundWork(db, true);
   for (auto* cf : cfs) db->DestroyColumnFamilyHandle(cf);
   delete db;
   t.close_s = seconds_since(step);
-  nlohmann::json result = settle_result(t, settled, reason);
-  result["engine_version"] = engine_version();
-  result["reshaped"] = reshaped;
-  result["original"] = original;
-  result["files_by_level"] = files;
-  result["sst_bytes"] = bytes_of_files(path, {".sst"});
-  result["wal_bytes_at_open"] = wal_bytes;
-  return result;
+  t.sst_bytes = bytes_of_files(path, {".sst"});
+  return settle_result(t);
 }
 
 }  // namespace kvbench

@@ -1,5 +1,6 @@
 #include "settle.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <random>
 
@@ -35,11 +36,20 @@ void require_store(const std::string& dir) {
     throw NoStoreError("no store to settle at '" + dir + "' (no CURRENT file); run a workload there first");
 }
 
-nlohmann::json settle_result(const SettleTimes& t, bool settled, const std::string& reason) {
-  return {{"settled", settled}, {"reason", reason}, {"open_s", t.open_s}, {"probe_s", t.probe_s},
-          {"recovery_s", t.open_s + t.probe_s}, {"flush_s", t.flush_s}, {"compaction_s", t.compaction_s},
-          {"settle_s", t.open_s + t.probe_s + t.flush_s + t.compaction_s}, {"close_s", t.close_s},
-          {"probe_found", t.found}, {"probe_not_found", t.not_found}};
+nlohmann::json settle_result(const SettleReport& r) {
+  std::string reason;
+  if (!r.settled) {
+    char text[160];
+    std::snprintf(text, sizeof(text), "compaction still pending after %.1f s (L0 files: %llu)", r.gave_up_after_s,
+                  static_cast<unsigned long long>(r.files_by_level.empty() ? 0 : r.files_by_level[0]));
+    reason = text;
+  }
+  return {{"settled", r.settled}, {"reason", reason}, {"open_s", r.open_s}, {"probe_s", r.probe_s},
+          {"recovery_s", r.open_s + r.probe_s}, {"flush_s", r.flush_s}, {"compaction_s", r.compaction_s},
+          {"settle_s", r.open_s + r.probe_s + r.flush_s + r.compaction_s}, {"close_s", r.close_s},
+          {"probe_found", r.found}, {"probe_not_found", r.not_found}, {"reshaped", r.reshaped},
+          {"original", r.original}, {"files_by_level", r.files_by_level}, {"sst_bytes", r.sst_bytes},
+          {"wal_bytes_at_open", r.wal_bytes_at_open}, {"engine_version", r.engine_version}};
 }
 
 }  // namespace kvbench

@@ -41,12 +41,18 @@ uint64_t bytes_of_files(const std::string& dir, const std::vector<std::string>& 
 // Throws NoStoreError unless `dir` holds a store (its CURRENT file).
 void require_store(const std::string& dir);
 
-// The fields every settle result has, from its step timings.
-struct SettleTimes {
+// What one settle measured and left; settle_result() turns it into the result JSON.
+struct SettleReport {
   double open_s = 0, probe_s = 0, flush_s = 0, compaction_s = 0, close_s = 0;
   uint64_t found = 0, not_found = 0;
+  bool settled = true, reshaped = false;
+  double gave_up_after_s = 0;  // since the open, when compaction was still pending at the limit
+  nlohmann::json original = nlohmann::json::object();  // the options a reshape changed (RocksDB)
+  std::vector<uint64_t> files_by_level;
+  uint64_t sst_bytes = 0, wal_bytes_at_open = 0;
+  std::string engine_version;
 };
-nlohmann::json settle_result(const SettleTimes& t, bool settled, const std::string& reason);
+nlohmann::json settle_result(const SettleReport& r);
 
 // Poll `pending` every 10 ms until it is false (true) or `limit_s` has passed since `start` (false).
 template <typename Pending>
