@@ -138,7 +138,7 @@ class EmbeddedTarget(Target):
         process = run_logged(argv, log_path=log_path, timeout_s=limit_s + CLOSE_GRACE_S,
                              memory_limit_bytes=self.memory_limit_bytes)
         self.check_process(process, rung, limit_s + CLOSE_GRACE_S, log_path, what="the settle (reopen, flush, compaction)")
-        report = _read_json(result_path)
+        report = read_result(result_path)
         if report is not None and (process.returncode == _NOT_SETTLED or report.get("settle_s", 0) > limit_s):
             pending = report.get("reason") or "it took " + f"{report.get('settle_s', 0):.1f} s"
             raise RunFailure(FailureKind.TIMEOUT, f"the store did not settle within {limit_s:.1f} s: {pending}",
@@ -158,7 +158,8 @@ class SettleRun:
     peak_rss_bytes: int
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def read_result(path: Path) -> dict[str, Any] | None:
+    """A JSON result file kvbench wrote, or None when the process ended before writing all of it."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):

@@ -158,10 +158,8 @@ def stop_group(process: subprocess.Popen[bytes], sig: int = signal.SIGKILL, wait
     try:
         os.killpg(process.pid, sig)
         process.wait(timeout=wait_s)
-    except ProcessLookupError:
-        pass
-    except subprocess.TimeoutExpired:
-        pass
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        pass  # gone already, or still there: killed below
     _kill_group(process)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from knobtune.errors import ConfigError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_named
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
-from knobtune.targets._embedded import EmbeddedTarget, find_kvbench
+from knobtune.targets._embedded import EmbeddedTarget, find_kvbench, read_result
 from knobtune.targets._process import run_logged
 from knobtune.targets.formats import KVBENCH_CONFIG
 from knobtune.workloads import Rung, Workload
@@ -104,7 +104,7 @@ class KvbenchTarget(EmbeddedTarget):
         outcome = run_logged(argv, log_path=log_path, timeout_s=timeout_s, memory_limit_bytes=self.memory_limit_bytes)
         self.check_process(outcome, rung, timeout_s, log_path)
         ended_as_asked = outcome.returncode == 0 or (self.settle and outcome.returncode == _KILLED_AT_END)
-        result = _read_result(result_path) if ended_as_asked else None
+        result = read_result(result_path) if ended_as_asked else None
         if result is None:
             raise RunFailure(*_classify_exit(outcome.returncode, log_path.read_text(errors="replace")), log_path)
         return self._measurement(result, outcome.elapsed_s, log_path, rung.records, outcome.peak_rss_bytes)
@@ -122,14 +122,6 @@ class KvbenchTarget(EmbeddedTarget):
                                 p999_us=worst.get("p99.9"), max_us=worst.get("max")))
         return Measurement(elapsed_s=elapsed_s, phases=tuple(phases), measured=self.measure, log_path=log_path,
                            verified=any("expect" in p for p in self.phases), peak_rss_bytes=peak_rss_bytes)
-
-
-def _read_result(path: Path) -> dict[str, Any] | None:
-    """kvbench's result file, or None when the run ended before writing all of it."""
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _check(spec: Mapping[str, Any], measured: Mapping[str, Any], log_path: Path, records: int) -> None:

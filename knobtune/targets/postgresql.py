@@ -53,6 +53,7 @@ SCRIPT_DIR = Path(__file__).resolve().parents[1] / "workloads" / "pgbench"  # lo
 READY_LIMIT_S = 120.0
 CRASH_AFTER_S = 3.0  # the crash check kills the server this long into a run  # start-up (or crash recovery) may take this long before the run fails
 _POLL_S = 0.02
+_CHECKS = ("tpcb", "rows")  # the data checks a pgbench workload can ask for (``check``)
 _TPS = re.compile(r"number of transactions actually processed: (\d+)")
 _FATAL = re.compile(r"(FATAL|PANIC|ERROR):\s+(.*)")
 
@@ -98,7 +99,7 @@ class PostgresTarget(Target):
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
-        return section.get("check") in ("tpcb", "rows")
+        return section.get("check") in _CHECKS
 
     @classmethod
     def installed(cls) -> str | None:
@@ -221,7 +222,7 @@ class PostgresTarget(Target):
                       p50_us=workload.p50_us, p99_us=workload.p99_us, p999_us=workload.p999_us, max_us=workload.max_us)
         elapsed = workload.elapsed_s + (settle.settle_s if settle else 0.0)
         return Measurement(elapsed_s=elapsed, phases=(phase,), measured=(self.script,), log_path=log_path,
-                           verified=self.check in ("tpcb", "rows"), settle=settle, peak_rss_bytes=memory.peak_bytes)
+                           verified=self.check in _CHECKS, settle=settle, peak_rss_bytes=memory.peak_bytes)
 
     def _restore(self) -> Path:
         """A fresh copy of the pristine data directory (owner and modes kept), outside the measured time."""
