@@ -64,7 +64,6 @@ class Tuner:
         self._storage = store.storage()
         self._best: float | None = None
         self._verification_reserve_s = 0.0
-        self._told: int | None = None  # the last trial told to Optuna
         self._references = 0  # heuristic baselines the verification runs beside the candidates
         self._twins = False  # whether the verification first re-checks candidates with the workload's twin
 
@@ -156,13 +155,20 @@ class Tuner:
             worker_host, _, pid = worker.rpartition(":")
             if worker_host != host or not pid.isdigit() or pid_alive(int(pid)):
                 continue  # another machine's or a live process's trial
-            trial_id = self._storage.get_trial_id_from_study_id_trial_number(
-                self._storage.get_study_id_from_name(study.study_name), trial.number)
+            trial_id = self._trial_id(study, trial.number)
             self._storage.set_trial_user_attr(trial_id, attrs.OUTCOME, Outcome.INTERRUPTED.value)
             self._storage.set_trial_user_attr(trial_id, attrs.REASON, "knobtune was stopped during this trial")
             study.tell(trial.number, state=TrialState.FAIL)
             self._requeue(study, trial.params, trial.user_attrs, trial.number)
             self._note(f"trial {trial.number} was interrupted; its config is queued again")
+
+    def _trial_id(self, study: optuna.Study, number: int) -> int:
+        return self._storage.get_trial_id_from_study_id_trial_number(
+            self._storage.get_study_id_from_name(study.study_name), number)
+
+    def _still_running(self, study: optuna.Study, number: int) -> bool:
+        """Whether the storage still has trial ``number`` running (not yet told how it ended)."""
+        return self._storage.get_trial(self._trial_id(study, number)).state == TrialState.RUNNING
 
     def _requeue(self, study: optuna.Study, params: dict, user_attrs: dict, number: int) -> None:
         carried = {k: user_attrs[k] for k in (attrs.ROLE,) if k in user_attrs}
@@ -275,7 +281,7 @@ class Tuner:
         try:
             outcome = self._start(study, target, trial, config, digest, is_baseline)
         except BaseException:  # Ctrl-C or a failure of ours: keep the trial, queue the config again
-            if self._told != trial.number:  # not when it came after the trial had ended
+            if self._still_running(study, trial.number):  # Ctrl-C may land after Optuna recorded its end
                 trial.set_user_attr(attrs.OUTCOME, Outcome.INTERRUPTED.value)
                 study.tell(trial, state=TrialState.FAIL)
                 self._requeue(study, trial.params, trial.user_attrs, trial.number)
@@ -377,7 +383,6 @@ class Tuner:
         if reason:
             trial.set_user_attr(attrs.REASON, reason)
         study.tell(trial, value if outcome is Outcome.COMPLETE else None, state=outcome.state)
-        self._told = trial.number
         shown = self.settings.objective.show(value) if value is not None else reason
         self._emit(Progress("trial", f"{self._label(trial)} {outcome.value}: {shown}", trial.number, None, value,
                             self._best, self._elapsed(), self.time_left_s()))
