@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import os
 import socket
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,9 +115,8 @@ def open_store(home: str | Path | None = None, url: str | None = None) -> StudyS
     folder = Path(home or os.environ.get("KNOBTUNE_HOME") or DEFAULT_HOME).expanduser().resolve()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / ".write-test"
-        probe.write_text("ok")
-        probe.unlink()
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):  # one per process: they may race
+            pass
     except OSError as exc:
         raise StorageError(f"cannot write to the studies folder {folder} ({exc.strerror}). "
                            "Fix: choose a writable folder with --dir or KNOBTUNE_HOME") from None
