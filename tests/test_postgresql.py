@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -82,7 +83,7 @@ def test_a_broken_invariant_is_data_loss(postgresql, tmp_path: Path) -> None:
             target._query("UPDATE pgbench_accounts SET abalance = abalance + 7 WHERE aid = 1 RETURNING aid",
                           tmp_path / "corrupt.log")
             with pytest.raises(RunFailure) as caught:
-                target._check(0, tmp_path / "check.log")
+                target._check(Counter(), tmp_path / "check.log")
         finally:
             target._stop_server(clean=False)
     assert caught.value.kind is FailureKind.DATA_LOSS and "TPC-B invariant broken" in caught.value.reason
@@ -175,4 +176,40 @@ def test_a_crash_in_the_middle_of_a_run_loses_no_acknowledged_commit_by_default(
         assert target.crash_check(postgresql.defaults(), tmp_path / "safe") is None
     acknowledged = sum(len(p.read_text().splitlines()) for p in (tmp_path / "safe" / "crash-check-latency").glob("tx*"))
     assert acknowledged > 100, "the server should have been killed while pgbench was committing"
+    assert _live_servers() == []
+
+
+def test_tpcc_runs_its_mix_and_checks_conditions_1_to_4_and_one_history_row_per_payment(postgresql,
+                                                                                        tmp_path: Path) -> None:
+    workload = tiny("tpcc", 1500)  # 2 warehouses (loaded once, ~10 s), 1,500 transactions at full size
+    with make_target(postgresql, workload, tmp_path / "scratch") as target:
+        target.apply(postgresql.defaults())
+        measurement = target.run(workload.full, timeout_s=120, log_path=tmp_path / "run.log", seed=1)
+        assert measurement.verified and measurement.settle.recovery_s > 0
+        (phase,) = measurement.phases
+        assert phase.ops == 1500 and phase.p99_us > 0
+        log = (tmp_path / "run.log").read_text()
+        for script in ("new-order", "payment", "order-status", "delivery", "stock-level"):
+            assert f"tpcc-{script}.sql" in log
+        assert "number of failed transactions: 0 " in log
+
+        assert target.crash_check(postgresql.defaults(), tmp_path / "crash") is None
+        lines = [line.split() for p in (tmp_path / "crash" / "crash-check-latency").glob("tx*")
+                 for line in p.read_text().splitlines()]
+        assert sum(1 for fields in lines if fields[3:4] == ["1"]) > 50, "payments were being acknowledged at the kill"
+
+        data = target._restore()  # a server of the target's own, its data corrupted two ways
+        target._start(data, {}, tmp_path / "server.log")
+        try:
+            target._check(Counter(), tmp_path / "clean.log")  # the loaded data holds, no payment made
+            target._query("UPDATE warehouse SET w_ytd = w_ytd + 1 WHERE w_id = 1 RETURNING w_id", tmp_path / "c1.log")
+            with pytest.raises(RunFailure) as broken:
+                target._check(Counter(), tmp_path / "check1.log")
+            target._query("UPDATE warehouse SET w_ytd = w_ytd - 1 WHERE w_id = 1 RETURNING w_id", tmp_path / "c2.log")
+            with pytest.raises(RunFailure) as lost:
+                target._check(Counter({1: 3}), tmp_path / "check2.log")  # 3 payments committed, none in history
+        finally:
+            target._stop_server(clean=False)
+    assert broken.value.kind is FailureKind.DATA_LOSS and "condition 1" in broken.value.reason
+    assert lost.value.kind is FailureKind.DATA_LOSS and "history gained 0 rows for 3 transactions" in lost.value.reason
     assert _live_servers() == []

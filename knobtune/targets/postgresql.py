@@ -30,6 +30,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ from knobtune.knobs.baseline import Machine, compute_baseline
 from knobtune.knobs.units import human_bytes
 from knobtune.storage import pid_alive
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target
+from knobtune.targets._pgchecks import CHECKS, DataCheck
 from knobtune.targets._process import process_tree, run_logged, spawn, stop_group, tree_pss_bytes
 from knobtune.targets.formats import postgresql_settings
 from knobtune.workloads import Rung, Workload
@@ -50,10 +52,9 @@ DB_USER, DB_NAME = "bench", "postgres"
 INSTALL_HINT = "Fix: install it with `apt-get install postgresql-15` (the README's set-up does this)"
 HOME_PREFIX = "knobtune-pg-"
 SCRIPT_DIR = Path(__file__).resolve().parents[1] / "workloads" / "pgbench"  # loaders and scripts we ship
-READY_LIMIT_S = 120.0
-CRASH_AFTER_S = 3.0  # the crash check kills the server this long into a run  # start-up (or crash recovery) may take this long before the run fails
+READY_LIMIT_S = 120.0  # start-up (or crash recovery) may take this long before the run fails
+CRASH_AFTER_S = 3.0  # the crash check kills the server this long into a run
 _POLL_S = 0.02
-_CHECKS = ("tpcb", "rows")  # the data checks a pgbench workload can ask for (``check``)
 _TPS = re.compile(r"number of transactions actually processed: (\d+)")
 _FATAL = re.compile(r"(FATAL|PANIC|ERROR):\s+(.*)")
 
@@ -92,14 +93,22 @@ class PostgresTarget(Target):
         self.script = str(section.get("script", "tpcb-like")) if not self.scripts else workload.name
         self.scale, self.clients = int(section.get("scale", 1)), int(section.get("clients", 1))
         self.threads = int(section.get("threads", 1))
-        self.check = section.get("check")
+        check = section.get("check")
+        if check is not None and check not in CHECKS:
+            raise WorkloadError(f"workload '{workload.name}': [drivers.pgbench] check = '{check}' is unknown. "
+                                f"Fix: use one of {', '.join(CHECKS)}, or drop it")
+        self.check: DataCheck | None = CHECKS[check] if check else None
+        if self.check is not None and self.check.ledger_script not in (None, *self.scripts):
+            raise WorkloadError(f"workload '{workload.name}': check = '{check}' counts the commits of script "
+                                f"'{self.check.ledger_script}', which the workload does not run. Fix: add it to scripts")
+        self._ledger_rows = 0  # the ledger table's rows in the loaded data
         self._settings: dict[str, str] = {}
         self._home: Path | None = None
         self._server: subprocess.Popen[bytes] | None = None
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
-        return section.get("check") in _CHECKS
+        return section.get("check") in CHECKS
 
     @classmethod
     def installed(cls) -> str | None:
@@ -117,26 +126,25 @@ class PostgresTarget(Target):
         return {f"pgtune ({profile})": dict(self.catalog.changed(self.catalog.config(tuned.config)))}
 
     def crash_check(self, config: Mapping[str, Value], log_dir: Path) -> str | None:
-        """Kill the server mid-run (TPC-B), restart it, and count: every commit pgbench saw must be there."""
-        if self.check != "tpcb" or self._home is None:
+        """Kill the server mid-run, restart it, and count: every commit pgbench acknowledged must be there.
+
+        Only a workload with a ledger (a table that gains one row per commit) has something to count.
+        """
+        if self.check is None or self.check.ledger is None or self._home is None:
             return None
         self.apply(config)
         data = self._restore()
         latency_dir = log_dir / "crash-check-latency"
-        shutil.rmtree(latency_dir, ignore_errors=True)
-        latency_dir.mkdir(parents=True)
         try:
             self._start(data, self._settings, log_dir / "crash-check.server.log")
-            argv = [str(PG_BIN / "pgbench"), "-n", "-M", "prepared", "-b", "tpcb-like", "-c", str(self.clients),
-                    "-j", str(self.threads), "-T", str(int(CRASH_AFTER_S * 10)), "-l",
-                    f"--log-prefix={latency_dir / 'tx'}", *self._connection()]
+            argv = self._pgbench_argv(["-T", str(int(CRASH_AFTER_S * 10))], latency_dir, seed=1)
             pgbench = spawn(argv, log_path=log_dir / "crash-check.pgbench.log")
             time.sleep(CRASH_AFTER_S)
             self._stop_server(clean=False)  # mid-run, commits in flight
             stop_group(pgbench, signal.SIGTERM, wait_s=60)  # its clients fail on the lost server and it ends
-            acknowledged = sum(1 for path in latency_dir.glob("tx*") for line in path.read_text().splitlines() if line)
+            acknowledged = self._ledger_commits(_transactions(latency_dir)[1])
             self._start(data, self._settings, log_dir / "crash-check.recovery.log", refusal=False)
-            rows = int(self._query("SELECT count(*) FROM pgbench_history", log_dir / "crash-check.count.log"))
+            rows = self._ledger_growth(log_dir / "crash-check.count.log")
         finally:
             self._stop_server(clean=False)
         if rows < acknowledged:
@@ -167,8 +175,11 @@ class PostgresTarget(Target):
             load = [str(PG_BIN / "pgbench"), "-i", "-q", "-s", str(self.scale), *self._connection()]
         else:
             load = [str(PG_BIN / "psql"), *self._connection(), "-v", "ON_ERROR_STOP=1", "-v",
-                    f"records={self.workload.records}", "-f", str(SCRIPT_DIR / f"{self.load}-load.sql")]
+                    f"records={self.workload.records}", "-v", f"scale={self.scale}",
+                    "-f", str(SCRIPT_DIR / f"{self.load}-load.sql")]
         self._client(load, logs / "load.log", f"loading the data ({self.load})", timeout_s=1800)
+        if self.check is not None and self.check.ledger is not None:
+            self._ledger_rows = int(self._query(f"SELECT count(*) FROM {self.check.ledger}", logs / "ledger.log"))
         self._stop_server(clean=True)
 
     def close(self) -> None:
@@ -214,7 +225,7 @@ class PostgresTarget(Target):
                 raise RunFailure(FailureKind.MEMORY, f"the server held {human_bytes(memory.peak_bytes)}, over the "
                                  f"memory limit of {human_bytes(self.memory_limit_bytes or 0)}", server_log)
             settle = self._settle(data, server_log, log_path, timeout_s, workload.elapsed_s) if self.settle else None
-            self._check(workload.transactions, log_path)
+            self._check(workload.committed, log_path)
         finally:
             self._stop_server(clean=False)
         phase = Phase(self.script, workload.transactions, workload.elapsed_s,
@@ -222,7 +233,7 @@ class PostgresTarget(Target):
                       p50_us=workload.p50_us, p99_us=workload.p99_us, p999_us=workload.p999_us, max_us=workload.max_us)
         elapsed = workload.elapsed_s + (settle.settle_s if settle else 0.0)
         return Measurement(elapsed_s=elapsed, phases=(phase,), measured=(self.script,), log_path=log_path,
-                           verified=self.check in _CHECKS, settle=settle, peak_rss_bytes=memory.peak_bytes)
+                           verified=self.check is not None, settle=settle, peak_rss_bytes=memory.peak_bytes)
 
     def _restore(self) -> Path:
         """A fresh copy of the pristine data directory (owner and modes kept), outside the measured time."""
@@ -234,17 +245,20 @@ class PostgresTarget(Target):
             raise RunFailure(FailureKind.TOOL, f"restoring the data failed: {result.stderr.strip()[-300:]}")
         return data
 
-    def _pgbench(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int) -> _Pgbench:
-        per_client = max(1, (rung.operations or rung.records) // self.clients)
-        latency_dir = log_path.parent / f"{log_path.stem}-latency"
+    def _pgbench_argv(self, length: list[str], latency_dir: Path, seed: int) -> list[str]:
+        """pgbench running the workload's scripts for ``length`` (-t N or -T S), each commit logged in ``latency_dir``."""
         shutil.rmtree(latency_dir, ignore_errors=True)
         latency_dir.mkdir(parents=True)
         what = [arg for name, weight in self.scripts.items()
                 for arg in ("-f", f"{SCRIPT_DIR / name}.sql@{max(1, round(weight * 100))}")] or ["-b", self.script]
-        argv = [str(PG_BIN / "pgbench"), "-n", "-M", "prepared", *what, "-D", f"records={self.workload.records}",
-                "-c", str(self.clients),
-                "-j", str(self.threads), "-t", str(per_client), f"--random-seed={seed}", "-P", "1",
-                "-l", f"--log-prefix={latency_dir / 'tx'}", *self._connection()]
+        return [str(PG_BIN / "pgbench"), "-n", "-M", "prepared", *what, "-D", f"records={self.workload.records}",
+                "-D", f"scale={self.scale}", "-c", str(self.clients), "-j", str(self.threads), *length,
+                f"--random-seed={seed}", "-P", "1", "-l", f"--log-prefix={latency_dir / 'tx'}", *self._connection()]
+
+    def _pgbench(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int) -> _Pgbench:
+        per_client = max(1, (rung.operations or rung.records) // self.clients)
+        latency_dir = log_path.parent / f"{log_path.stem}-latency"
+        argv = self._pgbench_argv(["-t", str(per_client)], latency_dir, seed)
         result = run_logged(argv, log_path=log_path, timeout_s=timeout_s)
         if result.timed_out:
             raise RunFailure(FailureKind.TIMEOUT, f"pgbench was stopped after {timeout_s:.1f} s (the limit at {rung})",
@@ -256,9 +270,9 @@ class PostgresTarget(Target):
         done = _TPS.search(text)
         if done is None:
             raise RunFailure(FailureKind.TOOL, "pgbench printed no transaction count", log_path)
-        latencies = _latencies_us(latency_dir)
+        latencies, committed = _transactions(latency_dir)
         shutil.rmtree(latency_dir, ignore_errors=True)
-        return _Pgbench(int(done.group(1)), result.elapsed_s, *latencies)
+        return _Pgbench(int(done.group(1)), result.elapsed_s, committed, *_percentiles(latencies))
 
     def _settle(self, data: Path, server_log: Path, log_path: Path, timeout_s: float | None,
                 workload_s: float) -> Settle:
@@ -275,28 +289,31 @@ class PostgresTarget(Target):
         return Settle(recovery_s=recovery_s, settle_s=recovery_s + checkpoint, flush_s=checkpoint, compaction_s=0.0,
                       files_by_level=(), sst_bytes=0, wal_bytes_at_open=wal_bytes, reshaped=False, log_path=server_log)
 
-    def _check(self, transactions: int, log_path: Path) -> None:
+    def _check(self, committed: Counter[int], log_path: Path) -> None:
         """The workload's data check after the run (and the crash and recovery of the settle)."""
-        if self.check == "rows":
-            rows = int(self._query("SELECT count(*) FROM usertable", log_path.with_suffix(".check.log")))
-            if rows != self.workload.records:
-                raise RunFailure(FailureKind.DATA_LOSS, f"data loss: usertable holds {rows:,} of "
-                                 f"{self.workload.records:,} records", log_path)
+        if self.check is None:
             return
-        if self.check != "tpcb":
+        answer = self._query(self.check.invariant.format(records=self.workload.records),
+                             log_path.with_suffix(".check.log"))
+        broken = self.check.broken(answer)
+        if broken:
+            raise RunFailure(FailureKind.DATA_LOSS, broken, log_path)
+        if self.check.ledger is None:
             return
-        query = ("SELECT (SELECT sum(abalance) FROM pgbench_accounts), (SELECT sum(tbalance) FROM pgbench_tellers), "
-                 "(SELECT sum(bbalance) FROM pgbench_branches), (SELECT coalesce(sum(delta), 0) FROM pgbench_history), "
-                 "(SELECT count(*) FROM pgbench_history)")
-        out = self._query(query, log_path.with_suffix(".check.log"))
-        accounts, tellers, branches, history, rows = (int(v) for v in out.split("|"))
-        if not accounts == tellers == branches == history:
-            raise RunFailure(FailureKind.DATA_LOSS, f"TPC-B invariant broken: sum(abalance)={accounts}, "
-                             f"sum(tbalance)={tellers}, sum(bbalance)={branches}, sum(history.delta)={history}",
-                             log_path)
-        if rows != transactions:
-            raise RunFailure(FailureKind.DATA_LOSS, f"data loss: history holds {rows:,} rows for {transactions:,} "
-                             "transactions pgbench saw committed", log_path)
+        rows, commits = self._ledger_growth(log_path.with_suffix(".ledger.log")), self._ledger_commits(committed)
+        if rows != commits:
+            raise RunFailure(FailureKind.DATA_LOSS, f"data loss: {self.check.ledger} gained {rows:,} rows for "
+                             f"{commits:,} transactions pgbench saw committed", log_path)
+
+    def _ledger_commits(self, committed: Counter[int]) -> int:
+        """The commits that each added a row to the ledger (pgbench numbers the scripts from 0, as given)."""
+        script = self.check.ledger_script if self.check else None
+        if script is None:
+            return sum(committed.values())
+        return committed[list(self.scripts).index(script)]
+
+    def _ledger_growth(self, log: Path) -> int:
+        return int(self._query(f"SELECT count(*) FROM {self.check.ledger}", log)) - self._ledger_rows  # type: ignore[union-attr]
 
     # ------------------------------------------------------------ the server
 
@@ -373,11 +390,11 @@ class PostgresTarget(Target):
 
 
 class _Pgbench:
-    """What one pgbench run reported: transactions, wall time and latency percentiles (µs)."""
+    """What one pgbench run reported: transactions, wall time, commits by script, latency percentiles (µs)."""
 
-    def __init__(self, transactions: int, elapsed_s: float, p50_us: float | None, p99_us: float | None,
-                 p999_us: float | None, max_us: float | None) -> None:
-        self.transactions, self.elapsed_s = transactions, elapsed_s
+    def __init__(self, transactions: int, elapsed_s: float, committed: Counter[int], p50_us: float | None,
+                 p99_us: float | None, p999_us: float | None, max_us: float | None) -> None:
+        self.transactions, self.elapsed_s, self.committed = transactions, elapsed_s, committed
         self.p50_us, self.p99_us, self.p999_us, self.max_us = p50_us, p99_us, p999_us, max_us
 
 
@@ -416,17 +433,27 @@ def _remove_stale_homes() -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _latencies_us(folder: Path) -> tuple[float | None, float | None, float | None, float | None]:
-    """p50, p99, p99.9 and max of the per-transaction latencies pgbench logged (third column, µs)."""
-    values = []
+def _transactions(folder: Path) -> tuple[list[float], Counter[int]]:
+    """The latencies (µs) of the transactions pgbench logged as committed, and their count by script.
+
+    A line of pgbench's log: client, transaction, latency (or ``failed``/``skipped``), script, epoch, µs.
+    """
+    latencies: list[float] = []
+    committed: Counter[int] = Counter()
     for path in folder.glob("tx*"):
         for line in path.read_text().splitlines():
             fields = line.split()
-            if len(fields) >= 3:
-                values.append(float(fields[2]))
+            if len(fields) >= 4 and fields[2].isdigit():
+                latencies.append(float(fields[2]))
+                committed[int(fields[3])] += 1
+    return latencies, committed
+
+
+def _percentiles(values: list[float]) -> tuple[float | None, float | None, float | None, float | None]:
+    """p50, p99, p99.9 and max."""
     if not values:
         return None, None, None, None
-    values.sort()
+    values = sorted(values)
 
     def at(q: float) -> float:
         return values[min(len(values) - 1, int(q * len(values)))]

@@ -1,0 +1,105 @@
+"""Benchmark: does a knobtune study beat PostgreSQL's default and PGTune beyond the noise? (issue 12)
+
+Runs, with the CLI a user runs:
+
+1. ``knobtune tune postgresql --workload W --time T`` (TPE, its own
+   verification inside the budget, PGTune verified beside its candidates);
+2. ``knobtune baseline postgresql --profile oltp -o pgtune.json`` (PGTune's
+   rules for this machine);
+3. ``knobtune compare postgresql --config default --config pgtune.json
+   --config study:NAME --repeats N``: the three side by side, interleaved, at
+   full size, each run settled (the server killed with its work dirty,
+   restarted and checkpointed: recovery time measured), the data checked.
+
+and writes the study's verdict, the comparison (medians, 95% bootstrap
+intervals against the default, Mann-Whitney p-values, recovery time and peak
+memory of each) and the tuned config to one JSON file.
+
+    .venv/bin/python bench/postgresql.py --workload pgbench-tpcb --time 20m --out bench/results/pg-tpcb-20261123.json
+    .venv/bin/python bench/postgresql.py --table bench/results/pg-*-20261123.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+KNOBTUNE = [str(Path(sys.executable).with_name("knobtune"))]  # the installed entry point
+
+
+def knobtune(*args: str, home: Path) -> str:
+    """Run one knobtune command; its standard output (progress goes to the terminal)."""
+    argv = [*KNOBTUNE, *args, "--dir", str(home)]
+    print("$ knobtune", " ".join(args), flush=True)
+    result = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"knobtune {args[0]} failed (status {result.returncode}): {result.stdout[-2000:]}")
+    return result.stdout
+
+
+def run(args: argparse.Namespace) -> dict:
+    home = Path(args.dir or tempfile.mkdtemp(prefix="knobtune-bench-pg-"))
+    study = f"bench-{args.workload}-s{args.seed}-{time.strftime('%H%M%S')}"
+    started = time.monotonic()
+    tuned = json.loads(knobtune("tune", "postgresql", "--workload", args.workload, "--time", args.time, "--study",
+                                study, "--seed", str(args.seed), "--json", home=home))
+    study_s = time.monotonic() - started
+    pgtune = home / "pgtune.json"
+    knobtune("baseline", "postgresql", "--profile", args.profile, "-o", str(pgtune), home=home)
+    compared = json.loads(knobtune("compare", "postgresql", "--workload", args.workload, "--config", "default",
+                                   "--config", str(pgtune), "--config", f"study:{study}", "--repeats",
+                                   str(args.repeats), "--seed", str(args.seed + 1), "--json", home=home))
+    return {"workload": args.workload, "time": args.time, "seed": args.seed, "study_wall_s": round(study_s, 1),
+            "pgtune_profile": args.profile, "study": tuned, "compare": compared,
+            "total_wall_s": round(time.monotonic() - started, 1)}
+
+
+def table(paths: list[Path]) -> str:
+    rows = ["| workload | study | candidate | median tps | vs default (95% CI) | p | recovery (median) | peak memory |",
+            "|---|---|---|---|---|---|---|---|"]
+    for path in paths:
+        data = json.loads(path.read_text())
+        counts = data["study"].get("counts", {})
+        trials = " / ".join(f"{counts.get(k, 0)}" for k in ("complete", "pruned", "timeout"))
+        for row in data["compare"]["candidates"]:
+            speedup = row.get("speedup") or {}
+            ci = f"{speedup['ratio']:.2f}x ({speedup['ci_low']:.2f}-{speedup['ci_high']:.2f})" if speedup else "baseline"
+            p = f"{speedup['p_value']:.3f}" if speedup.get("p_value") is not None else ""
+            costs = row.get("costs") or {}
+            recovery = costs.get("recovery_s")
+            memory = costs.get("peak_rss_bytes")
+            rows.append(f"| {data['workload']} | {data['time']}, trials {trials} | {row['label']} | "
+                        f"{row['median']:.0f} | {ci} | {p} | "
+                        f"{'' if recovery is None else f'{recovery:.2f} s'} | "
+                        f"{'' if memory is None else f'{memory / 2**20:.0f} MiB'} |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workload", default="pgbench-tpcb")
+    parser.add_argument("--time", default="20m", help="the study's wall-clock budget")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=7, help="interleaved runs per config in the comparison")
+    parser.add_argument("--profile", default="oltp", help="PGTune's database type")
+    parser.add_argument("--dir", help="studies folder (default: a new temporary one)")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--table", nargs="+", type=Path, help="print the markdown table of these result files")
+    args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
+    result = run(args)
+    text = json.dumps(result, indent=2, default=str)
+    if args.out:
+        args.out.write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
