@@ -237,6 +237,10 @@ class Target(abc.ABC):
         """A target like this one that runs the workload's verifiable twin, or None when it has none."""
         return None
 
+    def has_crash_check(self) -> bool:
+        """Whether ``crash_check`` has anything to count for this workload."""
+        return False
+
     def crash_check(self, config: Mapping[str, Value], log_dir: Path) -> str | None:
         """Kill the system in the middle of a run under ``config``; why acknowledged writes were lost, or None.
 

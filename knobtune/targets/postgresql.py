@@ -125,12 +125,15 @@ class PostgresTarget(Target):
         tuned = compute_baseline(self.system, Machine.from_host(), profile)
         return {f"pgtune ({profile})": dict(self.catalog.changed(self.catalog.config(tuned.config)))}
 
+    def has_crash_check(self) -> bool:
+        return self.check is not None and self.check.ledger is not None
+
     def crash_check(self, config: Mapping[str, Value], log_dir: Path) -> str | None:
         """Kill the server mid-run, restart it, and count: every commit pgbench acknowledged must be there.
 
         Only a workload with a ledger (a table that gains one row per commit) has something to count.
         """
-        if self.check is None or self.check.ledger is None or self._home is None:
+        if not self.has_crash_check() or self._home is None:
             return None
         self.apply(config)
         data = self._restore()

@@ -92,7 +92,7 @@ def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, lo
             result |= {"winner": None, "crash_check": lost,
                        "verdict": f"{winner.candidate.label} lost data when the system was killed mid-run ({lost}); "
                                   "keep the default"}
-        else:
+        elif target.has_crash_check():
             result["crash_check"] = "passed"
     study.set_user_attr(attrs.VERIFICATION, result)
     note(result["verdict"])
