@@ -19,6 +19,8 @@ from knobtune.report.summary import describe_costs
 from knobtune.storage import open_store
 from knobtune.targets import TARGETS, make_target, resolve_driver, target_class
 from knobtune.tuning import Tuner, TuneSettings, build_space
+from knobtune.tuning.explain import EXPLANATION, explain, study_workload
+from knobtune.tuning.ranking import rank_study, ranked_knobs
 from knobtune.tuning.samplers import SAMPLERS
 from knobtune.tuning.verify import Candidate, run_interleaved
 from knobtune.workloads import Objective, available_workloads, load_workload
@@ -117,6 +119,8 @@ def tune(
     unsettled: UnsettledOption = False,
     memory_limit: MemoryLimitOption = None,
     max_recovery_time: Annotated[Optional[str], typer.Option("--max-recovery-time", help="Full-size runs whose reopen after a crash takes longer are infeasible, e.g. 30s.")] = None,
+    ranking: Annotated[Optional[str], typer.Option("--ranking", help="A study holding a knob ranking (`knobtune rank`): search only its --top-k knobs.")] = None,
+    top_k: Annotated[Optional[int], typer.Option("--top-k", help="With --ranking: how many of its top knobs to search.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the search space and plan; run nothing.")] = False,
     json_output: JsonOption = False,
 ) -> None:
@@ -133,16 +137,18 @@ def tune(
     _at_least("--control-every", control_every, 0, "e.g. --control-every 10 (0: never)")
     _at_least("--reduction-factor", reduction_factor, 2, "e.g. --reduction-factor 3 (halving keeps 1/N per rung)")
     _at_least("--timeout-factor", timeout_factor, 1.0, "e.g. --timeout-factor 3 (a run may take 3x the default's time)")
+    if (ranking is None) != (top_k is None):
+        raise UsageError("--ranking and --top-k go together. Fix: e.g. --ranking rank-pgd --top-k 5")
+    if ranking is not None and knobs:
+        raise UsageError("--knobs and --ranking both choose the knobs to search. Fix: give one of them")
     catalog = load_catalog(system)
-    spec = load_workload(workload)
-    if records is not None:
-        spec = spec.scaled(records)
-    if spec.systems and catalog.system not in spec.systems:
-        raise UsageError(f"workload '{spec.name}' is for {', '.join(spec.systems)}, not {catalog.system}. "
-                         "Fix: choose a workload listed by `knobtune systems`")
+    spec, driver = _workload_for(catalog, workload, records, driver)
     knob_list = [k.strip() for k in knobs.split(",") if k.strip()] if knobs else None
-    driver = resolve_driver(catalog.system, driver)
-    spec.driver(driver)  # the workload must say how this driver runs it
+    store = open_store(directory, storage)
+    ranked_by = None
+    if ranking is not None:
+        knob_list = ranked_knobs(store.load(ranking), top_k)  # type: ignore[arg-type]
+        ranked_by = {"study": ranking, "top_k": top_k, "knobs": knob_list}
     space = build_space(catalog, knob_list, allow_unsafe, fmt=driver)
     goal = _objective(objective) or spec.objective
     settings = TuneSettings(
@@ -151,8 +157,7 @@ def tune(
         time_budget_s=_duration(time), timeout_factor=timeout_factor, reduction_factor=reduction_factor,
         verify_top=verify_top, verify_repeats=repeats, control_every=control_every, settle=not unsettled,
         memory_limit_bytes=_bytes_option("--memory-limit", memory_limit),
-        max_recovery_s=_duration(max_recovery_time, "--max-recovery-time"))
-    store = open_store(directory, storage)
+        max_recovery_s=_duration(max_recovery_time, "--max-recovery-time"), ranking=ranked_by)
     if dry_run:
         console.out.print(f"study {settings.study_name} in {store.url}; {len(space.knobs)} knobs searched: "
                           + ", ".join(space.knobs))
@@ -176,6 +181,63 @@ def tune(
 
 
 @app.command()
+def rank(
+    system: str,
+    workload: Annotated[str, typer.Option(help="Workload name (see `knobtune systems`) or a .toml file.")],
+    samples: Annotated[int, typer.Option(help="Latin-hypercube configs to run (a resumed study adds up to this total).")] = 100,
+    rung: Annotated[int, typer.Option(help="The ladder rung every sample runs at (0: the smallest, the cheapest).")] = 0,
+    time: Annotated[Optional[str], typer.Option("--time", help="Wall-clock budget of this run, e.g. 30m; rank what finished.")] = None,
+    study: Annotated[Optional[str], typer.Option(help="Study name; running again with it resumes the samples.")] = None,
+    from_study: Annotated[Optional[str], typer.Option("--from-study", help="Rank an existing study's trials at --rung instead (no new runs).")] = None,
+    storage: StorageOption = None,
+    directory: DirOption = None,
+    seed: Annotated[int, typer.Option(help="Seed of the design, the workload's keys and the models.")] = 42,
+    knobs: Annotated[Optional[str], typer.Option("--knobs", help="Comma-separated knobs to rank (default: all safe ones).")] = None,
+    allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe", help="Also sample knobs that trade durability or data.")] = False,
+    objective: Annotated[Optional[str], typer.Option(help="elapsed_s, ops_per_s or p99_us (default: the workload's).")] = None,
+    driver: Annotated[Optional[str], typer.Option(help="Benchmark driver (default: the system's).")] = None,
+    records: Annotated[Optional[int], typer.Option(help="Override the workload's full size (records).")] = None,
+    timeout_factor: Annotated[float, typer.Option(help="Stop a run taking longer than this times the default's.")] = 3.0,
+    unsettled: UnsettledOption = False,
+    memory_limit: MemoryLimitOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Which knobs matter: run Latin-hypercube samples at one cheap rung, then rank the knobs by several methods.
+
+    Example: knobtune rank rocksdb --workload put-get-delete --samples 200 --study rank-pgd
+    """
+    _at_least("--samples", samples, 8, "e.g. --samples 200 (a ranking needs at least 8 measured configs)")
+    _at_least("--rung", rung, 0, "e.g. --rung 0 (the smallest)")
+    _at_least("--timeout-factor", timeout_factor, 1.0, "e.g. --timeout-factor 3")
+    catalog = load_catalog(system)
+    store = open_store(directory, storage)
+    info = console.err if json_output else console.out
+    if from_study is not None:
+        loaded = store.load(from_study)
+    else:
+        spec, driver = _workload_for(catalog, workload, records, driver)
+        if rung >= len(spec.rungs):
+            raise UsageError(f"--rung {rung}: workload '{spec.name}' has rungs 0-{len(spec.rungs) - 1}. "
+                             "Fix: choose one of them")
+        knob_list = [k.strip() for k in knobs.split(",") if k.strip()] if knobs else None
+        settings = TuneSettings(
+            study_name=study or f"rank-{catalog.system}-{spec.name}", catalog=catalog, workload=spec,
+            space=build_space(catalog, knob_list, allow_unsafe, fmt=driver),
+            objective=_objective(objective) or spec.objective, driver=driver, sampler="lhs", seed=seed,
+            trials=samples, time_budget_s=_duration(time), timeout_factor=timeout_factor, verify_top=0,
+            settle=not unsettled, memory_limit_bytes=_bytes_option("--memory-limit", memory_limit), only_rung=rung)
+        info.print(f"ranking study [bold]{settings.study_name}[/bold] in {store.url}: {samples} Latin-hypercube samples "
+                   f"of {len(settings.space.knobs)} knobs at {spec.rungs[rung]}")
+        loaded = Tuner(settings, store, on_progress=None if json_output else console.progress_line).run()
+    result = rank_study(loaded, catalog, rung, seed=seed)
+    if json_output:
+        console.print_json({"study": loaded.study_name, "rung": rung, **result.to_dict()})
+    else:
+        workload_name = (loaded.user_attrs.get("workload") or {}).get("name", workload)
+        console.ranking_text(result, loaded.study_name, catalog.system, workload_name)
+
+
+@app.command()
 def show(study: str, storage: StorageOption = None, directory: DirOption = None, json_output: JsonOption = False) -> None:
     """Progress and result of a study: counts, best against the default, the verdict.
 
@@ -196,6 +258,7 @@ def export(
     format: Annotated[str, typer.Option("--format", help="The system's own format or a driver's (`show` lists a study's formats); json always.")] = "json",
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
     trial: Annotated[Optional[int], typer.Option(help="Export this trial's config instead of the result.")] = None,
+    minimal: Annotated[bool, typer.Option("--minimal", help="Export the smallest set of the result's changes that keeps 95% of its gain (`knobtune explain` first).")] = False,
     storage: StorageOption = None,
     directory: DirOption = None,
 ) -> None:
@@ -208,7 +271,17 @@ def export(
     summary = summarize(loaded)
     catalog = load_catalog(summary.system)
     config = None
-    if trial is not None:
+    if minimal and trial is not None:
+        raise UsageError("--minimal and --trial both choose the config. Fix: give one of them")
+    if minimal:
+        explained = loaded.user_attrs.get(EXPLANATION) or {}
+        if explained.get("minimal") is None:
+            raise UsageError(f"study '{study}' has no minimal config"
+                             + (f" ({explained['minimal_note']})" if explained.get("minimal_note") else "")
+                             + f". Fix: run `knobtune explain {study}` first")
+        config = dict(explained["minimal"])
+        console.err.print(f"minimal config: {explained['minimal_note']}", markup=False)
+    elif trial is not None:
         if not 0 <= trial < len(loaded.trials):
             raise UsageError(f"study '{study}' has no trial {trial}. Fix: see `knobtune show {study}`")
         config = dict(loaded.trials[trial].user_attrs.get("config", {}))
@@ -220,6 +293,54 @@ def export(
         console.err.print(f"wrote {output}")
     else:
         sys.stdout.write(text)
+
+
+@app.command("explain")
+def explain_command(
+    study: str,
+    repeats: Annotated[int, typer.Option(help="Interleaved full-size runs of each step of the path.")] = 3,
+    select_rung: Annotated[int, typer.Option(help="Rung of the single runs that choose the greedy order (0: the cheapest).")] = 0,
+    keep: Annotated[float, typer.Option(help="The minimal config keeps at least this share of the winner's gain.")] = 0.95,
+    trial: Annotated[Optional[int], typer.Option(help="Explain this trial's config instead of the verified result.")] = None,
+    storage: StorageOption = None,
+    directory: DirOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Which of a winner's changes earned the gain: the ablation path from the default, each step measured.
+
+    Example: knobtune explain pgd --repeats 3 && knobtune export pgd --minimal --format rocksdb-options
+    """
+    _at_least("--repeats", repeats, 2, "e.g. --repeats 3 (intervals need repeats)")
+    if not 0 < keep <= 1:
+        raise UsageError(f"--keep {keep:g} is not a share. Fix: e.g. --keep 0.95")
+    store = open_store(directory, storage)
+    loaded = store.load(study)
+    summary = summarize(loaded)
+    catalog = load_catalog(summary.system)
+    if trial is not None:
+        if not 0 <= trial < len(loaded.trials):
+            raise UsageError(f"study '{study}' has no trial {trial}. Fix: see `knobtune show {study}`")
+        winner = dict(loaded.trials[trial].user_attrs.get("config", {}))
+    else:
+        winner = summary.result_config
+    if not winner:
+        raise UsageError(f"study '{study}' has no verified result to explain ({summary.verdict}). "
+                         "Fix: name a trial with --trial N")
+    spec = study_workload(loaded)
+    _at_least("--select-rung", select_rung, 0, "e.g. --select-rung 0")
+    if select_rung >= len(spec.rungs):
+        raise UsageError(f"--select-rung {select_rung}: the workload has rungs 0-{len(spec.rungs) - 1}. Fix: choose one")
+    info = console.err if json_output else console.out
+    with make_target(catalog, spec, store.worker_scratch(), summary.experiment.get("driver"), settle=summary.settled,
+                     memory_limit_bytes=summary.limits.get("memory_limit_bytes")) as target:
+        result = explain(loaded, target, winner, objective=summary.objective,
+                         select_rung=spec.rungs[select_rung], full=spec.full, repeats=repeats, keep=keep,
+                         seed=int(summary.experiment.get("seed") or 42), log_dir=store.artifacts(study) / "explain",
+                         note=lambda message: info.print(message, markup=False))
+    if json_output:
+        console.print_json(result)
+    else:
+        console.explanation_text(result, summary.objective, study)
 
 
 @app.command()
@@ -328,6 +449,23 @@ def report(
     """
     html_path, json_path = write_report(open_store(directory, storage).load(study), output)
     console.err.print(f"wrote {html_path} and {json_path}")
+
+
+def _workload_for(catalog, name: str, records: int | None, driver: str | None):  # noqa: ANN001, ANN202
+    """The workload (at --records) and the driver that runs it for ``catalog``'s system.
+
+    Raises:
+        UsageError: the workload is for another system, or the driver cannot run it.
+    """
+    spec = load_workload(name)
+    if records is not None:
+        spec = spec.scaled(records)
+    if spec.systems and catalog.system not in spec.systems:
+        raise UsageError(f"workload '{spec.name}' is for {', '.join(spec.systems)}, not {catalog.system}. "
+                         "Fix: choose a workload listed by `knobtune systems`")
+    driver = resolve_driver(catalog.system, driver)
+    spec.driver(driver)  # the workload must say how this driver runs it
+    return spec, driver
 
 
 def _print_run(goal: Objective):  # noqa: ANN202 - a small callback factory

@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from knobtune.analysis.ranking import Ranking
 from knobtune.knobs import Catalog
 from knobtune.knobs.display import knob_range, knob_value
 from knobtune.knobs.units import human_bytes
@@ -72,6 +73,44 @@ def catalog_table(catalog: Catalog) -> Table:
     return table
 
 
+def ranking_text(ranking: Ranking, study: str, system: str, workload: str, shown: int = 15) -> None:
+    """The end of ``rank``: the knobs by consensus, each method's share, and how far the methods agree."""
+    methods = list(ranking.methods)
+    table = Table("rank", "knob", *methods, title=f"which knobs matter ({ranking.samples} configs of study {study})")
+    for place, knob in enumerate(ranking.order[:shown], 1):
+        table.add_row(str(place), knob, *(f"{ranking.methods[m].get(knob, 0.0) * 100:.1f}%" for m in methods))
+    out.print(table)
+    if len(ranking.order) > shown:
+        out.print(f"... and {len(ranking.order) - shown} more (--json lists all)")
+    if ranking.agreement:
+        out.print("agreement (Kendall's tau): " + ", ".join(f"{pair} {tau:.2f}" for pair, tau in ranking.agreement.items()))
+    if ranking.top_k_stability:
+        out.print("top-k stable under bootstrap: " + ", ".join(f"top {k}: {share * 100:.0f}%"
+                                                              for k, share in ranking.top_k_stability.items()))
+    for method, why in ranking.skipped.items():
+        out.print(f"{method} left out: {why}", markup=False)
+    out.print(f"tune only the top knobs: knobtune tune {system} --workload {workload} --ranking {study} --top-k 5",
+              markup=False)
+
+
+def explanation_text(result: dict, objective: Any, study: str) -> None:
+    """The end of ``explain``: each step of the path with its speedup and its share of the gain."""
+    table = Table("step", "adds", "vs default (95% CI)", "share of the gain (95% CI)",
+                  title=f"from the default ({objective.show(result['default_median'])}) to the winner, "
+                        f"{result['repeats']} interleaved runs a step")
+    for number, step in enumerate(result["steps"], 1):
+        adds = ", ".join(f"{k}={v}" for k, v in step["changes"].items())
+        ratio = (f"{step['ratio']:.2f}x ({step['ci_low']:.2f}-{step['ci_high']:.2f})" if "ratio" in step
+                 else f"failed: {step['failure']}")
+        share = (f"{step['share'] * 100:+.0f}% ({step['share_low'] * 100:+.0f}% to {step['share_high'] * 100:+.0f}%)"
+                 if "share" in step else "")
+        table.add_row(str(number), adds, ratio, share)
+    out.print(table)
+    out.print(f"minimal config: {result['minimal_note']}", markup=False)
+    if result.get("minimal") is not None:
+        out.print(f"export it: knobtune export {study} --minimal --format FORMAT", markup=False)
+
+
 def summary_text(summary: StudySummary, catalog: Catalog) -> None:
     """The end of ``tune`` and ``show``: counts, the result against the default, the proof, the risks."""
     counts = ", ".join(f"{n} {k}" for k, n in summary.counts.items() if n)
@@ -97,6 +136,13 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
     out.print(f"[{style}]verdict: {summary.verdict}[/{style}]")
     for warning in summary.warnings:
         out.print(f"[bold red]warning:[/bold red] {warning}")
+    if summary.ranked_by:
+        out.print(f"searched only the top {summary.ranked_by['top_k']} knobs of ranking study "
+                  f"{summary.ranked_by['study']}: {', '.join(summary.ranked_by['knobs'])}", markup=False)
+    if summary.ranking:
+        out.print(f"knob ranking from {summary.ranking['samples']} configs at rung {summary.ranking['rung']}: "
+                  + ", ".join(summary.ranking["order"][:10]) + " (`knobtune rank --from-study` prints it whole)",
+                  markup=False)
     if summary.left_out and not summary.allow_unsafe:
         out.print("kept out of the search (would trade durability or data, or never settle; --allow-unsafe to include): "
                   + ", ".join(f"{k} ({v})" for k, v in summary.left_out.items()))

@@ -33,7 +33,7 @@ def _error(*args: str, env: dict[str, str] | None = None) -> str:
 
 
 def test_every_command_has_help_with_an_example() -> None:
-    for command in ("systems", "knobs", "tune", "show", "export", "compare", "baseline", "report"):
+    for command in ("systems", "knobs", "tune", "rank", "explain", "show", "export", "compare", "baseline", "report"):
         assert "Example: knobtune " + command in _ok(command, "--help").replace("\n", " ")
 
 

@@ -84,3 +84,44 @@ def noise(values: Sequence[float]) -> float:
 def spread(values: Sequence[float]) -> tuple[float, float, float]:
     """(min, median, max) of a sample."""
     return min(values), statistics.median(values), max(values)
+
+
+@dataclass(frozen=True)
+class Share:
+    """One step's part of the whole gain from the first config to the last, with a 95% bootstrap interval."""
+
+    share: float
+    ci_low: float
+    ci_high: float
+
+
+def gain_shares(steps: Sequence[Sequence[float]], maximize: bool, seed: int = 0,
+                resamples: int = 2_000) -> list[Share]:
+    """Each step's share of the gain along a path of configs (``steps[0]`` the start, ``steps[-1]`` the end).
+
+    A config's gain is its speedup over the start (ratio of medians, > 1 better)
+    minus 1; step i's share is its gain less step i-1's, over the end's gain.
+    Shares sum to 1 when the end gains; each is bootstrapped (every step's runs
+    resampled on their own). A path whose end does not gain has no shares.
+
+    Raises:
+        ValueError: fewer than two steps, an empty step, or a non-positive value.
+    """
+    if len(steps) < 2 or any(len(s) == 0 for s in steps) or any(v <= 0 for s in steps for v in s):
+        raise ValueError("gain shares need two or more steps of positive values")
+    rng = np.random.default_rng(seed)
+    medians = np.stack([np.median(rng.choice(np.asarray(s, dtype=float), size=(resamples, len(s))), axis=1)
+                        for s in steps])  # steps x resamples
+    point = np.array([[float(np.median(s))] for s in steps])
+
+    def shares(m: np.ndarray) -> np.ndarray:
+        ratios = m / m[0] if maximize else m[0] / m
+        gains = ratios - 1.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.diff(gains, axis=0) / gains[-1]
+
+    estimate = shares(point)[:, 0]
+    sampled = shares(medians)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.nanpercentile(sampled, [tail, 100 - tail], axis=1)
+    return [Share(float(e), float(lo), float(hi)) for e, lo, hi in zip(estimate, low, high)]

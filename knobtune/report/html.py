@@ -88,9 +88,29 @@ def _header(data: dict[str, Any]) -> str:
             ("objective", _axis_title(data)),
             ("machine", f"{machine.get('cpus')} CPUs, {machine.get('memory_gib')} GiB, {machine.get('os')}"),
             ("knobtune", str(s["experiment"].get("knobtune_version"))), ("trials", counts or "none")]
+    if s.get("ranked_by"):
+        ranked = s["ranked_by"]
+        rows.append(("knobs searched", f"the top {ranked['top_k']} of ranking study {ranked['study']}: "
+                                       + ", ".join(ranked["knobs"])))
     table = "".join(f"<tr><th>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
     return (f"<h1>Study {html.escape(s['study'])}</h1><p class='verdict'>{html.escape(s['verdict'])}</p>"
-            f"<table>{table}</table>{_costs(s)}{safety}{warnings}")
+            f"<table>{table}</table>{_costs(s)}{safety}{warnings}{_ranking(s.get('ranking'))}")
+
+
+def _ranking(ranking: dict[str, Any] | None) -> str:
+    """A ranking study's knob ranking: each method's share per knob, and the methods' agreement."""
+    if not ranking:
+        return ""
+    methods = list(ranking["methods"])
+    head = "".join(f"<th>{html.escape(m)}</th>" for m in methods)
+    rows = "".join(f"<tr><td>{place}</td><td>{html.escape(knob)}</td>"
+                   + "".join(f"<td>{ranking['methods'][m].get(knob, 0.0) * 100:.1f}%</td>" for m in methods) + "</tr>"
+                   for place, knob in enumerate(ranking["order"], 1))
+    agreement = ", ".join(f"{html.escape(pair)} {tau:.2f}" for pair, tau in ranking["agreement"].items()) or "n/a"
+    stable = ", ".join(f"top {k}: {share * 100:.0f}%" for k, share in ranking["top_k_stability"].items()) or "n/a"
+    return (f"<h2>Which knobs matter</h2><p>{ranking['samples']} Latin-hypercube configs at rung {ranking['rung']}, "
+            f"ranked by {len(methods)} methods. Agreement (Kendall's tau): {agreement}. Top k unchanged under "
+            f"bootstrap resampling: {stable}.</p><table><tr><th>rank</th><th>knob</th>{head}</tr>{rows}</table>")
 
 
 def _costs(s: dict[str, Any]) -> str:

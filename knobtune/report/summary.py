@@ -46,6 +46,8 @@ class StudySummary:
     settled: bool = True  # run times include settling the store (False: the raw window, --unsettled)
     costs: dict[str, dict[str, Any]] = field(default_factory=dict)  # "default" / "result" -> settle, recovery, memory
     limits: dict[str, Any] = field(default_factory=dict)  # memory_limit_bytes, max_recovery_s (None: none given)
+    ranked_by: dict[str, Any] | None = None  # a top-k study: the ranking study, k and the knobs it searched
+    ranking: dict[str, Any] | None = None  # a ranking study: its knob ranking (analysis.ranking.Ranking.to_dict)
 
     @property
     def drift(self) -> float | None:
@@ -91,6 +93,7 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         settled=bool(user.get(attrs.SETTLED, False)),
         costs=_costs(study, baseline, result, verification),
         limits={"memory_limit_bytes": user.get(attrs.MEMORY_LIMIT), "max_recovery_s": user.get(attrs.MAX_RECOVERY)},
+        ranked_by=user.get(attrs.RANKED_BY), ranking=user.get(attrs.RANKING),
     )
 
 

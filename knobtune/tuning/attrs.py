@@ -21,6 +21,9 @@ VERIFICATION = "verification"  # the final interleaved repeats, see tuning.verif
 SETTLED = "settled"  # True: every run's time includes settling the store (False: --unsettled, the raw window)
 MEMORY_LIMIT = "memory_limit_bytes"  # --memory-limit, or None
 MAX_RECOVERY = "max_recovery_s"  # --max-recovery-time, or None
+ONLY_RUNG = "only_rung"  # a ranking study: every config ran at this rung index only (absent: the whole ladder)
+RANKING = "ranking"  # a ranking study: the knob ranking computed from its samples (analysis.ranking.Ranking)
+RANKED_BY = "ranked_by"  # a top-k study: {"study", "top_k", "knobs"}, the ranking its searched knobs came from
 
 # trial
 ROLE = "role"  # "baseline" (the default, first) or "control" (the default, re-run periodically); absent otherwise

@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 
+import numpy as np
 import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial
+from scipy.stats import qmc
 
 from knobtune.errors import UsageError
 
 
-SAMPLERS = ("tpe", "random", "qmc", "cmaes", "gp")
+SAMPLERS = ("tpe", "random", "qmc", "cmaes", "gp", "lhs")
+LHS_ROW = "lhs_row"  # trial system attribute: the row of the Latin hypercube design the trial took
 
 
 Constraints = Callable[[FrozenTrial], Sequence[float]]
 
 
 def make_sampler(name: str, seed: int | None, expected_trials: int | None = None,
-                 constraints: Constraints | None = None) -> optuna.samplers.BaseSampler:
-    """The sampler called ``name`` (see ``_make``); Optuna's experimental warnings are expected and silenced."""
+                 constraints: Constraints | None = None,
+                 param_names: Sequence[str] = ()) -> optuna.samplers.BaseSampler:
+    """The sampler called ``name`` (see ``_make``); Optuna's experimental warnings are expected and silenced.
+
+    ``param_names``: every Optuna param the space can suggest (the Latin hypercube gives each a column).
+    """
+    if name == "lhs":
+        return LatinHypercubeSampler(expected_trials or 100, param_names, seed)
     with warnings.catch_warnings():  # TPE's `group`, QMC and GP are marked experimental; we choose them knowingly
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return _make(name, seed, expected_trials, constraints)
@@ -63,3 +75,75 @@ def _require(module: str, package: str) -> None:
     if importlib.util.find_spec(module) is None:
         raise UsageError(f"this sampler needs the '{package}' package, which is not installed. "
                          f"Fix: pip install {package}")
+
+
+class LatinHypercubeSampler(optuna.samplers.BaseSampler):
+    """Configs spread evenly over the space, for ranking knobs: a Latin hypercube of ``samples`` rows (scipy).
+
+    Each param (a knob, or a knob's ``.special`` choice) has a column of the
+    design, by its place in ``param_names``; every column is cut into
+    ``samples`` equal strata and each stratum is used exactly once, so even a
+    few hundred samples cover each knob's whole range. A column's value u in
+    [0, 1) maps onto the param's range (on a log scale for log knobs) or picks
+    one of its choices. A conditional param uses its column only in the trials
+    where it applies. Trials with fixed params (the default) take no row; the
+    row count is kept in the storage, so a resumed study goes on down the
+    design, and trials past it start a new design.
+    """
+
+    def __init__(self, samples: int, param_names: Sequence[str], seed: int | None) -> None:
+        self._samples = max(1, samples)
+        self._columns = {name: i for i, name in enumerate(param_names)}
+        self._seed = seed or 0
+        self._designs: dict[int, np.ndarray] = {}
+        self._rows: dict[int, int] = {}  # trial id -> design row
+        self._fallback = optuna.samplers.RandomSampler(seed=seed)
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        return {}
+
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
+                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        return {}
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        if "fixed_params" in trial.system_attrs:
+            return
+        row = sum(1 for t in study.get_trials(deepcopy=False) if LHS_ROW in t.system_attrs)
+        study._storage.set_trial_system_attr(trial._trial_id, LHS_ROW, row)
+        self._rows[trial._trial_id] = row
+
+    def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: BaseDistribution) -> Any:
+        row = self._rows.get(trial._trial_id)
+        column = self._columns.get(param_name)
+        if row is None or column is None:
+            return self._fallback.sample_independent(study, trial, param_name, param_distribution)
+        block, row = divmod(row, self._samples)
+        return _from_unit(float(self._design(block)[row, column]), param_distribution)
+
+    def _design(self, block: int) -> np.ndarray:
+        if block not in self._designs:
+            engine = qmc.LatinHypercube(d=max(1, len(self._columns)), seed=self._seed + block)
+            self._designs[block] = engine.random(self._samples)
+        return self._designs[block]
+
+
+def _from_unit(u: float, distribution: BaseDistribution) -> Any:
+    """The value at ``u`` in [0, 1) of a param's range (log-scaled when the param is), or one of its choices."""
+    if isinstance(distribution, CategoricalDistribution):
+        choices = distribution.choices
+        return choices[min(int(u * len(choices)), len(choices) - 1)]
+    if isinstance(distribution, IntDistribution):
+        low, high = distribution.low, distribution.high
+        if distribution.log:
+            value = math.exp(math.log(low) + u * (math.log(high + 1) - math.log(low)))
+        else:
+            value = low + u * (high - low + 1)
+        return min(high, max(low, int(math.floor(value))))
+    if isinstance(distribution, FloatDistribution):
+        low, high = distribution.low, distribution.high
+        if distribution.log:
+            return math.exp(math.log(low) + u * (math.log(high) - math.log(low)))
+        return low + u * (high - low)
+    raise TypeError(f"no Latin hypercube mapping for {type(distribution).__name__}")

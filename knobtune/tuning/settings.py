@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from knobtune.knobs import Catalog
 from knobtune.tuning.space import SearchSpace
-from knobtune.workloads import Objective, Workload
+from knobtune.workloads import Objective, Rung, Workload
 
 
 @dataclass(frozen=True)
@@ -30,3 +30,11 @@ class TuneSettings:
     settle: bool = True  # a run's time includes settling the store afterwards (False: the raw window)
     memory_limit_bytes: int | None = None  # configs planned or measured above it are infeasible
     max_recovery_s: float | None = None  # full-size runs whose reopen after a crash takes longer are infeasible
+    only_rung: int | None = None  # every config runs at this rung of the ladder only, none climbs (ranking samples)
+    ranking: dict | None = None  # the ranking the searched knobs came from: {"study", "top_k", "knobs"} (--ranking)
+
+    @property
+    def rungs(self) -> tuple[Rung, ...]:
+        """The rungs a config climbs: the workload's ladder, or the one rung of ``only_rung``."""
+        rungs = self.workload.rungs
+        return rungs if self.only_rung is None else (rungs[self.only_rung],)

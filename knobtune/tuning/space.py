@@ -43,6 +43,16 @@ class SearchSpace:
                 config[name] = _suggest_knob(trial, knob, self._choices(knob))
         return mend(self.catalog, config)
 
+    def param_names(self) -> list[str]:
+        """Every Optuna param ``suggest`` may ask for, in a stable order."""
+        names = []
+        for name in self.knobs:
+            knob = self.catalog.knobs[name]
+            if knob.special and knob.search_special and self._choices(knob) is None:
+                names.append(name + SPECIAL_SUFFIX)
+            names.append(name)
+        return names
+
     def params_of(self, config: Mapping[str, Value]) -> dict[str, object]:
         """The Optuna params that make ``suggest`` return ``config`` (to enqueue the default)."""
         params: dict[str, object] = {}

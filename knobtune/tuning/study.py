@@ -95,7 +95,8 @@ class Tuner:
     def _open_study(self) -> optuna.Study:
         s = self.settings
         sampler = make_sampler(s.sampler, s.seed, s.trials,
-                               constraints=recovery_constraint if s.max_recovery_s is not None else None)
+                               constraints=recovery_constraint if s.max_recovery_s is not None else None,
+                               param_names=s.space.param_names())
         pruner = DefaultAwareHalvingPruner(s.reduction_factor)
         study = optuna.create_study(study_name=s.study_name, storage=self._storage, sampler=sampler, pruner=pruner,
                                     direction="maximize" if s.objective.maximize else "minimize",
@@ -113,6 +114,10 @@ class Tuner:
             raise UsageError(f"study '{s.study_name}' was created with {'settled' if settled else 'unsettled'} runs: "
                              "its times would not compare. Fix: " + ("drop --unsettled" if settled else "add --unsettled")
                              + ", or use another --study name")
+        if attrs.SYSTEM in recorded and recorded.get(attrs.ONLY_RUNG) != s.only_rung:
+            raise UsageError(f"study '{s.study_name}' is a " + ("ranking study: `knobtune rank` resumes it"
+                             if recorded.get(attrs.ONLY_RUNG) is not None else "tuning study, not a ranking")
+                             + ". Fix: use another --study name")
         records = (recorded.get(attrs.WORKLOAD) or {}).get("records")
         if records is not None and records != s.workload.records:
             raise UsageError(f"study '{s.study_name}' was created with {records:,} records, not "
@@ -141,6 +146,8 @@ class Tuner:
             attrs.SETTLED: s.settle,
             attrs.MEMORY_LIMIT: s.memory_limit_bytes,
             attrs.MAX_RECOVERY: s.max_recovery_s,
+            **({attrs.ONLY_RUNG: s.only_rung} if s.only_rung is not None else {}),
+            **({attrs.RANKED_BY: s.ranking} if s.ranking is not None else {}),
         }
         for key, value in values.items():
             study.set_user_attr(key, value)
@@ -215,7 +222,7 @@ class Tuner:
     def _reserve_verification(self, study: optuna.Study) -> None:
         """Keep back, from a time budget, what verifying at the end will take (estimated from the default)."""
         s = self.settings
-        base = self._baseline(study).get(str(s.workload.full.index))
+        base = self._baseline(study).get(str(s.rungs[-1].index))
         if s.time_budget_s is None or base is None or s.verify_top <= 0:
             return
         runs = (s.verify_top + 1 + self._references) * s.verify_repeats
@@ -253,12 +260,12 @@ class Tuner:
                     and t.user_attrs.get(attrs.OUTCOME) != Outcome.INTERRUPTED.value]
             if len(done) >= self.settings.trials:
                 return False
-        if not self._fits(study, self.settings.workload.full):
-            return self._fits(study, self.settings.workload.rungs[0])  # too late for a control; small rungs only
+        if not self._fits(study, self.settings.rungs[-1]):
+            return self._fits(study, self.settings.rungs[0])  # too late for a control; small rungs only
         if self._control_due(trials) and not any(attrs.is_reference(t.user_attrs) for t in waiting):
             self._enqueue_default(study, attrs.ROLE_CONTROL)
             self._note("re-running the default as a control (drift check)")
-        return self._fits(study, self.settings.workload.rungs[0])
+        return self._fits(study, self.settings.rungs[0])
 
     # ------------------------------------------------------------ one trial
 
@@ -319,7 +326,7 @@ class Tuner:
                is_baseline: bool) -> Outcome:
         """Run ``trial`` up the ladder; tell Optuna how it ended and return the outcome."""
         s = self.settings
-        rungs = s.workload.rungs
+        rungs = s.rungs
         for rung in rungs:
             if not is_baseline and not self._fits(study, rung):
                 return self._finish(study, trial, Outcome.BUDGET, "the time budget ended before this rung")
@@ -403,7 +410,7 @@ class Tuner:
 
     def _record_control(self, study: optuna.Study, trial: optuna.Trial) -> None:
         """Append the default's full-size value to the study's drift record."""
-        full = trial.user_attrs.get(attrs.rung_key(self.settings.workload.full.index), {})
+        full = trial.user_attrs.get(attrs.rung_key(self.settings.rungs[-1].index), {})
         controls = list(study.user_attrs.get(attrs.CONTROLS, []))
         controls.append({"trial": trial.number, "at_s": round(self._elapsed(), 1), "value": full.get("value"),
                          "role": trial.user_attrs.get(attrs.ROLE)})
