@@ -32,9 +32,9 @@ from pathlib import Path
 KNOBTUNE = [str(Path(sys.executable).with_name("knobtune"))]  # the installed entry point
 
 
-def knobtune(*args: str, home: Path) -> str:
-    """Run one knobtune command; its standard output (progress goes to the terminal)."""
-    argv = [*KNOBTUNE, *args, "--dir", str(home)]
+def knobtune(*args: str, home: Path | None) -> str:
+    """Run one knobtune command (in the studies folder ``home``); its standard output (progress goes to the terminal)."""
+    argv = [*KNOBTUNE, *args, *(["--dir", str(home)] if home else [])]
     print("$ knobtune", " ".join(args), flush=True)
     result = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
     if result.returncode != 0:
@@ -44,18 +44,23 @@ def knobtune(*args: str, home: Path) -> str:
 
 def run(args: argparse.Namespace) -> dict:
     home = Path(args.dir or tempfile.mkdtemp(prefix="knobtune-bench-pg-"))
-    study = f"bench-{args.workload}-s{args.seed}-{time.strftime('%H%M%S')}"
     started = time.monotonic()
-    tuned = json.loads(knobtune("tune", "postgresql", "--workload", args.workload, "--time", args.time, "--study",
-                                study, "--seed", str(args.seed), "--json", home=home))
+    if args.study:  # a finished study: only the comparison
+        study = args.study
+        tuned = json.loads(knobtune("show", study, "--json", home=home))
+    else:
+        study = f"bench-{args.workload}-s{args.seed}-{time.strftime('%H%M%S')}"
+        tuned = json.loads(knobtune("tune", "postgresql", "--workload", args.workload, "--time", args.time, "--study",
+                                    study, "--seed", str(args.seed), "--json", home=home))
     study_s = time.monotonic() - started
     pgtune = home / "pgtune.json"
-    knobtune("baseline", "postgresql", "--profile", args.profile, "-o", str(pgtune), home=home)
+    knobtune("baseline", "postgresql", "--profile", args.profile, "-o", str(pgtune), home=None)
     compared = json.loads(knobtune("compare", "postgresql", "--workload", args.workload, "--config", "default",
                                    "--config", str(pgtune), "--config", f"study:{study}", "--repeats",
                                    str(args.repeats), "--seed", str(args.seed + 1), "--json", home=home))
-    return {"workload": args.workload, "time": args.time, "seed": args.seed, "study_wall_s": round(study_s, 1),
-            "pgtune_profile": args.profile, "study": tuned, "compare": compared,
+    return {"workload": args.workload, "time": args.time, "seed": args.seed, "study": study,
+            "study_wall_s": None if args.study else round(study_s, 1),
+            "pgtune_profile": args.profile, "summary": tuned, "compare": compared,
             "total_wall_s": round(time.monotonic() - started, 1)}
 
 
@@ -64,7 +69,7 @@ def table(paths: list[Path]) -> str:
             "|---|---|---|---|---|---|---|---|"]
     for path in paths:
         data = json.loads(path.read_text())
-        counts = data["study"].get("counts", {})
+        counts = data["summary"].get("counts", {})
         trials = " / ".join(f"{counts.get(k, 0)}" for k in ("complete", "pruned", "timeout"))
         for row in data["compare"]["candidates"]:
             speedup = row.get("speedup") or {}
@@ -88,6 +93,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7, help="interleaved runs per config in the comparison")
     parser.add_argument("--profile", default="oltp", help="PGTune's database type")
     parser.add_argument("--dir", help="studies folder (default: a new temporary one)")
+    parser.add_argument("--study", help="compare this finished study of --dir instead of running one")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--table", nargs="+", type=Path, help="print the markdown table of these result files")
     args = parser.parse_args()
