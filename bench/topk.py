@@ -1,0 +1,173 @@
+"""Benchmark: does ranking knobs first and tuning only the top k pay off at the same wall-clock budget? (issue 13)
+
+For each seed, four arms, each given the same total budget B:
+
+- all:    ``knobtune tune`` (TPE) over every safe knob, --time B;
+- random: the same with ``--sampler random``;
+- top5, top10: ``knobtune rank`` (Latin-hypercube samples at rung 0) for R,
+  then ``knobtune tune --ranking --top-k K`` for B - R (the ranking's time is
+  counted against both top-k arms: it is shared, so each pays it whole).
+
+Every study verifies its own top 3 against the default inside its budget
+(5 interleaved runs each). Recorded per arm: the verified speedup (with its
+95% CI), the best full-size value over time (from the trials' end times,
+the ranking's time added for top-k arms), and when the arm first reached 95%
+of the best full-size value the all-knob arm reached. Also the rank
+agreement between rungs: the same ranking computed from rung 0 and from
+rung 1 of the all-knob studies' trials (``rank --from-study``).
+
+    .venv/bin/python bench/topk.py --budget 4m --rank-time 80s --seeds 1 2 3 --records 20000 --out bench/results/topk-20261123.json
+    .venv/bin/python bench/topk.py --table bench/results/topk-20261123.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import optuna
+
+from knobtune.knobs.units import parse_duration_s
+from knobtune.tuning import attrs
+
+KNOBTUNE = [str(Path(sys.executable).with_name("knobtune"))]
+
+
+def knobtune(*args: str, home: Path) -> dict:
+    argv = [*KNOBTUNE, *args, "--dir", str(home), "--json"]
+    print("$ knobtune", " ".join(args), flush=True)
+    result = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"knobtune {args[0]} failed (status {result.returncode}): {result.stdout[-2000:]}")
+    return json.loads(result.stdout)
+
+
+def timeline(home: Path, study_name: str, offset_s: float, maximize: bool) -> list[tuple[float, float]]:
+    """(seconds since the arm began, best full-size value so far) at each full-size trial's end."""
+    study = optuna.load_study(study_name=study_name, storage=f"sqlite:///{home / 'studies.db'}")
+    trials = [t for t in study.get_trials(deepcopy=False) if t.value is not None and t.datetime_complete
+              and not attrs.is_reference(t.user_attrs) and attrs.INFEASIBLE not in t.user_attrs]
+    start = min(t.datetime_start for t in study.get_trials(deepcopy=False) if t.datetime_start)
+    points, best = [], None
+    for trial in sorted(trials, key=lambda t: t.datetime_complete):
+        value = trial.value
+        best = value if best is None or (value > best if maximize else value < best) else best
+        points.append((offset_s + (trial.datetime_complete - start).total_seconds(), best))
+    return points
+
+
+def arm(args: argparse.Namespace, home: Path, name: str, seed: int, budget_s: float) -> dict:
+    common = ["--workload", args.workload, "--records", str(args.records), "--seed", str(seed)]
+    offset, ranked = 0.0, None
+    extra: list[str] = []
+    if name.startswith("top"):
+        ranking_study = f"rank-s{seed}"
+        if not (home / f".ranked-{seed}").exists():
+            started = time.monotonic()
+            ranked = knobtune("rank", args.system, *common, "--samples", "400", "--time", f"{args.rank_time}s",
+                              "--study", ranking_study, home=home)
+            (home / f".ranked-{seed}").write_text(json.dumps({"s": time.monotonic() - started, "ranking": ranked}))
+        saved = json.loads((home / f".ranked-{seed}").read_text())
+        offset, ranked = saved["s"], saved["ranking"]
+        extra = ["--ranking", ranking_study, "--top-k", name.removeprefix("top")]
+    if name == "random":
+        extra = ["--sampler", "random"]
+    study = f"{name}-s{seed}"
+    started = time.monotonic()
+    summary = knobtune("tune", args.system, *common, "--time", f"{max(budget_s - offset, 30):.0f}s", "--study", study,
+                       *extra, home=home)
+    wall = time.monotonic() - started + offset
+    maximize = summary["objective"] == "ops_per_s"
+    verification = summary.get("verification") or {}
+    verified = None
+    for candidate in verification.get("candidates", []):
+        if summary.get("result_trial") is not None and candidate["label"] == f"trial {summary['result_trial']}":
+            verified = candidate.get("speedup")
+    return {"arm": name, "seed": seed, "study": study, "wall_s": round(wall, 1), "ranking_s": round(offset, 1),
+            "ranking_samples": ranked["samples"] if ranked else None, "verdict": summary["verdict"],
+            "verified_speedup": verified, "counts": summary["counts"], "default_value": summary["default_value"],
+            "maximize": maximize, "timeline": timeline(home, study, offset, maximize),
+            "top_knobs": ranked["order"][:10] if ranked else None}
+
+
+def rung_agreement(args: argparse.Namespace, home: Path, seed: int) -> dict:
+    """The same ranking from rung 0 and rung 1 of one all-knob study's trials: Kendall's tau of the orders."""
+    from scipy.stats import kendalltau
+
+    orders = {}
+    for rung in (0, 1):
+        try:
+            orders[rung] = knobtune("rank", args.system, "--workload", args.workload, "--from-study", f"all-s{seed}",
+                                    "--rung", str(rung), home=home)
+        except SystemExit as exc:  # too few trials reached rung 1
+            return {"seed": seed, "note": str(exc)[:300]}
+    knobs = orders[0]["order"]
+    positions = [[orders[r]["order"].index(k) for k in knobs] for r in (0, 1)]
+    tau = kendalltau(*positions).statistic
+    return {"seed": seed, "samples": {r: orders[r]["samples"] for r in (0, 1)}, "tau": tau,
+            "top5": {r: orders[r]["order"][:5] for r in (0, 1)}}
+
+
+def table(path: Path) -> str:
+    data = json.loads(path.read_text())
+    rows = ["| arm | seeds | verified speedup per seed (95% CI) | best full-size value per seed | "
+            "time to 95% of the all-knob best (median) |", "|---|---|---|---|---|"]
+    arms = sorted({r["arm"] for r in data["runs"]}, key=["all", "random", "top5", "top10"].index)
+    for name in arms:
+        runs = [r for r in data["runs"] if r["arm"] == name]
+        speedups = "; ".join(f"{s['ratio']:.2f}x ({s['ci_low']:.2f}-{s['ci_high']:.2f})" if (s := r["verified_speedup"])
+                             else "none verified" for r in runs)
+        bests = "; ".join(f"{r['timeline'][-1][1]:.4g}" if r["timeline"] else "-" for r in runs)
+        reach = [r.get("reached_s") for r in runs if r.get("reached_s") is not None]
+        reached = f"{statistics.median(reach):.0f} s ({len(reach)}/{len(runs)} reached)" if reach else "never"
+        rows.append(f"| {name} | {len(runs)} | {speedups} | {bests} | {reached} |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--system", default="rocksdb")
+    parser.add_argument("--workload", default="put-get-delete")
+    parser.add_argument("--records", type=int, default=20000)
+    parser.add_argument("--budget", default="4m")
+    parser.add_argument("--rank-time", type=float, default=80.0, help="seconds of ranking samples")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--arms", nargs="+", default=["all", "random", "top5", "top10"])
+    parser.add_argument("--dir", type=Path)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--table", type=Path)
+    args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
+    home = args.dir or Path(tempfile.mkdtemp(prefix="knobtune-bench-topk-"))
+    budget_s = parse_duration_s(args.budget)
+    runs = []
+    for seed in args.seeds:  # arms of one seed one after the other: drift spreads over every arm alike
+        for name in args.arms:
+            runs.append(arm(args, home, name, seed, budget_s))
+            if args.out:
+                args.out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
+    for seed in args.seeds:  # when each arm first reached 95% of its seed's all-knob best
+        reference = next((r for r in runs if r["arm"] == "all" and r["seed"] == seed and r["timeline"]), None)
+        for run in (r for r in runs if r["seed"] == seed and reference):
+            best = reference["timeline"][-1][1]
+            goal = best * 0.95 if run["maximize"] else best / 0.95
+            run["reached_s"] = next((t for t, v in run["timeline"] if (v >= goal if run["maximize"] else v <= goal)),
+                                    None)
+    result = {"budget": args.budget, "rank_time_s": args.rank_time, "records": args.records, "runs": runs,
+              "rung_agreement": [rung_agreement(args, home, seed) for seed in args.seeds if "all" in args.arms]}
+    text = json.dumps(result, indent=1, default=str)
+    if args.out:
+        args.out.write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
