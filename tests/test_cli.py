@@ -44,7 +44,7 @@ def test_systems_lists_drivers_and_verifiability() -> None:
     assert workloads["put-get-delete"]["verifiable"] == {"db_bench": True, "kvbench": True}
     assert workloads["fillrandom"]["verifiable"] == {"db_bench": False, "kvbench": False}
     assert workloads["fillrandom"]["verifiable_twin"]["db_bench"] == ["filluniquerandom", "flush", "readrandom"]
-    assert workloads["ycsb-a"]["verifiable"] == {"kvbench": True, "pgbench": True}
+    assert workloads["ycsb-a"]["verifiable"] == {"kvbench": True, "pgbench": True, "ycsb": True}
     assert {"system": "leveldb", "driver": "kvbench", "installed": True}.items() <= data["systems"][2].items()
     assert "NOT verifiable" in _ok("systems")
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Target
+from knobtune.targets.cassandra import CassandraTarget
 from knobtune.targets.db_bench import DbBenchTarget
 from knobtune.targets.formats import ExportFormat
 from knobtune.targets.kvbench import KvbenchTarget
@@ -21,8 +22,9 @@ TARGETS: dict[tuple[str, str], type[Target]] = {
     ("rocksdb", "kvbench"): KvbenchTarget,
     ("leveldb", "kvbench"): KvbenchTarget,
     ("postgresql", "pgbench"): PostgresTarget,
+    ("cassandra", "ycsb"): CassandraTarget,
 }
-DEFAULT_DRIVER = {"rocksdb": "db_bench", "leveldb": "kvbench", "postgresql": "pgbench"}
+DEFAULT_DRIVER = {"rocksdb": "db_bench", "leveldb": "kvbench", "postgresql": "pgbench", "cassandra": "ycsb"}
 
 
 def resolve_driver(system: str, driver: str | None) -> str:
@@ -73,5 +75,5 @@ def make_target(catalog: Catalog, workload: Workload, scratch_dir: Path, driver:
     return TARGETS[(catalog.system, driver)](catalog, workload, scratch_dir, **options)
 
 
-__all__ = ["DbBenchTarget", "ExportFormat", "FailureKind", "KvbenchTarget", "Measurement", "PostgresTarget", "Phase", "RunFailure",
+__all__ = ["CassandraTarget", "DbBenchTarget", "ExportFormat", "FailureKind", "KvbenchTarget", "Measurement", "PostgresTarget", "Phase", "RunFailure",
            "Target", "TARGETS", "export_format", "export_formats", "make_target", "resolve_driver", "target_class"]

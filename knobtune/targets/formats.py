@@ -120,5 +120,66 @@ def _alter_system(catalog: Catalog, config: Mapping[str, Value]) -> str:
 POSTGRESQL_CONF = ExportFormat("postgresql-conf", "a postgresql.conf include file, with units", "#", _postgresql_conf)
 ALTER_SYSTEM = ExportFormat("alter-system", "ALTER SYSTEM statements for psql", "--", _alter_system)
 
+def cassandra_yaml_settings(catalog: Catalog, config: Mapping[str, Value]) -> dict[str, str]:
+    """The changed cassandra.yaml settings as Cassandra 5.0 reads them: sizes with a unit (MiB, KiB, B; a rate
+    with /s), durations in ms, booleans true/false. A value left at its default is not written."""
+    settings = {}
+    for name, value in sorted(catalog.changed(config).items()):
+        knob = catalog.knobs[name]
+        if not knob.supports("cassandra-yaml"):
+            continue
+        if knob.type is KnobType.BYTES:
+            settings[name] = _cassandra_size(int(value)) + ("/s" if knob.unit == "bytes/s" else "")
+        elif knob.type is KnobType.DURATION:
+            settings[name] = f"{round(float(value) * 1000)}ms"
+        elif knob.type is KnobType.BOOL:
+            settings[name] = "true" if value else "false"
+        else:
+            settings[name] = spell_value(knob, value, "cassandra-yaml")
+    return settings
+
+
+def cassandra_jvm_flags(catalog: Catalog, config: Mapping[str, Value]) -> list[str]:
+    """The java command line's arguments for every JVM knob that applies (a special value: the JVM's own default).
+
+    The heap's maximum (-Xmx) is also its initial size (-Xms), as Cassandra's own scripts set it.
+    """
+    flags = []
+    for name, knob in catalog.knobs.items():
+        value = config[name]
+        if knob.supports("jvm") and knob.applies(config) and value not in knob.special:
+            flags.append(knob.names["jvm"] + spell_value(knob, value, "jvm"))
+            if knob.names["jvm"] == "-Xmx":
+                flags.append("-Xms" + spell_value(knob, value, "jvm"))
+    return flags
+
+
+def _cassandra_size(size: int) -> str:
+    """A size in the largest unit Cassandra takes that keeps it whole enough: MiB from 1 MiB up, then KiB, then B."""
+    if size >= 2**20:
+        return f"{round(size / 2**20)}MiB"
+    if size >= 2**10:
+        return f"{round(size / 2**10)}KiB"
+    return f"{size}B"
+
+
+def _cassandra_yaml(catalog: Catalog, config: Mapping[str, Value]) -> str:
+    lines = ["# cassandra.yaml settings written by knobtune (Cassandra 5.0 names and units): merge into cassandra.yaml"]
+    lines += [f"{name}: {text}" for name, text in cassandra_yaml_settings(catalog, config).items()]
+    return "\n".join(lines) + "\n"
+
+
+def _cassandra_jvm(catalog: Catalog, config: Mapping[str, Value]) -> str:
+    lines = ["# JVM options written by knobtune: one per line, as conf/jvm17-server.options takes them"]
+    lines += cassandra_jvm_flags(catalog, config)
+    return "\n".join(lines) + "\n"
+
+
+CASSANDRA_YAML = ExportFormat("cassandra-yaml", "cassandra.yaml settings, with Cassandra 5.0's units", "#",
+                              _cassandra_yaml)
+CASSANDRA_JVM = ExportFormat("jvm-options", "JVM options (heap, garbage collector) for conf/jvm17-server.options", "#",
+                             _cassandra_jvm)
+
 SYSTEM_FORMATS: dict[str, tuple[ExportFormat, ...]] = {"rocksdb": (ROCKSDB_OPTIONS, DB_BENCH_FLAGS),
-                                                       "postgresql": (POSTGRESQL_CONF, ALTER_SYSTEM)}
+                                                       "postgresql": (POSTGRESQL_CONF, ALTER_SYSTEM),
+                                                       "cassandra": (CASSANDRA_YAML, CASSANDRA_JVM)}

@@ -1,0 +1,81 @@
+"""Cassandra 5.0 as a scratch node under YCSB, at tiny sizes: runs with checked reads, refusals, data loss, cleanup."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from knobtune.knobs import load_catalog
+from knobtune.targets import FailureKind, RunFailure, make_target
+from knobtune.targets.cassandra import CassandraTarget
+
+from conftest import tiny
+
+pytestmark = pytest.mark.skipif(CassandraTarget.installed() is None,
+                                reason="Cassandra's jars are not fetched (scripts/cassandra-fetch)")
+
+
+@pytest.fixture(scope="module")
+def cassandra():
+    return load_catalog("cassandra")
+
+
+def _nodes(marker: str) -> list[str]:
+    """Cassandra JVMs whose command line names ``marker`` (a scratch folder of one test)."""
+    out = subprocess.run(["ps", "-ww", "-eo", "stat=,args="], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines()
+            if "CassandraDaemon" in line and marker in line and not line.strip().startswith("Z")]
+
+
+def test_a_node_runs_ycsb_with_every_read_checked_refuses_what_cassandra_refuses_and_catches_lost_rows(
+        cassandra, tmp_path: Path) -> None:
+    workload = tiny("ycsb-a", 1000)  # 1,000 records loaded once, 2,000 operations at full size
+    scratch = tmp_path / "scratch"
+    with make_target(cassandra, workload, scratch) as target:
+        target.apply(cassandra.config({"concurrent_reads": 16, "compaction_throughput": "32MiB"}))
+        measurement = target.run(workload.full, timeout_s=300, log_path=tmp_path / "run.log", seed=1)
+        run = measurement.phases[0]
+        assert run.ops == 2000 and run.found == run.expected > 500, "about half the operations are checked reads"
+        assert {p.name for p in measurement.phases} == {"run", "read", "update"} and run.p99_us > 0
+        assert measurement.settle.recovery_s > 0 and measurement.peak_rss_bytes > 500 * 2**20
+        node_yaml = (scratch / "node" / "run" / "cassandra.yaml").read_text()
+        assert "concurrent_reads: 16" in node_yaml and "compaction_throughput: 32MiB/s" in node_yaml
+
+        target.apply(cassandra.config({"commitlog_sync": "group"}))  # group sync needs a window: Cassandra says so
+        with pytest.raises(RunFailure) as refused:
+            target.run(workload.full, timeout_s=300, log_path=tmp_path / "refused.log", seed=1)
+        assert refused.value.kind is FailureKind.REFUSED and "commitlog_sync_group_window" in refused.value.reason
+
+        for table in (scratch / "node" / "pristine" / "data" / "ycsb").glob("usertable-*"):  # lose every row
+            shutil.rmtree(table)
+            table.mkdir()
+        target.apply(cassandra.defaults())
+        with pytest.raises(RunFailure) as lost:
+            target.run(workload.rungs[0], timeout_s=300, log_path=tmp_path / "lost.log", seed=1)
+        assert lost.value.kind is FailureKind.DATA_LOSS and "did not return what was written" in lost.value.reason
+    assert _nodes(str(tmp_path)) == []
+
+
+def test_no_node_is_left_after_knobtune_is_killed(tmp_path: Path) -> None:
+    env = {**os.environ, "KNOBTUNE_HOME": str(tmp_path / "home")}
+    argv = [sys.executable, "-m", "knobtune.cli", "tune", "cassandra", "--workload", "ycsb-a", "--records", "1000",
+            "--trials", "3", "--study", "killed"]
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not _nodes(str(tmp_path)):
+        time.sleep(0.2)
+    assert _nodes(str(tmp_path)), "the study should have started its node"
+    time.sleep(1.0)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _nodes(str(tmp_path)):
+        time.sleep(0.2)
+    assert _nodes(str(tmp_path)) == [], "a Cassandra JVM outlived knobtune"
