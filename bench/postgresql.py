@@ -23,24 +23,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-KNOBTUNE = [str(Path(sys.executable).with_name("knobtune"))]  # the installed entry point
-
-
-def knobtune(*args: str, home: Path | None) -> str:
-    """Run one knobtune command (in the studies folder ``home``); its standard output (progress goes to the terminal)."""
-    argv = [*KNOBTUNE, *args, *(["--dir", str(home)] if home else [])]
-    print("$ knobtune", " ".join(args), flush=True)
-    result = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
-    if result.returncode != 0:
-        raise SystemExit(f"knobtune {args[0]} failed (status {result.returncode}): {result.stdout[-2000:]}")
-    return result.stdout
-
+from _cli import knobtune
 
 def run(args: argparse.Namespace) -> dict:
     home = Path(args.dir or tempfile.mkdtemp(prefix="knobtune-bench-pg-"))

@@ -25,27 +25,18 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import optuna
 
+from _cli import knobtune
 from knobtune.knobs.units import parse_duration_s
 from knobtune.tuning import attrs
 
-KNOBTUNE = [str(Path(sys.executable).with_name("knobtune"))]
-
-
-def knobtune(*args: str, home: Path) -> dict:
-    argv = [*KNOBTUNE, *args, "--dir", str(home), "--json"]
-    print("$ knobtune", " ".join(args), flush=True)
-    result = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
-    if result.returncode != 0:
-        raise SystemExit(f"knobtune {args[0]} failed (status {result.returncode}): {result.stdout[-2000:]}")
-    return json.loads(result.stdout)
+def knobtune_json(*args: str, home: Path) -> dict:
+    return json.loads(knobtune(*args, "--json", home=home))
 
 
 def timeline(home: Path, study_name: str, offset_s: float, maximize: bool) -> list[tuple[float, float]]:
@@ -70,7 +61,7 @@ def arm(args: argparse.Namespace, home: Path, name: str, seed: int, budget_s: fl
         ranking_study = f"rank-s{seed}"
         if not (home / f".ranked-{seed}").exists():
             started = time.monotonic()
-            ranked = knobtune("rank", args.system, *common, "--samples", "400", "--time", f"{args.rank_time}s",
+            ranked = knobtune_json("rank", args.system, *common, "--samples", "400", "--time", f"{args.rank_time}s",
                               "--study", ranking_study, home=home)
             (home / f".ranked-{seed}").write_text(json.dumps({"s": time.monotonic() - started, "ranking": ranked}))
         saved = json.loads((home / f".ranked-{seed}").read_text())
@@ -80,7 +71,7 @@ def arm(args: argparse.Namespace, home: Path, name: str, seed: int, budget_s: fl
         extra = ["--sampler", "random"]
     study = f"{name}-s{seed}"
     started = time.monotonic()
-    summary = knobtune("tune", args.system, *common, "--time", f"{max(budget_s - offset, 30):.0f}s", "--study", study,
+    summary = knobtune_json("tune", args.system, *common, "--time", f"{max(budget_s - offset, 30):.0f}s", "--study", study,
                        *extra, home=home)
     wall = time.monotonic() - started + offset
     maximize = summary["objective"] == "ops_per_s"
@@ -103,7 +94,7 @@ def rung_agreement(args: argparse.Namespace, home: Path, seed: int) -> dict:
     orders = {}
     for rung in (0, 1):
         try:
-            orders[rung] = knobtune("rank", args.system, "--workload", args.workload, "--from-study", f"all-s{seed}",
+            orders[rung] = knobtune_json("rank", args.system, "--workload", args.workload, "--from-study", f"all-s{seed}",
                                     "--rung", str(rung), home=home)
         except SystemExit as exc:  # too few trials reached rung 1
             return {"seed": seed, "note": str(exc)[:300]}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knobtune.errors import ConfigError, ToolMissingError
-from knobtune.knobs import Catalog, KnobType, Value, render_flags, render_named, spell_value
+from knobtune.knobs import Catalog, Knob, KnobType, Value, render_flags, render_named, spell_value
 from knobtune.targets._process import run_logged
 
 
@@ -81,21 +81,30 @@ def postgresql_settings(catalog: Catalog, config: Mapping[str, Value]) -> dict[s
     """The changed settings as PostgreSQL reads them, with units: sizes in kB, times in ms, booleans on/off.
 
     A bare number would be read in the setting's own base unit (8 kB pages for shared_buffers), so every
-    size and time carries its unit.
+    size and time carries its unit; a special value (-1 = auto) is written as it is.
     """
+    return _with_units(catalog, config, "postgresql", lambda knob, size: f"{max(size // 1024, 1)}kB", ("on", "off"),
+                       plain_specials=True)
+
+
+def _with_units(catalog: Catalog, config: Mapping[str, Value], fmt: str, size: Callable[[Knob, int], str],
+                booleans: tuple[str, str], plain_specials: bool) -> dict[str, str]:
+    """The changed knobs ``fmt`` can set, as text: sizes by ``size``, durations in ms, booleans as ``booleans``."""
     settings = {}
     for name, value in sorted(catalog.changed(config).items()):
         knob = catalog.knobs[name]
-        if value in knob.special:
+        if not knob.supports(fmt):
+            continue
+        if plain_specials and value in knob.special:
             settings[name] = str(value)
         elif knob.type is KnobType.BYTES:
-            settings[name] = f"{max(int(value) // 1024, 1)}kB"
+            settings[name] = size(knob, int(value))
         elif knob.type is KnobType.DURATION:
             settings[name] = f"{round(float(value) * 1000)}ms"
         elif knob.type is KnobType.BOOL:
-            settings[name] = "on" if value else "off"
+            settings[name] = booleans[0] if value else booleans[1]
         else:
-            settings[name] = spell_value(knob, value, "postgresql")
+            settings[name] = spell_value(knob, value, fmt)
     return settings
 
 
@@ -123,20 +132,9 @@ ALTER_SYSTEM = ExportFormat("alter-system", "ALTER SYSTEM statements for psql", 
 def cassandra_yaml_settings(catalog: Catalog, config: Mapping[str, Value]) -> dict[str, str]:
     """The changed cassandra.yaml settings as Cassandra 5.0 reads them: sizes with a unit (MiB, KiB, B; a rate
     with /s), durations in ms, booleans true/false. A value left at its default is not written."""
-    settings = {}
-    for name, value in sorted(catalog.changed(config).items()):
-        knob = catalog.knobs[name]
-        if not knob.supports("cassandra-yaml"):
-            continue
-        if knob.type is KnobType.BYTES:
-            settings[name] = _cassandra_size(int(value)) + ("/s" if knob.unit == "bytes/s" else "")
-        elif knob.type is KnobType.DURATION:
-            settings[name] = f"{round(float(value) * 1000)}ms"
-        elif knob.type is KnobType.BOOL:
-            settings[name] = "true" if value else "false"
-        else:
-            settings[name] = spell_value(knob, value, "cassandra-yaml")
-    return settings
+    return _with_units(catalog, config, "cassandra-yaml",
+                       lambda knob, size: _cassandra_size(size) + ("/s" if knob.unit == "bytes/s" else ""),
+                       ("true", "false"), plain_specials=False)
 
 
 def cassandra_jvm_flags(catalog: Catalog, config: Mapping[str, Value]) -> list[str]:
