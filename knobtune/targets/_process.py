@@ -140,6 +140,32 @@ def process_tree(root_pid: int) -> list[int]:
     return tree
 
 
+def kill_tree(root_pid: int, wait_s: float = 30.0) -> None:
+    """SIGKILL ``root_pid`` and its descendants at once, and wait until none runs (zombies hold nothing).
+
+    The wait matters to a restart: a PostgreSQL child still exiting holds the old shared memory, and a new
+    postmaster refuses to start beside it ("pre-existing shared memory block is still in use").
+    """
+    tree = process_tree(root_pid)
+    for pid in reversed(tree):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + wait_s
+    while any(_running(pid) for pid in tree) and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
 def _pss_bytes(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/smaps_rollup", "rb") as rollup:

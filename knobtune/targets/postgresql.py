@@ -42,7 +42,7 @@ from knobtune.knobs.units import human_bytes
 from knobtune.storage import pid_alive
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target
 from knobtune.targets._pgchecks import CHECKS, DataCheck
-from knobtune.targets._process import process_tree, run_logged, spawn, stop_group, tree_pss_bytes
+from knobtune.targets._process import kill_tree, run_logged, spawn, stop_group, tree_pss_bytes
 from knobtune.targets.formats import postgresql_settings
 from knobtune.workloads import Rung, Workload
 
@@ -360,11 +360,7 @@ class PostgresTarget(Target):
         if self._server is None:
             return
         if not clean:
-            for pid in reversed(process_tree(self._server.pid)):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            kill_tree(self._server.pid)
         stop_group(self._server, signal.SIGINT if clean else signal.SIGKILL)
         self._server = None
 

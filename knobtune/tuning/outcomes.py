@@ -25,9 +25,12 @@ class Outcome(enum.StrEnum):
     def state(self) -> TrialState:
         if self is Outcome.COMPLETE:
             return TrialState.COMPLETE
-        if self in (Outcome.PRUNED, Outcome.TIMEOUT, Outcome.BUDGET):
-            return TrialState.PRUNED  # stopped early with its last rung's value: the sampler learns from it
-        return TrialState.FAIL  # never scored, never best
+        if self in (Outcome.TOOL, Outcome.INTERRUPTED):
+            return TrialState.FAIL  # says nothing about the config: the sampler ignores it
+        # stopped early with its last rung's value, or (a failure the config caused: timeout, refusal, crash,
+        # data loss, memory) with a value worse than the default's at that rung: the sampler learns to avoid
+        # it, the pruner compares with it, and it is never the best
+        return TrialState.PRUNED
 
     @property
     def config_fault(self) -> bool:

@@ -315,12 +315,21 @@ class Tuner:
                digest: str, is_baseline: bool) -> Outcome:
         """Apply ``config`` unless its memory plan is over the limit, then climb; a refusal ends the trial."""
         if over := self.settings.catalog.memory.over_limit(config, self.settings.memory_limit_bytes):
-            return self._finish(study, trial, Outcome.MEMORY, over)
+            return self._fail(study, trial, Outcome.MEMORY, over, self.settings.rungs[0], is_baseline)
         try:
             target.apply(config)
         except RunFailure as failure:  # the system would not take the config: the trial's outcome, not our error
-            return self._finish(study, trial, Outcome.of_failure(failure.kind), failure.reason)
+            return self._fail(study, trial, Outcome.of_failure(failure.kind), failure.reason, self.settings.rungs[0],
+                              is_baseline)
         return self._climb(study, target, trial, digest, is_baseline)
+
+    def _fail(self, study: optuna.Study, trial: optuna.Trial, outcome: Outcome, reason: str, rung: Rung,
+              is_baseline: bool) -> Outcome:
+        """End a trial that failed at ``rung``; a failure the config caused first reports a pessimistic value there."""
+        if outcome.config_fault and not is_baseline and str(rung.index) in self._baseline(study):  # not yet reported
+            trial.report(self._pessimistic(study, rung), step=self._step(rung))
+            trial.should_prune()  # records the rung so later trials compete with it
+        return self._finish(study, trial, outcome, reason)
 
     def _climb(self, study: optuna.Study, target: Target, trial: optuna.Trial, digest: str,
                is_baseline: bool) -> Outcome:
@@ -333,11 +342,7 @@ class Tuner:
             reused = None if is_baseline else self._reused(study, trial, digest, rung)
             result = reused or self._measure(study, target, trial, rung, is_baseline)
             if "failure" in result:
-                outcome = Outcome(result["failure"])
-                if outcome is Outcome.TIMEOUT and not is_baseline:
-                    trial.report(self._pessimistic(study, rung), step=self._step(rung))
-                    trial.should_prune()  # records the rung so later trials compete with it
-                return self._finish(study, trial, outcome, result["reason"])
+                return self._fail(study, trial, Outcome(result["failure"]), result["reason"], rung, is_baseline)
             trial.set_user_attr(attrs.REACHED_RUNG, rung.index)
             value = float(result["value"])
             if is_baseline:
@@ -422,7 +427,8 @@ class Tuner:
         return self.settings.reduction_factor ** rung.index
 
     def _pessimistic(self, study: optuna.Study, rung: Rung) -> float:
-        """What a timed-out run is at least as bad as: the default's value scaled by limit / default's time."""
+        """What a run that failed at ``rung`` counts as: no better than one that used up its time limit there,
+        the default's value scaled by limit / default's time."""
         base = self._baseline(study)[str(rung.index)]
         ratio = max((self.limit_s(study, rung) or 0.0) / base["elapsed_s"], 1.0)
         return base["value"] / ratio if self.settings.objective.maximize else base["value"] * ratio

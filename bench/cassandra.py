@@ -1,0 +1,65 @@
+"""Benchmark: a knobtune study of Cassandra 5.0 on YCSB-A, and a knob ranking on YCSB-B beside the published top 5.
+
+Runs, with the CLI a user runs:
+
+1. ``knobtune tune cassandra --workload ycsb-a --time T`` (TPE; its own
+   verification of the top candidates against the default, interleaved,
+   inside the budget);
+2. ``knobtune rank cassandra --workload ycsb-b --time R`` (Latin-hypercube
+   samples at rung 0, ranked by four methods);
+3. the ranking's top knobs beside the knob-importance study's top 5 for
+   Cassandra (HotStorage'20 via ../shared/reference/servers.md):
+   concurrent_reads, native_transport_max_threads, memtable_heap_space,
+   memtable_cleanup_threshold, compaction_throughput.
+
+    .venv/bin/python bench/cassandra.py --records 20000 --time 20m --rank-time 20m --out bench/results/cassandra-20261123.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from _cli import knobtune
+
+PUBLISHED_TOP5 = ("concurrent_reads", "native_transport_max_threads", "memtable_heap_space",
+                  "memtable_cleanup_threshold", "compaction_throughput")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=20000)
+    parser.add_argument("--time", default="20m", help="the tuning study's budget")
+    parser.add_argument("--rank-time", default="20m", help="the ranking's budget")
+    parser.add_argument("--samples", type=int, default=200, help="ranking samples at most (the time may end first)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--dir", type=Path)
+    parser.add_argument("--skip-tune", action="store_true")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    home = args.dir or Path(tempfile.mkdtemp(prefix="knobtune-bench-cassandra-"))
+    result: dict = {"records": args.records, "seed": args.seed}
+    if not args.skip_tune:
+        result["tune"] = json.loads(knobtune("tune", "cassandra", "--workload", "ycsb-a", "--records", str(args.records),
+                                             "--time", args.time, "--study", "cassandra-ycsb-a", "--seed",
+                                             str(args.seed), "--json", home=home))
+        if args.out:
+            args.out.write_text(json.dumps(result, indent=1) + "\n")
+    ranking = json.loads(knobtune("rank", "cassandra", "--workload", "ycsb-b", "--records", str(args.records),
+                                  "--samples", str(args.samples), "--time", args.rank_time, "--study",
+                                  "rank-cassandra-ycsb-b", "--seed", str(args.seed), "--json", home=home))
+    order = ranking["order"]
+    result["rank"] = ranking
+    result["published_top5"] = {knob: (order.index(knob) + 1 if knob in order else None) for knob in PUBLISHED_TOP5}
+    result["overlap_top5"] = sorted(set(order[:5]) & set(PUBLISHED_TOP5))
+    result["overlap_top10"] = sorted(set(order[:10]) & set(PUBLISHED_TOP5))
+    text = json.dumps(result, indent=1)
+    if args.out:
+        args.out.write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
