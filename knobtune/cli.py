@@ -425,7 +425,7 @@ def baseline(
             output.write_text(result.to_json())
         except OSError as exc:
             raise UsageError(f"cannot write {output} ({exc.strerror}). Fix: choose a writable path for -o") from None
-        told.append(f"wrote {output}; measure it: knobtune compare {system} --workload pgbench-tpcb "
+        told.append(f"wrote {output}; measure it: knobtune compare {system} --workload WORKLOAD "
                     f"--config default --config {output}")
     for line in told:
         console.err.print(line, markup=False)
