@@ -97,4 +97,12 @@ def test_rank_then_tune_the_top_k_then_explain_on_rocksdb(tmp_path) -> None:
     assert explained.exit_code == 0, explained.output
     path = json.loads(explained.stdout)
     assert 1 <= len(path["steps"]) <= 2 and path["repeats"] == 2
-    assert all(set(step["knobs"]) <= set(ranking["order"][:2]) for step in path["steps"])
+    changed = json.loads(runner.invoke(app, ["export", "top2", "--trial", "1", "--dir", folder]).stdout)
+    assert {knob for step in path["steps"] for knob in step["knobs"]} == set(changed["config"]), \
+        "the path adds exactly the trial's changes (a relation may have mended a knob beyond the top 2)"
+    report = runner.invoke(app, ["report", "top2", "-o", str(tmp_path / "top2.html"), "--dir", folder],
+                           catch_exceptions=False)
+    assert report.exit_code == 0, report.output
+    assert "Which changes earned the gain" in (tmp_path / "top2.html").read_text()
+    minimal = runner.invoke(app, ["export", "top2", "--minimal", "--dir", folder], catch_exceptions=False)
+    assert minimal.exit_code == 0 or "no minimal config" in minimal.output

@@ -46,7 +46,7 @@ def write_report(study: optuna.Study, path: Path) -> tuple[Path, Path]:
 
 def render(data: dict[str, Any]) -> str:
     figures = [f for f in (_history(data), _best_over_time(data), _verification(data), _speedups(data),
-                           _latency(data), _importance(data), _parallel(data)) if f is not None]
+                           _ablation(data), _latency(data), _importance(data), _parallel(data)) if f is not None]
     parts = [_header(data)]
     for index, figure in enumerate(figures):
         parts.append(figure.to_html(include_plotlyjs=index == 0, full_html=False, config={"displaylogo": False},
@@ -206,6 +206,25 @@ def _speedups(data: dict[str, Any]) -> Any:
     figure.add_hline(y=1.0, line_dash="dash", annotation_text="the default")
     return _layout(figure, "Default vs tuned: ratio of medians with 95% bootstrap CI (green: better beyond the noise)",
                    "config", "speedup over the default (x, >1 is better)")
+
+
+def _ablation(data: dict[str, Any]) -> Any:
+    """`knobtune explain`'s path as a waterfall: each step's part of the speedup, from the default to the winner."""
+    import plotly.graph_objects as go
+
+    steps = [s for s in ((data.get("explanation") or {}).get("steps") or []) if "ratio" in s]
+    if not steps:
+        return None
+    gains = [steps[0]["ratio"] - 1.0] + [b["ratio"] - a["ratio"] for a, b in zip(steps, steps[1:])]
+    labels = [", ".join(s["knobs"]) for s in steps]
+    figure = go.Figure(go.Waterfall(x=["default", *labels, "winner"], measure=["absolute", *["relative"] * len(steps),
+                                                                            "total"],
+                                    y=[1.0, *gains, 0.0], base=0.0, text=[f"{s['ratio']:.2f}x" for s in steps],
+                                    textposition="outside"))
+    minimal = (data.get("explanation") or {}).get("minimal_note", "")
+    return _layout(figure, f"Which changes earned the gain (knobtune explain; each step measured with interleaved "
+                           f"repeats). Minimal config: {minimal}", "change added, in greedy order",
+                   "speedup over the default (x)")
 
 
 def _latency(data: dict[str, Any]) -> Any:

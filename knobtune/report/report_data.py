@@ -29,6 +29,7 @@ def report_data(study: optuna.Study, catalog: Catalog | None = None) -> dict[str
         "defaults_by_rung": {rung: base.get("value") for rung, base in study.user_attrs.get(attrs.BASELINE, {}).items()},
         "best_over_time": _best_over_time(trials, summary.objective.maximize),
         "verification": study.user_attrs.get(attrs.VERIFICATION),
+        "explanation": study.user_attrs.get(attrs.EXPLANATION),
         "latency": _latency(trials, summary.result_trial, study.user_attrs.get(attrs.VERIFICATION)),
         "importance": importance,
         "parallel": _parallel(trials, importance),

@@ -23,6 +23,7 @@ MEMORY_LIMIT = "memory_limit_bytes"  # --memory-limit, or None
 MAX_RECOVERY = "max_recovery_s"  # --max-recovery-time, or None
 ONLY_RUNG = "only_rung"  # a ranking study: every config ran at this rung index only (absent: the whole ladder)
 RANKING = "ranking"  # a ranking study: the knob ranking computed from its samples (analysis.ranking.Ranking)
+EXPLANATION = "explanation"  # `knobtune explain`: the ablation path from the default to the winner, the minimal config
 RANKED_BY = "ranked_by"  # a top-k study: {"study", "top_k", "knobs"}, the ranking its searched knobs came from
 
 # trial

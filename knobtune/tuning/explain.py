@@ -29,7 +29,7 @@ from knobtune.tuning.space import mend
 from knobtune.tuning.verify import Candidate, run_interleaved
 from knobtune.workloads import Objective, Rung, Workload, load_workload
 
-EXPLANATION = "explanation"  # study user attribute: the ablation path and the minimal config
+EXPLANATION = attrs.EXPLANATION
 
 
 def study_workload(study: optuna.Study) -> Workload:
