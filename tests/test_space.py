@@ -6,7 +6,7 @@ import optuna
 import pytest
 
 from knobtune.errors import ConfigError, UsageError
-from knobtune.knobs import Safety
+from knobtune.knobs import Safety, load_catalog
 from knobtune.tuning.space import build_space, config_hash, mend
 
 
@@ -85,3 +85,15 @@ def test_user_config_breaking_a_relation_is_refused_up_front(rocksdb) -> None:
 
 def test_config_hash_is_order_free() -> None:
     assert config_hash({"a": 1, "b": 2}) == config_hash({"b": 2, "a": 1}) != config_hash({"a": 1})
+
+
+def test_values_a_machine_refuses_are_left_out_of_the_search() -> None:
+    catalog = load_catalog("postgresql")
+    space = build_space(catalog).excluding({"huge_pages": ("on",), "not_a_searched_knob": (1,)})
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+    drawn = set()
+    for _ in range(40):
+        trial = study.ask()
+        drawn.add(space.suggest(trial)[0]["huge_pages"])
+        study.tell(trial, 1.0)
+    assert drawn == {"try", "off"} and space.impossible == {"huge_pages": ("on",)}

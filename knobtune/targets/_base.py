@@ -237,6 +237,10 @@ class Target(abc.ABC):
         """A target like this one that runs the workload's verifiable twin, or None when it has none."""
         return None
 
+    def impossible_values(self) -> dict[str, tuple[Value, ...]]:
+        """Values of enum or bool knobs the system cannot take on this machine (knob -> values), left out of a search."""
+        return {}
+
     def has_crash_check(self) -> bool:
         """Whether ``crash_check`` has anything to count for this workload."""
         return False

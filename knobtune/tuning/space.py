@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import optuna
 
@@ -33,6 +33,12 @@ class SearchSpace:
     knobs: tuple[str, ...]
     allow_unsafe: bool
     left_out: Mapping[str, Safety]  # knob -> class kept out (its unsafe values or the whole knob)
+    impossible: Mapping[str, tuple[Value, ...]] = field(default_factory=dict)  # values this machine refuses
+
+    def excluding(self, impossible: Mapping[str, tuple[Value, ...]]) -> SearchSpace:
+        """The same space without values the system cannot take on this machine (a target says which)."""
+        known = {name: tuple(values) for name, values in impossible.items() if name in self.knobs}
+        return replace(self, impossible={**self.impossible, **known})
 
     def suggest(self, trial: optuna.Trial) -> tuple[dict[str, Value], list[str]]:
         """A full config for ``trial`` and the relation repairs applied to it."""
@@ -79,7 +85,7 @@ class SearchSpace:
             return None
         if knob.safety.excluded_by_default and not self.allow_unsafe:
             values = [v for v in values if not knob.is_unsafe(v)]
-        return values
+        return [v for v in values if v not in self.impossible.get(knob.name, ())]
 
 
 def build_space(catalog: Catalog, knobs: Iterable[str] | None = None, allow_unsafe: bool = False,

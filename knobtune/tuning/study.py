@@ -12,6 +12,7 @@ interleaved repeats (``tuning.verify``).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import socket
@@ -80,6 +81,11 @@ class Tuner:
         target = make_target(s.catalog, s.workload, self.store.worker_scratch(), s.driver, settle=s.settle,
                              memory_limit_bytes=s.memory_limit_bytes)
         with target:  # checks the tools before anything is stored
+            impossible = {k: v for k, v in target.impossible_values().items() if k in s.space.knobs}
+            if impossible:
+                self.settings = s = dataclasses.replace(s, space=s.space.excluding(impossible))
+                self._note("left out, this machine refuses them: "
+                           + ", ".join(f"{k}={'/'.join(map(str, v))}" for k, v in impossible.items()))
             self._references = len(target.baselines())
             self._twins = target.twin() is not None
             study = self._open_study()
