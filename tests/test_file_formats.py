@@ -55,3 +55,17 @@ def test_unknown_system_and_workload() -> None:
         load_catalog("mongodb")
     with pytest.raises(WorkloadError, match="choose one of"):
         load_workload("ycsb-z")
+
+
+def test_cassandra_yaml_writes_units_and_the_special_values_as_cassandra_5_reads_them() -> None:
+    from knobtune.targets.formats import cassandra_jvm_flags, cassandra_yaml_settings
+
+    catalog = load_catalog("cassandra")
+    config = catalog.config({"key_cache_size": 0, "sstable_preemptive_open_interval": -1, "compaction_throughput": 0,
+                             "commitlog_sync_period": "2s", "trickle_fsync": True, "concurrent_reads": 64,
+                             "jvm_heap_size": "2GiB", "jvm_gc": "zgc"})
+    assert cassandra_yaml_settings(catalog, config) == {
+        "commitlog_sync_period": "2000ms", "compaction_throughput": "0MiB/s", "concurrent_reads": "64",
+        "key_cache_size": "0MiB", "sstable_preemptive_open_interval": "null", "trickle_fsync": "true"}
+    flags = cassandra_jvm_flags(catalog, config)
+    assert flags == ["-Xmx2147483648", "-Xms2147483648", "-XX:+UseZGC"], "G1's own flags go with G1 only"

@@ -71,8 +71,9 @@ _JVM_BASE = [
     "-Dio.netty.allocator.maxOrder=11", "-Dcassandra-foreground=yes",
 ]
 _G1_ONLY = ["-XX:G1HeapRegionSize=16m", "-XX:G1RSetUpdatingPauseTimePercent=5"]
-_STARTUP_ERROR = re.compile(r"Exception encountered during startup: ?(.*)")
+_STARTUP_ERROR = re.compile(r"encountered during startup: ?(.*)")
 _CAUSE = re.compile(r"(?:Caused by: |ConfigurationException: )(.*)")
+_PROPERTY = re.compile(r"Cannot create property=(\w+)")
 _YCSB_LINE = re.compile(r"^\[([A-Z-]+)\], ([^,]+), (.+)$")
 _PERCENTILE = re.compile(r"^(\d+(?:\.\d+)?)(?:st|nd|rd|th)?PercentileLatency\(us\)$")
 
@@ -389,14 +390,25 @@ def _peak_rss(process: subprocess.Popen[bytes] | None) -> int | None:
 
 
 def _startup_message(log: Path, mark: int) -> str:
-    """Why the node stopped at start-up, from its output since ``mark``: Cassandra's reason, or its last lines."""
+    """Why the node stopped at start-up, from its output since ``mark``: Cassandra's reason, or its last lines.
+
+    "Invalid yaml" says only which file: the setting (``Cannot create property=NAME``) and the deepest cause
+    that says something (``Invalid data storage: 0B Accepted units: ...``) are added from the stack trace.
+    """
     with open(log, "rb") as handle:
         handle.seek(mark)
         lines = handle.read().decode(errors="replace").splitlines()
-    for pattern in (_STARTUP_ERROR, _CAUSE):
-        found = [m.group(1).strip() for m in map(pattern.search, lines) if m and m.group(1).strip()]
-        if found:
-            return found[0][:400]
+    reasons = [m.group(1).strip() for m in map(_STARTUP_ERROR.search, lines) if m and m.group(1).strip()]
+    causes = [m.group(1).strip() for m in map(_CAUSE.search, lines) if m and m.group(1).strip()]
+    telling = [c for c in causes if not re.search(r"InvocationTargetException|Invalid yaml|: null$|exception=null", c)]
+    setting = next((m.group(1) for m in map(_PROPERTY.search, lines) if m), None)
+    if reasons and "Invalid yaml" in reasons[0]:
+        return "; ".join(part for part in (f"invalid value of {setting}" if setting else reasons[0],
+                                           telling[-1] if telling else "") if part)[:400]
+    if reasons:
+        return reasons[0][:400]
+    if telling:
+        return telling[-1][:400]
     return _last_lines_of(lines)
 
 

@@ -133,7 +133,7 @@ def cassandra_yaml_settings(catalog: Catalog, config: Mapping[str, Value]) -> di
     """The changed cassandra.yaml settings as Cassandra 5.0 reads them: sizes with a unit (MiB, KiB, B; a rate
     with /s), durations in ms, booleans true/false. A value left at its default is not written."""
     return _with_units(catalog, config, "cassandra-yaml",
-                       lambda knob, size: _cassandra_size(size) + ("/s" if knob.unit == "bytes/s" else ""),
+                       lambda knob, size: _cassandra_size(size) + ("/s" if knob.unit == "bytes/s" and size >= 0 else ""),
                        ("true", "false"), plain_specials=False)
 
 
@@ -153,7 +153,15 @@ def cassandra_jvm_flags(catalog: Catalog, config: Mapping[str, Value]) -> list[s
 
 
 def _cassandra_size(size: int) -> str:
-    """A size in the largest unit Cassandra takes that keeps it whole enough: MiB from 1 MiB up, then KiB, then B."""
+    """A size in the largest unit Cassandra takes that keeps it whole enough: MiB from 1 MiB up, then KiB, then B.
+
+    0 is written 0MiB (fields bound in MiB refuse 0B); a negative special value (disabled, unset) is null, as
+    Cassandra 5.0 spells it.
+    """
+    if size < 0:
+        return "null"
+    if size == 0:
+        return "0MiB"
     if size >= 2**20:
         return f"{round(size / 2**20)}MiB"
     if size >= 2**10:
