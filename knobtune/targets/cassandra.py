@@ -73,6 +73,7 @@ _JVM_BASE = [
 _G1_ONLY = ["-XX:G1HeapRegionSize=16m", "-XX:G1RSetUpdatingPauseTimePercent=5"]
 _STARTUP_ERROR = re.compile(r"encountered during startup: ?(.*)")
 _CAUSE = re.compile(r"(?:Caused by: |ConfigurationException: )(.*)")
+_JVM_ERROR = re.compile(r"java\.lang\.\w*Error: .*")
 _PROPERTY = re.compile(r"Cannot create property=(\w+)")
 _YCSB_LINE = re.compile(r"^\[([A-Z-]+)\], ([^,]+), (.+)$")
 _PERCENTILE = re.compile(r"^(\d+(?:\.\d+)?)(?:st|nd|rd|th)?PercentileLatency\(us\)$")
@@ -167,7 +168,13 @@ class CassandraTarget(Target):
             started = time.monotonic()
             self._start(node, self._yaml, self._jvm, node_log, refusal=True)
             start_s = time.monotonic() - started
-            result = self._ycsb("-t", rung.operations or rung.records, log_path, timeout_s=timeout_s, seed=seed)
+            try:
+                result = self._ycsb("-t", rung.operations or rung.records, log_path, timeout_s=timeout_s, seed=seed)
+            except RunFailure:
+                if self._node is not None and self._node.poll() is not None:  # the node died under the client
+                    raise RunFailure(FailureKind.CRASH, f"Cassandra died during the run: {_death(node_log)}",
+                                     node_log) from None
+                raise
             peak = _peak_rss(self._node)
             if result.failed:
                 raise RunFailure(FailureKind.DATA_LOSS if result.lost else FailureKind.CRASH, result.failed, log_path)
@@ -410,6 +417,13 @@ def _startup_message(log: Path, mark: int) -> str:
     if telling:
         return telling[-1][:400]
     return _last_lines_of(lines)
+
+
+def _death(log: Path) -> str:
+    """Why a running node died, from its log: the first JVM error (an OutOfMemoryError, say), or its last lines."""
+    lines = log.read_text(errors="replace").splitlines()
+    errors = [m.group(0) for m in map(_JVM_ERROR.search, lines) if m]
+    return errors[0][:400] if errors else _last_lines_of(lines)
 
 
 def _last_lines(log: Path) -> str:
