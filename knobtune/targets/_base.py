@@ -97,6 +97,7 @@ class Measurement:
     verified: bool  # every read the workload checks found its key
     settle: Settle | None = None  # None: an unsettled run (the raw window)
     peak_rss_bytes: int | None = None  # the most memory the store's processes held
+    start_s: float | None = None  # a server's start under the config until it answered (None: nothing to start)
 
     @property
     def workload_s(self) -> float:
@@ -142,6 +143,7 @@ class Measurement:
             "settle_s": round(settle.settle_s, 4) if settle else None,
             "recovery_s": round(settle.recovery_s, 4) if settle else None,
             "peak_rss_bytes": self.peak_rss_bytes,
+            "start_s": None if self.start_s is None else round(self.start_s, 3),
             "ops_per_s": round(self.ops_per_s, 1),
             "p99_us": self.p99_us,
             "verified": self.verified,

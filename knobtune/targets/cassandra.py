@@ -195,9 +195,8 @@ class CassandraTarget(Target):
                                     max_us=result.latency.get(op, {}).get("max"))
                               for op, count in sorted(result.operations.items()))
         elapsed = result.seconds + (settle.settle_s if settle else 0.0)
-        (log_path.parent / f"{log_path.stem}.start_s").write_text(f"{start_s:.3f}\n")
         return Measurement(elapsed_s=elapsed, phases=(run_phase, *per_operation), measured=("run",),
-                           log_path=log_path, verified=True, settle=settle, peak_rss_bytes=peak)
+                           log_path=log_path, verified=True, settle=settle, peak_rss_bytes=peak, start_s=start_s)
 
     def _restore(self) -> Path:
         """A fresh copy of the pristine node folder, outside the measured time."""

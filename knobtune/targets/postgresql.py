@@ -225,7 +225,9 @@ class PostgresTarget(Target):
         data = self._restore()
         server_log = log_path.with_suffix(".server.log")
         try:
+            started = time.monotonic()
             self._start(data, self._settings, server_log, refusal=True)
+            start_s = time.monotonic() - started
             memory = _MemoryWatch(self._server, self.memory_limit_bytes)  # type: ignore[arg-type]
             try:
                 with memory:
@@ -245,7 +247,8 @@ class PostgresTarget(Target):
                       p50_us=workload.p50_us, p99_us=workload.p99_us, p999_us=workload.p999_us, max_us=workload.max_us)
         elapsed = workload.elapsed_s + (settle.settle_s if settle else 0.0)
         return Measurement(elapsed_s=elapsed, phases=(phase,), measured=(self.script,), log_path=log_path,
-                           verified=self.check is not None, settle=settle, peak_rss_bytes=memory.peak_bytes)
+                           verified=self.check is not None, settle=settle, peak_rss_bytes=memory.peak_bytes,
+                           start_s=start_s)
 
     def _restore(self) -> Path:
         """A fresh copy of the pristine data directory (owner and modes kept), outside the measured time."""
