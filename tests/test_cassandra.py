@@ -45,6 +45,8 @@ def test_a_node_runs_ycsb_with_every_read_checked_refuses_what_cassandra_refuses
         assert run.ops == 2000 and run.found == run.expected > 500, "about half the operations are checked reads"
         assert {p.name for p in measurement.phases} == {"run", "read", "update"} and run.p99_us > 0
         assert measurement.settle.recovery_s > 0 and measurement.peak_rss_bytes > 500 * 2**20
+        assert measurement.settle.settle_s == measurement.settle.recovery_s + measurement.settle.compaction_s
+        assert "settle: idle after" in (tmp_path / "run.settle.log").read_text(), "flush and compaction waited for"
         node_yaml = (scratch / "node" / "run" / "cassandra.yaml").read_text()
         assert "concurrent_reads: 16" in node_yaml and "compaction_throughput: 32MiB/s" in node_yaml
 

@@ -19,7 +19,8 @@ time is recorded), runs YCSB for the rung's operations with
 missing or wrong row fails the run as data loss), then settles: the node is
 killed (SIGKILL) with its memtables dirty and restarted; the time until the
 native port answers again, the commit-log replay and its flush included, is
-the recovery time and counts in the run's time.
+the recovery time; then our client polls the node's flush and compaction
+pools until they are idle (no JMX here). Both count in the run's time.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ _JVM_BASE = [
 _G1_ONLY = ["-XX:G1HeapRegionSize=16m", "-XX:G1RSetUpdatingPauseTimePercent=5"]
 _STARTUP_ERROR = re.compile(r"encountered during startup: ?(.*)")
 _CAUSE = re.compile(r"(?:Caused by: |ConfigurationException: )(.*)")
+_IDLE = re.compile(r"settle: idle after (\d+) ms")
 _JVM_ERROR = re.compile(r"java\.lang\.\w*Error: .*")
 _PROPERTY = re.compile(r"Cannot create property=(\w+)")
 _YCSB_LINE = re.compile(r"^\[([A-Z-]+)\], ([^,]+), (.+)$")
@@ -181,7 +183,7 @@ class CassandraTarget(Target):
             if self.memory_limit_bytes is not None and peak is not None and peak > self.memory_limit_bytes:
                 raise RunFailure(FailureKind.MEMORY, f"the node held {human_bytes(peak)}, over the memory limit of "
                                  f"{human_bytes(self.memory_limit_bytes)}", node_log)
-            settle = self._settle(node, node_log) if self.settle else None
+            settle = self._settle(node, node_log, log_path, timeout_s, result.seconds) if self.settle else None
         finally:
             self._stop_node(clean=False)
         run_phase = Phase("run", result.total, result.seconds, result.total / result.seconds if result.seconds else 0.0,
@@ -205,15 +207,33 @@ class CassandraTarget(Target):
         shutil.copytree(self._home / "pristine", node, symlinks=True)  # type: ignore[operator]
         return node
 
-    def _settle(self, node: Path, node_log: Path) -> Settle:
-        """Kill the node with its memtables dirty and time its restart: commit-log replay and flush until it answers."""
+    def _settle(self, node: Path, node_log: Path, log_path: Path, timeout_s: float | None,
+                workload_s: float) -> Settle:
+        """Kill the node with its memtables dirty, time its restart (commit-log replay and its flush until it
+        answers), then wait until no flush or compaction runs or waits: the bill the run left.
+
+        Raises:
+            RunFailure: (TIMEOUT) compaction still pending at the run's limit.
+        """
         wal_bytes = sum(f.stat().st_size for f in (node / "commitlog").glob("*") if f.is_file())
         self._stop_node(clean=False)
         started = time.monotonic()
         self._start(node, self._yaml, self._jvm, node_log, refusal=False)
         recovery_s = time.monotonic() - started
-        return Settle(recovery_s=recovery_s, settle_s=recovery_s, flush_s=0.0, compaction_s=0.0, files_by_level=(),
-                      sst_bytes=0, wal_bytes_at_open=wal_bytes, reshaped=False, log_path=node_log)
+        limit = None if timeout_s is None else max(timeout_s - workload_s - recovery_s, 1.0)
+        log = log_path.with_suffix(".settle.log")
+        argv = self._client_argv("dev.knobtune.ycsb.Settle", ["--wait-s", f"{limit or 0:.1f}"])
+        result = run_logged(argv, log_path=log, timeout_s=None if limit is None else limit + 60)
+        text = log.read_text(errors="replace")
+        idle = _IDLE.search(text)
+        if idle is None:
+            busy = next((line for line in text.splitlines() if line.startswith("settle:")), _last_lines(log))
+            kind = FailureKind.TIMEOUT if result.returncode == 5 or result.timed_out else FailureKind.CRASH
+            raise RunFailure(kind, f"the node did not settle: {busy}", log)
+        compaction_s = int(idle.group(1)) / 1000
+        return Settle(recovery_s=recovery_s, settle_s=recovery_s + compaction_s, flush_s=0.0,
+                      compaction_s=compaction_s, files_by_level=(), sst_bytes=0, wal_bytes_at_open=wal_bytes,
+                      reshaped=False, log_path=node_log)
 
     # ------------------------------------------------------------ the node
 
