@@ -21,3 +21,13 @@ def knobtune(*args: str, home: Path | None = None) -> str:
     if result.returncode != 0:
         raise SystemExit(f"knobtune {args[0]} failed (status {result.returncode}): {result.stdout[-2000:]}")
     return result.stdout
+
+
+def emit(result: dict, out: Path | None) -> None:
+    """Print a benchmark's result as JSON, and write it to ``out`` when given."""
+    import json
+
+    text = json.dumps(result, indent=1, default=str)
+    if out:
+        out.write_text(text + "\n")
+    print(text)

@@ -22,7 +22,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from _cli import knobtune
+from _cli import emit, knobtune
 
 PUBLISHED_TOP5 = ("concurrent_reads", "native_transport_max_threads", "memtable_heap_space",
                   "memtable_cleanup_threshold", "compaction_throughput")
@@ -55,10 +55,7 @@ def main() -> None:
     result["published_top5"] = {knob: (order.index(knob) + 1 if knob in order else None) for knob in PUBLISHED_TOP5}
     result["overlap_top5"] = sorted(set(order[:5]) & set(PUBLISHED_TOP5))
     result["overlap_top10"] = sorted(set(order[:10]) & set(PUBLISHED_TOP5))
-    text = json.dumps(result, indent=1)
-    if args.out:
-        args.out.write_text(text + "\n")
-    print(text)
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _cli import knobtune
+from _cli import emit, knobtune
 
 def run(args: argparse.Namespace) -> dict:
     home = Path(args.dir or tempfile.mkdtemp(prefix="knobtune-bench-pg-"))
@@ -87,11 +87,7 @@ def main() -> None:
     if args.table:
         print(table(args.table))
         return
-    result = run(args)
-    text = json.dumps(result, indent=2, default=str)
-    if args.out:
-        args.out.write_text(text + "\n")
-    print(text)
+    emit(run(args), args.out)
 
 
 if __name__ == "__main__":

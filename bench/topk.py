@@ -31,7 +31,7 @@ from pathlib import Path
 
 import optuna
 
-from _cli import knobtune
+from _cli import emit, knobtune
 from knobtune.knobs.units import parse_duration_s
 from knobtune.tuning import attrs
 
@@ -154,10 +154,7 @@ def main() -> None:
                                     None)
     result = {"budget": args.budget, "rank_time_s": args.rank_time, "records": args.records, "runs": runs,
               "rung_agreement": [rung_agreement(args, home, seed) for seed in args.seeds if "all" in args.arms]}
-    text = json.dumps(result, indent=1, default=str)
-    if args.out:
-        args.out.write_text(text + "\n")
-    print(text)
+    emit(result, args.out)
 
 
 if __name__ == "__main__":
