@@ -141,7 +141,7 @@ class CassandraTarget(Target):
         self._start(pristine, {}, self._jvm, logs / "load-node.log", refusal=False)
         self._client("dev.knobtune.ycsb.Schema", ["--wait-s", "60"], logs / "schema.log", "creating the table",
                      timeout_s=300)
-        loaded = self._ycsb("-load", self.workload.records, logs / "load.log", timeout_s=3600, seed=1)
+        loaded = self._ycsb("-load", self.workload.records, logs / "load.log", timeout_s=3600)
         if loaded.operations.get("INSERT", 0) != self.workload.records or loaded.failed:
             raise KnobtuneError(f"loading {self.workload.records:,} records into Cassandra stored "
                                 f"{loaded.operations.get('INSERT', 0):,} ({loaded.failed or 'no errors'}). "
@@ -171,7 +171,7 @@ class CassandraTarget(Target):
             self._start(node, self._yaml, self._jvm, node_log, refusal=True)
             start_s = time.monotonic() - started
             try:
-                result = self._ycsb("-t", rung.operations or rung.records, log_path, timeout_s=timeout_s, seed=seed)
+                result = self._ycsb("-t", rung.operations or rung.records, log_path, timeout_s=timeout_s)
             except RunFailure:
                 if self._node is not None and self._node.poll() is not None:  # the node died under the client
                     raise RunFailure(FailureKind.CRASH, f"Cassandra died during the run: {_death(node_log)}",
@@ -293,11 +293,12 @@ class CassandraTarget(Target):
     # ------------------------------------------------------------ the client
 
     def _client_argv(self, main: str, args: list[str]) -> list[str]:
-        props = self._props(self.workload.records, 0, seed=1)
+        props = self._props(self.workload.records, 0)
         return [str(java17()), "-cp", str(cache_dir() / "client" / "*"), main,
                 *[arg for key, value in props.items() for arg in ("-p", f"{key}={value}")], *args]
 
-    def _props(self, records: int, operations: int, seed: int) -> dict[str, str]:
+    def _props(self, records: int, operations: int) -> dict[str, str]:
+        """YCSB's properties. knobtune's seed is not passed to YCSB: each run draws its own keys."""
         fields = 10
         return {"workload": "site.ycsb.workloads.CoreWorkload", "recordcount": str(self.workload.records),
                 "operationcount": str(operations), "insertcount": str(records), "fieldcount": str(fields),
@@ -312,9 +313,9 @@ class CassandraTarget(Target):
             tail = " | ".join(line for line in log.read_text(errors="replace").splitlines()[-3:] if line.strip())
             raise KnobtuneError(f"{what} failed: {tail[-400:] or 'no output'}. Fix: see {log}")
 
-    def _ycsb(self, phase: str, count: int, log: Path, timeout_s: float | None, seed: int) -> _Ycsb:
+    def _ycsb(self, phase: str, count: int, log: Path, timeout_s: float | None) -> _Ycsb:
         """YCSB's Client for the load (-load, ``count`` records) or a run (-t, ``count`` operations)."""
-        props = self._props(count if phase == "-load" else self.workload.records, count if phase == "-t" else 0, seed)
+        props = self._props(count if phase == "-load" else self.workload.records, count if phase == "-t" else 0)
         argv = [str(java17()), "-cp", str(cache_dir() / "client" / "*"), "site.ycsb.Client", "-db",
                 "dev.knobtune.ycsb.CassandraDb", phase, "-threads", str(self.threads), "-s",
                 *[arg for key, value in props.items() for arg in ("-p", f"{key}={value}")]]
