@@ -140,6 +140,12 @@ def process_tree(root_pid: int) -> list[int]:
     return tree
 
 
+def last_lines(text: str, count: int = 2) -> str:
+    """The last ``count`` non-blank lines of a program's output, on one line (at most 400 characters)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return " | ".join(lines[-count:])[-400:] or "no output"
+
+
 def kill_tree(root_pid: int, wait_s: float = 30.0) -> None:
     """SIGKILL ``root_pid`` and its descendants at once, and wait until none runs (zombies hold nothing).
 

@@ -40,7 +40,7 @@ from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
 from knobtune.knobs.units import human_bytes
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target
-from knobtune.targets._process import run_logged, spawn, stop_group
+from knobtune.targets._process import last_lines, run_logged, spawn, stop_group
 from knobtune.targets.formats import cassandra_jvm_flags, cassandra_yaml_settings
 from knobtune.workloads import Rung, Workload
 
@@ -227,7 +227,7 @@ class CassandraTarget(Target):
         text = log.read_text(errors="replace")
         idle = _IDLE.search(text)
         if idle is None:
-            busy = next((line for line in text.splitlines() if line.startswith("settle:")), _last_lines(log))
+            busy = next((line for line in text.splitlines() if line.startswith("settle:")), last_lines(text))
             kind = FailureKind.TIMEOUT if result.returncode == 5 or result.timed_out else FailureKind.CRASH
             raise RunFailure(kind, f"the node did not settle: {busy}", log)
         compaction_s = int(idle.group(1)) / 1000
@@ -310,8 +310,7 @@ class CassandraTarget(Target):
     def _client(self, main: str, args: list[str], log: Path, what: str, timeout_s: float) -> None:
         result = run_logged(self._client_argv(main, args), log_path=log, timeout_s=timeout_s)
         if result.timed_out or result.returncode != 0:
-            tail = " | ".join(line for line in log.read_text(errors="replace").splitlines()[-3:] if line.strip())
-            raise KnobtuneError(f"{what} failed: {tail[-400:] or 'no output'}. Fix: see {log}")
+            raise KnobtuneError(f"{what} failed: {last_lines(log.read_text(errors='replace'), 3)}. Fix: see {log}")
 
     def _ycsb(self, phase: str, count: int, log: Path, timeout_s: float | None) -> _Ycsb:
         """YCSB's Client for the load (-load, ``count`` records) or a run (-t, ``count`` operations)."""
@@ -322,10 +321,11 @@ class CassandraTarget(Target):
         result = run_logged(argv, log_path=log, timeout_s=timeout_s)
         if result.timed_out:
             raise RunFailure(FailureKind.TIMEOUT, f"YCSB was stopped after {timeout_s:.1f} s", log)
-        parsed = _Ycsb(log.read_text(errors="replace"))
+        text = log.read_text(errors="replace")
+        parsed = _Ycsb(text)
         if parsed.seconds <= 0 or parsed.total + parsed.failed_operations < count:  # YCSB exits 0 when none ran
             raise RunFailure(FailureKind.CRASH, f"YCSB ran {parsed.total:,} of {count:,} operations "
-                             f"(status {result.returncode}): {parsed.failed or _last_lines(log)}", log)
+                             f"(status {result.returncode}): {parsed.failed or last_lines(text)}", log)
         return parsed
 
 
@@ -424,7 +424,8 @@ def _startup_message(log: Path, mark: int) -> str:
     """
     with open(log, "rb") as handle:
         handle.seek(mark)
-        lines = handle.read().decode(errors="replace").splitlines()
+        text = handle.read().decode(errors="replace")
+    lines = text.splitlines()
     reasons = [m.group(1).strip() for m in map(_STARTUP_ERROR.search, lines) if m and m.group(1).strip()]
     causes = [m.group(1).strip() for m in map(_CAUSE.search, lines) if m and m.group(1).strip()]
     telling = [c for c in causes if not re.search(r"InvocationTargetException|Invalid yaml|: null$|exception=null", c)]
@@ -436,20 +437,11 @@ def _startup_message(log: Path, mark: int) -> str:
         return reasons[0][:400]
     if telling:
         return telling[-1][:400]
-    return _last_lines_of(lines)
+    return last_lines(text)
 
 
 def _death(log: Path) -> str:
     """Why a running node died, from its log: the first JVM error (an OutOfMemoryError, say), or its last lines."""
-    lines = log.read_text(errors="replace").splitlines()
-    errors = [m.group(0) for m in map(_JVM_ERROR.search, lines) if m]
-    return errors[0][:400] if errors else _last_lines_of(lines)
-
-
-def _last_lines(log: Path) -> str:
-    return _last_lines_of(log.read_text(errors="replace").splitlines())
-
-
-def _last_lines_of(lines: list[str]) -> str:
-    kept = [line.strip() for line in lines if line.strip()]
-    return " | ".join(kept[-2:])[-400:] or "no output"
+    text = log.read_text(errors="replace")
+    errors = [m.group(0) for m in map(_JVM_ERROR.search, text.splitlines()) if m]
+    return errors[0][:400] if errors else last_lines(text)

@@ -42,7 +42,7 @@ from knobtune.knobs.units import human_bytes
 from knobtune.storage import pid_alive
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target
 from knobtune.targets._pgchecks import CHECKS, DataCheck
-from knobtune.targets._process import kill_tree, run_logged, spawn, stop_group, tree_pss_bytes
+from knobtune.targets._process import kill_tree, last_lines, run_logged, spawn, stop_group, tree_pss_bytes
 from knobtune.targets.formats import postgresql_settings
 from knobtune.workloads import Rung, Workload
 
@@ -281,7 +281,7 @@ class PostgresTarget(Target):
         text = log_path.read_text(errors="replace")
         if result.returncode != 0:
             raise RunFailure(FailureKind.CRASH, f"pgbench failed (status {result.returncode}): "
-                             f"{_last_lines(text)}", log_path)
+                             f"{last_lines(text)}", log_path)
         done = _TPS.search(text)
         if done is None:
             raise RunFailure(FailureKind.TOOL, "pgbench printed no transaction count", log_path)
@@ -386,13 +386,13 @@ class PostgresTarget(Target):
         if result.timed_out:
             raise RunFailure(failure, f"{what} did not finish within {timeout_s:.1f} s", log)
         if result.returncode != 0:
-            raise RunFailure(FailureKind.TOOL, f"{what} failed: {_last_lines(log.read_text(errors='replace'))}", log)
+            raise RunFailure(FailureKind.TOOL, f"{what} failed: {last_lines(log.read_text(errors='replace'))}", log)
         return result.elapsed_s
 
     def _as_postgres(self, argv: list[str], log: Path, what: str) -> None:
         result = run_logged(argv, log_path=log, timeout_s=600, user=PG_USER)
         if result.returncode != 0:
-            raise KnobtuneError(f"{what} failed: {_last_lines(log.read_text(errors='replace'))}. Fix: see {log}")
+            raise KnobtuneError(f"{what} failed: {last_lines(log.read_text(errors='replace'))}. Fix: see {log}")
 
     def _query(self, sql: str, log: Path) -> str:
         self._client([str(PG_BIN / "psql"), *self._connection(), "-v", "ON_ERROR_STOP=1", "-tA", "-c", sql], log,
@@ -475,9 +475,4 @@ def _percentiles(values: list[float]) -> tuple[float | None, float | None, float
 def _server_message(log: Path) -> str:
     text = log.read_text(errors="replace") if log.exists() else ""
     found = [m.group(0) for m in map(_FATAL.search, text.splitlines()) if m]
-    return (found[-1] if found else _last_lines(text))[-400:]
-
-
-def _last_lines(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return " | ".join(lines[-2:])[-400:] or "no output"
+    return (found[-1] if found else last_lines(text))[-400:]
