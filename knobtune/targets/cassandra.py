@@ -292,16 +292,18 @@ class CassandraTarget(Target):
 
     # ------------------------------------------------------------ the client
 
-    def _client_argv(self, main: str, args: list[str]) -> list[str]:
-        props = self._props(self.workload.records, 0)
-        return [str(java17()), "-cp", str(cache_dir() / "client" / "*"), main,
-                *[arg for key, value in props.items() for arg in ("-p", f"{key}={value}")], *args]
+    def _client_argv(self, main: str, args: list[str], operations: int = 0) -> list[str]:
+        """``java`` running ``main`` of our client's classpath with ``args`` and the workload's YCSB properties."""
+        props = self._props(operations)
+        return [str(java17()), "-cp", str(cache_dir() / "client" / "*"), main, *args,
+                *[arg for key, value in props.items() for arg in ("-p", f"{key}={value}")]]
 
-    def _props(self, records: int, operations: int) -> dict[str, str]:
+    def _props(self, operations: int) -> dict[str, str]:
         """YCSB's properties. knobtune's seed is not passed to YCSB: each run draws its own keys."""
         fields = 10
-        return {"workload": "site.ycsb.workloads.CoreWorkload", "recordcount": str(self.workload.records),
-                "operationcount": str(operations), "insertcount": str(records), "fieldcount": str(fields),
+        records = str(self.workload.records)
+        return {"workload": "site.ycsb.workloads.CoreWorkload", "recordcount": records,
+                "operationcount": str(operations), "insertcount": records, "fieldcount": str(fields),
                 "fieldlength": str(max(1, self.workload.value_size // fields)), "readallfields": "true",
                 "dataintegrity": "true", "measurementtype": "hdrhistogram",
                 "hdrhistogram.percentiles": "50,99,99.9", "cassandra.port": str(self._ports[0]),
@@ -314,10 +316,8 @@ class CassandraTarget(Target):
 
     def _ycsb(self, phase: str, count: int, log: Path, timeout_s: float | None) -> _Ycsb:
         """YCSB's Client for the load (-load, ``count`` records) or a run (-t, ``count`` operations)."""
-        props = self._props(count if phase == "-load" else self.workload.records, count if phase == "-t" else 0)
-        argv = [str(java17()), "-cp", str(cache_dir() / "client" / "*"), "site.ycsb.Client", "-db",
-                "dev.knobtune.ycsb.CassandraDb", phase, "-threads", str(self.threads), "-s",
-                *[arg for key, value in props.items() for arg in ("-p", f"{key}={value}")]]
+        argv = self._client_argv("site.ycsb.Client", ["-db", "dev.knobtune.ycsb.CassandraDb", phase, "-threads",
+                                                      str(self.threads), "-s"], count if phase == "-t" else 0)
         result = run_logged(argv, log_path=log, timeout_s=timeout_s)
         if result.timed_out:
             raise RunFailure(FailureKind.TIMEOUT, f"YCSB was stopped after {timeout_s:.1f} s", log)
