@@ -33,6 +33,11 @@ StorageOption = Annotated[Optional[str], typer.Option("--storage", help="Optuna 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 UnsettledOption = Annotated[bool, typer.Option("--unsettled", help="Measure the raw window: leave out the flush, compaction and reopen a run leaves behind.")]
 MemoryLimitOption = Annotated[Optional[str], typer.Option("--memory-limit", help="Configs planned or measured above this peak memory are infeasible, e.g. 2GiB.")]
+WorkloadOption = Annotated[str, typer.Option(help="Workload name (see `knobtune systems`) or a .toml file.")]
+ObjectiveOption = Annotated[Optional[str], typer.Option(help="elapsed_s, ops_per_s or p99_us (default: the workload's).")]
+DriverOption = Annotated[Optional[str], typer.Option(help="Benchmark driver (default: the system's).")]
+RecordsOption = Annotated[Optional[int], typer.Option(help="Override the workload's full size (records).")]
+TimeoutFactorOption = Annotated[float, typer.Option(help="Stop a run taking longer than this times the default's.")]
 
 
 @app.command()
@@ -98,7 +103,7 @@ def knobs(system: str, json_output: JsonOption = False) -> None:
 @app.command()
 def tune(
     system: str,
-    workload: Annotated[str, typer.Option(help="Workload name (see `knobtune systems`) or a .toml file.")],
+    workload: WorkloadOption,
     trials: Annotated[Optional[int], typer.Option(help="Total sampled trials of the study (the default not counted).")] = None,
     time: Annotated[Optional[str], typer.Option("--time", help="Wall-clock budget of this run, e.g. 90s, 20m.")] = None,
     study: Annotated[Optional[str], typer.Option(help="Study name; running again with it resumes the study.")] = None,
@@ -108,10 +113,10 @@ def tune(
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of the workload's keys.")] = 42,
     knobs: Annotated[Optional[str], typer.Option("--knobs", help="Comma-separated knobs to search (default: all safe ones).")] = None,
     allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe", help="Also search knobs that trade durability or data.")] = False,
-    objective: Annotated[Optional[str], typer.Option(help="elapsed_s, ops_per_s or p99_us (default: the workload's).")] = None,
-    driver: Annotated[Optional[str], typer.Option(help="Benchmark driver (default: the system's).")] = None,
-    records: Annotated[Optional[int], typer.Option(help="Override the workload's full size (records).")] = None,
-    timeout_factor: Annotated[float, typer.Option(help="Stop a run taking longer than this times the default's.")] = 3.0,
+    objective: ObjectiveOption = None,
+    driver: DriverOption = None,
+    records: RecordsOption = None,
+    timeout_factor: TimeoutFactorOption = 3.0,
     reduction_factor: Annotated[int, typer.Option(help="Successive halving keeps 1/N of the trials at each rung.")] = 3,
     verify_top: Annotated[int, typer.Option(help="Candidates re-measured against the default at the end (0: none).")] = 3,
     repeats: Annotated[int, typer.Option(help="Interleaved runs per candidate when verifying.")] = 5,
@@ -143,7 +148,7 @@ def tune(
         raise UsageError("--knobs and --ranking both choose the knobs to search. Fix: give one of them")
     catalog = load_catalog(system)
     spec, driver = _workload_for(catalog, workload, records, driver)
-    knob_list = [k.strip() for k in knobs.split(",") if k.strip()] if knobs else None
+    knob_list = _knob_list(knobs)
     store = open_store(directory, storage)
     ranked_by = None
     if ranking is not None:
@@ -183,7 +188,7 @@ def tune(
 @app.command()
 def rank(
     system: str,
-    workload: Annotated[str, typer.Option(help="Workload name (see `knobtune systems`) or a .toml file.")],
+    workload: WorkloadOption,
     samples: Annotated[int, typer.Option(help="Latin-hypercube configs to run (a resumed study adds up to this total).")] = 100,
     rung: Annotated[int, typer.Option(help="The ladder rung every sample runs at (0: the smallest, the cheapest).")] = 0,
     time: Annotated[Optional[str], typer.Option("--time", help="Wall-clock budget of this run, e.g. 30m; rank what finished.")] = None,
@@ -194,10 +199,10 @@ def rank(
     seed: Annotated[int, typer.Option(help="Seed of the design, the workload's keys and the models.")] = 42,
     knobs: Annotated[Optional[str], typer.Option("--knobs", help="Comma-separated knobs to rank (default: all safe ones).")] = None,
     allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe", help="Also sample knobs that trade durability or data.")] = False,
-    objective: Annotated[Optional[str], typer.Option(help="elapsed_s, ops_per_s or p99_us (default: the workload's).")] = None,
-    driver: Annotated[Optional[str], typer.Option(help="Benchmark driver (default: the system's).")] = None,
-    records: Annotated[Optional[int], typer.Option(help="Override the workload's full size (records).")] = None,
-    timeout_factor: Annotated[float, typer.Option(help="Stop a run taking longer than this times the default's.")] = 3.0,
+    objective: ObjectiveOption = None,
+    driver: DriverOption = None,
+    records: RecordsOption = None,
+    timeout_factor: TimeoutFactorOption = 3.0,
     unsettled: UnsettledOption = False,
     memory_limit: MemoryLimitOption = None,
     json_output: JsonOption = False,
@@ -219,10 +224,9 @@ def rank(
         if rung >= len(spec.rungs):
             raise UsageError(f"--rung {rung}: workload '{spec.name}' has rungs 0-{len(spec.rungs) - 1}. "
                              "Fix: choose one of them")
-        knob_list = [k.strip() for k in knobs.split(",") if k.strip()] if knobs else None
         settings = TuneSettings(
             study_name=study or f"rank-{catalog.system}-{spec.name}", catalog=catalog, workload=spec,
-            space=build_space(catalog, knob_list, allow_unsafe, fmt=driver),
+            space=build_space(catalog, _knob_list(knobs), allow_unsafe, fmt=driver),
             objective=_objective(objective) or spec.objective, driver=driver, sampler="lhs", seed=seed,
             trials=samples, time_budget_s=_duration(time), timeout_factor=timeout_factor, verify_top=0,
             settle=not unsettled, memory_limit_bytes=_bytes_option("--memory-limit", memory_limit), only_rung=rung)
@@ -346,12 +350,12 @@ def explain_command(
 @app.command()
 def compare(
     system: str,
-    workload: Annotated[str, typer.Option(help="Workload name or .toml file.")],
+    workload: WorkloadOption,
     config: Annotated[list[str], typer.Option("--config", help="'default', a JSON file, or study:NAME (its result). Repeat; the first is the baseline.")],
     repeats: Annotated[int, typer.Option(help="Interleaved runs per config.")] = 5,
-    records: Annotated[Optional[int], typer.Option(help="Override the workload's full size.")] = None,
-    objective: Annotated[Optional[str], typer.Option(help="elapsed_s, ops_per_s or p99_us.")] = None,
-    driver: Annotated[Optional[str], typer.Option(help="Benchmark driver.")] = None,
+    records: RecordsOption = None,
+    objective: ObjectiveOption = None,
+    driver: DriverOption = None,
     seed: Annotated[int, typer.Option(help="Seed of the workload's keys.")] = 42,
     unsettled: UnsettledOption = False,
     memory_limit: MemoryLimitOption = None,
@@ -466,6 +470,11 @@ def _workload_for(catalog, name: str, records: int | None, driver: str | None): 
     driver = resolve_driver(catalog.system, driver)
     spec.driver(driver)  # the workload must say how this driver runs it
     return spec, driver
+
+
+def _knob_list(knobs: str | None) -> list[str] | None:
+    """--knobs as a list of names (None: not given)."""
+    return [k.strip() for k in knobs.split(",") if k.strip()] if knobs else None
 
 
 def _print_run(goal: Objective):  # noqa: ANN202 - a small callback factory
