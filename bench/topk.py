@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import optuna
+from optuna.trial import TrialState
 
 from _cli import emit, knobtune
 from knobtune.knobs.units import parse_duration_s
@@ -42,8 +43,9 @@ def knobtune_json(*args: str, home: Path) -> dict:
 def timeline(home: Path, study_name: str, offset_s: float, maximize: bool) -> list[tuple[float, float]]:
     """(seconds since the arm began, best full-size value so far) at each full-size trial's end."""
     study = optuna.load_study(study_name=study_name, storage=f"sqlite:///{home / 'studies.db'}")
-    trials = [t for t in study.get_trials(deepcopy=False) if t.value is not None and t.datetime_complete
-              and not attrs.is_reference(t.user_attrs) and attrs.INFEASIBLE not in t.user_attrs]
+    # complete trials only: a pruned or failed trial's value is a smaller rung's (or a pessimistic stand-in)
+    trials = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+              if not attrs.is_reference(t.user_attrs) and attrs.INFEASIBLE not in t.user_attrs]
     start = min(t.datetime_start for t in study.get_trials(deepcopy=False) if t.datetime_start)
     points, best = [], None
     for trial in sorted(trials, key=lambda t: t.datetime_complete):
