@@ -28,13 +28,7 @@ def knob_importance(trials: Sequence[FrozenTrial], maximize: bool, seed: int = 0
     complete = [t for t in trials if t.state == TrialState.COMPLETE and t.value is not None and t.params]
     if len(complete) < MIN_TRIALS:
         return None
-    verbosity = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        study = optuna.create_study(direction="maximize" if maximize else "minimize")
-    finally:
-        optuna.logging.set_verbosity(verbosity)
-    study.add_trials(complete)
+    study = study_of(complete, maximize)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
@@ -42,6 +36,18 @@ def knob_importance(trials: Sequence[FrozenTrial], maximize: bool, seed: int = 0
         except (RuntimeError, ValueError, ZeroDivisionError):  # e.g. no param varies across the trials
             return None
     return dict(importance)
+
+
+def study_of(trials: Sequence[FrozenTrial], maximize: bool = False) -> optuna.Study:
+    """An in-memory Optuna study holding ``trials``, for Optuna's evaluators (its creation message silenced)."""
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        study = optuna.create_study(direction="maximize" if maximize else "minimize")
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+    study.add_trials(trials)
+    return study
 
 
 def evaluator(seed: int = 0) -> optuna.importance.BaseImportanceEvaluator:

@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 from scipy import stats as scipy_stats
 
+from knobtune.analysis.importance import study_of
+
 METHODS = ("impurity", "permutation", "shap", "fanova")
 KINDS = ("numeric", "bool", "enum")
 MIN_ROWS = 8
@@ -285,13 +287,7 @@ def _fanova(x: np.ndarray, y: np.ndarray, varying: Sequence[str], kinds: Mapping
         )
         for row, value in zip(x, y)
     ]
-    verbosity = optuna.logging.get_verbosity()
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    try:
-        study = optuna.create_study()
-    finally:
-        optuna.logging.set_verbosity(verbosity)
-    study.add_trials(trials)
+    study = study_of(trials)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         importance = optuna.importance.FanovaImportanceEvaluator(seed=seed).evaluate(study, params=list(varying))
