@@ -15,11 +15,14 @@ from __future__ import annotations
 import abc
 import enum
 import shutil
-from collections.abc import Mapping
+import subprocess
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from knobtune.errors import KnobtuneError
 from knobtune.knobs import Catalog, Value
 from knobtune.targets.formats import SYSTEM_FORMATS, ExportFormat
 from knobtune.workloads import Objective, Rung, Workload
@@ -44,6 +47,30 @@ class RunFailure(Exception):
         self.kind = kind
         self.reason = reason
         self.log_path = log_path
+
+
+def await_server(process: subprocess.Popen[bytes], answers: Callable[[], bool], *, system: str,
+                 why_exited: Callable[[], str], log: Path, default_config: bool, refusal: bool, limit_s: float,
+                 poll_s: float) -> None:
+    """Wait until a server just started answers (``answers``); if it exits first, fail as what that means.
+
+    Raises:
+        KnobtuneError: it exited under the default config (the machine or the set-up is at fault).
+        RunFailure: REFUSED when it exited at start-up under a changed config (``refusal``), else CRASH (it
+            did not recover); TIMEOUT when it did not answer within ``limit_s``.
+    """
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            reason = why_exited()
+            if default_config:
+                raise KnobtuneError(f"{system} did not start under its default config: {reason}. Fix: see {log}")
+            kind = FailureKind.REFUSED if refusal else FailureKind.CRASH
+            raise RunFailure(kind, f"{system} {'refused the config' if refusal else 'did not recover'}: {reason}", log)
+        if answers():
+            return
+        time.sleep(poll_s)
+    raise RunFailure(FailureKind.TIMEOUT, f"{system} did not answer within {limit_s:.0f} s", log)
 
 
 @dataclass(frozen=True)

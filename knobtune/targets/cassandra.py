@@ -39,7 +39,7 @@ from pathlib import Path
 from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
 from knobtune.knobs.units import human_bytes
-from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target
+from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target, await_server
 from knobtune.targets._process import last_lines, run_logged, spawn, stop_group
 from knobtune.targets.formats import cassandra_jvm_flags, cassandra_yaml_settings
 from knobtune.workloads import Rung, Workload
@@ -258,19 +258,10 @@ class CassandraTarget(Target):
         log.parent.mkdir(parents=True, exist_ok=True)
         mark = log.stat().st_size if log.exists() else 0
         self._node = spawn(argv, log_path=log, env={**os.environ, "MALLOC_ARENA_MAX": "4"})
-        deadline = time.monotonic() + READY_LIMIT_S
-        while time.monotonic() < deadline:
-            if self._node.poll() is not None:
-                reason = _startup_message(log, mark)
-                if not yaml and jvm == cassandra_jvm_flags(self.catalog, self.catalog.defaults()):
-                    raise KnobtuneError(f"Cassandra did not start under its default config: {reason}. Fix: see {log}")
-                kind = FailureKind.REFUSED if refusal else FailureKind.CRASH
-                raise RunFailure(kind, f"Cassandra {'refused the config' if refusal else 'did not recover'}: "
-                                 f"{reason}", log)
-            if _answers(self._ports[0]):
-                return
-            time.sleep(_POLL_S)
-        raise RunFailure(FailureKind.TIMEOUT, f"Cassandra did not answer within {READY_LIMIT_S:.0f} s", log)
+        await_server(self._node, lambda: _answers(self._ports[0]), system="Cassandra",
+                     why_exited=lambda: _startup_message(log, mark), log=log,
+                     default_config=not yaml and jvm == cassandra_jvm_flags(self.catalog, self.catalog.defaults()),
+                     refusal=refusal, limit_s=READY_LIMIT_S, poll_s=_POLL_S)
 
     def _yaml_text(self, node: Path, settings: Mapping[str, str]) -> str:
         """The template with this node's folder and ports, its keys that the config sets left out, then the config."""

@@ -40,7 +40,7 @@ from knobtune.knobs import Catalog, Value
 from knobtune.knobs.baseline import Machine, compute_baseline
 from knobtune.knobs.units import human_bytes
 from knobtune.storage import pid_alive
-from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target
+from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target, await_server
 from knobtune.targets._pgchecks import CHECKS, DataCheck
 from knobtune.targets._process import kill_tree, last_lines, run_logged, spawn, stop_group, tree_pss_bytes
 from knobtune.targets.formats import postgresql_settings
@@ -345,23 +345,10 @@ class PostgresTarget(Target):
         argv = [str(PG_BIN / "postgres"), "-D", str(data), "-k", str(self._home), "-c", "listen_addresses=",
                 *self._flags(settings)]
         self._server = spawn(argv, log_path=log, user=PG_USER)
-        deadline = time.monotonic() + READY_LIMIT_S
-        while time.monotonic() < deadline:
-            if self._server.poll() is not None:
-                reason = _server_message(log)
-                if not settings:
-                    raise KnobtuneError(f"PostgreSQL did not start under its default config: {reason}. "
-                                        f"Fix: see {log}")
-                kind = FailureKind.REFUSED if refusal else FailureKind.CRASH
-                raise RunFailure(kind, f"PostgreSQL {'refused the config' if refusal else 'did not recover'}: "
-                                 f"{reason}", log)
-            ready = subprocess.run([str(PG_BIN / "pg_isready"), "-q", "-h", str(self._home), "-U", DB_USER],
-                                   capture_output=True, check=False)
-            if ready.returncode == 0:
-                return
-            time.sleep(_POLL_S)
-        raise RunFailure(FailureKind.TIMEOUT, f"PostgreSQL did not accept connections within {READY_LIMIT_S:.0f} s",
-                         log)
+        ready = [str(PG_BIN / "pg_isready"), "-q", "-h", str(self._home), "-U", DB_USER]
+        await_server(self._server, lambda: subprocess.run(ready, capture_output=True, check=False).returncode == 0,
+                     system="PostgreSQL", why_exited=lambda: _server_message(log), log=log,
+                     default_config=not settings, refusal=refusal, limit_s=READY_LIMIT_S, poll_s=_POLL_S)
 
     def _stop_server(self, clean: bool) -> None:
         """Stop the server: cleanly (a fast shutdown, SIGINT: a checkpoint, data kept) or as a crash would.
