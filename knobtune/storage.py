@@ -14,7 +14,8 @@ import fcntl
 import os
 import socket
 import tempfile
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,12 @@ import optuna
 from knobtune.errors import StorageError, StudyNotFoundError
 
 DEFAULT_HOME = "knobtune-studies"
+# a running trial's process writes a heartbeat this often; a trial without one for 6 times as long has lost its
+# process (its machine died, or the network to the storage): another worker runs it again
+HEARTBEAT_S = max(1, int(os.environ.get("KNOBTUNE_HEARTBEAT_S", "10")))
+GRACE_S = 6 * HEARTBEAT_S
+
+StaleTrialCallback = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]
 
 
 @dataclass(frozen=True)
@@ -41,15 +48,18 @@ class StudyStore:
         """This process's own scratch folder (removed when the target stops)."""
         return self.scratch_root / f"{socket.gethostname()}-{os.getpid()}"
 
-    def storage(self) -> optuna.storages.BaseStorage:
-        """The Optuna storage behind ``url``.
+    def storage(self, on_stale: StaleTrialCallback | None = None) -> optuna.storages.BaseStorage:
+        """The Optuna storage behind ``url``, with heartbeats; ``on_stale`` is called for a trial whose heartbeat stopped.
 
         Raises:
             StorageError: the URL cannot be opened.
         """
         try:
-            with self._creation_lock():
-                return optuna.storages.get_storage(self.url)
+            with self._creation_lock(), warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: chosen knowingly
+                return optuna.storages.get_storage(optuna.storages.RDBStorage(
+                    self.url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
+                    heartbeat_stale_trial_callback=on_stale))
         except Exception as exc:  # Optuna raises many kinds for a bad URL
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StorageError(f"cannot open storage '{self.url}': {first_line}. "

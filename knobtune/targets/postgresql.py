@@ -423,6 +423,61 @@ class _MemoryWatch:
                 return
 
 
+class StorageServer:
+    """A scratch PostgreSQL server to keep studies in (``--storage``), for trying workers on one machine and for
+    tests: knobtune's child like the servers under test, on a Unix socket only, removed on exit. Studies on
+    several machines need a server they all reach, set up by its owner (docs/workers.md).
+
+    Usage: ``with StorageServer() as url: ...``; ``url`` is an Optuna (SQLAlchemy) storage URL.
+    """
+
+    def __init__(self) -> None:
+        self._home: Path | None = None
+        self._server: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> str:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> str:
+        """Start the server and return its storage URL.
+
+        Raises:
+            ToolMissingError: PostgreSQL is not installed.
+            KnobtuneError: initdb or the server failed (the message names the log).
+        """
+        user = postgres_user()
+        _remove_stale_homes()
+        self._home = Path(tempfile.mkdtemp(prefix=f"{HOME_PREFIX}{os.getpid()}-storage-"))
+        shutil.chown(self._home, user.pw_uid, user.pw_gid)
+        data, log = self._home / "data", self._home / "server.log"
+        init = run_logged([str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", DB_USER, "--no-sync"],
+                          log_path=self._home / "initdb.log", timeout_s=300, user=PG_USER)
+        if init.returncode != 0:
+            raise KnobtuneError(f"initdb of the storage server failed. Fix: see {self._home / 'initdb.log'}")
+        self._server = spawn([str(PG_BIN / "postgres"), "-D", str(data), "-k", str(self._home),
+                              "-c", "listen_addresses=", "-c", "max_connections=200"], log_path=log, user=PG_USER)
+        ready = [str(PG_BIN / "pg_isready"), "-q", "-h", str(self._home), "-U", DB_USER]
+        await_server(self._server, lambda: subprocess.run(ready, capture_output=True, check=False).returncode == 0,
+                     system="PostgreSQL (storage)", why_exited=lambda: _server_message(log), log=log,
+                     default_config=True, refusal=False, limit_s=READY_LIMIT_S, poll_s=_POLL_S)
+        return f"postgresql+psycopg://{DB_USER}@/{DB_NAME}?host={self._home}"
+
+    def stop(self) -> None:
+        if self._server is not None:
+            stop_group(self._server, signal.SIGINT)
+            self._server = None
+        if self._home is not None:
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
+
+
 def _remove_stale_homes() -> None:
     """Server folders left in /tmp by a knobtune that was killed (its pid is gone); their servers died with it."""
     for folder in Path(tempfile.gettempdir()).glob(f"{HOME_PREFIX}*"):

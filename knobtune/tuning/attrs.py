@@ -25,6 +25,10 @@ ONLY_RUNG = "only_rung"  # a ranking study: every config ran at this rung index 
 RANKING = "ranking"  # a ranking study: the knob ranking computed from its samples (analysis.ranking.Ranking)
 EXPLANATION = "explanation"  # `knobtune explain`: the ablation path from the default to the winner, the minimal config
 RANKED_BY = "ranked_by"  # a top-k study: {"study", "top_k", "knobs"}, the ranking its searched knobs came from
+SETTINGS = "settings"  # how the study searches (sampler, budget, ladder limits): what a joining worker needs
+DEADLINE = "deadline"  # Unix time when the search of a --time budget ends, for every worker (absent: --trials only)
+BASELINE_MACHINE = "baseline_machine"  # the machine whose default is ``baseline``: the study's units
+MACHINE_PREFIX = "machine:"  # "machine:<name>" -> that machine's facts (tuning.machine), one key per machine
 
 # trial
 ROLE = "role"  # "baseline" (the default, first) or "control" (the default, re-run periodically); absent otherwise
@@ -38,6 +42,7 @@ REPAIRED = "repaired"  # relations the sampler's config broke and how they were 
 REUSED_FROM = "reused_from"  # trial number whose measurement was reused
 RETRY_OF = "retry_of"  # trial number this one re-runs after an interruption
 WORKER = "worker"  # "host:pid" of the process running the trial
+TRIAL_MACHINE = "machine"  # the name of the machine the trial ran on (its rung results: "machine", "ratio")
 UNSAFE = "unsafe_knobs"  # knob -> safety class of the values this config holds
 PLANNED_MEMORY = "planned_memory_bytes"  # the catalog's memory model applied to this config
 INFEASIBLE = "infeasible"  # why a complete trial breaks a limit (recovery time); never the result

@@ -32,6 +32,14 @@ class TuneSettings:
     max_recovery_s: float | None = None  # full-size runs whose reopen after a crash takes longer are infeasible
     only_rung: int | None = None  # every config runs at this rung of the ladder only, none climbs (ranking samples)
     ranking: dict | None = None  # the ranking the searched knobs came from: {"study", "top_k", "knobs"} (--ranking)
+    machine: str | None = None  # this machine's name in the study (default: the host name)
+    allow_mixed_machines: bool = False  # let machines of another kind work on the study
+    joining: bool = False  # a worker joining a study: it searches, never verifies, and keeps the study's budget
+    sampler_seed: int | None = None  # the sampler's seed when it is not ``seed`` (each worker draws its own configs)
+
+    # what a worker joining the study needs besides the experiment's record (tuning.worker)
+    SHARED = ("sampler", "trials", "time_budget_s", "timeout_factor", "min_timeout_s", "reduction_factor",
+              "verify_top", "verify_repeats", "control_every")
 
     @property
     def rungs(self) -> tuple[Rung, ...]:

@@ -8,16 +8,25 @@ same rung: its result is reused. A study killed mid-trial is resumed by
 running ``tune`` again: the interrupted trial is marked and its config queued
 again. At the end the best candidates are proven against the default with
 interleaved repeats (``tuning.verify``).
+
+Several processes may work on one study (``knobtune worker``, docs/workers.md):
+each machine measures the default first, every trial records the machine it
+ran on and its ratio to that machine's latest default, and a trial on another
+machine than the first is told to Optuna in the first machine's units (its
+ratio times the first machine's default), so pruning and the best compare
+like with like. A trial whose process stops sending heartbeats is run again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
-import platform
 import socket
+import threading
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import optuna
@@ -25,10 +34,11 @@ from optuna.trial import TrialState
 
 import knobtune
 from knobtune.errors import KnobtuneError, UsageError
-from knobtune.storage import StudyStore, pid_alive
+from knobtune.storage import HEARTBEAT_S, StudyStore, pid_alive
 from knobtune.targets import RunFailure, Target, make_target
 from knobtune.tuning import attrs
 from knobtune.tuning.finish import verify_study
+from knobtune.tuning.machine import differences, machine_facts
 from knobtune.tuning.settings import TuneSettings
 from knobtune.tuning.outcomes import Outcome
 from knobtune.tuning.pruning import DefaultAwareHalvingPruner
@@ -62,7 +72,14 @@ class Tuner:
         self.store = store
         self._emit = on_progress or (lambda event: None)
         self._started = time.monotonic()
-        self._storage = store.storage()
+        # when the search ends (Unix time): a worker joining a study reads the study's before each trial
+        self._deadline = (None if settings.time_budget_s is None or settings.joining
+                          else time.time() + settings.time_budget_s)
+        self._storage = store.storage(on_stale=self._requeue_stale)
+        self._worker = f"{socket.gethostname()}:{os.getpid()}"
+        self._machine = settings.machine or socket.gethostname()
+        self._units_machine = self._machine  # the machine whose default gives the study's units (set on opening)
+        self.trials_run = 0  # trials this process ran (the defaults included)
         self._best: float | None = None
         self._verification_reserve_s = 0.0
         self._references = 0  # heuristic baselines the verification runs beside the candidates
@@ -89,24 +106,28 @@ class Tuner:
             self._references = len(target.baselines())
             self._twins = target.twin() is not None
             study = self._open_study()
+            self._check_machine(study, target)
             self._recover_interrupted(study)
             self._record_experiment(study, target)
-            self._ensure_baseline_queued(study)
-            while self._may_start_trial(study):
-                self._run_trial(study, target, study.ask())
-            if s.verify_top > 0 and s.verify_repeats > 0:
+            while True:
+                while self._may_start_trial(study):
+                    self._run_trial(study, target, self._ask(study))
+                if s.joining or not self._await_other_workers(study):
+                    break
+            if s.verify_top > 0 and s.verify_repeats > 0 and not s.joining:
                 verify_study(study, target, s, self.store.artifacts(s.study_name) / "verify", self._note)
         return study
 
     def _open_study(self) -> optuna.Study:
         s = self.settings
-        sampler = make_sampler(s.sampler, s.seed, s.trials,
+        sampler = make_sampler(s.sampler, s.seed if s.sampler_seed is None else s.sampler_seed, s.trials,
                                constraints=recovery_constraint if s.max_recovery_s is not None else None,
                                param_names=s.space.param_names())
         pruner = DefaultAwareHalvingPruner(s.reduction_factor)
-        study = optuna.create_study(study_name=s.study_name, storage=self._storage, sampler=sampler, pruner=pruner,
-                                    direction="maximize" if s.objective.maximize else "minimize",
-                                    load_if_exists=True)
+        with self._warnings_silenced():
+            study = optuna.create_study(study_name=s.study_name, storage=self._storage, sampler=sampler,
+                                        pruner=pruner, direction="maximize" if s.objective.maximize else "minimize",
+                                        load_if_exists=True)
         recorded = study.user_attrs
         for key, given in ((attrs.SYSTEM, s.catalog.system), (attrs.OBJECTIVE, s.objective.value),
                            (attrs.WORKLOAD, s.workload.name)):
@@ -133,14 +154,19 @@ class Tuner:
 
     def _record_experiment(self, study: optuna.Study, target: Target) -> None:
         s = self.settings
+        if not s.joining:  # how to search, for workers joining the study; a resumed run may change its budget
+            study.set_user_attr(attrs.SETTINGS, {key: getattr(s, key) for key in TuneSettings.SHARED})
+            study.set_user_attr(attrs.DEADLINE, self._deadline)
         if attrs.SYSTEM in study.user_attrs:
+            self._units_machine = study.user_attrs.get(attrs.BASELINE_MACHINE) or self._units_machine
             return
         values = {
             attrs.TOOL_VERSION: knobtune.__version__,
             attrs.SYSTEM: s.catalog.system,
             attrs.SYSTEM_VERSION: target.version(),
             attrs.DRIVER: target.driver,
-            attrs.MACHINE: machine_facts(),
+            attrs.MACHINE: machine_facts(self.store.scratch_root, self._machine, target.version()),
+            attrs.BASELINE_MACHINE: self._machine,
             attrs.WORKLOAD: {"name": s.workload.name, "records": s.workload.records,
                              "ladder": list(s.workload.ladder), "key_size": s.workload.key_size,
                              "value_size": s.workload.value_size, "source": str(s.workload.source)},
@@ -169,11 +195,20 @@ class Tuner:
             if worker_host != host or not pid.isdigit() or pid_alive(int(pid)):
                 continue  # another machine's or a live process's trial
             trial_id = self._trial_id(study, trial.number)
-            self._storage.set_trial_user_attr(trial_id, attrs.OUTCOME, Outcome.INTERRUPTED.value)
-            self._storage.set_trial_user_attr(trial_id, attrs.REASON, "knobtune was stopped during this trial")
-            study.tell(trial.number, state=TrialState.FAIL)
+            try:
+                self._storage.set_trial_user_attr(trial_id, attrs.OUTCOME, Outcome.INTERRUPTED.value)
+                self._storage.set_trial_user_attr(trial_id, attrs.REASON, "knobtune was stopped during this trial")
+                study.tell(trial.number, state=TrialState.FAIL)
+            except (optuna.exceptions.UpdateFinishedTrialError, RuntimeError, ValueError):
+                continue  # another worker (or the heartbeat check) ended it first and queued it again
             self._requeue(study, trial.params, trial.user_attrs, trial.number)
             self._note(f"trial {trial.number} was interrupted; its config is queued again")
+
+    def _requeue_stale(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        """Optuna found a running trial without a heartbeat (its process or machine died) and failed it: run it again."""
+        self._requeue(study, trial.params, trial.user_attrs, trial.number)
+        self._note(f"trial {trial.number} lost its worker ({trial.user_attrs.get(attrs.WORKER, 'unknown')}); "
+                   "its config is queued again")
 
     def _trial_id(self, study: optuna.Study, number: int) -> int:
         return self._storage.get_trial_id_from_study_id_trial_number(
@@ -184,26 +219,124 @@ class Tuner:
         return self._storage.get_trial(self._trial_id(study, number)).state == TrialState.RUNNING
 
     def _requeue(self, study: optuna.Study, params: dict, user_attrs: dict, number: int) -> None:
-        carried = {k: user_attrs[k] for k in (attrs.ROLE,) if k in user_attrs}
-        study.enqueue_trial(params, user_attrs={**carried, attrs.RETRY_OF: number}, skip_if_exists=False)
+        """Queue an interrupted trial's config again (a default is not: each machine re-runs its own when due)."""
+        if attrs.is_reference(user_attrs):
+            return
+        study.enqueue_trial(params, user_attrs={attrs.RETRY_OF: number}, skip_if_exists=False)
+
+    # ------------------------------------------------------------ machines and workers
+
+    def _check_machine(self, study: optuna.Study, target: Target) -> None:
+        """Record this machine's facts on the study; refuse a machine of another kind unless mixing is allowed.
+
+        Raises:
+            UsageError: this machine differs from the study's first one and --allow-mixed-machines is missing.
+        """
+        facts = machine_facts(self.store.scratch_root, self._machine, target.version())
+        first = study.user_attrs.get(attrs.MACHINE) or {}
+        if first and (differ := differences(facts, first)) and not self.settings.allow_mixed_machines:
+            raise UsageError(f"this machine ({self._machine}) is not of the kind study '{study.study_name}' runs on "
+                             f"({first.get('name', first.get('host'))}): {'; '.join(differ)}. Fix: run it on a "
+                             "machine like the first, or add --allow-mixed-machines (each trial is still compared "
+                             "with its own machine's default)")
+        study.set_user_attr(attrs.MACHINE_PREFIX + self._machine, facts)
+
+    def _machine_of(self, user_attrs: dict) -> str:
+        return str(user_attrs.get(attrs.TRIAL_MACHINE) or self._units_machine)  # trials before workers: the first
+
+    def _own_default(self, study: optuna.Study, rung: Rung) -> dict | None:
+        """The latest measurement of the default at ``rung`` on this machine (None before there is one)."""
+        key = attrs.rung_key(rung.index)
+        for trial in reversed(study.get_trials(deepcopy=False)):
+            if attrs.is_reference(trial.user_attrs) and self._machine_of(trial.user_attrs) == self._machine:
+                result = trial.user_attrs.get(key)
+                if result is not None and "failure" not in result:
+                    return result
+        return None
+
+    def _default_running_elsewhere(self, study: optuna.Study) -> bool:
+        """Whether another live process on this machine is measuring its default right now."""
+        return any(attrs.is_reference(t.user_attrs) and self._machine_of(t.user_attrs) == self._machine
+                   and t.user_attrs.get(attrs.WORKER) != self._worker
+                   for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)))
+
+    def _ask(self, study: optuna.Study) -> optuna.Trial:
+        """The next trial: this machine's default when it has none or a control is due, else the sampler's (or
+        the queue's) next config. Stale trials of dead workers are failed and queued again first."""
+        with self._warnings_silenced():
+            optuna.storages.fail_stale_trials(study)
+        self._recover_interrupted(study)  # a dead process on this host is seen at once, without waiting for staleness
+        while self._own_default(study, self.settings.rungs[-1]) is None and self._default_running_elsewhere(study):
+            time.sleep(HEARTBEAT_S / 5)  # the default of this machine is being measured by a sibling process
+        if self._own_default(study, self.settings.rungs[-1]) is None:
+            return self._ask_default(study, attrs.ROLE_BASELINE)
+        trials = [t for t in study.get_trials(deepcopy=False) if self._machine_of(t.user_attrs) == self._machine]
+        if self._control_due(trials) and self._fits(study, self.settings.rungs[-1]):
+            self._note("re-running the default as a control (drift check)")
+            return self._ask_default(study, attrs.ROLE_CONTROL)
+        with self._warnings_silenced():
+            return study.ask()
+
+    def _ask_default(self, study: optuna.Study, role: str) -> optuna.Trial:
+        """A new trial of the default config for this machine, started now rather than queued: another worker
+        must not take it. Its params are fixed the way Optuna's own ``enqueue_trial`` fixes them."""
+        params = self.settings.space.params_of(self.settings.catalog.defaults())
+        template = optuna.trial.create_trial(state=TrialState.RUNNING, system_attrs={"fixed_params": params},
+                                             user_attrs={attrs.ROLE: role})
+        trial_id = self._storage.create_new_trial(self._storage.get_study_id_from_name(study.study_name),
+                                                  template_trial=template)
+        return optuna.Trial(study, trial_id)
+
+    def _others_running(self, study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+        return [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                if t.user_attrs.get(attrs.WORKER) != self._worker]
+
+    def _await_other_workers(self, study: optuna.Study) -> bool:
+        """Before verifying: wait while other workers still run trials. True when there may be more to search
+        (a dead worker's trial was queued again), False when the search is over."""
+        noted = False
+        while running := self._others_running(study):
+            if not noted:
+                self._note(f"waiting for {len(running)} trial(s) of other workers to end before verifying")
+                noted = True
+            time.sleep(HEARTBEAT_S / 2)
+            with self._warnings_silenced():
+                optuna.storages.fail_stale_trials(study)
+        return any(t.state == TrialState.WAITING for t in study.get_trials(deepcopy=False))
+
+    @contextlib.contextmanager
+    def _heartbeat(self, study: optuna.Study, trial: optuna.Trial) -> Iterator[None]:
+        """Record a heartbeat for ``trial`` every HEARTBEAT_S while it runs, so other workers know it is alive."""
+        trial_id, stop = self._trial_id(study, trial.number), threading.Event()
+
+        def beat() -> None:
+            while True:
+                self._storage.record_heartbeat(trial_id)
+                if stop.wait(HEARTBEAT_S):
+                    return
+
+        thread = threading.Thread(target=beat, name=f"heartbeat-{trial.number}", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _warnings_silenced() -> Iterator[None]:
+        """Optuna marks the heartbeat API experimental and warns that heartbeats belong to ``Study.optimize``: this
+        study records them itself (``_heartbeat``) around each trial it asks for."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used")
+            yield
 
     # ------------------------------------------------------------ budget
 
-    def _baseline(self, study: optuna.Study) -> dict[str, dict]:
-        return dict(study.user_attrs.get(attrs.BASELINE, {}))
-
-    def _ensure_baseline_queued(self, study: optuna.Study) -> None:
-        queued = any(t.user_attrs.get(attrs.ROLE) == attrs.ROLE_BASELINE and t.state != TrialState.FAIL
-                     for t in study.get_trials(deepcopy=False))
-        if not queued:
-            self._enqueue_default(study, attrs.ROLE_BASELINE)
-
-    def _enqueue_default(self, study: optuna.Study, role: str) -> None:
-        default_params = self.settings.space.params_of(self.settings.catalog.defaults())
-        study.enqueue_trial(default_params, user_attrs={attrs.ROLE: role}, skip_if_exists=False)
-
     def _control_due(self, trials: list[optuna.trial.FrozenTrial]) -> bool:
-        """Whether ``control_every`` trials have run at full size since the default last ran.
+        """Whether ``control_every`` trials have run at full size since the default last ran (on this machine).
 
         Counting full-size runs (not all trials) keeps the controls' cost near
         1/control_every of the full-size work, however many trials are pruned early.
@@ -220,15 +353,15 @@ class Tuner:
         return False
 
     def time_left_s(self) -> float | None:
-        """Time left for the search: the budget less what has passed and what verification will need."""
-        if self.settings.time_budget_s is None:
+        """Time left for the search: to the study's deadline, less what verification will need."""
+        if self._deadline is None:
             return None
-        return self.settings.time_budget_s - (time.monotonic() - self._started) - self._verification_reserve_s
+        return self._deadline - time.time() - self._verification_reserve_s
 
     def _reserve_verification(self, study: optuna.Study) -> None:
         """Keep back, from a time budget, what verifying at the end will take (estimated from the default)."""
         s = self.settings
-        base = self._baseline(study).get(str(s.rungs[-1].index))
+        base = self._own_default(study, s.rungs[-1])
         if s.time_budget_s is None or base is None or s.verify_top <= 0:
             return
         runs = (s.verify_top + 1 + self._references) * s.verify_repeats
@@ -237,8 +370,9 @@ class Tuner:
         self._verification_reserve_s = min(estimate, s.time_budget_s / 2)
 
     def _rung_limit_s(self, study: optuna.Study, rung: Rung) -> float | None:
-        """``timeout_factor`` times the default's time at ``rung`` (at least ``min_timeout_s``); None before it ran."""
-        base = self._baseline(study).get(str(rung.index))
+        """``timeout_factor`` times this machine's default's time at ``rung`` (at least ``min_timeout_s``);
+        None before it ran."""
+        base = self._own_default(study, rung)
         if base is None:
             return None
         return max(self.settings.timeout_factor * base["elapsed_s"], self.settings.min_timeout_s)
@@ -256,29 +390,33 @@ class Tuner:
         return left is None or left >= (self._rung_limit_s(study, rung) or self.settings.min_timeout_s)
 
     def _may_start_trial(self, study: optuna.Study) -> bool:
+        s = self.settings
+        if s.joining:
+            self._deadline = study.user_attrs.get(attrs.DEADLINE)  # the study's, as its latest `tune` set it
         self._reserve_verification(study)
-        trials = study.get_trials(deepcopy=False)
-        waiting = [t for t in trials if t.state == TrialState.WAITING]
-        if any(t.user_attrs.get(attrs.ROLE) == attrs.ROLE_BASELINE for t in waiting):
-            return True  # nothing else can run before the default is measured
-        if self.settings.trials is not None:
-            done = [t for t in trials if t.state.is_finished() and not attrs.is_reference(t.user_attrs)
-                    and t.user_attrs.get(attrs.OUTCOME) != Outcome.INTERRUPTED.value]
-            if len(done) >= self.settings.trials:
+        if self._own_default(study, s.rungs[-1]) is None:  # nothing else runs before this machine's default
+            left = self.time_left_s()
+            if s.joining and left is not None and left <= 0:
+                self._note("the study's time budget is spent")
                 return False
-        if not self._fits(study, self.settings.rungs[-1]):
-            return self._fits(study, self.settings.rungs[0])  # too late for a control; small rungs only
-        if self._control_due(trials) and not any(attrs.is_reference(t.user_attrs) for t in waiting):
-            self._enqueue_default(study, attrs.ROLE_CONTROL)
-            self._note("re-running the default as a control (drift check)")
-        return self._fits(study, self.settings.rungs[0])
+            return True
+        if s.trials is not None:
+            trials = study.get_trials(deepcopy=False)
+            done = [t for t in trials if t.state.is_finished() and not attrs.is_reference(t.user_attrs)
+                    and t.user_attrs.get(attrs.OUTCOME, Outcome.INTERRUPTED.value) != Outcome.INTERRUPTED.value]
+            running = [t for t in self._others_running(study) if not attrs.is_reference(t.user_attrs)]
+            if len(done) + len(running) >= s.trials:
+                return False
+        return self._fits(study, s.rungs[0])
 
     # ------------------------------------------------------------ one trial
 
     def _run_trial(self, study: optuna.Study, target: Target, trial: optuna.Trial) -> None:
         s = self.settings
         is_baseline = attrs.is_reference(trial.user_attrs)  # the default: never pruned, never reused
-        trial.set_user_attr(attrs.WORKER, f"{socket.gethostname()}:{os.getpid()}")
+        self.trials_run += 1
+        trial.set_user_attr(attrs.WORKER, self._worker)
+        trial.set_user_attr(attrs.TRIAL_MACHINE, self._machine)
         config, repairs = s.space.suggest(trial)
         changed = s.catalog.changed(config)
         digest = config_hash(changed)
@@ -292,7 +430,8 @@ class Tuner:
         planned = s.catalog.memory.planned_bytes(config)
         trial.set_user_attr(attrs.PLANNED_MEMORY, planned)
         try:
-            outcome = self._start(study, target, trial, config, digest, is_baseline)
+            with self._heartbeat(study, trial):
+                outcome = self._start(study, target, trial, config, digest, is_baseline)
         except BaseException:  # Ctrl-C or a failure of ours: keep the trial, queue the config again
             if self._still_running(study, trial.number):  # Ctrl-C may land after Optuna recorded its end
                 trial.set_user_attr(attrs.OUTCOME, Outcome.INTERRUPTED.value)
@@ -332,7 +471,7 @@ class Tuner:
     def _fail(self, study: optuna.Study, trial: optuna.Trial, outcome: Outcome, reason: str, rung: Rung,
               is_baseline: bool) -> Outcome:
         """End a trial that failed at ``rung``; a failure the config caused first reports a pessimistic value there."""
-        if outcome.config_fault and not is_baseline and str(rung.index) in self._baseline(study):  # not yet reported
+        if outcome.config_fault and not is_baseline and self._own_default(study, rung) is not None:  # not yet reported
             trial.report(self._pessimistic(study, rung), step=self._step(rung))
             trial.should_prune()  # records the rung so later trials compete with it
         return self._finish(study, trial, outcome, reason)
@@ -350,9 +489,9 @@ class Tuner:
             if "failure" in result:
                 return self._fail(study, trial, Outcome(result["failure"]), result["reason"], rung, is_baseline)
             trial.set_user_attr(attrs.REACHED_RUNG, rung.index)
-            value = float(result["value"])
-            if is_baseline:
-                baseline = self._baseline(study)
+            value = float(result.get("study_value", result["value"]))
+            if is_baseline and self._machine == self._units_machine:
+                baseline = dict(study.user_attrs.get(attrs.BASELINE, {}))
                 baseline[str(rung.index)] = result
                 study.set_user_attr(attrs.BASELINE, baseline)
             self._emit(Progress("rung", f"{self._label(trial)} {rung}: {s.objective.show(value)}",
@@ -373,7 +512,8 @@ class Tuner:
         limit = self.time_left_s() if is_baseline else self.limit_s(study, rung)
         try:
             measurement = target.run(rung, timeout_s=limit, log_path=log, seed=s.seed)
-            result = {**measurement.summary(), "value": measurement.value(s.objective)}
+            result = self._on_this_machine(study, rung, {**measurement.summary(), "value": measurement.value(s.objective)},
+                                           is_baseline)
         except RunFailure as failure:
             result = {"failure": Outcome.of_failure(failure.kind).value, "reason": failure.reason,
                       "log": str(failure.log_path or log)}
@@ -382,9 +522,34 @@ class Tuner:
         trial.set_user_attr(attrs.rung_key(rung.index), result)
         return result
 
+    def _on_this_machine(self, study: optuna.Study, rung: Rung, result: dict, is_baseline: bool) -> dict:
+        """``result`` with its machine, its ratio to this machine's latest default (above 1: better) and its value in
+        the study's units: the raw value on the first machine, elsewhere the first machine's default times the ratio."""
+        raw, own = result["value"], result if is_baseline else self._own_default(study, rung)
+        if own is None:
+            return {**result, "machine": self._machine}
+        ratio = raw / own["value"] if self.settings.objective.maximize else own["value"] / raw
+        return {**result, "machine": self._machine, "ratio": ratio,
+                "study_value": self._in_study_units(study, rung, raw, own)}
+
+    def _in_study_units(self, study: optuna.Study, rung: Rung, raw: float, own: dict | None = None) -> float:
+        """A value measured on this machine at ``rung``, scaled to the first machine's (unchanged on the first);
+        ``own``: this machine's default to scale by (default: its latest)."""
+        units = (study.user_attrs.get(attrs.BASELINE) or {}).get(str(rung.index))
+        own = own or self._own_default(study, rung)
+        if self._machine == self._units_machine or units is None or own is None:
+            return raw
+        return units["value"] * raw / own["value"]
+
     def _reused(self, study: optuna.Study, trial: optuna.Trial, digest: str, rung: Rung) -> dict | None:
-        """The result of the same config at the same rung from an earlier trial, if there is one."""
+        """The result of the same config at the same rung from an earlier trial, if there is one; when another
+        worker is measuring it right now (an earlier trial of the same config), its result once it is in."""
         key = attrs.rung_key(rung.index)
+        while any(other.number < trial.number and other.user_attrs.get(attrs.CONFIG_HASH) == digest
+                  and key not in other.user_attrs and other.user_attrs.get(attrs.WORKER) != self._worker
+                  and rung.index <= other.user_attrs.get(attrs.REACHED_RUNG, -1) + 1
+                  for other in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))):
+            time.sleep(HEARTBEAT_S / 5)
         for other in study.get_trials(deepcopy=False):
             if other.number == trial.number or other.user_attrs.get(attrs.CONFIG_HASH) != digest:
                 continue
@@ -435,9 +600,11 @@ class Tuner:
     def _pessimistic(self, study: optuna.Study, rung: Rung) -> float:
         """What a run that failed at ``rung`` counts as: no better than one that used up its time limit there,
         the default's value scaled by limit / default's time."""
-        base = self._baseline(study)[str(rung.index)]
+        base = self._own_default(study, rung)
+        assert base is not None, "a failure is scored only after this machine's default ran at the rung"
         ratio = max((self.limit_s(study, rung) or 0.0) / base["elapsed_s"], 1.0)
-        return base["value"] / ratio if self.settings.objective.maximize else base["value"] * ratio
+        raw = base["value"] / ratio if self.settings.objective.maximize else base["value"] * ratio
+        return self._in_study_units(study, rung, raw)
 
     @staticmethod
     def _label(trial: optuna.Trial) -> str:
@@ -454,12 +621,3 @@ class Tuner:
 def recovery_constraint(trial: optuna.trial.FrozenTrial) -> list[float]:
     """Optuna's constraint value (<= 0: feasible): full-size recovery time over --max-recovery-time."""
     return [float(trial.user_attrs.get(attrs.RECOVERY_OVER_S, 0.0))]
-
-
-def machine_facts() -> dict[str, object]:
-    """What a reader needs to know about the machine a study ran on."""
-    memory_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return {"host": socket.gethostname(), "os": platform.platform(), "cpus": os.cpu_count(),
-            "memory_gib": round(memory_bytes / 1024**3, 1), "python": platform.python_version(),
-            "optuna": optuna.__version__}
-
