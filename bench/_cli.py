@@ -31,3 +31,18 @@ def emit(result: dict, out: Path | None) -> None:
     if out:
         out.write_text(text + "\n")
     print(text)
+
+
+def verified_speedup(summary: dict) -> dict | None:
+    """The verified speedup of a study's result from ``tune --json`` or ``show --json``: its ratio to the default,
+    95% CI and p-value, and ``won`` (beyond the noise: the study's result); when nothing won, the best candidate's
+    figures with ``won`` False. None when nothing was verified."""
+    candidates = [c for c in (summary.get("verification") or {}).get("candidates", [])
+                  if c.get("speedup") and not c.get("reference")]
+    if not candidates:
+        return None
+    result = f"trial {summary['result_trial']}" if summary.get("result_trial") is not None else None
+    chosen = next((c for c in candidates if c["label"] == result), None) or max(candidates,
+                                                                              key=lambda c: c["speedup"]["ratio"])
+    figures = {key: chosen["speedup"].get(key) for key in ("ratio", "ci_low", "ci_high", "p_value")}
+    return {"label": chosen["label"], **figures, "won": chosen["label"] == result}

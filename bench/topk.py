@@ -18,6 +18,7 @@ rung 1 of the all-knob studies' trials (``rank --from-study``).
 
     .venv/bin/python bench/topk.py --budget 4m --rank-time 80 --seeds 1 2 3 --records 20000 --out bench/results/topk-20261123.json
     .venv/bin/python bench/topk.py --table bench/results/topk-20261123.json
+    .venv/bin/python bench/topk.py --plot bench/results/topk-20261123.json bench/results/topk-20261123.png
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from _cli import emit, knobtune
+from _cli import emit, knobtune, verified_speedup
 from knobtune.knobs.units import parse_duration_s
 from knobtune.tuning import attrs
 
@@ -77,11 +78,7 @@ def arm(args: argparse.Namespace, home: Path, name: str, seed: int, budget_s: fl
                        *extra, home=home)
     wall = time.monotonic() - started + offset
     maximize = summary["objective"] == "ops_per_s"
-    verification = summary.get("verification") or {}
-    verified = None
-    for candidate in verification.get("candidates", []):
-        if summary.get("result_trial") is not None and candidate["label"] == f"trial {summary['result_trial']}":
-            verified = candidate.get("speedup")
+    verified = verified_speedup(summary)
     return {"arm": name, "seed": seed, "study": study, "wall_s": round(wall, 1), "ranking_s": round(offset, 1),
             "ranking_samples": ranked["samples"] if ranked else None, "verdict": summary["verdict"],
             "verified_speedup": verified, "counts": summary["counts"], "default_value": summary["default_value"],
@@ -109,18 +106,59 @@ def rung_agreement(args: argparse.Namespace, home: Path, seed: int) -> dict:
 
 def table(path: Path) -> str:
     data = json.loads(path.read_text())
-    rows = ["| arm | seeds | verified speedup per seed (95% CI) | best full-size value per seed | "
-            "time to 95% of the all-knob best (median) |", "|---|---|---|---|---|"]
+    rows = ["| arm | seeds | verified speedup of the best candidate per seed (95% CI; n.s.: within the noise) | "
+            "best full-size single run per seed (over the arm's default) | time to 95% of the all-knob best (median) |",
+            "|---|---|---|---|---|"]
     arms = sorted({r["arm"] for r in data["runs"]}, key=["all", "random", "top5", "top10"].index)
     for name in arms:
         runs = [r for r in data["runs"] if r["arm"] == name]
-        speedups = "; ".join(f"{s['ratio']:.2f}x ({s['ci_low']:.2f}-{s['ci_high']:.2f})" if (s := r["verified_speedup"])
-                             else "none verified" for r in runs)
-        bests = "; ".join(f"{r['timeline'][-1][1]:.4g}" if r["timeline"] else "-" for r in runs)
+        verified = "; ".join(f"{s['ratio']:.2f}x ({s['ci_low']:.2f}-{s['ci_high']:.2f}){'' if s.get('won') else ' n.s.'}"
+                             if (s := r["verified_speedup"]) else "none verified" for r in runs)
+        bests = "; ".join(f"{max(v for _, v in speedups(r)):.2f}x" if r["timeline"] else "-" for r in runs)
         reach = [r.get("reached_s") for r in runs if r.get("reached_s") is not None]
         reached = f"{statistics.median(reach):.0f} s ({len(reach)}/{len(runs)} reached)" if reach else "never"
-        rows.append(f"| {name} | {len(runs)} | {speedups} | {bests} | {reached} |")
+        rows.append(f"| {name} | {len(runs)} | {verified} | {bests} | {reached} |")
     return "\n".join(rows)
+
+
+def speedups(run: dict) -> list[tuple[float, float]]:
+    """An arm's timeline as speedups over its own default's single run (the machine's drift between arms cancels)."""
+    default = run["default_value"]
+    return [(t, v / default if run["maximize"] else default / v) for t, v in run["timeline"]]
+
+
+def mark_reached(runs: list[dict]) -> None:
+    """When each arm first reached 95% of the best speedup its seed's all-knob arm reached (``reached_s``)."""
+    for run in runs:
+        reference = next((r for r in runs if r["arm"] == "all" and r["seed"] == run["seed"] and r["timeline"]), None)
+        goal = 0.95 * max(v for _, v in speedups(reference)) if reference else None
+        run["reached_s"] = next((t for t, v in speedups(run) if v >= goal), None) if goal else None
+
+
+def refresh(path: Path, home: Path) -> None:
+    """Re-read each run's verification from its stored study (``show --json``) into the result file."""
+    data = json.loads(path.read_text())
+    for run in data["runs"]:
+        run["verified_speedup"] = verified_speedup(knobtune_json("show", run["study"], home=home))
+    mark_reached(data["runs"])
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def plot(path: Path, out: Path) -> None:
+    """Each arm's best full-size speedup over its own default's single run, over time; its verified speedup
+    (95% CI) at the end of its budget."""
+    from _plot import plot_best_over_time
+
+    data = json.loads(path.read_text())
+    lines = []
+    for run in data["runs"]:
+        verified = run["verified_speedup"]
+        end = (run["wall_s"], verified["ratio"], verified["ci_low"], verified["ci_high"]) if verified else None
+        lines.append({"arm": run["arm"], "points": speedups(run), "end": end})
+    plot_best_over_time(lines, out, ylabel="best full-size speedup so far (single runs; dot: verified, 95% CI)",
+                        title=f"RocksDB put-get-delete, {data.get('records', '?')} records, {data.get('budget', '?')} per arm, "
+                              f"{len({r['seed'] for r in data['runs']})} seeds")
+    print(f"wrote {out}")
 
 
 def main() -> None:
@@ -135,9 +173,19 @@ def main() -> None:
     parser.add_argument("--dir", type=Path)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--table", type=Path)
+    parser.add_argument("--refresh", nargs=2, type=Path, metavar=("RESULT", "DIR"),
+                        help="recompute each run's verified figures from its study in the studies folder DIR")
+    parser.add_argument("--plot", nargs=2, type=Path, metavar=("RESULT", "PNG"),
+                        help="draw the best speedup over time of a result file into a PNG")
     args = parser.parse_args()
     if args.table:
         print(table(args.table))
+        return
+    if args.plot:
+        plot(*args.plot)
+        return
+    if args.refresh:
+        refresh(*args.refresh)
         return
     home = args.dir or Path(tempfile.mkdtemp(prefix="knobtune-bench-topk-"))
     budget_s = parse_duration_s(args.budget)
@@ -147,13 +195,7 @@ def main() -> None:
             runs.append(arm(args, home, name, seed, budget_s))
             if args.out:
                 args.out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
-    for seed in args.seeds:  # when each arm first reached 95% of its seed's all-knob best
-        reference = next((r for r in runs if r["arm"] == "all" and r["seed"] == seed and r["timeline"]), None)
-        for run in (r for r in runs if r["seed"] == seed and reference):
-            best = reference["timeline"][-1][1]
-            goal = best * 0.95 if run["maximize"] else best / 0.95
-            run["reached_s"] = next((t for t, v in run["timeline"] if (v >= goal if run["maximize"] else v <= goal)),
-                                    None)
+    mark_reached(runs)
     result = {"budget": args.budget, "rank_time_s": args.rank_time, "records": args.records, "runs": runs,
               "rung_agreement": [rung_agreement(args, home, seed) for seed in args.seeds if "all" in args.arms]}
     emit(result, args.out)

@@ -66,7 +66,8 @@ def catalog_table(catalog: Catalog) -> Table:
     for column in ("knob", "group", "type", "default", "range", "safety", "only when"):
         table.add_column(column, overflow="fold")
     for knob in catalog.knobs.values():
-        when = "; ".join(f"{c.knob} in {', '.join(map(str, c.values))}" for c in knob.conditions)
+        when = "; ".join([f"{c.knob} in {', '.join(map(str, c.values))}" for c in knob.conditions]
+                         + ([f"driver {' or '.join(knob.drivers)}"] if knob.drivers else []))
         safety = knob.safety.value if knob.safety.value == "safe" else f"[bold red]{knob.safety.value}[/bold red]"
         table.add_row(knob.name, knob.group, knob.type.value, knob_value(knob, knob.default), knob_range(knob),
                       safety, when)
@@ -117,11 +118,25 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
     out.print(f"[bold]study {summary.study}[/bold]: {summary.system} / {summary.workload}, "
               f"objective {summary.objective.value} ({'higher' if summary.objective.maximize else 'lower'} is better)")
     out.print(f"trials: {counts or 'none yet'}")
+    failed = {k: v for k, v in summary.time_s.items() if k not in ("all", "complete", "pruned", "budget")}
+    if sum(failed.values()) >= 1:
+        out.print(f"time in failed trials: {sum(failed.values()):.0f} s of {summary.time_s['all']:.0f} s in trials ("
+                  + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(failed.items(), key=lambda kv: -kv[1])) + ")")
+    if summary.rung_agreement:
+        out.print("rungs rank configs like the next (Spearman's rho, configs at both): " + ", ".join(
+            f"{a['from']}->{a['to']} {a['rho']:+.2f} (n={a['n']})" for a in summary.rung_agreement), markup=False)
     if summary.default_value is not None:
         out.print(f"default: {summary.objective.show(summary.default_value)} (one run at full size)")
     if summary.drift is not None:
         runs = ", ".join(summary.objective.show(v) for v in summary.default_runs)
         out.print(f"default over the study (baseline, then controls): {runs}; drift {summary.drift * 100:+.1f}%")
+    if len(summary.machines) > 1:
+        out.print("machines: " + "; ".join(
+            f"{name} ({m['trials']} trials, default {summary.objective.show(m['default_value'])})"
+            if m["default_value"] is not None else f"{name} ({m['trials']} trials)"
+            for name, m in summary.machines.items())
+            + f"; values are in {summary.units_machine or 'the first machine'}'s units "
+            "(a trial's ratio to its own machine's default times that machine's default)", markup=False)
     if summary.result_trial is not None and summary.result_value is not None:
         gain = f", {summary.single_run_speedup:.2f}x the default's single run" if summary.single_run_speedup else ""
         out.print(f"result: trial {summary.result_trial}, {summary.objective.show(summary.result_value)}{gain}")

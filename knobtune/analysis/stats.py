@@ -125,3 +125,21 @@ def gain_shares(steps: Sequence[Sequence[float]], maximize: bool, seed: int = 0,
     tail = (1 - CONFIDENCE) / 2 * 100
     low, high = np.nanpercentile(sampled, [tail, 100 - tail], axis=1)
     return [Share(float(e), float(lo), float(hi)) for e, lo, hi in zip(estimate, low, high)]
+
+
+def rung_agreement(values: Sequence[dict[int, float]], minimum: int = 5) -> list[dict[str, float]]:
+    """How well each rung of a ladder ranks configs like the next one: Spearman's rho between the values of the
+    configs measured at both rungs (``values``: one dict rung index -> value per config).
+
+    A small rung is only worth its saving when it ranks like the full size; a rho near 0 says its pruning is a
+    lottery. Pairs with fewer than ``minimum`` configs are left out. Returns [{"from", "to", "rho", "n"}, ...].
+    """
+    rungs = sorted({rung for config in values for rung in config})
+    result = []
+    for low, high in zip(rungs, rungs[1:]):
+        pairs = [(config[low], config[high]) for config in values if low in config and high in config]
+        if len(pairs) < minimum or len({a for a, _ in pairs}) < 2 or len({b for _, b in pairs}) < 2:
+            continue
+        rho = scipy_stats.spearmanr(*zip(*pairs)).statistic
+        result.append({"from": low, "to": high, "rho": float(rho), "n": len(pairs)})
+    return result

@@ -12,6 +12,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from knobtune.analysis.stats import rung_agreement
 from knobtune.knobs import Catalog, load_catalog
 from knobtune.knobs.units import human_bytes
 from knobtune.targets import export_formats
@@ -48,6 +49,10 @@ class StudySummary:
     limits: dict[str, Any] = field(default_factory=dict)  # memory_limit_bytes, max_recovery_s (None: none given)
     ranked_by: dict[str, Any] | None = None  # a top-k study: the ranking study, k and the knobs it searched
     ranking: dict[str, Any] | None = None  # a ranking study: its knob ranking (analysis.ranking.Ranking.to_dict)
+    machines: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> trials run there, its latest default
+    rung_agreement: list[dict[str, float]] = field(default_factory=list)  # Spearman's rho of each rung with the next
+    time_s: dict[str, float] = field(default_factory=dict)  # outcome -> seconds its trials took (and "all")
+    units_machine: str | None = None  # the machine whose default gives the values' units (workers: docs/workers.md)
 
     @property
     def drift(self) -> float | None:
@@ -93,8 +98,49 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         settled=bool(user.get(attrs.SETTLED, False)),
         costs=_costs(study, baseline, result, verification),
         limits={"memory_limit_bytes": user.get(attrs.MEMORY_LIMIT), "max_recovery_s": user.get(attrs.MAX_RECOVERY)},
-        ranked_by=user.get(attrs.RANKED_BY), ranking=user.get(attrs.RANKING),
+        ranked_by=user.get(attrs.RANKED_BY), ranking=user.get(attrs.RANKING), machines=_machines(study, trials),
+        units_machine=user.get(attrs.BASELINE_MACHINE), time_s=time_by_outcome(trials),
+        rung_agreement=rung_agreement([_rung_values(t) for t in trials if not attrs.is_reference(t.user_attrs)]),
     )
+
+
+def _rung_values(trial: FrozenTrial) -> dict[int, float]:
+    """The values a trial measured (or reused) at each rung, in the study's units."""
+    return {int(key.removeprefix(attrs.RUNG_PREFIX)): float(result.get("study_value", result["value"]))
+            for key, result in trial.user_attrs.items()
+            if key.startswith(attrs.RUNG_PREFIX) and isinstance(result, dict) and "value" in result}
+
+
+def time_by_outcome(trials: list[FrozenTrial]) -> dict[str, float]:
+    """Seconds the finished sampled trials took, by outcome, and in all ("all"): where a study's time went.
+
+    A trial's time runs from its start to its end: every rung it ran, the settle of each, and its reused
+    rungs (which take no time)."""
+    spent: Counter[str] = Counter()
+    for trial in trials:
+        if attrs.is_reference(trial.user_attrs) or not (trial.datetime_start and trial.datetime_complete):
+            continue
+        seconds = (trial.datetime_complete - trial.datetime_start).total_seconds()
+        spent[trial.user_attrs.get(attrs.OUTCOME, trial.state.name.lower())] += seconds
+        spent["all"] += seconds
+    return {k: round(v, 1) for k, v in spent.items()}
+
+
+def _machines(study: optuna.Study, trials: list[FrozenTrial]) -> dict[str, dict[str, Any]]:
+    """Per machine that ran trials: how many sampled trials, its latest full-size default (raw), its facts."""
+    full = attrs.rung_key(len((study.user_attrs.get(attrs.WORKLOAD) or {}).get("ladder", [1])) - 1)
+    machines: dict[str, dict[str, Any]] = {}
+    for trial in trials:
+        name = trial.user_attrs.get(attrs.TRIAL_MACHINE)
+        if name is None:
+            continue
+        entry = machines.setdefault(name, {"trials": 0, "default_value": None,
+                                           "facts": study.user_attrs.get(attrs.MACHINE_PREFIX + name, {})})
+        if not attrs.is_reference(trial.user_attrs):
+            entry["trials"] += 1
+        elif "value" in (trial.user_attrs.get(full) or {}):
+            entry["default_value"] = trial.user_attrs[full]["value"]
+    return machines
 
 
 def count_outcomes(trials: list[FrozenTrial]) -> dict[str, int]:
