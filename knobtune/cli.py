@@ -17,12 +17,15 @@ from knobtune.knobs.units import parse_bytes, parse_duration_s
 from knobtune.report import export_config, load_config_file, summarize, write_report
 from knobtune.report.summary import describe_costs
 from knobtune.storage import open_store
-from knobtune.targets import TARGETS, make_target, resolve_driver, target_class
+from knobtune.targets import TARGETS, make_target, resolve_driver, target_class, workload_section
 from knobtune.tuning import Tuner, TuneSettings, build_space
 from knobtune.tuning.explain import EXPLANATION, explain, study_workload
 from knobtune.tuning.ranking import rank_study, ranked_knobs
 from knobtune.tuning.samplers import SAMPLERS
+from knobtune.tuning.worker import join_settings
 from knobtune.tuning.verify import Candidate, run_interleaved
+from knobtune.tuning.sweep import plan_sweep, run_sweep
+from knobtune.report.sweep import point_lines, write_sweep
 from knobtune.workloads import Objective, available_workloads, load_workload
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -38,6 +41,8 @@ ObjectiveOption = Annotated[Optional[str], typer.Option(help="elapsed_s, ops_per
 DriverOption = Annotated[Optional[str], typer.Option(help="Benchmark driver (default: the system's).")]
 RecordsOption = Annotated[Optional[int], typer.Option(help="Override the workload's full size (records).")]
 TimeoutFactorOption = Annotated[float, typer.Option(help="Stop a run taking longer than this times the default's.")]
+MachineOption = Annotated[Optional[str], typer.Option("--machine", help="This machine's name in a study shared by workers (default: the host name).")]
+MixedOption = Annotated[bool, typer.Option("--allow-mixed-machines", help="Let a machine of another kind (CPU, memory, disk, OS, version) work on the study.")]
 
 
 @app.command()
@@ -90,7 +95,7 @@ def knobs(system: str, json_output: JsonOption = False) -> None:
              "restart": k.restart, "safety": k.safety.value, "safety_note": k.safety_note,
              "unsafe_values": None if k.unsafe_values is None else list(k.unsafe_values),
              "conditions": [{"knob": c.knob, "values": list(c.values)} for c in k.conditions],
-             "names": dict(k.names), "description": k.description, "tunable": k.tunable}
+             "names": dict(k.names), "description": k.description, "tunable": k.tunable, "drivers": list(k.drivers)}
             for k in catalog.knobs.values()],
             "relations": [str(r) for r in catalog.relations],
             "implications": [str(i) for i in catalog.implications]})
@@ -126,6 +131,8 @@ def tune(
     max_recovery_time: Annotated[Optional[str], typer.Option("--max-recovery-time", help="Full-size runs whose reopen after a crash takes longer are infeasible, e.g. 30s.")] = None,
     ranking: Annotated[Optional[str], typer.Option("--ranking", help="A study holding a knob ranking (`knobtune rank`): search only its --top-k knobs.")] = None,
     top_k: Annotated[Optional[int], typer.Option("--top-k", help="With --ranking: how many of its top knobs to search.")] = None,
+    machine: MachineOption = None,
+    allow_mixed_machines: MixedOption = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the search space and plan; run nothing.")] = False,
     json_output: JsonOption = False,
 ) -> None:
@@ -162,17 +169,22 @@ def tune(
         time_budget_s=_duration(time), timeout_factor=timeout_factor, reduction_factor=reduction_factor,
         verify_top=verify_top, verify_repeats=repeats, control_every=control_every, settle=not unsettled,
         memory_limit_bytes=_bytes_option("--memory-limit", memory_limit),
-        max_recovery_s=_duration(max_recovery_time, "--max-recovery-time"), ranking=ranked_by)
+        max_recovery_s=_duration(max_recovery_time, "--max-recovery-time"), ranking=ranked_by, machine=machine,
+        allow_mixed_machines=allow_mixed_machines)
     if dry_run:
         console.out.print(f"study {settings.study_name} in {store.url}; {len(space.knobs)} knobs searched: "
                           + ", ".join(space.knobs))
         console.out.print("ladder: " + "; ".join(str(r) for r in spec.rungs))
         console.out.print("kept out (unsafe): " + (", ".join(f"{k} ({v})" for k, v in space.left_out.items()) or "none"))
+        if space.driver_note():
+            console.out.print(space.driver_note(), markup=False)
         return
     info = console.err if json_output else console.out  # keep stdout pure JSON under --json
     if space.left_out and not allow_unsafe:
         info.print("kept out of the search (would trade durability or data, or never settle; --allow-unsafe to include): "
                    + ", ".join(f"{k} ({v.value})" for k, v in space.left_out.items()))
+    if space.driver_note():
+        info.print(space.driver_note(), markup=False)
     info.print(f"study [bold]{settings.study_name}[/bold] in {store.url}; raw output in "
                f"{store.artifacts(settings.study_name)}")
     result = Tuner(settings, store, on_progress=None if json_output else console.progress_line).run()
@@ -183,6 +195,29 @@ def tune(
         console.summary_text(summary, catalog)
         console.out.print(f"export: knobtune export {settings.study_name} --format {summary.export_formats[0]}"
                           + (f" --dir {store.home}" if directory else ""))
+
+
+@app.command()
+def worker(
+    study: Annotated[str, typer.Option(help="The study to join (started by `knobtune tune` with the same --storage).")],
+    storage: StorageOption = None,
+    directory: DirOption = None,
+    machine: MachineOption = None,
+    allow_mixed_machines: MixedOption = False,
+) -> None:
+    """Join a running study and run its trials until its budget is spent (any number of workers, any machines).
+
+    The study's process verifies the result; see docs/workers.md.
+    Example: knobtune worker --study pgd --storage postgresql+psycopg://knobtune@db-host/studies
+    """
+    store = open_store(directory, storage)
+    settings = join_settings(store, study, machine, allow_mixed_machines)
+    console.out.print(f"joined study [bold]{study}[/bold] in {store.url} ({settings.catalog.system}, "
+                      f"{settings.workload.name}, {len(settings.space.knobs)} knobs); raw output in "
+                      f"{store.artifacts(study)}")
+    tuner = Tuner(settings, store, on_progress=console.progress_line)
+    tuner.run()
+    console.out.print(f"worker done: {tuner.trials_run} trial(s) run here; see `knobtune show {study}`")
 
 
 @app.command()
@@ -230,6 +265,8 @@ def rank(
             objective=_objective(objective) or spec.objective, driver=driver, sampler="lhs", seed=seed,
             trials=samples, time_budget_s=_duration(time), timeout_factor=timeout_factor, verify_top=0,
             settle=not unsettled, memory_limit_bytes=_bytes_option("--memory-limit", memory_limit), only_rung=rung)
+        if settings.space.driver_note():
+            info.print(settings.space.driver_note(), markup=False)
         info.print(f"ranking study [bold]{settings.study_name}[/bold] in {store.url}: {samples} Latin-hypercube samples "
                    f"of {len(settings.space.knobs)} knobs at {spec.rungs[rung]}")
         loaded = Tuner(settings, store, on_progress=None if json_output else console.progress_line).run()
@@ -409,6 +446,88 @@ def compare(
                          else "UNSETTLED runs: raw window, the work a run leaves behind is not counted"))
 
 
+@app.command("sweep")
+def sweep_command(
+    system: str,
+    workload: WorkloadOption,
+    knob: Annotated[list[str], typer.Option("--knob", help="The knob to sweep; a second --knob sweeps a 2-D grid.")],
+    around: Annotated[Optional[str], typer.Option("--around", help="Hold the other knobs at this study's result (its verified winner) instead of the defaults.")] = None,
+    points: Annotated[Optional[int], typer.Option(help="Grid steps per numeric knob (default 7; 5 x 5 for two knobs); the default, the study's value and special values are added.")] = None,
+    repeats: Annotated[int, typer.Option(help="Interleaved runs per point.")] = 3,
+    records: RecordsOption = None,
+    objective: ObjectiveOption = None,
+    driver: DriverOption = None,
+    seed: Annotated[int, typer.Option(help="Seed of the run order and of the workload's keys.")] = 42,
+    timeout_factor: TimeoutFactorOption = 3.0,
+    allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe", help="Also sweep knobs and values that trade durability or data.")] = False,
+    unsettled: UnsettledOption = False,
+    memory_limit: MemoryLimitOption = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="The HTML file to write, its JSON beside it (default: in the studies folder).")] = None,
+    storage: StorageOption = None,
+    directory: DirOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Measure the objective over a grid of one knob (or two), each point repeated and interleaved; draw it.
+
+    Example: knobtune sweep leveldb --workload fillrandom --knob write_buffer_size --around wbs --repeats 3
+    """
+    _at_least("--points", points, 2, "e.g. --points 7 (a grid needs two steps)")
+    _at_least("--repeats", repeats, 1, "e.g. --repeats 3")
+    _at_least("--records", records, 1, "e.g. --records 100000, or leave it out for the workload's own size")
+    _at_least("--timeout-factor", timeout_factor, 1.0, "e.g. --timeout-factor 3")
+    catalog = load_catalog(system)
+    store = open_store(directory, storage)
+    held, held_from, goal = {}, None, _objective(objective)
+    if around is not None:
+        held, held_from, records, driver, goal = _sweep_around(store, around, catalog, workload, records, driver, goal)
+    spec, driver = _workload_for(catalog, workload, records, driver)
+    target = make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
+                         memory_limit_bytes=_bytes_option("--memory-limit", memory_limit))
+    plan = plan_sweep(catalog, knob, points=points, held=held, around=held_from, allow_unsafe=allow_unsafe,
+                      impossible=target.impossible_values(), driver=driver)
+    folder = (store.artifacts(around) / f"sweep-{'-'.join(knob)}" if around
+              else store.artifacts(f"sweep-{catalog.system}-{spec.name}-{'-'.join(knob)}"))
+    info = console.err if json_output else console.out
+    with target:
+        result = run_sweep(target, plan, spec.full, repeats=repeats, objective=goal or spec.objective, seed=seed,
+                           log_dir=folder / "runs", timeout_factor=timeout_factor,
+                           note=lambda message: info.print(message, markup=False))
+    data = result.to_dict() | {"logs": str(folder / "runs")}
+    html_path, json_path = write_sweep(data, out or folder / "sweep.html")
+    if json_output:
+        console.print_json(data)
+    else:
+        for line in point_lines(data) + [data["verdict"]]:
+            console.out.print(line, markup=False)
+    info.print(f"wrote {html_path} and {json_path}", markup=False)
+
+
+def _sweep_around(store, study: str, catalog, workload: str, records: int | None, driver: str | None,  # noqa: ANN001
+                  goal: Objective | None) -> tuple:
+    """--around: the study's result to hold, what to say about it, and its size, driver and objective as defaults.
+
+    Raises:
+        UsageError: the study tuned another system or workload, or has no result.
+    """
+    loaded = store.load(study)
+    summary = summarize(loaded)
+    if summary.system != catalog.system:
+        raise UsageError(f"study '{study}' tuned {summary.system}, not {catalog.system}. "
+                         f"Fix: sweep {summary.system}, or --around a {catalog.system} study")
+    studied = study_workload(loaded)
+    if load_workload(workload).name != studied.name:
+        raise UsageError(f"study '{study}' tuned workload '{studied.name}', not '{workload}'. "
+                         f"Fix: sweep with --workload "
+                         f"{studied.name if studied.name in available_workloads() else studied.source}")
+    if not summary.result_config:
+        raise UsageError(f"study '{study}' has no result to sweep around ({summary.verdict}). "
+                         "Fix: leave out --around to sweep around the defaults")
+    held_from = {"study": study, "trial": summary.result_trial, "verified": summary.verified,
+                 "verdict": summary.verdict}
+    return (summary.result_config, held_from, records or studied.records,
+            driver or summary.experiment.get("driver"), goal or summary.objective)
+
+
 @app.command()
 def baseline(
     system: str,
@@ -468,7 +587,7 @@ def _workload_for(catalog, name: str, records: int | None, driver: str | None): 
         raise UsageError(f"workload '{spec.name}' is for {', '.join(spec.systems)}, not {catalog.system}. "
                          "Fix: choose a workload listed by `knobtune systems`")
     driver = resolve_driver(catalog.system, driver)
-    spec.driver(driver)  # the workload must say how this driver runs it
+    workload_section(catalog.system, driver, spec)  # the workload must say how this driver runs it
     return spec, driver
 
 

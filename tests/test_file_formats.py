@@ -31,6 +31,7 @@ def test_good_catalog(path: Path) -> None:
     catalog = load_catalog(path)
     assert catalog.knobs["size"].default == 4 * 1024**2
     assert catalog.knobs["limit"].special == {-1: "unlimited"}
+    assert catalog.knobs["mode"].drivers == ("patched",) and catalog.knobs["size"].drivers == ()
 
 
 @pytest.mark.parametrize("path", sorted((CORPUS / "workloads").glob("bad-*.toml")), ids=lambda p: p.stem)

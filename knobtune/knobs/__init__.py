@@ -15,9 +15,9 @@ from knobtune.knobs.catalog import (
     available_systems,
     load_catalog,
 )
-from knobtune.knobs.render import render_flags, render_named, spell_value
+from knobtune.knobs.render import check_driver, render_flags, render_named, spell_value
 
 __all__ = [
     "Catalog", "Condition", "Implication", "Knob", "KnobType", "Relation", "Safety", "Value",
-    "available_systems", "load_catalog", "render_flags", "render_named", "spell_value",
+    "available_systems", "check_driver", "load_catalog", "render_flags", "render_named", "spell_value",
 ]

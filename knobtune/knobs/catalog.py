@@ -57,7 +57,7 @@ _NUMERIC = (KnobType.INT, KnobType.FLOAT, KnobType.BYTES, KnobType.DURATION)
 _KNOWN_FIELDS = {
     "type", "default", "min", "max", "log", "choices", "special", "unit", "restart",
     "safety", "unsafe_values", "safety_note", "conditions", "group", "description",
-    "names", "spell", "tunable", "search_special",
+    "names", "spell", "tunable", "search_special", "drivers",
 }
 
 
@@ -122,6 +122,7 @@ class Knob:
     spell: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # format -> value -> text
     tunable: bool = True
     search_special: bool = True  # False: special values are valid but never proposed by a search
+    drivers: tuple[str, ...] = ()  # only these drivers can set it (another runs the system's built-in value); (): any
 
     @property
     def is_numeric(self) -> bool:
@@ -151,6 +152,10 @@ class Knob:
     def supports(self, fmt: str) -> bool:
         """Whether format ``fmt`` can express this knob (a catalog marks it impossible with an empty name)."""
         return self.names.get(fmt, self.name) != ""
+
+    def settable_by(self, driver: str) -> bool:
+        """Whether ``driver`` can set this knob (a knob with ``drivers`` is fixed at its default under any other)."""
+        return not self.drivers or driver in self.drivers
 
     def is_unsafe(self, value: Value) -> bool:
         """True when ``value`` carries this knob's safety class (never for SAFE knobs)."""
@@ -259,6 +264,10 @@ class Catalog:
     def changed(self, config: Mapping[str, Value]) -> dict[str, Value]:
         """Only the knobs whose value differs from the default and that apply under ``config``."""
         return {k: v for k, v in config.items() if v != self.knobs[k].default and self.knobs[k].applies(config)}
+
+    def needs_other_driver(self, config: Mapping[str, Value], driver: str) -> dict[str, tuple[str, ...]]:
+        """Changed knobs of ``config`` that ``driver`` cannot set, each with the drivers that can."""
+        return {k: self.knobs[k].drivers for k in self.changed(config) if not self.knobs[k].settable_by(driver)}
 
     def unsafe_in(self, config: Mapping[str, Value]) -> dict[str, Safety]:
         """Knobs of ``config`` that hold an unsafe value, with the class each carries."""
@@ -397,6 +406,11 @@ def _build_knob(path: Path, name: str, spec: dict[str, Any], formats: tuple[str,
         Condition(knob=str(c.get("knob")), values=tuple(c.get("values", ())))
         for c in spec.get("conditions", ()))
     unsafe = spec.get("unsafe_values")
+    drivers = spec.get("drivers", [])
+    if not (isinstance(drivers, list) and all(isinstance(d, str) and d for d in drivers)) \
+            or ("drivers" in spec and not drivers):
+        raise fail("drivers", f"{drivers!r} is not a non-empty list of driver names",
+                   "list the drivers that can set the knob, e.g. drivers = [\"kvbench-tunable\"], or leave the field out")
     knob = Knob(
         name=name, type=knob_type, default=coerce("default", spec["default"]),
         description=spec.get("description", ""), group=spec.get("group", "other"),
@@ -407,6 +421,7 @@ def _build_knob(path: Path, name: str, spec: dict[str, Any], formats: tuple[str,
         names={fmt: spec.get("names", {}).get(fmt, name) for fmt in formats},
         spell={fmt: {str(k): str(v) for k, v in values.items()} for fmt, values in spec.get("spell", {}).items()},
         tunable=bool(spec.get("tunable", True)), search_special=bool(spec.get("search_special", True)),
+        drivers=tuple(drivers),
     )
     try:
         knob.check(knob.default)

@@ -39,6 +39,16 @@ def render_named(catalog: Catalog, config: Mapping[str, Value], fmt: str) -> dic
             for name, value in sorted(changed.items())}
 
 
+def check_driver(catalog: Catalog, config: Mapping[str, Value], driver: str) -> None:
+    """Raises ConfigError when ``config`` changes a knob that only other drivers can set (catalog field ``drivers``)."""
+    blocked = catalog.needs_other_driver(config, driver)
+    if blocked:
+        needed = sorted({d for drivers in blocked.values() for d in drivers})
+        raise ConfigError(f"{', '.join(sorted(blocked))} can be set only through driver {' or '.join(needed)}, not "
+                          f"{driver}. Fix: add --driver {needed[0]}, or leave "
+                          f"{'them' if len(blocked) > 1 else 'it'} at the default")
+
+
 def _plain(value: Value) -> str:
     if isinstance(value, float):
         return f"{value:g}" if value == int(value) or abs(value) >= 1e-4 else repr(value)

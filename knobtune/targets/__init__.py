@@ -5,7 +5,9 @@ Nothing here knows an optimizer.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog
@@ -13,7 +15,7 @@ from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, 
 from knobtune.targets.cassandra import CassandraTarget
 from knobtune.targets.db_bench import DbBenchTarget
 from knobtune.targets.formats import ExportFormat
-from knobtune.targets.kvbench import KvbenchTarget
+from knobtune.targets.kvbench import KvbenchTarget, KvbenchTunableTarget
 from knobtune.targets.postgresql import PostgresTarget
 from knobtune.workloads import Workload
 
@@ -21,6 +23,7 @@ TARGETS: dict[tuple[str, str], type[Target]] = {
     ("rocksdb", "db_bench"): DbBenchTarget,
     ("rocksdb", "kvbench"): KvbenchTarget,
     ("leveldb", "kvbench"): KvbenchTarget,
+    ("leveldb", "kvbench-tunable"): KvbenchTunableTarget,  # LevelDB patched by knobtune: dbformat.h's constants as knobs
     ("postgresql", "pgbench"): PostgresTarget,
     ("cassandra", "ycsb"): CassandraTarget,
 }
@@ -59,6 +62,16 @@ def export_format(system: str, driver: str | None, name: str) -> ExportFormat:
     raise UsageError(f"a {system} study has no export format '{name}'. Fix: use one of {known}")
 
 
+def workload_section(system: str, driver: str | None, workload: Workload) -> Mapping[str, Any]:
+    """How ``driver`` (the system's default if None) runs ``workload``: the workload's section that driver reads.
+
+    Raises:
+        UsageError: no target runs that system through that driver.
+        WorkloadError: the workload has no section for it.
+    """
+    return TARGETS[(system, resolve_driver(system, driver))].section(workload)
+
+
 def target_class(system: str, driver: str) -> type[Target] | None:
     """The target class that runs ``system`` through ``driver``, or None."""
     return TARGETS.get((system, driver))
@@ -75,5 +88,6 @@ def make_target(catalog: Catalog, workload: Workload, scratch_dir: Path, driver:
     return TARGETS[(catalog.system, driver)](catalog, workload, scratch_dir, **options)
 
 
-__all__ = ["CassandraTarget", "DbBenchTarget", "ExportFormat", "FailureKind", "KvbenchTarget", "Measurement", "PostgresTarget", "Phase", "RunFailure",
-           "Target", "TARGETS", "export_format", "export_formats", "make_target", "resolve_driver", "target_class"]
+__all__ = ["CassandraTarget", "DbBenchTarget", "ExportFormat", "FailureKind", "KvbenchTarget", "KvbenchTunableTarget",
+           "Measurement", "PostgresTarget", "Phase", "RunFailure", "Target", "TARGETS", "export_format",
+           "export_formats", "make_target", "resolve_driver", "target_class", "workload_section"]

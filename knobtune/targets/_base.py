@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from knobtune.errors import KnobtuneError
 from knobtune.knobs import Catalog, Value
@@ -199,6 +200,15 @@ class Target(abc.ABC):
     def installed(cls) -> str | None:
         """Where the driver's program is, or None when it is not installed."""
         return None
+
+    @classmethod
+    def section(cls, workload: Workload) -> Mapping[str, Any]:
+        """How this driver runs ``workload``: the workload's section for it.
+
+        Raises:
+            WorkloadError: the workload has no section this driver reads.
+        """
+        return workload.driver(cls.driver)
 
     @classmethod
     def formats(cls, system: str) -> tuple[ExportFormat, ...]:

@@ -34,18 +34,20 @@ CLOSE_GRACE_S = 5.0  # time kvbench may take to close the store after giving up 
 _NOT_SETTLED = 5  # kvbench's exit status: compaction still pending at its limit
 
 
-def find_kvbench() -> str:
-    """The kvbench binary: $KNOBTUNE_KVBENCH, the checkout's native/build/kvbench, or kvbench on PATH.
+def find_kvbench(program: str = "kvbench", env_var: str = "KNOBTUNE_KVBENCH") -> str:
+    """A kvbench binary: ``$env_var``, the checkout's native/build/``program``, or ``program`` on PATH.
+
+    ``kvbench-leveldb-tunable`` (``$KNOBTUNE_KVBENCH_TUNABLE``) is kvbench linked with the patched LevelDB.
 
     Raises:
         ToolMissingError: it is not built.
     """
-    candidates = [os.environ.get("KNOBTUNE_KVBENCH"),
-                  str(Path(__file__).resolve().parents[2] / "native" / "build" / "kvbench"), shutil.which("kvbench")]
+    candidates = [os.environ.get(env_var),
+                  str(Path(__file__).resolve().parents[2] / "native" / "build" / program), shutil.which(program)]
     for candidate in candidates:
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return candidate
-    raise ToolMissingError(f"the native driver kvbench is not built. {BUILD_HINT}")
+    raise ToolMissingError(f"the native driver {program} is not built. {BUILD_HINT}")
 
 
 class EmbeddedTarget(Target):
@@ -57,10 +59,18 @@ class EmbeddedTarget(Target):
     def open(self) -> None:
         self.scratch_dir.mkdir(parents=True, exist_ok=True)
         if self.settle:
-            self._settler = find_kvbench()
+            self._settler = self.find_settler()
+
+    def find_settler(self) -> str:
+        """The kvbench binary that settles this target's stores (one that opens them under the applied config).
+
+        Raises:
+            ToolMissingError: it is not built.
+        """
+        return find_kvbench()
 
     def twin(self) -> EmbeddedTarget | None:
-        if "twin" not in self.workload.driver(self.driver):
+        if "twin" not in self.section(self.workload):
             return None
         return type(self)(self.catalog, self.workload, self.scratch_dir / "twin", twin=True,  # type: ignore[call-arg]
                           settle=self.settle, memory_limit_bytes=self.memory_limit_bytes)

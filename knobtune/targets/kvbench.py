@@ -4,6 +4,11 @@ One workload spec (JSON) per run: the workload's phases at the rung's size,
 the seed, and the config as option name -> text (``names.kvbench`` in the
 catalog). kvbench prints one JSON result with exact found / not-found counts
 per phase, which is how a run proves it read back what it wrote.
+
+``kvbench-tunable`` runs LevelDB through kvbench-leveldb-tunable: the same
+kvbench linked with LevelDB patched by knobtune (native/leveldb/), whose
+compile-time constants of db/dbformat.h are options; the catalog's
+``drivers`` marks the knobs only it can set.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from knobtune.errors import ConfigError, ToolMissingError, WorkloadError
-from knobtune.knobs import Catalog, Value, render_named
+from knobtune.knobs import Catalog, Value, check_driver, render_named
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
 from knobtune.targets._embedded import EmbeddedTarget, find_kvbench, read_result
 from knobtune.targets._process import run_logged
@@ -31,13 +36,29 @@ class KvbenchTarget(EmbeddedTarget):
     driver = "kvbench"
     key_format = "kvbench"
     driver_formats = (KVBENCH_CONFIG,)
+    program = "kvbench"  # the binary in native/build (or on PATH) ...
+    program_env = "KNOBTUNE_KVBENCH"  # ... or where this variable points
+    spelling = "kvbench"  # the workload section and the catalog format it reads: kvbench's, whichever build
 
     @classmethod
     def installed(cls) -> str | None:
         try:
-            return find_kvbench()
+            return cls.find_program()
         except ToolMissingError:
             return None
+
+    @classmethod
+    def find_program(cls) -> str:
+        """This driver's kvbench binary.
+
+        Raises:
+            ToolMissingError: it is not built.
+        """
+        return find_kvbench(cls.program, cls.program_env)
+
+    @classmethod
+    def section(cls, workload: Workload) -> Mapping[str, Any]:
+        return workload.driver(cls.spelling)
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
@@ -48,7 +69,7 @@ class KvbenchTarget(EmbeddedTarget):
         """``twin=True`` runs the workload's verifiable twin instead of its own phases."""
         super().__init__(catalog, workload, scratch_dir, **options)  # type: ignore[arg-type]
         self.system = catalog.system
-        section = workload.driver(self.driver)
+        section = self.section(workload)
         if twin and "twin" not in section:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin. Fix: add `twin` to its kvbench section")
         self.phases: list[dict[str, Any]] = [dict(p) for p in (section["twin"] if twin else section["phases"])]
@@ -57,12 +78,16 @@ class KvbenchTarget(EmbeddedTarget):
         self._config: dict[str, str] = {}
 
     def open(self) -> None:
-        self._binary = find_kvbench()
+        self._binary = self.find_program()
         super().open()
+
+    def find_settler(self) -> str:
+        return self.find_program()  # its stores reopen under the same build and config
 
     def apply(self, config: Mapping[str, Value]) -> None:
         try:
-            self._config = render_named(self.catalog, config, self.driver)
+            check_driver(self.catalog, config, self.driver)
+            self._config = render_named(self.catalog, config, self.spelling)
         except ConfigError as exc:
             raise RunFailure(FailureKind.REFUSED, str(exc)) from None
 
@@ -74,7 +99,7 @@ class KvbenchTarget(EmbeddedTarget):
         spec = probe.with_suffix(".json")
         spec.parent.mkdir(parents=True, exist_ok=True)
         spec.write_text(json.dumps({"record_count": 1, "phases": [{"kind": "fill", "count": 1}]}))
-        out = subprocess.run([find_kvbench(), "--engine", self.system, "--db", str(probe), "--spec", str(spec)],
+        out = subprocess.run([self.find_program(), "--engine", self.system, "--db", str(probe), "--spec", str(spec)],
                              capture_output=True, text=True, check=False).stdout
         shutil.rmtree(probe, ignore_errors=True)
         try:
@@ -122,6 +147,17 @@ class KvbenchTarget(EmbeddedTarget):
                                 p999_us=worst.get("p99.9"), max_us=worst.get("max")))
         return Measurement(elapsed_s=elapsed_s, phases=tuple(phases), measured=self.measure, log_path=log_path,
                            verified=any("expect" in p for p in self.phases), peak_rss_bytes=peak_rss_bytes)
+
+
+class KvbenchTunableTarget(KvbenchTarget):
+    """LevelDB through kvbench-leveldb-tunable: LevelDB 1.23 patched so that db/dbformat.h's constants are options.
+
+    Built by scripts/setup (scripts/leveldb-tunable, then native/); see docs/leveldb.md.
+    """
+
+    driver = "kvbench-tunable"
+    program = "kvbench-leveldb-tunable"
+    program_env = "KNOBTUNE_KVBENCH_TUNABLE"
 
 
 def _check(spec: Mapping[str, Any], measured: Mapping[str, Any], log_path: Path, records: int) -> None:

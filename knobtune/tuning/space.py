@@ -5,6 +5,8 @@
   knob when ``value`` is chosen.
 - A conditional knob is suggested only when its condition holds.
 - Unsafe values (durability, data-loss, recovery) are left out unless allowed.
+- Knobs only other drivers can set (the catalog's ``drivers``) are left out, and
+  ``SearchSpace.driver_note`` says which driver would search them.
 - Implications (vector memtables need concurrent writes off) and relations
   (stop >= slowdown) are mended once, explicitly, never by rejection.
 """
@@ -34,11 +36,21 @@ class SearchSpace:
     allow_unsafe: bool
     left_out: Mapping[str, Safety]  # knob -> class kept out (its unsafe values or the whole knob)
     impossible: Mapping[str, tuple[Value, ...]] = field(default_factory=dict)  # values this machine refuses
+    driver: str | None = None  # the driver the space is for (None: any)
+    other_drivers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # knob -> the drivers that can set it
 
     def excluding(self, impossible: Mapping[str, tuple[Value, ...]]) -> SearchSpace:
         """The same space without values the system cannot take on this machine (a target says which)."""
         known = {name: tuple(values) for name, values in impossible.items() if name in self.knobs}
         return replace(self, impossible={**self.impossible, **known})
+
+    def driver_note(self) -> str | None:
+        """One line naming the knobs left out because this driver cannot set them and how to search them; or None."""
+        if not self.other_drivers:
+            return None
+        needed = sorted({d for drivers in self.other_drivers.values() for d in drivers})
+        return (f"not searched, driver {self.driver} cannot set them (they keep their defaults): "
+                f"{', '.join(self.other_drivers)}; add --driver {' or '.join(needed)} to search them")
 
     def suggest(self, trial: optuna.Trial) -> tuple[dict[str, Value], list[str]]:
         """A full config for ``trial`` and the relation repairs applied to it."""
@@ -90,7 +102,10 @@ class SearchSpace:
 
 def build_space(catalog: Catalog, knobs: Iterable[str] | None = None, allow_unsafe: bool = False,
                 fmt: str | None = None) -> SearchSpace:
-    """The search space over ``knobs`` (every tunable knob ``fmt`` can express when None).
+    """The search space over ``knobs`` (every tunable knob driver ``fmt`` can set when None).
+
+    ``fmt`` is the driver's name: a knob whose ``names`` entry for a format of that name is empty, or whose
+    ``drivers`` does not list it, is left out (``other_drivers`` keeps the latter for ``driver_note``).
 
     Raises:
         UsageError: a named knob is unknown, cannot be set through ``fmt``, or is unsafe as a
@@ -100,6 +115,7 @@ def build_space(catalog: Catalog, knobs: Iterable[str] | None = None, allow_unsa
     for name in named or ():
         catalog[name]  # raises ConfigError naming close matches
     left_out: dict[str, Safety] = {}
+    other_drivers: dict[str, tuple[str, ...]] = {}
     chosen: list[str] = []
     for name, knob in catalog.knobs.items():
         if named is not None and name not in named:
@@ -109,6 +125,12 @@ def build_space(catalog: Catalog, knobs: Iterable[str] | None = None, allow_unsa
         if fmt is not None and not knob.supports(fmt):
             if named is not None:
                 raise UsageError(f"knob '{name}' cannot be set through driver {fmt}. Fix: leave it out of --knobs")
+            continue
+        if fmt is not None and not knob.settable_by(fmt):
+            if named is not None:
+                raise UsageError(f"knob '{name}' can be set only through driver {' or '.join(knob.drivers)}, not "
+                                 f"{fmt}. Fix: add --driver {knob.drivers[0]}, or leave it out of --knobs")
+            other_drivers[name] = knob.drivers
             continue
         if knob.safety.excluded_by_default and not allow_unsafe:
             left_out[name] = knob.safety
@@ -122,7 +144,8 @@ def build_space(catalog: Catalog, knobs: Iterable[str] | None = None, allow_unsa
         chosen.append(name)
     if not chosen:
         raise UsageError("no knob left to search. Fix: name tunable knobs with --knobs")
-    return SearchSpace(catalog, tuple(_parents_first(catalog, chosen)), allow_unsafe, left_out)
+    return SearchSpace(catalog, tuple(_parents_first(catalog, chosen)), allow_unsafe, left_out, driver=fmt,
+                       other_drivers=other_drivers)
 
 
 def mend(catalog: Catalog, config: dict[str, Value]) -> tuple[dict[str, Value], list[str]]:

@@ -45,6 +45,8 @@ using Config = std::map<std::string, std::string>;
 // Destroy whatever is at `path`, then open a new store there under `config`.
 std::unique_ptr<Engine> open_rocksdb(const std::string& path, const Config& config, bool sync);
 std::unique_ptr<Engine> open_leveldb(const std::string& path, const Config& config, bool sync);
+// Whether this binary's LevelDB is the patched one (native/leveldb/): db/dbformat.h's constants as options.
+bool leveldb_tunable();
 
 // Seek to `start` (empty: the first key) and count up to `limit` keys (0: all); the status is checked by the caller.
 template <typename Iterator>

@@ -3,13 +3,45 @@
 #include <leveldb/filter_policy.h>
 #include <leveldb/write_batch.h>
 
+#include <algorithm>
+#include <climits>
 #include <sstream>
 
 #include "engine.h"
 #include "settle.h"
 
+// Built twice (native/CMakeLists.txt): against the system's LevelDB 1.23 (kvbench) and against LevelDB
+// patched by native/leveldb/tunable-constants.patch (kvbench-leveldb-tunable), whose options.h defines
+// LEVELDB_TUNABLE_CONSTANTS and whose Options hold db/dbformat.h's constants as fields.
+
 namespace kvbench {
+
+#ifdef LEVELDB_TUNABLE_CONSTANTS
+bool leveldb_tunable() { return true; }
+#else
+bool leveldb_tunable() { return false; }
+#endif
+
 namespace {
+
+constexpr int kLevels = 7;  // LevelDB 1.23's config::kNumLevels (a constant in both builds)
+constexpr uint64_t kSampleEvery = 1024;  // writes between two looks at the level-0 file count
+
+// The options the patched build adds (LevelDB's constant each replaces, in brackets).
+const char* const kTunableOptions[] = {
+    "level0_file_num_compaction_trigger",  // kL0_CompactionTrigger 4
+    "level0_slowdown_writes_trigger",      // kL0_SlowdownWritesTrigger 8
+    "level0_stop_writes_trigger",          // kL0_StopWritesTrigger 12
+    "max_mem_compact_level",               // kMaxMemCompactLevel 2
+    "read_bytes_period",                   // kReadBytesPeriod 1048576
+};
+
+// A count of level-0 files or the like, from one of LevelDB's numeric properties.
+uint64_t property_number(leveldb::DB* db, const std::string& name) {
+  std::string text;
+  if (!db->GetProperty(name, &text)) throw IoError("cannot read the LevelDB property " + name);
+  return std::stoull(text);
+}
 
 class LevelDbEngine : public Engine {
  public:
@@ -19,6 +51,7 @@ class LevelDbEngine : public Engine {
 
   void put(std::string_view key, std::string_view value) override {
     check(db_->Put(write_, leveldb::Slice(key.data(), key.size()), leveldb::Slice(value.data(), value.size())));
+    wrote();
   }
   Lookup get(std::string_view key) override {
     leveldb::Status s = db_->Get(leveldb::ReadOptions(), leveldb::Slice(key.data(), key.size()), &value_);
@@ -26,7 +59,10 @@ class LevelDbEngine : public Engine {
     check(s);
     return Lookup::kFound;
   }
-  void remove(std::string_view key) override { check(db_->Delete(write_, leveldb::Slice(key.data(), key.size()))); }
+  void remove(std::string_view key) override {
+    check(db_->Delete(write_, leveldb::Slice(key.data(), key.size())));
+    wrote();
+  }
   uint64_t scan(const std::string& start, uint64_t limit) override {
     std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
     uint64_t seen = count_keys(it.get(), start, limit);
@@ -34,17 +70,67 @@ class LevelDbEngine : public Engine {
     return seen;
   }
   std::string version() const override {
-    return std::to_string(leveldb::kMajorVersion) + "." + std::to_string(leveldb::kMinorVersion);
+    return std::to_string(leveldb::kMajorVersion) + "." + std::to_string(leveldb::kMinorVersion) +
+           (leveldb_tunable() ? "+tunable-constants" : "");
+  }
+  // LevelDB's own counts: files per level now ("leveldb.num-files-at-levelN") and the most level-0
+  // files seen during the run (looked at every kSampleEvery writes and now).
+  nlohmann::json stats() const override {
+    std::vector<uint64_t> files;
+    for (int level = 0; level < kLevels; ++level)
+      files.push_back(property_number(db_, "leveldb.num-files-at-level" + std::to_string(level)));
+    return {{"files_by_level", files}, {"max_level0_files", std::max(max_level0_files_, files[0])}};
   }
 
  private:
   static void check(const leveldb::Status& s) { if (!s.ok()) throw IoError(s.ToString()); }
+  void wrote() {
+    if (++writes_ % kSampleEvery == 0)
+      max_level0_files_ = std::max(max_level0_files_, property_number(db_, "leveldb.num-files-at-level0"));
+  }
   leveldb::DB* db_;
   leveldb::Cache* cache_;
   const leveldb::FilterPolicy* filter_;
   leveldb::WriteOptions write_;
   std::string value_;  // LevelDB copies every value out; one buffer, reused
+  uint64_t writes_ = 0;
+  uint64_t max_level0_files_ = 0;
 };
+
+// One of the patched build's options into `options`; false when `key` is none of them. The system's
+// LevelDB has them as compile-time constants: the plain build refuses them as the store's (exit 3).
+bool set_tunable(leveldb::Options& options, const std::string& key, const std::string& value) {
+  if (std::find(std::begin(kTunableOptions), std::end(kTunableOptions), key) == std::end(kTunableOptions))
+    return false;
+#ifdef LEVELDB_TUNABLE_CONSTANTS
+  const uint64_t number = parse_uint(key, value);
+  if (number > static_cast<uint64_t>(INT_MAX))
+    throw ConfigError(key + ": " + value + " is over the largest value LevelDB takes (" + std::to_string(INT_MAX) + ")",
+                      true);
+  const int n = static_cast<int>(number);
+  if (key == "level0_file_num_compaction_trigger") options.level0_file_num_compaction_trigger = n;
+  else if (key == "level0_slowdown_writes_trigger") options.level0_slowdown_writes_trigger = n;
+  else if (key == "level0_stop_writes_trigger") options.level0_stop_writes_trigger = n;
+  else if (key == "max_mem_compact_level") options.max_mem_compact_level = n;
+  else options.read_bytes_period = n;
+  return true;
+#else
+  (void)options;
+  (void)value;
+  throw ConfigError("LevelDB option '" + key + "' is a compile-time constant of the system's LevelDB 1.23, which "
+                    "this kvbench links. Fix: run kvbench-leveldb-tunable (knobtune: --driver kvbench-tunable)", true);
+#endif
+}
+
+// The level-0 file count at which LevelDB starts a compaction under `options`.
+uint64_t l0_compaction_trigger(const leveldb::Options& options) {
+#ifdef LEVELDB_TUNABLE_CONSTANTS
+  return static_cast<uint64_t>(options.level0_file_num_compaction_trigger);
+#else
+  (void)options;
+  return 4;  // config::kL0_CompactionTrigger
+#endif
+}
 
 // LevelDB options from a config map; the cache and filter it creates are handed to the caller.
 leveldb::Options leveldb_options(const Config& config, leveldb::Cache** cache, const leveldb::FilterPolicy** filter) {
@@ -70,7 +156,7 @@ leveldb::Options leveldb_options(const Config& config, leveldb::Cache** cache, c
       delete *filter;
       *filter = bits > 0 ? leveldb::NewBloomFilterPolicy(static_cast<int>(bits)) : nullptr;
       options.filter_policy = *filter;
-    } else {
+    } else if (!set_tunable(options, key, value)) {
       throw ConfigError("unknown LevelDB option '" + key + "'", false);
     }
   }
@@ -105,8 +191,6 @@ std::unique_ptr<Engine> open_leveldb(const std::string& path, const Config& conf
 
 namespace {
 
-constexpr int kLevels = 7;              // LevelDB 1.23's config::kNumLevels
-constexpr uint64_t kL0Trigger = 4;      // config::kL0_CompactionTrigger
 constexpr double kLevel1Bytes = 10.0 * 1048576.0;  // MaxBytesForLevel(1); x10 per level below
 
 struct Shape {
@@ -133,8 +217,8 @@ Shape shape_of(leveldb::DB* db) {
 }
 
 // LevelDB 1.23's own rule (VersionSet::Finalize): a level whose score reaches 1 is compacted.
-bool needs_compaction(const Shape& shape) {
-  if (shape.files[0] >= kL0Trigger) return true;
+bool needs_compaction(const Shape& shape, uint64_t l0_trigger) {
+  if (shape.files[0] >= l0_trigger) return true;
   double limit = kLevel1Bytes;
   for (int level = 1; level < kLevels - 1; ++level, limit *= 10)
     if (static_cast<double>(shape.bytes[level]) >= limit) return true;
@@ -151,6 +235,7 @@ nlohmann::json settle_leveldb(const std::string& path, const SettleSpec& spec) {
   leveldb::Options options = leveldb_options(spec.config, &cache, &filter);
   options.create_if_missing = false;
   options.error_if_exists = false;
+  const uint64_t l0_trigger = l0_compaction_trigger(options);
   SettleReport t;
   t.wal_bytes_at_open = wal_bytes;
   auto start = SettleClock::now();
@@ -172,7 +257,7 @@ nlohmann::json settle_leveldb(const std::string& path, const SettleSpec& spec) {
   int quiet_polls = 0;
   auto pending = [&] {
     Shape now = shape_of(db);
-    quiet_polls = (!needs_compaction(now) && now.tables == last.tables) ? quiet_polls + 1 : 0;
+    quiet_polls = (!needs_compaction(now, l0_trigger) && now.tables == last.tables) ? quiet_polls + 1 : 0;
     last = now;
     return quiet_polls < 2;
   };

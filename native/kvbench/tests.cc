@@ -1,10 +1,15 @@
-// Unit tests of the generators and the histogram (the engines are tested from Python on real stores).
+// Unit tests of the generators and the histogram (the engines are tested from Python on real stores), and of
+// LevelDB's options that the tunable build adds. Built twice: kvbench_tests (the system's LevelDB) and
+// kvbench_tests_tunable (the patched one, native/leveldb/).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <set>
 
+#include "engine.h"
 #include "generators.h"
 #include "histogram.h"
 #include "workload.h"
@@ -81,4 +86,57 @@ TEST(Settle, SpecFieldsAndErrors) {
   EXPECT_THROW(parse_settle_spec(nlohmann::json::parse(R"({"record_count": 0})")), SpecError);
   EXPECT_THROW(parse_settle_spec(nlohmann::json::parse(R"({"record_count": 1, "key_format": "ycsb"})")), SpecError);
   EXPECT_THROW(parse_settle_spec(nlohmann::json::parse(R"({"record_count": "x"})")), SpecError);
+}
+
+namespace {
+
+// A fresh folder for a store, removed at the end of the test.
+struct TempStore {
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("kvbench-test-" + std::to_string(getpid()) + "-" +
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name())).string();
+  ~TempStore() { std::filesystem::remove_all(path); }
+};
+
+// The ConfigError opening LevelDB under `config` throws (a failed expectation when it opens).
+ConfigError refusal(const std::string& path, const Config& config) {
+  try {
+    open_leveldb(path, config, false);
+  } catch (const ConfigError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "LevelDB opened under a config it should refuse";
+  return ConfigError("", false);
+}
+
+}  // namespace
+
+TEST(LevelDbConstants, TheTunableBuildTakesThemAndLevelDbChecksTheirRelations) {
+  if (!leveldb_tunable()) GTEST_SKIP() << "this build links the system's LevelDB";
+  TempStore store;
+  EXPECT_NE(open_leveldb(store.path, {{"level0_file_num_compaction_trigger", "12"},
+                                      {"level0_slowdown_writes_trigger", "16"},
+                                      {"level0_stop_writes_trigger", "20"},
+                                      {"max_mem_compact_level", "0"},
+                                      {"read_bytes_period", "65536"}}, false),
+            nullptr);
+  ConfigError stop = refusal(store.path, {{"level0_stop_writes_trigger", "4"}});
+  EXPECT_TRUE(stop.refused);
+  EXPECT_NE(std::string(stop.what()).find("level0_stop_writes_trigger (4) must be >= level0_slowdown_writes_trigger (8)"),
+            std::string::npos) << stop.what();
+  EXPECT_TRUE(refusal(store.path, {{"max_mem_compact_level", "7"}}).refused);  // levels are 0..6
+  EXPECT_TRUE(refusal(store.path, {{"read_bytes_period", "4294967296"}}).refused);  // over an int
+}
+
+TEST(LevelDbConstants, ThePlainBuildRefusesThemAsItsStores) {
+  if (leveldb_tunable()) GTEST_SKIP() << "this build links the patched LevelDB";
+  TempStore store;
+  ConfigError e = refusal(store.path, {{"level0_file_num_compaction_trigger", "4"}});
+  EXPECT_TRUE(e.refused);  // exit 3: the store refused, not knobtune's mistake
+  EXPECT_NE(std::string(e.what()).find("kvbench-leveldb-tunable"), std::string::npos) << e.what();
+}
+
+TEST(LevelDbConstants, AnUnknownNameIsOursInEitherBuild) {
+  TempStore store;
+  EXPECT_FALSE(refusal(store.path, {{"level0_trigger", "4"}}).refused);  // exit 2
 }

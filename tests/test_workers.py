@@ -1,0 +1,216 @@
+"""Several workers on one study in a real PostgreSQL storage: shared work, per-machine defaults, lost workers.
+
+Two processes on this host stand in for two machines (``--machine a`` / ``b``):
+each measures its own default, and b's trials are told to Optuna in a's units.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from knobtune.targets.postgresql import StorageServer
+from knobtune.tuning import attrs
+
+pytestmark = pytest.mark.slow
+
+STUDY = "shared"
+
+
+@pytest.fixture(scope="module")
+def storage_url() -> Iterator[str]:
+    with StorageServer() as url:
+        yield url
+
+
+@pytest.fixture()
+def study_name(request: pytest.FixtureRequest) -> str:
+    return request.node.name.removeprefix("test_")[:40]  # one study per test in the shared server
+
+
+def _knobtune(*args: str) -> list[str]:
+    return [sys.executable, "-m", "knobtune.cli", *args]
+
+
+def _tune(home: Path, url: str, study: str, trials: int, *extra: str) -> list[str]:
+    return _knobtune("tune", "rocksdb", "--workload", "fillrandom", "--records", "40000", "--trials", str(trials),
+                     "--study", study, "--storage", url, "--dir", str(home), "--sampler", "random",
+                     "--control-every", "0", "--machine", "a", *extra)
+
+
+def _worker(home: Path, url: str, study: str, *extra: str) -> list[str]:
+    return _knobtune("worker", "--study", study, "--storage", url, "--dir", str(home), "--machine", "b", *extra)
+
+
+def _start(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(argv, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **(env or {})})
+
+
+def _await(condition, what: str, limit_s: float = 120) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def _study(url: str, name: str) -> optuna.Study | None:
+    try:
+        return optuna.load_study(study_name=name, storage=url)
+    except KeyError:
+        return None
+
+
+def _started(url: str, name: str) -> bool:
+    study = _study(url, name)
+    return study is not None and attrs.SETTINGS in study.user_attrs
+
+
+def _left_behind(home: Path, pid: int | None = None) -> list[str]:
+    """db_bench processes running under the studies folder ``home`` (of one worker's scratch folder, given its pid)."""
+    pattern = f"db_bench.*{home}" + (f"/scratch/[^/]*-{pid}/" if pid else "")
+    return subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+
+
+def test_two_workers_share_a_study_each_against_its_own_default(storage_url: str, study_name: str,
+                                                                 tmp_path: Path) -> None:
+    home = tmp_path / "studies"
+    first = _start(_tune(home, storage_url, study_name, 12, "--verify-top", "1", "--repeats", "2"), tmp_path / "a.log")
+    _await(lambda: _started(storage_url, study_name), "the study to start")
+    second = _start(_worker(home, storage_url, study_name), tmp_path / "b.log")
+    assert second.wait(timeout=300) == 0, (tmp_path / "b.log").read_text()[-3000:]
+    assert first.wait(timeout=300) == 0, (tmp_path / "a.log").read_text()[-3000:]
+
+    study = _study(storage_url, study_name)
+    trials = study.get_trials(deepcopy=False)
+    by_machine = defaultdict(list)
+    for trial in trials:
+        by_machine[trial.user_attrs[attrs.TRIAL_MACHINE]].append(trial)
+    assert set(by_machine) == {"a", "b"}
+    for machine, own in by_machine.items():
+        assert any(attrs.is_reference(t.user_attrs) for t in own), f"machine {machine} never measured its default"
+    sampled = [t for t in trials if not attrs.is_reference(t.user_attrs)]
+    assert any(t.user_attrs[attrs.TRIAL_MACHINE] == "b" for t in sampled), "the worker ran no sampled trial"
+    assert len([t for t in sampled if t.state.is_finished()]) <= 12
+
+    # every measurement names its machine and its ratio to that machine's default; b's are in a's units
+    units = study.user_attrs[attrs.BASELINE]
+    b_default = next(t for t in by_machine["b"] if attrs.is_reference(t.user_attrs))
+    measured = defaultdict(set)
+    for trial in sampled:
+        for key, result in trial.user_attrs.items():
+            if not key.startswith(attrs.RUNG_PREFIX) or "failure" in result:
+                continue
+            assert result["machine"] in ("a", "b") and result["ratio"] > 0
+            if result["machine"] == "b":
+                rung = key.removeprefix(attrs.RUNG_PREFIX)
+                expected = units[rung]["value"] * result["value"] / b_default.user_attrs[key]["value"]
+                assert result["study_value"] == pytest.approx(expected)
+            measured[(trial.user_attrs[attrs.CONFIG_HASH], key)].add(json.dumps(result, sort_keys=True))
+    assert all(len(results) == 1 for results in measured.values()), "a config was measured twice at one rung"
+    assert study.user_attrs[attrs.MACHINE_PREFIX + "b"]["cpus"] == os.cpu_count()
+    assert attrs.VERIFICATION in study.user_attrs  # the study's own process verified, on its machine
+    assert "worker done" in (tmp_path / "b.log").read_text()
+    assert _left_behind(home) == []
+    shown = subprocess.run(_knobtune("show", study_name, "--storage", storage_url, "--dir", str(home)),
+                           capture_output=True, text=True).stdout
+    assert "machines: a (" in shown and "; b (" in shown and "values are in a's units" in shown
+
+
+def test_a_killed_workers_trial_is_run_again_by_the_other(storage_url: str, study_name: str, tmp_path: Path) -> None:
+    home = tmp_path / "studies"
+    first = _start(_tune(home, storage_url, study_name, 30, "--verify-top", "0"), tmp_path / "a.log")
+    _await(lambda: _started(storage_url, study_name), "the study to start")
+    second = _start(_worker(home, storage_url, study_name), tmp_path / "b.log")
+
+    def worker_mid_trial() -> list[optuna.trial.FrozenTrial]:
+        study = _study(storage_url, study_name)
+        return [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                if t.user_attrs.get(attrs.WORKER, "").endswith(f":{second.pid}")
+                and not attrs.is_reference(t.user_attrs) and attrs.CONFIG_HASH in t.user_attrs]
+
+    _await(lambda: bool(worker_mid_trial()) and _left_behind(home, second.pid),
+           "the worker to run db_bench in a sampled trial")
+    os.kill(second.pid, signal.SIGKILL)
+    second.wait()
+    killed = worker_mid_trial()[0].number  # still running in the storage: its process is gone
+    assert first.wait(timeout=300) == 0, (tmp_path / "a.log").read_text()[-3000:]
+
+    trials = {t.number: t for t in _study(storage_url, study_name).get_trials(deepcopy=False)}
+    assert trials[killed].state == TrialState.FAIL
+    assert trials[killed].user_attrs[attrs.OUTCOME] == "interrupted"
+    rerun = [t for t in trials.values() if t.user_attrs.get(attrs.RETRY_OF) == killed]
+    assert len(rerun) == 1 and rerun[0].state in (TrialState.COMPLETE, TrialState.PRUNED)
+    assert rerun[0].user_attrs[attrs.TRIAL_MACHINE] == "a"
+    assert rerun[0].params == trials[killed].params
+    assert _left_behind(home) == []
+
+
+def test_a_trial_whose_heartbeat_stopped_is_run_again(storage_url: str, study_name: str, tmp_path: Path) -> None:
+    """A worker on another machine that died (no process to look for here): only its heartbeat tells."""
+    home = tmp_path / "studies"
+    env = {"KNOBTUNE_HEARTBEAT_S": "1"}  # stale after 6 s
+    done = subprocess.run(_tune(home, storage_url, study_name, 2, "--verify-top", "0"), capture_output=True, text=True,
+                          env={**os.environ, **env})
+    assert done.returncode == 0, done.stdout[-2000:]
+    storage = optuna.storages.RDBStorage(storage_url)
+    study = optuna.load_study(study_name=study_name, storage=storage)
+    model = next(t for t in study.trials if not attrs.is_reference(t.user_attrs))
+    lost = optuna.trial.create_trial(state=TrialState.RUNNING, params=model.params, distributions=model.distributions,
+                                     user_attrs={attrs.WORKER: "elsewhere:1", attrs.TRIAL_MACHINE: "a"})
+    lost_id = storage.create_new_trial(study._study_id, template_trial=lost)
+    storage.record_heartbeat(lost_id)  # the worker on "elsewhere" beat once, then its machine died
+    lost_number = storage.get_trial(lost_id).number
+    time.sleep(7)
+    resumed = subprocess.run(_tune(home, storage_url, study_name, 3, "--verify-top", "0"), capture_output=True,
+                             text=True, env={**os.environ, **env})
+    assert resumed.returncode == 0, resumed.stdout[-2000:]
+    assert f"trial {lost_number} lost its worker (elsewhere:1)" in resumed.stdout
+    trials = {t.number: t for t in _study(storage_url, study_name).get_trials(deepcopy=False)}
+    assert trials[lost_number].state == TrialState.FAIL
+    rerun = [t for t in trials.values() if t.user_attrs.get(attrs.RETRY_OF) == lost_number]
+    assert len(rerun) == 1 and rerun[0].params == model.params and rerun[0].state.is_finished()
+
+
+def test_a_machine_of_another_kind_is_refused_unless_allowed(storage_url: str, study_name: str,
+                                                             tmp_path: Path) -> None:
+    home = tmp_path / "studies"
+    done = subprocess.run(_tune(home, storage_url, study_name, 1, "--verify-top", "0"), capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:]
+    study = _study(storage_url, study_name)
+    first = study.user_attrs[attrs.MACHINE]
+    study.set_user_attr(attrs.MACHINE, {**first, "cpus": 64, "cpu_model": "Some Other CPU"})  # the first machine
+    study.set_user_attr(attrs.SETTINGS, {**study.user_attrs[attrs.SETTINGS], "trials": 2})
+    refused = subprocess.run(_worker(home, storage_url, study_name), capture_output=True, text=True)
+    assert refused.returncode == 2
+    message = refused.stderr.strip()
+    assert len(message.splitlines()) == 1
+    assert "is not of the kind" in message and "cpus: 2 vs 64" in message.replace(f"{os.cpu_count()} vs", "2 vs")
+    assert "--allow-mixed-machines" in message
+    allowed = subprocess.run(_worker(home, storage_url, study_name, "--allow-mixed-machines"), capture_output=True,
+                             text=True)
+    assert allowed.returncode == 0, allowed.stdout[-2000:] + allowed.stderr[-2000:]
+    assert "worker done" in allowed.stdout
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--study", "nosuch"], "no study 'nosuch'"),
+    (["--study", "x", "--storage", "postgresql+psycopg://nobody@/nodb?host=/nonexistent"], "cannot open storage"),
+])
+def test_joining_what_is_not_there_is_one_clear_line(argv: list[str], message: str, tmp_path: Path) -> None:
+    result = subprocess.run(_knobtune("worker", *argv, "--dir", str(tmp_path)), capture_output=True, text=True)
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Fix:" in result.stderr
