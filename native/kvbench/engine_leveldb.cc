@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "engine.h"
@@ -197,7 +200,22 @@ struct Shape {
   std::vector<uint64_t> files = std::vector<uint64_t>(kLevels, 0);
   std::vector<uint64_t> bytes = std::vector<uint64_t>(kLevels, 0);
   std::string tables;  // the "leveldb.sstables" text: changes whenever a compaction installs its result
+  std::set<uint64_t> numbers;  // the table files the current version lists
 };
+
+// Table files in the store's folder that the current version does not list: a flush or a compaction is
+// writing them (LevelDB says nothing else about work in progress; a seek compaction, started by reads,
+// is seen only this way). Obsolete tables are deleted as soon as a compaction installs its result.
+bool tables_being_written(const std::string& path, const Shape& shape) {
+  std::error_code ignored;
+  for (const auto& entry : std::filesystem::directory_iterator(path, ignored)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".ldb") == 0 &&
+        !shape.numbers.count(std::strtoull(name.c_str(), nullptr, 10)))
+      return true;
+  }
+  return false;
+}
 
 // The files and bytes per level, read from the "leveldb.sstables" property ("--- level N ---", then
 // one line per file: " number:size[smallest .. largest]").
@@ -212,6 +230,7 @@ Shape shape_of(leveldb::DB* db) {
     if (level < 0 || level >= kLevels || colon == std::string::npos || bracket == std::string::npos) continue;
     ++shape.files[level];
     shape.bytes[level] += std::stoull(line.substr(colon + 1, bracket - colon - 1));
+    shape.numbers.insert(std::stoull(line.substr(0, colon)));
   }
   return shape;
 }
@@ -257,7 +276,9 @@ nlohmann::json settle_leveldb(const std::string& path, const SettleSpec& spec) {
   int quiet_polls = 0;
   auto pending = [&] {
     Shape now = shape_of(db);
-    quiet_polls = (!needs_compaction(now, l0_trigger) && now.tables == last.tables) ? quiet_polls + 1 : 0;
+    const bool quiet = !needs_compaction(now, l0_trigger) && now.tables == last.tables &&
+                       !tables_being_written(path, now);
+    quiet_polls = quiet ? quiet_polls + 1 : 0;
     last = now;
     return quiet_polls < 2;
   };
