@@ -35,12 +35,22 @@ def write_report(study: optuna.Study, path: Path) -> tuple[Path, Path]:
     if importlib.util.find_spec("plotly") is None:
         raise UsageError("the HTML report needs plotly. Fix: pip install plotly")
     data = report_data(study)
+    return write_page(path, render(data), data, "the report", "-o")
+
+
+def write_page(path: Path, page: str, data: dict[str, Any], what: str, option: str) -> tuple[Path, Path]:
+    """Write an HTML ``page`` to ``path`` and ``data`` as JSON beside it; return both paths.
+
+    Raises:
+        UsageError: the files cannot be written (naming ``what`` and the ``option`` that chooses the path).
+    """
     json_path = path.with_suffix(".json")
     try:
-        path.write_text(render(data))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(page)
         json_path.write_text(json.dumps(data, indent=2, default=str))
     except OSError as exc:
-        raise UsageError(f"cannot write the report to {path} ({exc.strerror}). Fix: choose a writable -o path") from None
+        raise UsageError(f"cannot write {what} to {path} ({exc.strerror}). Fix: choose a writable {option} path") from None
     return path, json_path
 
 

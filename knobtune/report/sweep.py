@@ -12,11 +12,10 @@ value are marked in both.
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 from typing import Any
 
-from knobtune.errors import UsageError
+from knobtune.report.html import write_page
 from knobtune.workloads import Objective
 
 _BAND = "rgba(31,119,180,0.18)"
@@ -33,15 +32,8 @@ def write_sweep(data: dict[str, Any], path: Path) -> tuple[Path, Path]:
         UsageError: the files cannot be written.
     """
     data.setdefault("verdict", sweep_verdict(data))
-    json_path = path.with_suffix(".json")
-    data["files"] = {"html": str(path), "json": str(json_path)}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render_sweep(data))
-        json_path.write_text(json.dumps(data, indent=2, default=str))
-    except OSError as exc:
-        raise UsageError(f"cannot write the sweep to {path} ({exc.strerror}). Fix: choose a writable --out path") from None
-    return path, json_path
+    data["files"] = {"html": str(path), "json": str(path.with_suffix(".json"))}
+    return write_page(path, render_sweep(data), data, "the sweep", "--out")
 
 
 # ------------------------------------------------------------------ words
