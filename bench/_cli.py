@@ -23,6 +23,13 @@ def knobtune(*args: str, home: Path | None = None) -> str:
     return result.stdout
 
 
+def knobtune_json(*args: str, home: Path | None = None) -> dict:
+    """Run one knobtune command with ``--json``; its parsed output (see ``knobtune``)."""
+    import json
+
+    return json.loads(knobtune(*args, "--json", home=home))
+
+
 def emit(result: dict, out: Path | None) -> None:
     """Print a benchmark's result as JSON, and write it to ``out`` when given."""
     import json
@@ -46,3 +53,42 @@ def verified_speedup(summary: dict) -> dict | None:
                                                                               key=lambda c: c["speedup"]["ratio"])
     figures = {key: chosen["speedup"].get(key) for key in ("ratio", "ci_low", "ci_high", "p_value")}
     return {"label": chosen["label"], **figures, "won": chosen["label"] == result}
+
+
+def best_so_far(points: list[tuple[float, float]], maximize: bool) -> list[tuple[float, float]]:
+    """(time, the best value up to that time) at each of ``points`` (time, value), in time order."""
+    timeline: list[tuple[float, float]] = []
+    for at, value in sorted(points):
+        best = timeline[-1][1] if timeline else value
+        timeline.append((at, max(best, value) if maximize else min(best, value)))
+    return timeline
+
+
+def study_timeline(home: Path, study_name: str, maximize: bool, offset_s: float = 0.0) -> list[tuple[float, float]]:
+    """(seconds since the study's first trial began, plus ``offset_s``; best full-size value so far) at each
+    full-size trial's end, from a study in the studies folder ``home``."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from knobtune.tuning import attrs
+
+    study = optuna.load_study(study_name=study_name, storage=f"sqlite:///{home / 'studies.db'}")
+    # complete trials only: a pruned or failed trial's value is a smaller rung's (or a pessimistic stand-in)
+    trials = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+              if not attrs.is_reference(t.user_attrs) and attrs.INFEASIBLE not in t.user_attrs]
+    start = min(t.datetime_start for t in study.get_trials(deepcopy=False) if t.datetime_start)
+    return best_so_far([(offset_s + (t.datetime_complete - start).total_seconds(), t.value) for t in trials], maximize)
+
+
+def as_speedups(timeline: list[tuple[float, float]], default: float, maximize: bool) -> list[tuple[float, float]]:
+    """A timeline of values as speedups over ``default`` (> 1: better than it)."""
+    return [(at, value / default if maximize else default / value) for at, value in timeline]
+
+
+def first_reached_s(timeline: list[tuple[float, float]], fraction: float, maximize: bool) -> float | None:
+    """When a best-so-far timeline first came within ``fraction`` (0.95: 95%) of its own final best; None if empty."""
+    if not timeline:
+        return None
+    best = timeline[-1][1]
+    goal = best * fraction if maximize else best / fraction
+    return next(at for at, value in timeline if (value >= goal if maximize else value <= goal))

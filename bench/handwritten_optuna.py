@@ -11,6 +11,8 @@ best config as a knobtune config file, so the two can be compared side by side:
 
 It is a benchmark baseline, not part of knobtune: it deliberately does what
 such scripts do (and so falls into the traps knobtune guards against).
+``bench/peers.py`` runs the same search (``search``) over knobtune's own
+knobs and runs instead, so that only the search differs from knobtune's.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import optuna
 
@@ -29,6 +33,7 @@ from knobtune.knobs import load_catalog
 from knobtune.tuning.space import mend
 
 SIZES = [5_000, 20_000, 100_000]
+Config = TypeVar("Config")
 KNOBS = {  # flag: (kind, low, high) or (kind, choices)
     "write_buffer_size": ("int_log", 1 << 20, 1 << 30),
     "max_write_buffer_number": ("int", 1, 16),
@@ -85,6 +90,43 @@ def run_db_bench(flags: dict[str, str], num: int, timeout_s: float | None) -> fl
     return time.monotonic() - started
 
 
+class RunFailed(Exception):
+    """A run that crashed, was refused or took too long: such a script prunes the trial and moves on."""
+
+
+class OutOfTime(Exception):
+    """The budget has no room for the next run: the study stops (used when another harness keeps the time)."""
+
+
+def search(suggest: Callable[[optuna.Trial], Config], run: Callable[[Config, int], float], steps: int,
+           timeout_s: float, seed: int, direction: str = "minimize") -> optuna.Study:
+    """The script's search: random sampling, Optuna's successive halving over ``steps`` sizes, for ``timeout_s``.
+
+    ``run(config, step)`` measures one config at size ``step`` and raises RunFailed (or OutOfTime) instead.
+    """
+    def objective(trial: optuna.Trial) -> float:
+        config = suggest(trial)
+        value = 0.0
+        for step in range(steps):
+            try:
+                value = run(config, step)
+            except RunFailed:
+                raise optuna.TrialPruned() from None
+            except OutOfTime:
+                trial.study.stop()
+                raise optuna.TrialPruned() from None
+            trial.report(value, step)
+            if step < steps - 1 and trial.should_prune():
+                raise optuna.TrialPruned()
+        return value
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction=direction, sampler=optuna.samplers.RandomSampler(seed=seed),
+                                pruner=optuna.pruners.SuccessiveHalvingPruner())
+    study.optimize(objective, timeout=timeout_s)
+    return study
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--time", default="8m", help="budget, e.g. 8m or 480")
@@ -94,23 +136,13 @@ def main() -> None:
     budget_s = float(args.time[:-1]) * 60 if args.time.endswith("m") else float(args.time)
     default_s = [run_db_bench({}, num, None) for num in SIZES]
 
-    def objective(trial: optuna.Trial) -> float:
-        flags = suggest(trial)
-        elapsed = 0.0
-        for step, num in enumerate(SIZES):
-            try:
-                elapsed = run_db_bench(flags, num, timeout_s=3 * default_s[step])
-            except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
-                raise optuna.TrialPruned()
-            trial.report(elapsed, step)
-            if step < len(SIZES) - 1 and trial.should_prune():
-                raise optuna.TrialPruned()
-        return elapsed
+    def run(flags: dict[str, str], step: int) -> float:
+        try:
+            return run_db_bench(flags, SIZES[step], timeout_s=3 * default_s[step])
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+            raise RunFailed() from None
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=args.seed),
-                                pruner=optuna.pruners.SuccessiveHalvingPruner())
-    study.optimize(objective, timeout=budget_s)
+    study = search(suggest, run, len(SIZES), budget_s, args.seed)
     best = study.best_trial
     config = {k: KNOBTUNE_VALUES.get(k, {}).get(v, v) for k, v in suggest(optuna.trial.FixedTrial(best.params)).items()}
     if config.get("compaction_style") == "fifo":

@@ -30,30 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import optuna
-from optuna.trial import TrialState
-
-from _cli import emit, knobtune, verified_speedup
+from _cli import as_speedups, emit, knobtune_json, study_timeline, verified_speedup
 from knobtune.knobs.units import parse_duration_s
-from knobtune.tuning import attrs
-
-def knobtune_json(*args: str, home: Path) -> dict:
-    return json.loads(knobtune(*args, "--json", home=home))
-
-
-def timeline(home: Path, study_name: str, offset_s: float, maximize: bool) -> list[tuple[float, float]]:
-    """(seconds since the arm began, best full-size value so far) at each full-size trial's end."""
-    study = optuna.load_study(study_name=study_name, storage=f"sqlite:///{home / 'studies.db'}")
-    # complete trials only: a pruned or failed trial's value is a smaller rung's (or a pessimistic stand-in)
-    trials = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-              if not attrs.is_reference(t.user_attrs) and attrs.INFEASIBLE not in t.user_attrs]
-    start = min(t.datetime_start for t in study.get_trials(deepcopy=False) if t.datetime_start)
-    points, best = [], None
-    for trial in sorted(trials, key=lambda t: t.datetime_complete):
-        value = trial.value
-        best = value if best is None or (value > best if maximize else value < best) else best
-        points.append((offset_s + (trial.datetime_complete - start).total_seconds(), best))
-    return points
 
 
 def arm(args: argparse.Namespace, home: Path, name: str, seed: int, budget_s: float) -> dict:
@@ -82,7 +60,7 @@ def arm(args: argparse.Namespace, home: Path, name: str, seed: int, budget_s: fl
     return {"arm": name, "seed": seed, "study": study, "wall_s": round(wall, 1), "ranking_s": round(offset, 1),
             "ranking_samples": ranked["samples"] if ranked else None, "verdict": summary["verdict"],
             "verified_speedup": verified, "counts": summary["counts"], "default_value": summary["default_value"],
-            "maximize": maximize, "timeline": timeline(home, study, offset, maximize),
+            "maximize": maximize, "timeline": study_timeline(home, study, maximize, offset),
             "top_knobs": ranked["order"][:10] if ranked else None}
 
 
@@ -123,8 +101,7 @@ def table(path: Path) -> str:
 
 def speedups(run: dict) -> list[tuple[float, float]]:
     """An arm's timeline as speedups over its own default's single run (the machine's drift between arms cancels)."""
-    default = run["default_value"]
-    return [(t, v / default if run["maximize"] else default / v) for t, v in run["timeline"]]
+    return as_speedups(run["timeline"], run["default_value"], run["maximize"])
 
 
 def mark_reached(runs: list[dict]) -> None:
