@@ -35,7 +35,7 @@ def plot_best_over_time(lines: list[dict], out: Path, *, title: str, ylabel: str
     axes.set_xlabel("seconds since the arm began")
     axes.set_ylabel(ylabel)
     axes.set_title(title, fontsize=10)
-    axes.legend(loc="lower right", fontsize=8)
+    axes.legend(loc="upper left", fontsize=8)
     figure.tight_layout()
     figure.savefig(out)
     plt.close(figure)
