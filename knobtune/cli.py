@@ -394,6 +394,7 @@ def compare(
     objective: ObjectiveOption = None,
     driver: DriverOption = None,
     seed: Annotated[int, typer.Option(help="Seed of the workload's keys.")] = 42,
+    timeout_factor: TimeoutFactorOption = 3.0,
     unsettled: UnsettledOption = False,
     memory_limit: MemoryLimitOption = None,
     storage: StorageOption = None,
@@ -408,6 +409,7 @@ def compare(
         raise UsageError("compare needs at least two --config. Fix: e.g. --config default --config best.json")
     _at_least("--repeats", repeats, 1, "e.g. --repeats 5")
     _at_least("--records", records, 1, "e.g. --records 100000, or leave it out for the workload's own size")
+    _at_least("--timeout-factor", timeout_factor, 1.0, "e.g. --timeout-factor 3 (a run may take 3x the first config's)")
     catalog = load_catalog(system)
     spec = load_workload(workload)
     spec = spec.scaled(records) if records else spec
@@ -417,7 +419,7 @@ def compare(
     with make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
                      memory_limit_bytes=_bytes_option("--memory-limit", memory_limit)) as target:
         comparison = run_interleaved(
-            target, candidates, spec.full, repeats=repeats, objective=goal, seed=seed,
+            target, candidates, spec.full, repeats=repeats, objective=goal, seed=seed, timeout_factor=timeout_factor,
             log_dir=store.home / "compare", on_run=None if json_output else _print_run(goal))
     unsafe = {candidate.label: {k: v.value for k, v in catalog.unsafe_in(full).items()} for candidate, full in candidates}
     if json_output:

@@ -110,16 +110,21 @@ class Comparison:
         }
 
 
+MIN_TIMEOUT_S = 2.0  # a limit relative to the default's time is never shorter than this
+
+
 def run_interleaved(target: Target, candidates: Sequence[tuple[Candidate, Mapping[str, Value]]], rung: Rung, *,
                     repeats: int, objective: Objective, seed: int, log_dir: Path,
-                    timeout_s: float | None = None,
+                    timeout_s: float | None = None, timeout_factor: float | None = None,
                     on_run: Callable[[int, CandidateRuns, float | None], None] | None = None) -> Comparison:
     """Run each candidate ``repeats`` times, round-robin; the first candidate is the baseline.
 
     ``candidates`` pairs each Candidate with its full config. A candidate whose
     run fails (refused, data loss, timeout, memory) is dropped from later
     rounds with the reason kept; one planned above the target's memory limit
-    is never run.
+    is never run. Every run may take ``timeout_s``; without it, with
+    ``timeout_factor``, every run after the baseline's first may take that
+    factor times the baseline's first run (at least 2 s).
     """
     runs = [CandidateRuns(candidate) for candidate, _ in candidates]
     for (_, config), record in zip(candidates, runs):
@@ -129,9 +134,12 @@ def run_interleaved(target: Target, candidates: Sequence[tuple[Candidate, Mappin
             if record.failure is not None:
                 continue
             log = log_dir / f"{_slug(candidate.label)}-{repeat}.log"
+            limit = timeout_s
+            if limit is None and timeout_factor is not None and runs[0].measurements:
+                limit = max(timeout_factor * runs[0].measurements[0].elapsed_s, MIN_TIMEOUT_S)
             try:
                 target.apply(config)
-                measurement = target.run(rung, timeout_s=timeout_s, log_path=log, seed=seed)
+                measurement = target.run(rung, timeout_s=limit, log_path=log, seed=seed)
             except RunFailure as failure:
                 record.failure = failure.reason
                 if on_run:
