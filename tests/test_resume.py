@@ -79,7 +79,10 @@ def test_sigkill_then_resume(tmp_path: Path) -> None:
 def test_ctrl_c_keeps_finished_trials_and_leaves_nothing_running(tmp_path: Path) -> None:
     home = tmp_path / "studies"
     log = tmp_path / "out.log"
-    process = subprocess.Popen(_tune(home, 40), stdout=log.open("w"), stderr=subprocess.STDOUT)
+    # Ctrl-C must reach it even when the tests run where SIGINT is ignored (a background job): Python keeps
+    # ignoring SIGINT if it starts that way, so the child starts with the default action
+    process = subprocess.Popen(_tune(home, 40), stdout=log.open("w"), stderr=subprocess.STDOUT,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while log.read_text().count("rung") < 6 and time.monotonic() < deadline:
         time.sleep(0.1)
