@@ -214,3 +214,18 @@ def test_joining_what_is_not_there_is_one_clear_line(argv: list[str], message: s
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "Fix:" in result.stderr
+
+
+def test_a_config_queued_after_the_budget_is_spent_does_not_keep_the_study_running(tmp_path: Path) -> None:
+    """The study's process waits for other workers before verifying, then searches on only if its budget allows."""
+    home = tmp_path / "studies"
+    argv = _knobtune("tune", "rocksdb", "--workload", "fillrandom", "--records", "20000", "--trials", "2",
+                     "--study", "spent", "--dir", str(home), "--sampler", "random", "--verify-top", "0")
+    assert subprocess.run(argv, capture_output=True, text=True).returncode == 0
+    url = f"sqlite:///{home / 'studies.db'}"
+    study = _study(url, "spent")
+    model = next(t for t in study.trials if not attrs.is_reference(t.user_attrs))
+    study.enqueue_trial(model.params)  # e.g. a lost worker's trial queued again after the last trial ended
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stdout[-2000:]
+    assert [t.state for t in _study(url, "spent").trials].count(TrialState.WAITING) == 1  # left for a later budget

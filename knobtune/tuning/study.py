@@ -112,8 +112,8 @@ class Tuner:
             while True:
                 while self._may_start_trial(study):
                     self._run_trial(study, target, self._ask(study))
-                if s.joining or not self._await_other_workers(study):
-                    break
+                if s.joining or not self._await_other_workers(study) or not self._may_start_trial(study):
+                    break  # a worker leaves verifying to the study's process; nothing (more) may run
             if s.verify_top > 0 and s.verify_repeats > 0 and not s.joining:
                 verify_study(study, target, s, self.store.artifacts(s.study_name) / "verify", self._note)
         return study
@@ -302,6 +302,7 @@ class Tuner:
             time.sleep(HEARTBEAT_S / 2)
             with self._warnings_silenced():
                 optuna.storages.fail_stale_trials(study)
+            self._recover_interrupted(study)
         return any(t.state == TrialState.WAITING for t in study.get_trials(deepcopy=False))
 
     @contextlib.contextmanager
