@@ -26,11 +26,10 @@ from knobtune.knobs import Catalog, Value
 from knobtune.targets import RunFailure, Target
 from knobtune.tuning import attrs
 from knobtune.tuning.space import mend
-from knobtune.tuning.verify import MIN_TIMEOUT_S, Candidate, run_interleaved
+from knobtune.tuning.verify import DEFAULT_TIMEOUT_FACTOR, Candidate, relative_limit_s, run_interleaved
 from knobtune.workloads import Objective, Rung, Workload, load_workload
 
 EXPLANATION = attrs.EXPLANATION
-TIMEOUT_FACTOR = 3.0  # a run of the path may take this many times the first one (a step that never settles ends)
 
 
 def study_workload(study: optuna.Study) -> Workload:
@@ -77,7 +76,7 @@ def explain(study: optuna.Study, target: Target, winner: Mapping[str, Value], *,
         prefixes.append((Candidate(f"step {step}: +{', '.join(group)}", dict(catalog.changed(config))), config))
     note(f"measuring the path at {full}: {len(prefixes)} configs x {repeats} interleaved runs")
     comparison = run_interleaved(target, prefixes, full, repeats=repeats, objective=objective, seed=seed,
-                                 timeout_factor=TIMEOUT_FACTOR, log_dir=log_dir / "path")
+                                 timeout_factor=DEFAULT_TIMEOUT_FACTOR, log_dir=log_dir / "path")
     runs = comparison.runs
     failed = [r.candidate.label for r in runs if r.failure or not r.values]
     steps: list[dict] = []
@@ -106,7 +105,7 @@ def _greedy_order(target: Target, groups: list[tuple[str, ...]], winner: Mapping
     order: list[tuple[str, ...]] = []
     remaining = list(groups)
     changed: dict[str, Value] = {}
-    limit_s: float | None = None  # TIMEOUT_FACTOR times the first run (the default plus one group), once it ran
+    limit_s: float | None = None  # relative to the first run (the default plus one group), once it ran
     while len(remaining) > 1:
         scored = []
         for group in remaining:
@@ -118,7 +117,7 @@ def _greedy_order(target: Target, groups: list[tuple[str, ...]], winner: Mapping
                 run = target.run(rung, timeout_s=limit_s, log_path=log_dir / f"step{len(order)}-{label[:60]}.log",
                                  seed=seed)
                 value = run.value(objective)
-                limit_s = limit_s or max(TIMEOUT_FACTOR * run.elapsed_s, MIN_TIMEOUT_S)
+                limit_s = limit_s or relative_limit_s(run.elapsed_s, DEFAULT_TIMEOUT_FACTOR)
             except RunFailure as failure:
                 note(f"  +{label}: failed ({failure.reason})")
                 continue

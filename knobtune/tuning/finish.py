@@ -17,7 +17,7 @@ from knobtune.errors import KnobtuneError
 from knobtune.targets import RunFailure, Target
 from knobtune.tuning import attrs
 from knobtune.tuning.settings import TuneSettings
-from knobtune.tuning.verify import Candidate, Comparison, run_interleaved
+from knobtune.tuning.verify import Candidate, Comparison, relative_limit_s, run_interleaved
 
 DEFAULT_LABEL = "default"
 
@@ -144,7 +144,7 @@ def _tuned_verdict(comparison: Comparison) -> str:
 def _limit_s(study: optuna.Study, settings: TuneSettings) -> float | None:
     """The time a verification run may take: ``timeout_factor`` times the default's full-size time."""
     base = study.user_attrs.get(attrs.BASELINE, {}).get(str(settings.workload.full.index), {})
-    return max(settings.timeout_factor * base["elapsed_s"], settings.min_timeout_s) if base else None
+    return relative_limit_s(base["elapsed_s"], settings.timeout_factor, settings.min_timeout_s) if base else None
 
 
 def _twin_limit_s(twin: Target, settings: TuneSettings, log_dir: Path, note: Callable[[str], None]) -> float:
@@ -162,7 +162,7 @@ def _twin_limit_s(twin: Target, settings: TuneSettings, log_dir: Path, note: Cal
             raise KnobtuneError(f"the default config failed the workload's verifiable twin ({failure.reason}). "
                                 f"Fix: check the workload; raw output in {log_dir}") from None
     note(f"the default's verifiable twin took {run.elapsed_s:.1f} s")
-    return max(settings.timeout_factor * run.elapsed_s, settings.min_timeout_s)
+    return relative_limit_s(run.elapsed_s, settings.timeout_factor, settings.min_timeout_s)
 
 
 def _twin_check(twin: Target | None, settings: TuneSettings, config: dict, log_path: Path,

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from knobtune.knobs import Catalog
 from knobtune.tuning.space import SearchSpace
+from knobtune.tuning.verify import DEFAULT_TIMEOUT_FACTOR, MIN_TIMEOUT_S
 from knobtune.workloads import Objective, Rung, Workload
 
 
@@ -21,8 +22,8 @@ class TuneSettings:
     seed: int = 42
     trials: int | None = None  # the study's total of sampled trials (the default not counted)
     time_budget_s: float | None = None  # wall-clock budget of this invocation
-    timeout_factor: float = 3.0
-    min_timeout_s: float = 2.0
+    timeout_factor: float = DEFAULT_TIMEOUT_FACTOR
+    min_timeout_s: float = MIN_TIMEOUT_S
     reduction_factor: int = 3
     verify_top: int = 3
     verify_repeats: int = 5

@@ -44,6 +44,7 @@ from knobtune.tuning.outcomes import Outcome
 from knobtune.tuning.pruning import DefaultAwareHalvingPruner
 from knobtune.tuning.samplers import make_sampler
 from knobtune.tuning.space import config_hash
+from knobtune.tuning.verify import relative_limit_s
 from knobtune.workloads import Rung
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -266,9 +267,10 @@ class Tuner:
         with self._warnings_silenced():
             optuna.storages.fail_stale_trials(study)
         self._recover_interrupted(study)  # a dead process on this host is seen at once, without waiting for staleness
-        while self._own_default(study, self.settings.rungs[-1]) is None and self._default_running_elsewhere(study):
+        while (default := self._own_default(study, self.settings.rungs[-1])) is None \
+                and self._default_running_elsewhere(study):
             time.sleep(HEARTBEAT_S / 5)  # the default of this machine is being measured by a sibling process
-        if self._own_default(study, self.settings.rungs[-1]) is None:
+        if default is None:
             return self._ask_default(study, attrs.ROLE_BASELINE)
         trials = [t for t in study.get_trials(deepcopy=False) if self._machine_of(t.user_attrs) == self._machine]
         if self._control_due(trials) and self._fits(study, self.settings.rungs[-1]):
@@ -376,7 +378,7 @@ class Tuner:
         base = self._own_default(study, rung)
         if base is None:
             return None
-        return max(self.settings.timeout_factor * base["elapsed_s"], self.settings.min_timeout_s)
+        return relative_limit_s(base["elapsed_s"], self.settings.timeout_factor, self.settings.min_timeout_s)
 
     def limit_s(self, study: optuna.Study, rung: Rung) -> float | None:
         """The time a run at ``rung`` may take: its rung limit, never past the budget's end."""

@@ -36,7 +36,7 @@ from knobtune.knobs import Catalog, Knob, KnobType, Value
 from knobtune.knobs.display import knob_value
 from knobtune.targets import Target
 from knobtune.tuning.space import mend
-from knobtune.tuning.verify import Candidate, CandidateRuns, run_interleaved
+from knobtune.tuning.verify import MIN_TIMEOUT_S, Candidate, CandidateRuns, relative_limit_s, run_interleaved
 from knobtune.workloads import Objective, Rung
 
 DEFAULT_POINTS = {1: 7, 2: 5}  # grid points per numeric knob when --points is not given
@@ -374,7 +374,7 @@ def _speedup_dict(s: Speedup) -> dict[str, float | bool]:
 
 
 def run_sweep(target: Target, plan: SweepPlan, rung: Rung, *, repeats: int, objective: Objective, seed: int,
-              log_dir: Path, timeout_factor: float, min_timeout_s: float = 2.0,
+              log_dir: Path, timeout_factor: float, min_timeout_s: float = MIN_TIMEOUT_S,
               note: Callable[[str], None] = lambda message: None) -> SweepResult:
     """Measure every point of ``plan`` ``repeats`` times at ``rung``, interleaved; judge the best point.
 
@@ -442,7 +442,7 @@ def _limit_s(clock: CandidateRuns, factor: float, least_s: float, point: SweepPo
     if not clock.measurements:
         raise KnobtuneError(f"the {'default' if point.is_default else 'study'} point ({point.label}) failed: "
                             f"{clock.failure}. Fix: check the workload and the held config; raw output in {log_dir}")
-    return max(factor * clock.measurements[0].elapsed_s, least_s)
+    return relative_limit_s(clock.measurements[0].elapsed_s, factor, least_s)
 
 
 def _result(target: Target, plan: SweepPlan, records: Mapping[int, CandidateRuns], rung: Rung, repeats: int,

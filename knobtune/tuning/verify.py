@@ -110,7 +110,13 @@ class Comparison:
         }
 
 
+DEFAULT_TIMEOUT_FACTOR = 3.0  # a run may take this many times the default's time (--timeout-factor)
 MIN_TIMEOUT_S = 2.0  # a limit relative to the default's time is never shorter than this
+
+
+def relative_limit_s(base_s: float, factor: float, least_s: float = MIN_TIMEOUT_S) -> float:
+    """The time a run may take: ``factor`` times the reference run's ``base_s``, at least ``least_s``."""
+    return max(factor * base_s, least_s)
 
 
 def run_interleaved(target: Target, candidates: Sequence[tuple[Candidate, Mapping[str, Value]]], rung: Rung, *,
@@ -136,7 +142,7 @@ def run_interleaved(target: Target, candidates: Sequence[tuple[Candidate, Mappin
             log = log_dir / f"{_slug(candidate.label)}-{repeat}.log"
             limit = timeout_s
             if limit is None and timeout_factor is not None and runs[0].measurements:
-                limit = max(timeout_factor * runs[0].measurements[0].elapsed_s, MIN_TIMEOUT_S)
+                limit = relative_limit_s(runs[0].measurements[0].elapsed_s, timeout_factor)
             try:
                 target.apply(config)
                 measurement = target.run(rung, timeout_s=limit, log_path=log, seed=seed)
