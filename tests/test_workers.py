@@ -229,3 +229,19 @@ def test_a_config_queued_after_the_budget_is_spent_does_not_keep_the_study_runni
     again = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stdout[-2000:]
     assert [t.state for t in _study(url, "spent").trials].count(TrialState.WAITING) == 1  # left for a later budget
+
+
+def test_a_worker_without_the_studys_own_workload_file_is_told_to_copy_it(tmp_path: Path) -> None:
+    home, mine = tmp_path / "studies", tmp_path / "my-fill.toml"
+    shipped = Path(__file__).parents[1] / "knobtune" / "workloads" / "data" / "fillrandom.toml"
+    mine.write_text(shipped.read_text().replace('name = "fillrandom"', 'name = "my-fill"'))
+    started = subprocess.run(_knobtune("tune", "rocksdb", "--workload", str(mine), "--records", "5000", "--trials", "1",
+                                       "--study", "own", "--dir", str(home), "--verify-top", "0"),
+                             capture_output=True, text=True)
+    assert started.returncode == 0, started.stdout[-2000:] + started.stderr[-2000:]
+    mine.unlink()  # as on another machine
+    joined = subprocess.run(_knobtune("worker", "--study", "own", "--dir", str(home)), capture_output=True, text=True)
+    assert joined.returncode == 2
+    assert len(joined.stderr.strip().splitlines()) == 1
+    assert f"workload 'my-fill' is a file of its first machine ({mine}), not here" in joined.stderr
+    assert "Fix: copy it" in joined.stderr

@@ -21,7 +21,7 @@ from knobtune.storage import StudyStore
 from knobtune.tuning import attrs
 from knobtune.tuning.settings import TuneSettings
 from knobtune.tuning.space import build_space
-from knobtune.workloads import Objective, load_workload
+from knobtune.workloads import Objective, available_workloads, load_workload
 
 
 def join_settings(store: StudyStore, study_name: str, machine: str | None = None,
@@ -43,11 +43,10 @@ def join_settings(store: StudyStore, study_name: str, machine: str | None = None
     catalog = load_catalog(recorded[attrs.SYSTEM])
     workload = recorded[attrs.WORKLOAD]
     source = Path(workload["source"])
-    spec = load_workload(source if source.exists() else workload["name"])
-    if spec.name != workload["name"]:
+    if not source.exists() and workload["name"] not in available_workloads():
         raise UsageError(f"the study's workload '{workload['name']}' is a file of its first machine ({source}), "
                          "not here. Fix: copy it to the same path on this machine")
-    spec = spec.scaled(workload["records"])
+    spec = load_workload(source if source.exists() else workload["name"]).scaled(workload["records"])
     driver = recorded.get(attrs.DRIVER)
     space = build_space(catalog, recorded[attrs.SEARCHED_KNOBS], recorded.get(attrs.ALLOW_UNSAFE, False), fmt=driver)
     worker = f"{machine or socket.gethostname()}:{socket.gethostname()}:{os.getpid()}"  # seeds differ per process
