@@ -16,15 +16,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 
-from _cli import emit, knobtune, verified_speedup
-
-
-def knobtune_json(*args: str, home: Path) -> dict:
-    return json.loads(knobtune(*args, "--json", home=home))
+from _cli import emit, knobtune, knobtune_json, verified_speedup
 
 
 def winner_file(home: Path, study: str) -> Path | None:
