@@ -2,9 +2,12 @@
 
 The child gets its own process group and dies with its parent (PR_SET_PDEATHSIG),
 so neither a timeout, Ctrl-C nor a SIGKILL of knobtune leaves it running. Its
-peak resident memory comes from the kernel (``wait4``'s ``ru_maxrss``); with a
-memory limit, its resident memory is also watched while it runs and it is
-killed as soon as it holds more.
+peak resident memory is the kernel's high-water mark of the program
+(``VmHWM``), read while it runs. Not ``wait4``'s ``ru_maxrss``: the child is
+forked from knobtune, and ``ru_maxrss`` keeps the forked copy of knobtune's
+own memory from before the exec (``/bin/true`` run from a 430 MiB knobtune
+"held" 430 MiB). With a memory limit, its resident memory is also checked
+while it runs and it is killed as soon as it holds more.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ class ProcessResult:
     returncode: int
     elapsed_s: float
     timed_out: bool
-    peak_rss_bytes: int  # the most resident memory the process held (kernel's ru_maxrss)
+    peak_rss_bytes: int  # the most resident memory the program held (its VmHWM; see the module's note)
     over_memory: bool = False  # killed because it held more than the memory limit
 
 
@@ -74,26 +77,29 @@ def run_logged(argv: list[str], *, log_path: Path, timeout_s: float | None, cwd:
 
 def _watch(process: subprocess.Popen[bytes], start: float, timeout_s: float | None,
            memory_limit_bytes: int | None) -> ProcessResult:
-    """Wait for ``process`` (reaping it with wait4 for its peak memory), killing it at a limit."""
+    """Wait for ``process``, reading its memory's high-water mark as it runs, killing it at a limit.
+
+    ``Popen`` returns once the child has exec'd, so every reading is of the program, not of the forked knobtune.
+    A program that ends before the first reading reports ``ru_maxrss`` (an upper bound: it includes the fork).
+    """
     deadline = None if timeout_s is None else start + timeout_s
-    seen_rss = 0
+    peak = 0
     while True:
         pid, status, usage = os.wait4(process.pid, os.WNOHANG)
         if pid:
             process.returncode = os.waitstatus_to_exitcode(status)
-            peak = max(usage.ru_maxrss * 1024, seen_rss)
-            return ProcessResult(process.returncode, time.monotonic() - start, False, peak)
-        if memory_limit_bytes is not None:
-            seen_rss = max(seen_rss, _rss_bytes(process.pid))
-            if seen_rss > memory_limit_bytes:
-                return _stop(process, start, seen_rss, over_memory=True)
+            return ProcessResult(process.returncode, time.monotonic() - start, False, peak or usage.ru_maxrss * 1024)
+        peak = max(peak, _high_water_bytes(process.pid))
+        if memory_limit_bytes is not None and _rss_bytes(process.pid) > memory_limit_bytes:
+            return _stop(process, start, max(peak, _rss_bytes(process.pid)), over_memory=True)
         if deadline is not None and time.monotonic() >= deadline:
-            return _stop(process, start, seen_rss, over_memory=False)
+            return _stop(process, start, peak, over_memory=False)
         time.sleep(_POLL_S)
 
 
-def _stop(process: subprocess.Popen[bytes], start: float, seen_rss: int, *, over_memory: bool) -> ProcessResult:
+def _stop(process: subprocess.Popen[bytes], start: float, peak: int, *, over_memory: bool) -> ProcessResult:
     elapsed = time.monotonic() - start
+    peak = max(peak, _high_water_bytes(process.pid))
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
@@ -101,7 +107,19 @@ def _stop(process: subprocess.Popen[bytes], start: float, seen_rss: int, *, over
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     return ProcessResult(process.returncode, elapsed, timed_out=not over_memory,
-                         peak_rss_bytes=max(usage.ru_maxrss * 1024, seen_rss), over_memory=over_memory)
+                         peak_rss_bytes=peak or usage.ru_maxrss * 1024, over_memory=over_memory)
+
+
+def _high_water_bytes(pid: int) -> int:
+    """The most resident memory ``pid``'s program has held so far (``VmHWM``; 0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
 
 
 def _rss_bytes(pid: int) -> int:
