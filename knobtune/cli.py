@@ -22,6 +22,7 @@ from knobtune.tuning import Tuner, TuneSettings, build_space
 from knobtune.tuning.explain import EXPLANATION, explain, study_workload
 from knobtune.tuning.ranking import rank_study, ranked_knobs
 from knobtune.tuning.samplers import SAMPLERS
+from knobtune.tuning.space import left_out_line
 from knobtune.tuning.worker import join_settings
 from knobtune.tuning.verify import Candidate, run_interleaved
 from knobtune.tuning.sweep import plan_sweep, run_sweep
@@ -42,6 +43,7 @@ DriverOption = Annotated[Optional[str], typer.Option(help="Benchmark driver (def
 RecordsOption = Annotated[Optional[int], typer.Option(help="Override the workload's full size (records).")]
 TimeoutFactorOption = Annotated[float, typer.Option(help="Stop a run taking longer than this times the default's.")]
 MachineOption = Annotated[Optional[str], typer.Option("--machine", help="This machine's name in a study shared by workers (default: the host name).")]
+AllowOperationalOption = Annotated[bool, typer.Option("--allow-operational", help="Also search operational values (auto-compaction off): nothing is lost, but the store never settles by itself.")]
 MixedOption = Annotated[bool, typer.Option("--allow-mixed-machines", help="Let a machine of another kind (CPU, memory, disk, OS, version) work on the study.")]
 
 
@@ -118,6 +120,7 @@ def tune(
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of the workload's keys.")] = 42,
     knobs: Annotated[Optional[str], typer.Option("--knobs", help="Comma-separated knobs to search (default: all safe ones).")] = None,
     allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe", help="Also search knobs that trade durability or data.")] = False,
+    allow_operational: AllowOperationalOption = False,
     objective: ObjectiveOption = None,
     driver: DriverOption = None,
     records: RecordsOption = None,
@@ -161,7 +164,7 @@ def tune(
     if ranking is not None:
         knob_list = ranked_knobs(store.load(ranking), top_k)  # type: ignore[arg-type]
         ranked_by = {"study": ranking, "top_k": top_k, "knobs": knob_list}
-    space = build_space(catalog, knob_list, allow_unsafe, fmt=driver)
+    space = build_space(catalog, knob_list, allow_unsafe, fmt=driver, allow_operational=allow_operational)
     goal = _objective(objective) or spec.objective
     settings = TuneSettings(
         study_name=study or f"{catalog.system}-{spec.name}", catalog=catalog, workload=spec, space=space,
@@ -180,9 +183,8 @@ def tune(
             console.out.print(space.driver_note(), markup=False)
         return
     info = console.err if json_output else console.out  # keep stdout pure JSON under --json
-    if space.left_out and not allow_unsafe:
-        info.print("kept out of the search (would trade durability or data, or never settle; --allow-unsafe to include): "
-                   + ", ".join(f"{k} ({v.value})" for k, v in space.left_out.items()))
+    if space.left_out:
+        info.print(left_out_line(space.left_out), markup=False)
     if space.driver_note():
         info.print(space.driver_note(), markup=False)
     info.print(f"study [bold]{settings.study_name}[/bold] in {store.url}; raw output in "
@@ -234,6 +236,7 @@ def rank(
     seed: Annotated[int, typer.Option(help="Seed of the design, the workload's keys and the models.")] = 42,
     knobs: Annotated[Optional[str], typer.Option("--knobs", help="Comma-separated knobs to rank (default: all safe ones).")] = None,
     allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe", help="Also sample knobs that trade durability or data.")] = False,
+    allow_operational: AllowOperationalOption = False,
     objective: ObjectiveOption = None,
     driver: DriverOption = None,
     records: RecordsOption = None,
@@ -261,7 +264,7 @@ def rank(
                              "Fix: choose one of them")
         settings = TuneSettings(
             study_name=study or f"rank-{catalog.system}-{spec.name}", catalog=catalog, workload=spec,
-            space=build_space(catalog, _knob_list(knobs), allow_unsafe, fmt=driver),
+            space=build_space(catalog, _knob_list(knobs), allow_unsafe, fmt=driver, allow_operational=allow_operational),
             objective=_objective(objective) or spec.objective, driver=driver, sampler="lhs", seed=seed,
             trials=samples, time_budget_s=_duration(time), timeout_factor=timeout_factor, verify_top=0,
             settle=not unsettled, memory_limit_bytes=_bytes_option("--memory-limit", memory_limit), only_rung=rung)

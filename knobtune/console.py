@@ -16,6 +16,7 @@ from knobtune.knobs.units import human_bytes
 from knobtune.report import StudySummary
 from knobtune.report.summary import describe_costs
 from knobtune.tuning import Progress
+from knobtune.tuning.space import left_out_line
 
 _WIDTH = None if sys.stdout.isatty() else 160  # rich assumes 80 columns when output is not a terminal
 out = Console(highlight=False, soft_wrap=True, width=_WIDTH)
@@ -158,8 +159,10 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
         out.print(f"knob ranking from {summary.ranking['samples']} configs at rung {summary.ranking['rung']}: "
                   + ", ".join(summary.ranking["order"][:10]) + " (`knobtune rank --from-study` prints it whole)",
                   markup=False)
-    if summary.left_out and not summary.allow_unsafe:
-        out.print("kept out of the search (would trade durability or data, or never settle; --allow-unsafe to include): "
-                  + ", ".join(f"{k} ({v})" for k, v in summary.left_out.items()))
-    elif summary.allow_unsafe:
+    if summary.allow_unsafe:
         out.print("[bold red]unsafe knobs were allowed in this study (--allow-unsafe)[/bold red]")
+    elif summary.allow_operational:
+        out.print("[bold red]operational values (never settle by themselves) were allowed in this study "
+                  "(--allow-operational)[/bold red]")
+    if summary.left_out and not summary.allow_unsafe:
+        out.print(left_out_line(summary.left_out), markup=False)

@@ -7,7 +7,7 @@ import pytest
 
 from knobtune.errors import ConfigError, UsageError
 from knobtune.knobs import Safety, load_catalog
-from knobtune.tuning.space import build_space, config_hash, mend
+from knobtune.tuning.space import build_space, config_hash, left_out_line, mend
 
 
 def _sample(space, n: int = 60, seed: int = 3) -> list[dict]:
@@ -37,6 +37,24 @@ def test_unsafe_knobs_stay_out_unless_allowed(rocksdb) -> None:
 def test_naming_an_unsafe_knob_needs_allow_unsafe(rocksdb) -> None:
     with pytest.raises(UsageError, match="--allow-unsafe"):
         build_space(rocksdb, ["fifo_compaction_max_table_files_size_mb"])
+
+
+def test_allow_operational_lets_in_auto_compaction_off_and_nothing_else(rocksdb) -> None:
+    space = build_space(rocksdb, allow_operational=True)
+    assert "disable_auto_compactions" in space.knobs and "disable_auto_compactions" not in space.left_out
+    assert space.left_out["disable_wal"] is Safety.DURABILITY and space.left_out["compaction_style"] is Safety.DATA_LOSS
+    configs = _sample(space)
+    assert {c["disable_auto_compactions"] for c in configs} == {False, True}
+    assert all(c["compaction_style"] != "fifo" and c["disable_wal"] is False for c in configs)
+    line = left_out_line(space.left_out)
+    assert "--allow-unsafe" in line and "--allow-operational" not in line
+    assert "--allow-operational or --allow-unsafe" in left_out_line(build_space(rocksdb).left_out)
+
+
+def test_naming_an_operational_knob_names_the_narrow_flag(rocksdb) -> None:
+    with pytest.raises(UsageError, match="add --allow-operational to search it"):
+        build_space(rocksdb, ["disable_auto_compactions"])
+    assert build_space(rocksdb, ["disable_auto_compactions"], allow_operational=True).knobs == ("disable_auto_compactions",)
 
 
 def test_unknown_knob_suggests_close_names(rocksdb) -> None:

@@ -24,7 +24,8 @@ def export_config(summary: StudySummary, catalog: Catalog, fmt: str, config: dic
         return json.dumps({
             "system": summary.system, "study": summary.study, "workload": summary.workload,
             "config": changed, "verified": summary.verified, "verdict": summary.verdict,
-            "allow_unsafe": summary.allow_unsafe, "unsafe_knobs": summary.unsafe_in_result,
+            "allow_unsafe": summary.allow_unsafe, "allow_operational": summary.allow_operational,
+            "unsafe_knobs": summary.unsafe_in_result,
             "left_out_unsafe": summary.left_out, "warnings": summary.warnings,
             "settled": summary.settled, "costs": summary.costs,
         }, indent=2, default=str) + "\n"

@@ -89,7 +89,9 @@ def _header(data: dict[str, Any]) -> str:
     machine = s["experiment"].get("machine") or {}
     counts = ", ".join(f"{n} {k}" for k, n in s["counts"].items() if n)
     safety = ("<p class='warn'>Unsafe knobs were allowed (--allow-unsafe).</p>" if s["allow_unsafe"] else
-              "<p>Kept out of the search (would trade durability or data, or never settle): "
+              ("<p class='warn'>Operational values were allowed (--allow-operational).</p>"
+               if s.get("allow_operational") else "")
+              + "<p>Kept out of the search (would trade durability or data, or never settle): "
               + html.escape(", ".join(f"{k} ({v})" for k, v in s["left_out"].items()) or "none") + "</p>")
     warnings = "".join(f"<p class='warn'>warning: {html.escape(w)}</p>" for w in s["warnings"])
     rows = [("system", f"{s['system']} {s['experiment'].get('system_version', '')} via "

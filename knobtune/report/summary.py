@@ -42,6 +42,7 @@ class StudySummary:
     unsafe_in_result: dict[str, str]
     warnings: list[str] = field(default_factory=list)
     experiment: dict[str, Any] = field(default_factory=dict)
+    allow_operational: bool = False  # operational values (auto-compaction off) were searched
     default_runs: list[float] = field(default_factory=list)  # the default's full-size value, baseline then controls
     export_formats: tuple[str, ...] = ("json",)
     settled: bool = True  # run times include settling the store (False: the raw window, --unsettled)
@@ -88,7 +89,8 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         result_trial=result.number if result else None, result_value=result.value if result else None,
         result_config=config, verified=bool(verification and verification.get("winner")),
         verdict=_verdict(verification, result), single_run_speedup=speedup, verification=verification,
-        allow_unsafe=bool(user.get(attrs.ALLOW_UNSAFE)), left_out=dict(user.get(attrs.LEFT_OUT, {})),
+        allow_unsafe=bool(user.get(attrs.ALLOW_UNSAFE)),
+        allow_operational=bool(user.get(attrs.ALLOW_OPERATIONAL)), left_out=dict(user.get(attrs.LEFT_OUT, {})),
         unsafe_in_result=unsafe, warnings=_warnings(catalog, config, unsafe) + _fits_in_memory(study, catalog, config),
         experiment={k: user.get(k) for k in (attrs.TOOL_VERSION, attrs.SYSTEM_VERSION, attrs.DRIVER,
                                              attrs.MACHINE, attrs.WORKLOAD, attrs.SEED)},

@@ -14,6 +14,7 @@ WORKLOAD = "workload"
 OBJECTIVE = "objective"
 SEARCHED_KNOBS = "searched_knobs"
 ALLOW_UNSAFE = "allow_unsafe"
+ALLOW_OPERATIONAL = "allow_operational"
 LEFT_OUT = "left_out_unsafe"  # knob -> safety class, kept out of the search
 BASELINE = "baseline"  # rung index (str) -> measurement summary of the default config
 SEED = "seed"

@@ -35,6 +35,7 @@ class SearchSpace:
     knobs: tuple[str, ...]
     allow_unsafe: bool
     left_out: Mapping[str, Safety]  # knob -> class kept out (its unsafe values or the whole knob)
+    allow_operational: bool = False  # operational values searched, the other unsafe classes not
     impossible: Mapping[str, tuple[Value, ...]] = field(default_factory=dict)  # values this machine refuses
     driver: str | None = None  # the driver the space is for (None: any)
     other_drivers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # knob -> the drivers that can set it
@@ -95,14 +96,23 @@ class SearchSpace:
             values = list(knob.choices)
         else:
             return None
-        if knob.safety.excluded_by_default and not self.allow_unsafe:
+        if not allows(knob.safety, self.allow_unsafe, self.allow_operational):
             values = [v for v in values if not knob.is_unsafe(v)]
         return [v for v in values if v not in self.impossible.get(knob.name, ())]
 
 
+def allows(safety: Safety, allow_unsafe: bool, allow_operational: bool) -> bool:
+    """Whether a knob of class ``safety`` is searched: safe ones always, operational ones with either flag."""
+    return (not safety.excluded_by_default or allow_unsafe
+            or (allow_operational and safety is Safety.OPERATIONAL))
+
+
 def build_space(catalog: Catalog, knobs: Iterable[str] | None = None, allow_unsafe: bool = False,
-                fmt: str | None = None) -> SearchSpace:
+                fmt: str | None = None, allow_operational: bool = False) -> SearchSpace:
     """The search space over ``knobs`` (every tunable knob driver ``fmt`` can set when None).
+
+    Knobs of an unsafe class are left out (their unsafe values, when the rest of the knob is safe) unless
+    ``allow_unsafe``; ``allow_operational`` lets in the operational class alone (auto-compaction off).
 
     ``fmt`` is the driver's name: a knob whose ``names`` entry for a format of that name is empty, or whose
     ``drivers`` does not list it, is left out (``other_drivers`` keeps the latter for ``driver_note``).
@@ -132,20 +142,31 @@ def build_space(catalog: Catalog, knobs: Iterable[str] | None = None, allow_unsa
                                  f"{fmt}. Fix: add --driver {knob.drivers[0]}, or leave it out of --knobs")
             other_drivers[name] = knob.drivers
             continue
-        if knob.safety.excluded_by_default and not allow_unsafe:
+        if not allows(knob.safety, allow_unsafe, allow_operational):
             left_out[name] = knob.safety
-            if knob.unsafe_values is None or knob.type not in (KnobType.BOOL, KnobType.ENUM):
+            wholly_unsafe = knob.unsafe_values is None or knob.type not in (KnobType.BOOL, KnobType.ENUM)
+            if wholly_unsafe or knob.type is KnobType.BOOL:  # a bool's only other value is the unsafe one
                 if named is not None:
                     raise UsageError(f"knob '{name}' is of safety class '{knob.safety}' ({knob.safety_note}). "
-                                     "Fix: add --allow-unsafe to search it, or leave it out of --knobs")
+                                     f"Fix: add {opt_in_flag(knob.safety)} to search it, or leave it out of --knobs")
                 continue
-            if knob.type is KnobType.BOOL:
-                continue  # its only other value is the unsafe one
         chosen.append(name)
     if not chosen:
         raise UsageError("no knob left to search. Fix: name tunable knobs with --knobs")
-    return SearchSpace(catalog, tuple(_parents_first(catalog, chosen)), allow_unsafe, left_out, driver=fmt,
-                       other_drivers=other_drivers)
+    return SearchSpace(catalog, tuple(_parents_first(catalog, chosen)), allow_unsafe, left_out,
+                       allow_operational=allow_operational, driver=fmt, other_drivers=other_drivers)
+
+
+def opt_in_flag(safety: Safety) -> str:
+    """The narrowest flag that lets knobs of class ``safety`` into the search."""
+    return "--allow-operational" if safety is Safety.OPERATIONAL else "--allow-unsafe"
+
+
+def left_out_line(left_out: Mapping[str, Safety]) -> str:
+    """One line naming what the search keeps out and the flags that let it in."""
+    flags = " or ".join(sorted({opt_in_flag(s) for s in left_out.values()}))  # the narrow flag first
+    return ("kept out of the search (would trade durability or data, or never settle; " + flags + " to include): "
+            + ", ".join(f"{k} ({Safety(v).value})" for k, v in left_out.items()))
 
 
 def mend(catalog: Catalog, config: dict[str, Value]) -> tuple[dict[str, Value], list[str]]:

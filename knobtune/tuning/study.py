@@ -174,6 +174,7 @@ class Tuner:
             attrs.OBJECTIVE: s.objective.value,
             attrs.SEARCHED_KNOBS: list(s.space.knobs),
             attrs.ALLOW_UNSAFE: s.space.allow_unsafe,
+            attrs.ALLOW_OPERATIONAL: s.space.allow_operational,
             attrs.LEFT_OUT: {k: v.value for k, v in s.space.left_out.items()},
             attrs.SEED: s.seed,
             attrs.SETTLED: s.settle,

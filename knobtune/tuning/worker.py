@@ -48,7 +48,8 @@ def join_settings(store: StudyStore, study_name: str, machine: str | None = None
                          "not here. Fix: copy it to the same path on this machine")
     spec = load_workload(source if source.exists() else workload["name"]).scaled(workload["records"])
     driver = recorded.get(attrs.DRIVER)
-    space = build_space(catalog, recorded[attrs.SEARCHED_KNOBS], recorded.get(attrs.ALLOW_UNSAFE, False), fmt=driver)
+    space = build_space(catalog, recorded[attrs.SEARCHED_KNOBS], recorded.get(attrs.ALLOW_UNSAFE, False), fmt=driver,
+                        allow_operational=recorded.get(attrs.ALLOW_OPERATIONAL, False))
     worker = f"{machine or socket.gethostname()}:{socket.gethostname()}:{os.getpid()}"  # seeds differ per process
     return TuneSettings(
         study_name=study_name, catalog=catalog, workload=spec, space=space,
