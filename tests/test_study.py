@@ -104,6 +104,21 @@ def test_time_budget_is_kept(rocksdb, store) -> None:
     assert len(study.trials) > 3
 
 
+def test_a_time_budget_is_spent_on_search_and_verification_together(rocksdb, store) -> None:
+    """The reserve for verification grows with the candidates found, and no trial starts that cannot reach
+    full size: the study ends near --time, not a reserve's worth before it, with at most one trial cut short."""
+    workload = tiny("put-get-delete", 8000)
+    started = time.monotonic()
+    study = Tuner(_settings(rocksdb, workload, trials=None, time_budget_s=30, verify_top=2, verify_repeats=2),
+                  store).run()
+    elapsed = time.monotonic() - started
+    full_limit = 3 * study.user_attrs[attrs.BASELINE]["2"]["elapsed_s"]
+    assert "candidates" in study.user_attrs[attrs.VERIFICATION]  # verified inside the budget
+    assert 30 * 0.5 < elapsed < 30 + max(full_limit, 2.0) + 3, elapsed
+    cut = [t for t in study.trials if t.user_attrs.get(attrs.OUTCOME) == "budget"]
+    assert len(cut) <= 1, [t.user_attrs.get(attrs.REASON) for t in cut]
+
+
 def test_verification_ends_with_a_verdict(rocksdb, store) -> None:
     workload = tiny("put-get-delete", 6000)
     study = Tuner(_settings(rocksdb, workload, trials=4, verify_top=1, verify_repeats=3), store).run()

@@ -37,7 +37,7 @@ from knobtune.errors import KnobtuneError, UsageError
 from knobtune.storage import HEARTBEAT_S, StudyStore, pid_alive
 from knobtune.targets import RunFailure, Target, make_target
 from knobtune.tuning import attrs
-from knobtune.tuning.finish import verify_study
+from knobtune.tuning.finish import top_trials, verify_study
 from knobtune.tuning.machine import differences, machine_facts
 from knobtune.tuning.settings import TuneSettings
 from knobtune.tuning.outcomes import Outcome
@@ -62,6 +62,15 @@ class Progress:
     best: float | None = None
     elapsed_s: float = 0.0
     time_left_s: float | None = None
+
+
+RESERVE_MARGIN = 1.1  # verification's estimate is kept back with this margin
+RUN_OVERHEAD_S = 0.3  # per run, outside its measured time: starting the program, clearing its data (measured ~0.2 s)
+
+
+def _run_cost_s(measured: dict) -> float:
+    """The wall-clock time a run like ``measured`` takes: its measured time, its crash-and-reopen, the rest."""
+    return measured["elapsed_s"] + (measured.get("recovery_s") or 0.0) + RUN_OVERHEAD_S
 
 
 class Tuner:
@@ -363,14 +372,25 @@ class Tuner:
         return self._deadline - time.time() - self._verification_reserve_s
 
     def _reserve_verification(self, study: optuna.Study) -> None:
-        """Keep back, from a time budget, what verifying at the end will take (estimated from the default)."""
+        """Keep back, from a time budget, what verifying at the end will take, as it becomes known.
+
+        The verification runs each candidate and the default (and the heuristic baselines) ``verify_repeats``
+        times at full size; its candidates are the best configs so far plus, until there are ``verify_top`` of
+        them, the next one that may complete. Each run is estimated from its own full-size measurement (the
+        default's for a candidate yet to come, and for the baselines): the run's time, its crash-and-reopen and
+        the run's own overhead. The twin check and the winner's crash check add runs like the default's. Never
+        more than half the budget.
+        """
         s = self.settings
-        base = self._own_default(study, s.rungs[-1])
-        if s.time_budget_s is None or base is None or s.verify_top <= 0:
+        default = self._own_default(study, s.rungs[-1])
+        if s.time_budget_s is None or default is None or s.verify_top <= 0:
             return
-        runs = (s.verify_top + 1 + self._references) * s.verify_repeats
-        runs += 2 * (s.verify_top + 1) if self._twins else 0  # a twin writes, then reads everything back
-        estimate = runs * base["elapsed_s"] * 1.2
+        full = attrs.rung_key(s.rungs[-1].index)
+        known = [t.user_attrs[full] for t in top_trials(study, s.verify_top) if full in t.user_attrs]
+        candidates = known + [default] * (len(known) < s.verify_top)
+        per_round = sum(map(_run_cost_s, candidates)) + (1 + self._references) * _run_cost_s(default)
+        extra = (2 * len(candidates) if self._twins else 0) + 1  # twins write, then read back; one crash check
+        estimate = (per_round * s.verify_repeats + extra * _run_cost_s(default)) * RESERVE_MARGIN
         self._verification_reserve_s = min(estimate, s.time_budget_s / 2)
 
     def _rung_limit_s(self, study: optuna.Study, rung: Rung) -> float | None:
@@ -393,6 +413,16 @@ class Tuner:
         left = self.time_left_s()
         return left is None or left >= (self._rung_limit_s(study, rung) or self.settings.min_timeout_s)
 
+    def _ladder_fits(self, study: optuna.Study) -> bool:
+        """Whether a new trial can still climb to full size in the time left: the rungs below as long as the
+        default's, the last one its whole limit. A trial that cannot could never be a candidate."""
+        left = self.time_left_s()
+        if left is None:
+            return True
+        below = sum(_run_cost_s(base) for rung in self.settings.rungs[:-1]
+                    if (base := self._own_default(study, rung)) is not None)
+        return left - below >= (self._rung_limit_s(study, self.settings.rungs[-1]) or self.settings.min_timeout_s)
+
     def _may_start_trial(self, study: optuna.Study) -> bool:
         s = self.settings
         if s.joining:
@@ -411,7 +441,7 @@ class Tuner:
             running = [t for t in self._others_running(study) if not attrs.is_reference(t.user_attrs)]
             if len(done) + len(running) >= s.trials:
                 return False
-        return self._fits(study, s.rungs[0])
+        return self._ladder_fits(study)
 
     # ------------------------------------------------------------ one trial
 
