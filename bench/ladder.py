@@ -1,0 +1,165 @@
+"""Benchmark: does a small rung rank configs like the full size? (issue 17, item 3)
+
+Successive halving keeps the best third of the trials at each rung; that is only better than random pruning if
+a rung orders configs as the full size does. This bench samples configs from knobtune's own search space (the
+default among them), measures every config at every candidate size through knobtune's own target (settled, the
+same timeouts: 3x the default at that size), and reports for each size:
+
+- Spearman's rho between its values and the full size's (failures ranked last at both);
+- how many of the full size's best third survive when that size keeps its own best third (random keeps a third);
+- the full size measured twice: rho between the two is the ceiling that noise allows.
+
+Sizes are measured size-major, configs in a new shuffled order at each size, so the machine's drift is spread.
+
+    .venv/bin/python bench/ladder.py --workload put-get-delete --configs 24 --fractions 0.05 0.1 0.2 0.33 0.5 1 \
+        --out bench/results/ladder-pgd-YYYYMMDD.json
+    .venv/bin/python bench/ladder.py --table bench/results/ladder-pgd-YYYYMMDD.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import optuna
+from scipy.stats import spearmanr
+
+from _cli import emit
+from knobtune.knobs import load_catalog
+from knobtune.storage import open_store
+from knobtune.targets import RunFailure, make_target, resolve_driver
+from knobtune.tuning import build_space
+from knobtune.tuning.verify import relative_limit_s
+from knobtune.workloads import load_workload
+
+TIMEOUT_FACTOR = 3.0
+
+
+def sample_configs(space, count: int, seed: int) -> list[dict]:
+    """The default and ``count - 1`` configs drawn at random from ``space`` (relations mended, as a study does)."""
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    configs = [space.catalog.defaults()]
+    while len(configs) < count:
+        trial = study.ask()
+        configs.append(space.suggest(trial)[0])
+        study.tell(trial, 0.0)
+    return configs
+
+
+def measure(target, config: dict, rung, limit_s: float | None, objective, seed: int,
+            log: Path) -> tuple[float | None, float | None]:
+    """One settled run of ``config`` at ``rung``: its objective value and time, or Nones when it failed."""
+    try:
+        target.apply(config)
+        measurement = target.run(rung, timeout_s=limit_s, log_path=log, seed=seed)
+    except RunFailure as failure:
+        print(f"  failed: {failure.reason[:120]}", flush=True)
+        return None, None
+    return measurement.value(objective), measurement.elapsed_s
+
+
+def ranked(values: list[float | None], maximize: bool) -> list[float]:
+    """Values to rank with failures last (worse than any measured value)."""
+    worst = (min if maximize else max)(v for v in values if v is not None)
+    penalty = worst * (0.5 if maximize else 2.0)
+    return [penalty if v is None else v for v in values]
+
+
+def survivors(small: list[float], full: list[float], maximize: bool) -> float:
+    """Of the full size's best third, the fraction that the small size's best third keeps."""
+    keep = max(1, len(full) // 3)
+    order = (lambda vs: sorted(range(len(vs)), key=lambda i: vs[i], reverse=maximize))
+    return len(set(order(small)[:keep]) & set(order(full)[:keep])) / keep
+
+
+def run(args: argparse.Namespace) -> dict:
+    catalog = load_catalog(args.system)
+    workload = load_workload(args.workload)
+    if args.records:
+        workload = workload.scaled(args.records)
+    workload = dataclasses.replace(workload, ladder=tuple(sorted(set(args.fractions))))
+    driver = resolve_driver(catalog.system, args.driver)
+    space = build_space(catalog, fmt=driver)
+    configs = sample_configs(space, args.configs, args.seed)
+    maximize = workload.objective.maximize
+    rungs = list(workload.rungs) + [dataclasses.replace(workload.full, index=len(workload.rungs))]  # full, twice
+    home = args.dir or Path(tempfile.mkdtemp(prefix="knobtune-ladder-"))
+    values: dict[int, list[float | None]] = {}
+    rng = random.Random(args.seed)
+    started = time.monotonic()
+    with make_target(catalog, workload, open_store(home).worker_scratch(), driver) as target:
+        for rung in rungs:
+            logs = home / f"rung-{rung.index}"
+            default, default_s = measure(target, configs[0], rung, None, workload.objective, args.seed,
+                                         logs / "default.log")
+            if default is None:
+                raise SystemExit(f"the default failed at {rung}; see {logs}")
+            limit = relative_limit_s(default_s, TIMEOUT_FACTOR)
+            row: list[float | None] = [default] + [None] * (len(configs) - 1)
+            order = list(range(1, len(configs)))
+            rng.shuffle(order)
+            for i in order:
+                row[i] = measure(target, configs[i], rung, limit, workload.objective, args.seed,
+                                 logs / f"config-{i}.log")[0]
+            values[rung.index] = row
+            print(f"{rung}: {sum(v is None for v in row)} failed, {time.monotonic() - started:.0f} s so far", flush=True)
+    full, again = values[len(workload.rungs) - 1], values[len(workload.rungs)]
+    full_ranked = ranked(full, maximize)
+    sizes = []
+    for rung in workload.rungs:
+        small = ranked(values[rung.index], maximize)
+        sizes.append({"fraction": rung.fraction, "records": rung.records,
+                      "rho": spearmanr(small, full_ranked).statistic if rung is not workload.full
+                      else spearmanr(full_ranked, ranked(again, maximize)).statistic,
+                      "best_third_kept": survivors(small, full_ranked, maximize) if rung is not workload.full
+                      else survivors(ranked(again, maximize), full_ranked, maximize),
+                      "failed": sum(v is None for v in (values[rung.index] if rung is not workload.full
+                                                         else again))})
+    return {"system": args.system, "workload": workload.name, "records": workload.records, "driver": driver,
+            "configs": len(configs), "seed": args.seed, "wall_s": round(time.monotonic() - started, 1),
+            "sizes": sizes, "values": {str(k): v for k, v in values.items()},
+            "config_list": [catalog.changed(c) for c in configs]}
+
+
+def table(result: dict) -> str:
+    lines = [f"{result['workload']} ({result['records']:,} records at full size, {result['configs']} configs, "
+             f"seed {result['seed']}, {result['wall_s']:.0f} s)", "",
+             "| size | records | Spearman rho to full size | full size's best third kept | failed |",
+             "|---|---|---|---|---|"]
+    for s in result["sizes"]:
+        label = "1 (measured again)" if s["fraction"] == 1 else f"{s['fraction']:g}"
+        lines.append(f"| {label} | {s['records']:,} | {s['rho']:+.2f} | {s['best_third_kept'] * 100:.0f}% "
+                     f"| {s['failed']} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--system", default="rocksdb")
+    parser.add_argument("--workload", default="put-get-delete")
+    parser.add_argument("--driver")
+    parser.add_argument("--records", type=int, help="the workload's full size (default: its own)")
+    parser.add_argument("--fractions", type=float, nargs="+", default=[0.05, 0.1, 0.2, 0.33, 0.5, 1.0])
+    parser.add_argument("--configs", type=int, default=24, help="configs measured, the default among them")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--dir", type=Path, help="scratch and logs (default: a new temporary folder)")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--table", type=Path, metavar="RESULT", help="print a result file's Markdown table")
+    args = parser.parse_args()
+    if args.table:
+        print(table(json.loads(args.table.read_text())))
+        return
+    if 1.0 not in args.fractions:
+        parser.error("--fractions must include 1 (the full size)")
+    result = run(args)
+    emit(result, args.out)
+    print(table(result))
+
+
+if __name__ == "__main__":
+    main()
