@@ -185,3 +185,20 @@ def test_an_unverifiable_workload_rechecks_its_winner_with_the_twin(rocksdb, sto
     assert verification["rejected"]["trial 1"].startswith("data loss: ")
     assert "failed the verifiable twin" in verification["verdict"] and "keep the default" in verification["verdict"]
     assert summarize(study, rocksdb).result_trial is None  # nothing is recommended over the default
+
+
+def test_two_workers_asking_for_the_last_trial_at_once_the_higher_number_gives_way(rocksdb, store) -> None:
+    """The --trials check and the ask are two steps: both workers may pass the check for the last trial. Decided by
+    trial number after asking, one runs and the other is given up before it runs, uncounted."""
+    tuner = Tuner(_settings(rocksdb, tiny("put-get-delete", 4000), trials=2), store)
+    study = tuner._open_study()
+    done = study.ask()
+    done.set_user_attr(attrs.CONFIG, {"block_size": 8192})
+    done.set_user_attr(attrs.OUTCOME, Outcome.COMPLETE.value)
+    study.tell(done, 1.0)
+    first, second = study.ask(), study.ask()  # both passed the check (1 of 2 counted) before either asked
+    assert not tuner._over_trial_budget(study, first)
+    assert tuner._over_trial_budget(study, second)
+    tuner._finish(study, second, Outcome.BUDGET, "other workers' trials reached --trials first")
+    assert [t.number for t in tuner._counted_trials(study)] == [done.number, first.number]
+    assert not tuner._over_trial_budget(study, first)  # the one given up never counts against the other

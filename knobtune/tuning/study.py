@@ -121,7 +121,11 @@ class Tuner:
             self._record_experiment(study, target)
             while True:
                 while self._may_start_trial(study):
-                    self._run_trial(study, target, self._ask(study))
+                    trial = self._ask(study)
+                    if self._over_trial_budget(study, trial):
+                        self._finish(study, trial, Outcome.BUDGET, "other workers' trials reached --trials first")
+                        break
+                    self._run_trial(study, target, trial)
                 if s.joining or not self._await_other_workers(study) or not self._may_start_trial(study):
                     break  # a worker leaves verifying to the study's process; nothing (more) may run
             if s.verify_top > 0 and s.verify_repeats > 0 and not s.joining:
@@ -434,14 +438,30 @@ class Tuner:
                 self._note("the study's time budget is spent")
                 return False
             return True
-        if s.trials is not None:
-            trials = study.get_trials(deepcopy=False)
-            done = [t for t in trials if t.state.is_finished() and not attrs.is_reference(t.user_attrs)
-                    and t.user_attrs.get(attrs.OUTCOME, Outcome.INTERRUPTED.value) != Outcome.INTERRUPTED.value]
-            running = [t for t in self._others_running(study) if not attrs.is_reference(t.user_attrs)]
-            if len(done) + len(running) >= s.trials:
-                return False
+        if s.trials is not None and len(self._counted_trials(study)) >= s.trials:
+            return False
         return self._ladder_fits(study)
+
+    def _counted_trials(self, study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+        """The sampled trials --trials counts: finished ones (not interrupted, not given up for the budget before
+        they ran) and those running, on any worker; by number."""
+        def counted(t: optuna.trial.FrozenTrial) -> bool:
+            if attrs.is_reference(t.user_attrs) or t.state == TrialState.WAITING:
+                return False
+            if t.state == TrialState.RUNNING:
+                return True
+            return (t.user_attrs.get(attrs.OUTCOME, Outcome.INTERRUPTED.value) != Outcome.INTERRUPTED.value
+                    and attrs.CONFIG in t.user_attrs)  # a trial given up right after it was asked has no config
+        return [t for t in study.get_trials(deepcopy=False) if counted(t)]
+
+    def _over_trial_budget(self, study: optuna.Study, trial: optuna.Trial) -> bool:
+        """Whether ``trial``, just asked, would pass --trials: workers check the count, then ask, so two may ask
+        for the last trial at once. Trial numbers settle it: the lower number runs, the higher gives way."""
+        s = self.settings
+        if s.trials is None or attrs.is_reference(trial.user_attrs):
+            return False
+        ahead = [t for t in self._counted_trials(study) if t.number < trial.number]
+        return len(ahead) >= s.trials
 
     # ------------------------------------------------------------ one trial
 
