@@ -12,7 +12,7 @@ import typer
 from knobtune import console
 from knobtune.errors import KnobtuneError, UsageError
 from knobtune.knobs import load_catalog
-from knobtune.knobs.baseline import Machine, compute_baseline, disk_detection
+from knobtune.knobs.baseline import BASELINES, Machine, compute_baseline, disk_detection
 from knobtune.knobs.units import parse_bytes, parse_duration_s
 from knobtune.report import export_config, load_config_file, summarize, write_report
 from knobtune.report.summary import describe_costs
@@ -20,6 +20,7 @@ from knobtune.storage import open_store
 from knobtune.targets import TARGETS, make_target, resolve_driver, target_class, workload_section
 from knobtune.tuning import Tuner, TuneSettings, build_space
 from knobtune.tuning.explain import EXPLANATION, explain, study_workload
+from knobtune.tuning.finish import starting_configs
 from knobtune.tuning.ranking import rank_study, ranked_knobs
 from knobtune.tuning.samplers import SAMPLERS
 from knobtune.tuning.space import left_out_line
@@ -132,6 +133,7 @@ def tune(
     unsettled: UnsettledOption = False,
     memory_limit: MemoryLimitOption = None,
     max_recovery_time: Annotated[Optional[str], typer.Option("--max-recovery-time", help="Full-size runs whose reopen after a crash takes longer are infeasible, e.g. 30s.")] = None,
+    start_from: Annotated[Optional[str], typer.Option("--start-from", help="A previous study of the same system: a new study tries its winner and best configs first.")] = None,
     ranking: Annotated[Optional[str], typer.Option("--ranking", help="A study holding a knob ranking (`knobtune rank`): search only its --top-k knobs.")] = None,
     top_k: Annotated[Optional[int], typer.Option("--top-k", help="With --ranking: how many of its top knobs to search.")] = None,
     machine: MachineOption = None,
@@ -173,7 +175,8 @@ def tune(
         verify_top=verify_top, verify_repeats=repeats, control_every=control_every, settle=not unsettled,
         memory_limit_bytes=_bytes_option("--memory-limit", memory_limit),
         max_recovery_s=_duration(max_recovery_time, "--max-recovery-time"), ranking=ranked_by, machine=machine,
-        allow_mixed_machines=allow_mixed_machines)
+        allow_mixed_machines=allow_mixed_machines, start_from_baselines=True,
+        start_configs=starting_configs(store.load(start_from), catalog.system) if start_from else ())
     if dry_run:
         console.out.print(f"study {settings.study_name} in {store.url}; {len(space.knobs)} knobs searched: "
                           + ", ".join(space.knobs))
@@ -536,18 +539,18 @@ def _sweep_around(store, study: str, catalog, workload: str, records: int | None
 @app.command()
 def baseline(
     system: str,
-    profile: Annotated[str, typer.Option(help="PGTune's database type: web, oltp, dw, desktop or mixed.")],
+    profile: Annotated[Optional[str], typer.Option(help="PostgreSQL (PGTune): the database type, web, oltp, dw, desktop or mixed.")] = None,
     disk: Annotated[Optional[str], typer.Option(help="ssd, hdd or san (default: hdd when a disk here says it spins, else ssd).")] = None,
     connections: Annotated[Optional[int], typer.Option(help="Client connections expected (default: the profile's max_connections).")] = None,
     json_output: JsonOption = False,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write it as JSON, for `compare --config FILE`.")] = None,
 ) -> None:
-    """The heuristic config users start from (PGTune for PostgreSQL), computed for this machine, to compare against.
+    """The heuristic config users start from (PGTune for PostgreSQL, the tuning guide's for RocksDB), to compare against.
 
     Example: knobtune baseline postgresql --profile oltp -o pgtune.json
     """
     result = compute_baseline(system, Machine.from_host(disk, connections), profile)
-    told = [disk_detection()] if disk is None else []
+    told = [disk_detection()] if disk is None and BASELINES.get(system) == "pgtune" else []  # a guide ignores the disk
     if output:
         try:
             output.write_text(result.to_json())

@@ -1,4 +1,5 @@
-"""PGTune as a baseline: its rules for known machines, fitted to the catalog, and `knobtune baseline`.
+"""PGTune and the RocksDB guide as baselines: PGTune's rules for known machines, fitted to the catalog, the guide's
+one config, and `knobtune baseline`.
 
 Expected values are worked out by hand from PGTune's source
 (le0pard/pgtune src/features/configuration/configurationSlice.js at the commit
@@ -218,6 +219,19 @@ def _error(*args: str) -> str:
 def test_cli_errors() -> None:
     line = _error("baseline", "postgresql", "--profile", "olap")
     assert "unknown PGTune profile 'olap'" in line and "web, oltp, dw, desktop, mixed" in line
-    line = _error("baseline", "rocksdb", "--profile", "oltp")
-    assert "no baseline for system 'rocksdb'" in line and "postgresql (pgtune)" in line
+    line = _error("baseline", "leveldb")
+    assert "no baseline for system 'leveldb'" in line and "postgresql (pgtune)" in line and "rocksdb (rocksdb-guide)" in line
+    assert "rocksdb-guide has no profiles" in _error("baseline", "rocksdb", "--profile", "oltp")
+    assert "PGTune needs the database type" in _error("baseline", "postgresql")
     assert "'nvme' is not one of ssd, hdd, san" in _error("baseline", "postgresql", "--profile", "oltp", "--disk", "nvme")
+
+
+def test_the_rocksdb_guide_is_one_config_in_catalog_units(tmp_path: Path) -> None:
+    """The wiki's "Setup Options and Basic Tuning" starting point, the same on every machine; compare can load it."""
+    path = tmp_path / "guide.json"
+    result = runner.invoke(app, ["baseline", "rocksdb", "-o", str(path)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "Setup-Options-and-Basic-Tuning" in result.stdout and "16 KiB" in result.stdout
+    assert load_config_file(path) == {
+        "level_compaction_dynamic_level_bytes": True, "max_background_jobs": 6, "bytes_per_sync": MIB,
+        "block_size": 16 * KIB, "cache_index_and_filter_blocks": True, "pin_l0_filter_and_index_blocks_in_cache": True}

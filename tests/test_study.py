@@ -9,7 +9,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from knobtune.errors import KnobtuneError
+from knobtune.errors import KnobtuneError, UsageError
 from knobtune.report import summarize
 from knobtune.tuning import Tuner, TuneSettings, attrs, build_space
 from knobtune.tuning.outcomes import Outcome
@@ -202,3 +202,29 @@ def test_two_workers_asking_for_the_last_trial_at_once_the_higher_number_gives_w
     tuner._finish(study, second, Outcome.BUDGET, "other workers' trials reached --trials first")
     assert [t.number for t in tuner._counted_trials(study)] == [done.number, first.number]
     assert not tuner._over_trial_budget(study, first)  # the one given up never counts against the other
+
+
+def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_starts_from_it(rocksdb, store) -> None:
+    from knobtune.tuning.finish import starting_configs
+
+    workload = tiny("put-get-delete", 4000)
+    first = Tuner(_settings(rocksdb, workload, study_name="first", trials=3, start_from_baselines=True,
+                            verify_top=1, verify_repeats=2), store).run()
+    sampled = [t for t in first.trials if not attrs.is_reference(t.user_attrs)]
+    assert sampled[0].user_attrs[attrs.STARTED_FROM] == "rocksdb-guide"
+    guide = {"level_compaction_dynamic_level_bytes": True, "max_background_jobs": 6, "bytes_per_sync": 1 << 20,
+             "block_size": 16 << 10, "cache_index_and_filter_blocks": True}  # pin_l0_... is not searched
+    assert guide.items() <= sampled[0].user_attrs[attrs.CONFIG].items()
+    verification = first.user_attrs[attrs.VERIFICATION]
+    if "candidates" in verification:  # a candidate completed: the guide ran beside it as a reference
+        references = [c for c in verification["candidates"] if c.get("reference")]
+        assert [c["label"] for c in references] == ["rocksdb-guide"]
+
+    starts = starting_configs(first, "rocksdb")
+    assert starts and all(label.startswith("study first trial ") for label, _ in starts)
+    second = Tuner(_settings(rocksdb, workload, study_name="second", trials=len(starts), start_configs=starts), store).run()
+    tried = [t for t in second.trials if not attrs.is_reference(t.user_attrs)]
+    assert [t.user_attrs[attrs.STARTED_FROM] for t in tried] == [label for label, _ in starts]
+    assert [t.user_attrs[attrs.CONFIG] for t in tried] == [config for _, config in starts]
+    with pytest.raises(UsageError, match="tuned rocksdb, not leveldb"):
+        starting_configs(first, "leveldb")

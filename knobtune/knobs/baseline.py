@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from knobtune.datafile import read_toml
-from knobtune.errors import CatalogError, UsageError
+from knobtune.errors import CatalogError, KnobtuneError, UsageError
 from knobtune.knobs.catalog import Catalog, Knob, KnobType, Value, load_catalog
 from knobtune.knobs.display import knob_range, knob_value
 from knobtune.knobs.units import human_bytes, parse_bytes
 
 BASELINE_DIR = Path(__file__).parent / "baselines"
-BASELINES = {"postgresql": "pgtune"}  # system -> the heuristic its users start from
+BASELINES = {"postgresql": "pgtune", "rocksdb": "rocksdb-guide"}  # system -> the heuristic its users start from
+GUIDES = frozenset({"rocksdb-guide"})  # baselines that are one fixed config from a tuning guide (no profile)
 DISKS = ("ssd", "hdd", "san")
 KIB = 1024
 # PGTune's settings that are sizes (PGTune computes them in kB); spelled in kB/MB/GB when reported.
@@ -250,10 +251,13 @@ class Baseline:
         """Lines a person reads: the source, the machine, every setting beside the default, the notes."""
         catalog = load_catalog(self.system)
         m = self.machine
-        lines = [f"{self.name} for {self.system}, profile {self.profile}: rules of {self.source['repository']} "
-                 f"{self.source['file']} at commit {self.source['commit']}",
-                 f"machine: {human_bytes(m.memory_bytes)} memory ({m.memory_bytes} bytes), {m.cpus} CPUs, "
-                 f"disk {m.disk}, max_connections {self.max_connections}"]
+        if "page" in self.source:  # a guide: one config, whatever the machine
+            lines = [f"{self.name} for {self.system}: {self.source['page']} ({self.source.get('section', '')})"]
+        else:
+            lines = [f"{self.name} for {self.system}, profile {self.profile}: rules of {self.source['repository']} "
+                     f"{self.source['file']} at commit {self.source['commit']}",
+                     f"machine: {human_bytes(m.memory_bytes)} memory ({m.memory_bytes} bytes), {m.cpus} CPUs, "
+                     f"disk {m.disk}, max_connections {self.max_connections}"]
         width = max(map(len, self.config), default=0)
         for name, value in self.config.items():
             knob = catalog.knobs[name]
@@ -262,16 +266,42 @@ class Baseline:
         return lines + [f"note: {note}" for note in self.notes]
 
 
-def compute_baseline(system: str, machine: Machine, profile: str) -> Baseline:
-    """The baseline of ``system`` (PGTune for postgresql) for ``machine`` under ``profile``.
+def compute_baseline(system: str, machine: Machine, profile: str | None) -> Baseline:
+    """The baseline of ``system`` (PGTune for postgresql, the tuning guide's config for rocksdb) for ``machine``
+    under ``profile`` (PGTune's; a guide has none).
 
     Raises:
-        UsageError: ``system`` has no baseline, or ``profile`` is not one of the baseline's.
+        UsageError: ``system`` has no baseline, ``profile`` is missing for PGTune or not one of its profiles, or
+            given for a guide.
     """
     if system not in BASELINES:
         raise UsageError(f"no baseline for system '{system}'. Fix: baselines exist for "
                          + ", ".join(f"{s} ({b})" for s, b in BASELINES.items()))
+    name = BASELINES[system]
+    if name in GUIDES:
+        if profile is not None:
+            raise UsageError(f"{name} has no profiles (it is one config). Fix: leave out --profile")
+        return guide_baseline(system, name, machine)
+    if profile is None:
+        raise UsageError("PGTune needs the database type. Fix: add --profile web, oltp, dw, desktop or mixed")
     return pgtune_baseline(machine, profile)
+
+
+def guide_baseline(system: str, name: str, machine: Machine) -> Baseline:
+    """A tuning guide's fixed config (``baselines/NAME.toml``) in ``system``'s catalog names and units.
+
+    Raises:
+        CatalogError: the file names a knob the catalog lacks or a value it refuses.
+    """
+    path = BASELINE_DIR / f"{name}.toml"
+    data = read_toml(path, CatalogError, "tuning guide config")
+    catalog = load_catalog(system)
+    try:
+        config = catalog.config(data["config"])
+    except (KnobtuneError, KeyError) as exc:
+        raise CatalogError(f"{path}: {exc}. Fix: use the {system} catalog's knob names and ranges") from None
+    changed = {k: v for k, v in config.items() if k in data["config"]}
+    return Baseline(system, name, "", machine, 0, changed, (), dict(data["source"]))
 
 
 def pgtune(machine: Machine, profile: str) -> dict[str, Value]:

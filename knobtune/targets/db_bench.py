@@ -18,6 +18,7 @@ from pathlib import Path
 
 from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_flags
+from knobtune.knobs.baseline import Machine, compute_baseline
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
 from knobtune.targets._embedded import EmbeddedTarget
 from knobtune.targets._process import run_logged
@@ -123,6 +124,11 @@ class DbBenchTarget(EmbeddedTarget):
 
     def settle_config(self) -> dict[str, str]:
         return {"block_cache_size": str(self._cache_bytes)}  # the rest is in the OPTIONS file db_bench wrote
+
+    def baselines(self) -> dict[str, dict[str, Value]]:
+        """The RocksDB wiki's starting point ("Setup Options and Basic Tuning"), the same on every machine."""
+        guide = compute_baseline(self.system, Machine.from_host(), None)
+        return {guide.name: dict(self.catalog.changed(self.catalog.config(guide.config)))}
 
     def version(self) -> str:
         out = subprocess.run([find_db_bench(), "--version"], capture_output=True, text=True, check=False).stdout

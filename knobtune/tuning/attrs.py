@@ -42,6 +42,7 @@ REACHED_RUNG = "reached_rung"
 REPAIRED = "repaired"  # relations the sampler's config broke and how they were mended
 REUSED_FROM = "reused_from"  # trial number whose measurement was reused
 RETRY_OF = "retry_of"  # trial number this one re-runs after an interruption
+STARTED_FROM = "started_from"  # a config a new study tried first: a heuristic baseline's label, or "study S trial N"
 WORKER = "worker"  # "host:pid" of the process running the trial
 TRIAL_MACHINE = "machine"  # the name of the machine the trial ran on (its rung results: "machine", "ratio")
 UNSAFE = "unsafe_knobs"  # knob -> safety class of the values this config holds

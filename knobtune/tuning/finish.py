@@ -13,7 +13,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from knobtune.errors import KnobtuneError
+from knobtune.errors import KnobtuneError, UsageError
 from knobtune.targets import RunFailure, Target
 from knobtune.tuning import attrs
 from knobtune.tuning.settings import TuneSettings
@@ -35,6 +35,24 @@ def top_trials(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
             seen.add(digest)
             chosen.append(trial)
     return chosen[:k]
+
+
+def starting_configs(study: optuna.Study, system: str, k: int = 3) -> tuple[tuple[str, dict], ...]:
+    """What a new study may try first from ``study`` (--start-from): its verified winner, then its best complete
+    configs, ``k`` at most, as (label, changed knobs).
+
+    Raises:
+        UsageError: ``study`` tuned another system, or has no complete config to start from.
+    """
+    tuned = study.user_attrs.get(attrs.SYSTEM)
+    if tuned != system:
+        raise UsageError(f"study '{study.study_name}' tuned {tuned}, not {system}. Fix: --start-from a {system} study")
+    winner = (study.user_attrs.get(attrs.VERIFICATION) or {}).get("winner")
+    chosen = sorted(top_trials(study, k), key=lambda t: f"trial {t.number}" != winner)  # the winner first
+    if not chosen:
+        raise UsageError(f"study '{study.study_name}' has no config that completed every rung to start from. "
+                         "Fix: --start-from a study with complete trials (`knobtune show` lists them)")
+    return tuple((f"study {study.study_name} trial {t.number}", dict(t.user_attrs[attrs.CONFIG])) for t in chosen)
 
 
 def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, log_dir: Path,

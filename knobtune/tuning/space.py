@@ -88,6 +88,17 @@ class SearchSpace:
             params[name] = value
         return params
 
+    def within(self, config: Mapping[str, Value]) -> dict[str, Value]:
+        """``config`` with every value this space keeps out (unsafe unless allowed, refused on this machine)
+        set back to its default: a config from elsewhere made fit to be tried here."""
+        fitted = dict(config)
+        for name, value in config.items():
+            knob = self.catalog.knobs[name]
+            kept_out = knob.is_unsafe(value) and not allows(knob.safety, self.allow_unsafe, self.allow_operational)
+            if kept_out or value in self.impossible.get(name, ()):
+                fitted[name] = knob.default
+        return fitted
+
     def _choices(self, knob: Knob) -> list[Value] | None:
         """Allowed values of a bool/enum knob (unsafe ones removed unless allowed); None for numeric."""
         if knob.type is KnobType.BOOL:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import os
 import socket
 import threading
@@ -119,6 +120,7 @@ class Tuner:
             self._check_machine(study, target)
             self._recover_interrupted(study)
             self._record_experiment(study, target)
+            self._queue_starting_configs(study, target)
             while True:
                 while self._may_start_trial(study):
                     trial = self._ask(study)
@@ -232,6 +234,24 @@ class Tuner:
     def _still_running(self, study: optuna.Study, number: int) -> bool:
         """Whether the storage still has trial ``number`` running (not yet told how it ended)."""
         return self._storage.get_trial(self._trial_id(study, number)).state == TrialState.RUNNING
+
+    def _queue_starting_configs(self, study: optuna.Study, target: Target) -> None:
+        """A new study tries known configs first, right after the default: the target's heuristic baselines (with
+        ``start_from_baselines``) and ``start_configs`` (--start-from), each as far as the search space holds it."""
+        s = self.settings
+        if s.joining or any(not attrs.is_reference(t.user_attrs) for t in study.get_trials(deepcopy=False)):
+            return
+        starts = list(target.baselines().items()) if s.start_from_baselines else []
+        starts += list(s.start_configs)
+        queued = set()
+        for label, changed in starts:
+            params = s.space.params_of(s.space.within(s.catalog.config(changed)))
+            key = json.dumps(params, sort_keys=True, default=str)
+            if not params or key in queued:
+                continue
+            queued.add(key)
+            study.enqueue_trial(params, user_attrs={attrs.STARTED_FROM: label})
+            self._note(f"queued first: {label}")
 
     def _requeue(self, study: optuna.Study, params: dict, user_attrs: dict, number: int) -> None:
         """Queue an interrupted trial's config again (a default is not: each machine re-runs its own when due)."""
