@@ -94,6 +94,23 @@ def test_mend_raises_the_left_side_of_a_relation(rocksdb) -> None:
     assert mended["level0_stop_writes_trigger"] == 50 and len(repairs) == 1
 
 
+def test_a_hash_memtable_keeps_its_buckets_within_the_write_buffer(rocksdb) -> None:
+    """Debian's RocksDB aborts when the bucket array fills the buffer at birth (memtable.cc:120): mended by
+    lowering the buckets to 1/16 of the buffer; a skip list is not touched."""
+    crashed = {**rocksdb.defaults(), "memtablerep": "hash_linkedlist", "hash_bucket_count": 15974862,
+               "write_buffer_size": 50490466}
+    config, repairs = mend(rocksdb, dict(crashed))
+    assert config["hash_bucket_count"] == 50490466 // 16 and config["write_buffer_size"] == 50490466
+    assert any("hash_bucket_count <= 0.0625 x write_buffer_size" in r for r in repairs)
+    assert mend(rocksdb, {**crashed, "memtablerep": "skip_list"})[0]["hash_bucket_count"] == 15974862
+    for config in _sample(build_space(rocksdb), n=200):
+        if config["memtablerep"] in ("hash_linkedlist", "prefix_hash"):
+            assert config["hash_bucket_count"] * 16 <= config["write_buffer_size"]
+    with pytest.raises(ConfigError, match="hash_bucket_count <= 0.0625 x write_buffer_size"):
+        rocksdb.config({"memtablerep": "prefix_hash", "allow_concurrent_memtable_write": False,
+                        "hash_bucket_count": 1 << 22, "write_buffer_size": 1 << 25})
+
+
 def test_user_config_breaking_a_relation_is_refused_up_front(rocksdb) -> None:
     with pytest.raises(ConfigError, match="level0_stop_writes_trigger >= level0_slowdown_writes_trigger"):
         rocksdb.config({"level0_stop_writes_trigger": 5})

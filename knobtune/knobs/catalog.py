@@ -71,18 +71,31 @@ class Condition:
 
 @dataclass(frozen=True)
 class Relation:
-    """``left op right`` must hold between two knobs, e.g. stop >= slowdown."""
+    """``left op factor x right`` must hold between two knobs while ``when`` holds, e.g. stop >= slowdown."""
 
     left: str
     op: str  # ">=" or "<="
     right: str
+    factor: float = 1.0
+    when: tuple[Condition, ...] = ()
+
+    def applies(self, config: Mapping[str, Value]) -> bool:
+        return all(config.get(c.knob) in c.values for c in self.when)
+
+    def bound(self, config: Mapping[str, Value]) -> float:
+        """What the left side is compared with: ``factor`` x the right side."""
+        return self.factor * config[self.right]  # type: ignore[operator]
 
     def holds(self, config: Mapping[str, Value]) -> bool:
-        left, right = config[self.left], config[self.right]
-        return left >= right if self.op == ">=" else left <= right
+        if not self.applies(config):
+            return True
+        left, bound = config[self.left], self.bound(config)
+        return left >= bound if self.op == ">=" else left <= bound  # type: ignore[operator]
 
     def __str__(self) -> str:
-        return f"{self.left} {self.op} {self.right}"
+        right = self.right if self.factor == 1 else f"{self.factor:g} x {self.right}"
+        when = "".join(f" when {c.knob} in {list(c.values)}" for c in self.when)
+        return f"{self.left} {self.op} {right}{when}"
 
 
 @dataclass(frozen=True)
@@ -457,7 +470,14 @@ def _build_memory(path: Path, spec: Any, knobs: Mapping[str, Knob]) -> MemoryMod
 
 
 def _build_relation(path: Path, index: int, spec: dict[str, Any], knobs: Mapping[str, Knob]) -> Relation:
-    relation = Relation(left=str(spec.get("left")), op=str(spec.get("op")), right=str(spec.get("right")))
+    factor, when = spec.get("factor", 1.0), spec.get("when", {})
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
+        raise CatalogError(f"{path}: relations[{index}]: field 'factor' is {factor!r}. Fix: give a positive number")
+    if not isinstance(when, dict) or any(k not in knobs or not isinstance(v, list) for k, v in when.items()):
+        raise CatalogError(f"{path}: relations[{index}]: field 'when' must map knobs of this catalog to lists of "
+                           "values. Fix: e.g. when = { memtablerep = [\"hash_linkedlist\"] }")
+    relation = Relation(left=str(spec.get("left")), op=str(spec.get("op")), right=str(spec.get("right")),
+                        factor=float(factor), when=tuple(Condition(k, tuple(v)) for k, v in when.items()))
     if relation.op not in (">=", "<="):
         raise CatalogError(f"{path}: relations[{index}]: field 'op' is {relation.op!r}. Fix: use \">=\" or \"<=\"")
     for side in (relation.left, relation.right):

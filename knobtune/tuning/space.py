@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 import optuna
 
 from knobtune.errors import UsageError
-from knobtune.knobs import Catalog, Knob, KnobType, Safety, Value
+from knobtune.knobs import Catalog, Knob, KnobType, Relation, Safety, Value
 
 SPECIAL_SUFFIX = ".special"
 VALUE_CHOICE = "value"
@@ -193,14 +194,29 @@ def mend(catalog: Catalog, config: dict[str, Value]) -> tuple[dict[str, Value], 
             continue
         left = catalog.knobs[relation.left]
         before = f"{relation.left}={config[relation.left]}, {relation.right}={config[relation.right]}"
-        target = config[relation.right]
+        target = meeting_value(catalog, relation, config, relation.left)
         if left.min is not None and left.max is not None and left.min <= target <= left.max:
             config[relation.left] = target
         else:
-            config[relation.right] = config[relation.left]
+            config[relation.right] = meeting_value(catalog, relation, config, relation.right)
         repairs.append(f"{relation} broken ({before}): set {relation.left}={config[relation.left]}, "
                        f"{relation.right}={config[relation.right]}")
     return config, repairs
+
+
+def meeting_value(catalog: Catalog, relation: Relation, config: Mapping[str, Value], move: str) -> Value:
+    """The value knob ``move`` (either side of ``relation``) takes to meet the other side, the other held."""
+    if move == relation.left:
+        return _on_the_safe_side(catalog.knobs[move], relation.bound(config), relation.op)
+    flipped = "<=" if relation.op == ">=" else ">="
+    return _on_the_safe_side(catalog.knobs[move], config[relation.left] / relation.factor, flipped)  # type: ignore[operator]
+
+
+def _on_the_safe_side(knob: Knob, value: float, op: str) -> Value:
+    """``value`` in ``knob``'s type, rounded so that ``knob op value`` still holds (down for <=, up for >=)."""
+    if knob.type is KnobType.FLOAT:
+        return value
+    return int(math.floor(value) if op == "<=" else math.ceil(value))
 
 
 def config_hash(changed: Mapping[str, Value]) -> str:

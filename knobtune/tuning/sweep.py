@@ -35,7 +35,7 @@ from knobtune.errors import ConfigError, KnobtuneError, UsageError
 from knobtune.knobs import Catalog, Knob, KnobType, Value
 from knobtune.knobs.display import knob_value
 from knobtune.targets import Target
-from knobtune.tuning.space import mend
+from knobtune.tuning.space import meeting_value, mend
 from knobtune.tuning.verify import MIN_TIMEOUT_S, Candidate, CandidateRuns, relative_limit_s, run_interleaved
 from knobtune.workloads import Objective, Rung
 
@@ -288,12 +288,11 @@ def _make_room(catalog: Catalog, config: dict[str, Value], swept: set[str]) -> l
             if relation.holds(config) or (relation.left in pinned) == (relation.right in pinned):
                 continue
             fixed, other = (relation.left, relation.right) if relation.left in pinned else (relation.right, relation.left)
-            knob = catalog.knobs[other]
-            if not (knob.min is None or knob.min <= config[fixed]) or not (knob.max is None or config[fixed] <= knob.max):
+            knob, value = catalog.knobs[other], meeting_value(catalog, relation, config, other)
+            if not (knob.min is None or knob.min <= value) or not (knob.max is None or value <= knob.max):
                 continue
-            repairs.append(f"{relation} broken by {fixed}={config[fixed]}: set {other}={config[fixed]} "
-                           f"(was {config[other]})")
-            config[other] = config[fixed]
+            repairs.append(f"{relation} broken by {fixed}={config[fixed]}: set {other}={value} (was {config[other]})")
+            config[other] = value
             pinned.add(other)
             moved = True
         if not moved:
