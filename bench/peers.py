@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import shlex
 import statistics
 import tempfile
 import time
@@ -76,6 +77,7 @@ class Bench:
     budget_s: float
     repeats: int
     home: Path  # the studies folder: knobtune's studies, every run's log, the winners' files
+    knobtune_args: tuple[str, ...] = ()  # more options for knobtune's `tune` (--knobtune-args)
 
     @property
     def maximize(self) -> bool:
@@ -222,7 +224,7 @@ def run_knobtune(bench: Bench, seed: int) -> dict[str, Any]:
     study = f"knobtune-s{seed}"
     started = time.monotonic()
     summary = knobtune_json("tune", bench.catalog.system, *bench.workload_args(), "--time", f"{bench.budget_s:g}s",
-                            "--seed", str(seed), "--study", study,
+                            "--seed", str(seed), "--study", study, *bench.knobtune_args,
                             *(["--allow-unsafe"] if bench.space.allow_unsafe else []), home=bench.home)
     wall_s = time.monotonic() - started
     stored = optuna.load_study(study_name=study, storage=f"sqlite:///{bench.home / 'studies.db'}")
@@ -464,7 +466,7 @@ def verify(bench: Bench, seed: int, records: list[dict[str, Any]]) -> dict[str, 
     files = {}
     for record in records:
         if record.get("winner") is not None:
-            files[record["tool"]] = folder / f"{record['tool']}.json"
+            files[record["tool"]] = folder / f"{record['tool'].replace('@', '-')}.json"
             files[record["tool"]].write_text(json.dumps(record["winner"], indent=1) + "\n")
     if not files:
         return {"seed": seed, "note": "no tool has a winner to verify"}
@@ -486,7 +488,8 @@ def verify(bench: Bench, seed: int, records: list[dict[str, Any]]) -> dict[str, 
                               else {k: candidate["speedup"][k] for k in ("ratio", "ci_low", "ci_high", "p_value")}
                               | {"significant": candidate["significant"]})
     pairs = {}
-    for better, other in (("knobtune", "smac"), ("knobtune", "optuna"), ("smac", "optuna")):
+    order = list(values)  # knobtune's arm first, then the peers, then winners kept from an earlier result
+    for better, other in [(a, b) for i, a in enumerate(order) for b in order[i + 1:]]:
         a, b = values.get(better), values.get(other)
         if a and b and a["values"] and b["values"] and not a["failure"] and not b["failure"]:
             pairs[f"{better} over {other}"] = vars(speedup(b["values"], a["values"], bench.maximize, seed=seed))
@@ -581,13 +584,22 @@ def plot(path: Path, out: Path) -> None:
 RUNNERS = {"knobtune": run_knobtune, "smac": run_smac, "optuna": run_optuna}
 
 
+def earlier_winners(path: Path, seed: int) -> list[dict[str, Any]]:
+    """The winners an earlier result found at ``seed``, as records named ``TOOL@earlier`` (verified again beside
+    this run's, never searched again)."""
+    data = json.loads(path.read_text())
+    return [{"tool": f"{r['tool']}@earlier", "seed": seed, "winner": r["winner"], "from": str(path)}
+            for r in data["results"] if r.get("seed") == seed and r.get("winner") is not None]
+
+
 def make_bench(args: argparse.Namespace, home: Path) -> Bench:
     catalog = load_catalog(args.system)
     workload = load_workload(args.workload)
     workload = workload.scaled(args.records) if args.records else workload
     driver = resolve_driver(catalog.system, args.driver)
     space = build_space(catalog, allow_unsafe=args.allow_unsafe, fmt=driver)
-    return Bench(catalog, workload, args.workload, driver, space, parse_duration_s(args.budget), args.repeats, home)
+    return Bench(catalog, workload, args.workload, driver, space, parse_duration_s(args.budget), args.repeats, home,
+                 tuple(shlex.split(args.knobtune_args)))
 
 
 def main() -> None:
@@ -601,12 +613,20 @@ def main() -> None:
     parser.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
     parser.add_argument("--repeats", type=int, default=5, help="interleaved runs per winner when verifying")
     parser.add_argument("--allow-unsafe", action="store_true", help="every tool also searches unsafe values")
+    parser.add_argument("--knobtune-args", default="", help="more options for knobtune's `tune`, e.g. '--sampler forest'")
+    parser.add_argument("--beside", type=Path, action="append", default=[], metavar="RESULT",
+                        help="an earlier result: its winners at each seed are verified again beside this run's")
     parser.add_argument("--dir", type=Path, help="studies folder (default: a new temporary one)")
     parser.add_argument("--out", type=Path, help="write the result as JSON here (after every step)")
     parser.add_argument("--table", type=Path, metavar="RESULT", help="print a result file's Markdown table")
+    parser.add_argument("--merge", type=Path, nargs="+", metavar="RESULT",
+                        help="join result files of the same bench run at other seeds into --out")
     parser.add_argument("--plot", nargs=2, type=Path, metavar=("RESULT", "PNG"),
                         help="draw a result file's best speedup over time into a PNG")
     args = parser.parse_args()
+    if args.merge:
+        emit(merge([json.loads(p.read_text()) for p in args.merge]), args.out)
+        return
     if args.table:
         print(table(args.table))
         return
@@ -620,7 +640,8 @@ def main() -> None:
     result: dict[str, Any] = {
         "system": bench.catalog.system, "workload": bench.workload.name, "records": bench.workload.records,
         "driver": bench.driver, "budget": args.budget, "seeds": args.seeds, "repeats": args.repeats,
-        "allow_unsafe": args.allow_unsafe, "searched_knobs": list(bench.space.knobs), "home": str(home),
+        "allow_unsafe": args.allow_unsafe, "knobtune_args": args.knobtune_args,
+        "beside": [str(p) for p in args.beside], "searched_knobs": list(bench.space.knobs), "home": str(home),
         "smac_budgets": {KNOBTUNE["reduction_factor"] ** r.index: r.records for r in bench.workload.rungs},
         "results": [], "verification": []}
     for turn, seed in enumerate(args.seeds):
@@ -635,9 +656,31 @@ def main() -> None:
             seed_records.append(record)
             result["results"].append(record)
             _save(result, args.out)
-        result["verification"].append(verify(bench, seed, seed_records))
+        earlier = [r for path in args.beside for r in earlier_winners(path, seed)]
+        result["verification"].append(verify(bench, seed, seed_records + earlier))
         _save(result, args.out)
     emit(result, args.out)
+
+
+def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Results of one bench at different seeds as one (their settings must agree).
+
+    Raises:
+        SystemExit: the parts differ in system, workload, size, budget, repeats or knobtune's options, or a seed
+            appears twice.
+    """
+    same = ("system", "workload", "records", "driver", "budget", "repeats", "allow_unsafe", "knobtune_args")
+    first = parts[0]
+    for part in parts[1:]:
+        differing = [k for k in same if part.get(k, "") != first.get(k, "")]
+        if differing:
+            raise SystemExit(f"cannot merge: the results differ in {', '.join(differing)}")
+    seeds = [s for part in parts for s in part["seeds"]]
+    if len(seeds) != len(set(seeds)):
+        raise SystemExit(f"cannot merge: a seed appears twice ({seeds})")
+    return {**first, "seeds": seeds, "home": [p["home"] for p in parts],
+            "results": [r for p in parts for r in p["results"]],
+            "verification": [v for p in parts for v in p["verification"]]}
 
 
 def _save(result: dict[str, Any], out: Path | None) -> None:

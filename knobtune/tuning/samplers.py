@@ -14,9 +14,10 @@ from optuna.trial import FrozenTrial
 from scipy.stats import qmc
 
 from knobtune.errors import UsageError
+from knobtune.tuning.forest import ForestSampler
 
 
-SAMPLERS = ("tpe", "random", "qmc", "cmaes", "gp", "lhs")
+SAMPLERS = ("tpe", "forest", "random", "qmc", "cmaes", "gp", "lhs")
 LHS_ROW = "lhs_row"  # trial system attribute: the row of the Latin hypercube design the trial took
 
 
@@ -25,13 +26,16 @@ Constraints = Callable[[FrozenTrial], Sequence[float]]
 
 def make_sampler(name: str, seed: int | None, expected_trials: int | None = None,
                  constraints: Constraints | None = None,
-                 param_names: Sequence[str] = ()) -> optuna.samplers.BaseSampler:
+                 param_names: Sequence[str] = (), full_step: int = 1) -> optuna.samplers.BaseSampler:
     """The sampler called ``name`` (see ``_make``); Optuna's experimental warnings are expected and silenced.
 
     ``param_names``: every Optuna param the space can suggest (the Latin hypercube gives each a column).
+    ``full_step``: the step the full size's value stands for (the forest learns from every rung's step).
     """
     if name == "lhs":
         return LatinHypercubeSampler(expected_trials or 100, param_names, seed)
+    if name == "forest":
+        return ForestSampler(seed, n_startup_trials=_startup(expected_trials), full_step=full_step)
     with warnings.catch_warnings():  # TPE's `group`, QMC and GP are marked experimental; we choose them knowingly
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return _make(name, seed, expected_trials, constraints)
@@ -51,7 +55,7 @@ def _make(name: str, seed: int | None, expected_trials: int | None,
     Raises:
         UsageError: an unknown name, or a sampler whose package is missing.
     """
-    startup = min(10, max(4, (expected_trials or 30) // 3))
+    startup = _startup(expected_trials)
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True, group=True,
                                           constant_liar=True, constraints_func=constraints)
@@ -67,6 +71,11 @@ def _make(name: str, seed: int | None, expected_trials: int | None,
         _require("torch", "torch")
         return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup, constraints_func=constraints)
     raise UsageError(f"unknown sampler '{name}'. Fix: use one of {', '.join(SAMPLERS)}")
+
+
+def _startup(expected_trials: int | None) -> int:
+    """Trials drawn at random before a model-based sampler takes over: a third of those expected, 4 to 10."""
+    return min(10, max(4, (expected_trials or 30) // 3))
 
 
 def _require(module: str, package: str) -> None:

@@ -138,7 +138,7 @@ class Tuner:
         s = self.settings
         sampler = make_sampler(s.sampler, s.seed if s.sampler_seed is None else s.sampler_seed, s.trials,
                                constraints=recovery_constraint if s.max_recovery_s is not None else None,
-                               param_names=s.space.param_names())
+                               param_names=s.space.param_names(), full_step=self._step(s.rungs[-1]))
         pruner = DefaultAwareHalvingPruner(s.reduction_factor)
         with self._warnings_silenced():
             study = optuna.create_study(study_name=s.study_name, storage=self._storage, sampler=sampler,

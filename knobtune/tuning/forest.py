@@ -1,0 +1,173 @@
+"""A random-forest sampler that learns from every rung (``--sampler forest``).
+
+SMAC's surrogate, in a form that fits knobtune's ladder: a random forest (scikit-learn) predicts a config's
+value relative to the default from its knobs *and the rung it ran at*, so a trial pruned at rung 0, or one
+that failed there with its pessimistic value, still teaches the model, while the model is asked only about the
+full size. Each row is one measurement: the knobs scaled to [0, 1] (log knobs on a log scale, a choice by its
+position), the rung as log(step) / log(full step), and log(value / the default's value at that step), sign
+turned so that lower is better. The next config is the candidate with the largest expected improvement over
+the best full-size value so far, where the mean and spread come from the forest's trees; candidates are
+drawn at random and around the best configs measured (a local search, as SMAC does).
+
+Knobs outside the search space that every trial shares (conditional ones) are drawn at random.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import FrozenTrial, TrialState
+from scipy.stats import norm
+from sklearn.ensemble import RandomForestRegressor
+
+from knobtune.tuning.attrs import ROLE  # the default's trials carry it: the yardstick, not data
+
+
+class ForestSampler(optuna.samplers.BaseSampler):
+    def __init__(self, seed: int | None = None, n_startup_trials: int = 10, full_step: int = 1,
+                 candidates: int = 1000, local_share: float = 0.5, trees: int = 40) -> None:
+        self._rng = np.random.default_rng(seed)
+        self._seed = seed
+        self._random = optuna.samplers.RandomSampler(seed=seed)
+        self._startup = n_startup_trials
+        self._full_step = max(1, full_step)
+        self._candidates = candidates
+        self._local_share = local_share
+        self._trees = trees
+
+    def reseed_rng(self) -> None:
+        self._rng = np.random.default_rng()
+        self._random.reseed_rng()
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        """The knobs every sampled trial so far has (conditional ones drop out), with their distributions."""
+        space: dict[str, BaseDistribution] | None = None
+        for sampled in _sampled(study):
+            if space is None:
+                space = dict(sampled.distributions)
+            else:
+                space = {n: d for n, d in space.items() if sampled.distributions.get(n) == d}
+        return {n: d for n, d in (space or {}).items() if not d.single()}
+
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
+                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        if not search_space:
+            return {}
+        names = sorted(search_space)
+        rows, best = self._observations(study, names, search_space)
+        sampled = {t.number for t in _sampled(study)}
+        if len(sampled) < self._startup or len(rows) < 2 or best is None:
+            return {}
+        x = np.array([r[0] for r in rows])
+        y = np.array([r[1] for r in rows])
+        forest = RandomForestRegressor(n_estimators=self._trees, min_samples_leaf=2, max_features=0.7,
+                                       random_state=int(self._rng.integers(2**31)))
+        forest.fit(x, y)
+        candidates = self._draw(names, search_space, best[1])
+        at_full = np.hstack([candidates, np.ones((len(candidates), 1))])
+        per_tree = np.stack([tree.predict(at_full) for tree in forest.estimators_])
+        mean, spread = per_tree.mean(axis=0), per_tree.std(axis=0) + 1e-9
+        gain = best[0] - mean
+        z = gain / spread
+        improvement = gain * norm.cdf(z) + spread * norm.pdf(z)
+        chosen = candidates[int(np.argmax(improvement))]
+        return {name: _decode(search_space[name], u) for name, u in zip(names, chosen)}
+
+    def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: BaseDistribution) -> Any:
+        return self._random.sample_independent(study, trial, param_name, param_distribution)
+
+    # ------------------------------------------------------------ the data
+
+    def _observations(self, study: optuna.Study, names: Sequence[str], space: dict[str, BaseDistribution]
+                      ) -> tuple[list[tuple[list[float], float]], tuple[float, list[float]] | None]:
+        """One row per measurement of a sampled trial: (encoded knobs + fidelity, log ratio to the default);
+        and the best full-size row's (value, encoded knobs)."""
+        default = _default_by_step(study, self._full_step)
+        sign = -1.0 if study.direction == optuna.study.StudyDirection.MAXIMIZE else 1.0
+        rows: list[tuple[list[float], float]] = []
+        best: tuple[float, list[float]] | None = None
+        for trial in _sampled(study):
+            if any(name not in trial.params for name in names):
+                continue
+            knobs = [_encode(space[name], trial.params[name]) for name in names]
+            measured = dict(trial.intermediate_values)
+            if trial.state == TrialState.COMPLETE and trial.value is not None:
+                measured[self._full_step] = trial.value
+            for step, value in measured.items():
+                base = default.get(step)
+                if base is None or value is None or value <= 0 or base <= 0 or not math.isfinite(value):
+                    continue
+                target = sign * math.log(value / base)
+                rows.append((knobs + [_fidelity(step, self._full_step)], target))
+                if step == self._full_step and (best is None or target < best[0]):
+                    best = (target, knobs)
+        return rows, best
+
+    def _draw(self, names: Sequence[str], space: dict[str, BaseDistribution], best: list[float]) -> np.ndarray:
+        """Candidates in [0, 1]^d: some at random, the rest near the best full-size config (a few knobs moved)."""
+        d = len(names)
+        local = int(self._candidates * self._local_share)
+        uniform = self._rng.random((self._candidates - local, d))
+        around = np.tile(np.array(best), (local, 1))
+        moved = self._rng.random((local, d)) < np.clip(3.0 / d, 0.05, 1.0)  # ~3 knobs moved per candidate
+        around = np.where(moved, np.clip(around + self._rng.normal(0, 0.15, (local, d)), 0, 1), around)
+        categorical = [isinstance(space[n], CategoricalDistribution) for n in names]
+        for j, is_choice in enumerate(categorical):  # a choice moves to any other value, not to a neighbour
+            if is_choice:
+                around[:, j] = np.where(moved[:, j], self._rng.random(local), around[:, j])
+        return np.vstack([uniform, around])
+
+
+def _sampled(study: optuna.Study) -> list[FrozenTrial]:
+    """Finished trials the sampler chose (the default and its controls are the yardstick, not data)."""
+    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+            if ROLE not in t.user_attrs]
+
+
+def _default_by_step(study: optuna.Study, full_step: int) -> dict[int, float]:
+    """The default's mean value at each step over its runs (the first, then the controls)."""
+    values: dict[int, list[float]] = defaultdict(list)
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if ROLE in trial.user_attrs:
+            for step, value in trial.intermediate_values.items():
+                values[step].append(value)
+            if trial.value is not None:
+                values[full_step].append(trial.value)
+    return {step: float(np.mean(v)) for step, v in values.items()}
+
+
+def _fidelity(step: int, full_step: int) -> float:
+    return 1.0 if full_step <= 1 else math.log(step) / math.log(full_step)
+
+
+def _encode(distribution: BaseDistribution, value: Any) -> float:
+    if isinstance(distribution, CategoricalDistribution):
+        n = len(distribution.choices)
+        return distribution.to_internal_repr(value) / max(1, n - 1)
+    low, high = float(distribution.low), float(distribution.high)  # type: ignore[attr-defined]
+    if getattr(distribution, "log", False):
+        low, high, value = math.log(low), math.log(high), math.log(value)
+    return 0.5 if high == low else (float(value) - low) / (high - low)
+
+
+def _decode(distribution: BaseDistribution, u: float) -> Any:
+    u = float(min(1.0, max(0.0, u)))
+    if isinstance(distribution, CategoricalDistribution):
+        return distribution.choices[int(round(u * (len(distribution.choices) - 1)))]
+    assert isinstance(distribution, (FloatDistribution, IntDistribution))
+    low, high = float(distribution.low), float(distribution.high)
+    value = math.exp(math.log(low) + u * (math.log(high) - math.log(low))) if distribution.log else low + u * (high - low)
+    if isinstance(distribution, IntDistribution):
+        step = distribution.step
+        value = int(round((value - distribution.low) / step)) * step + distribution.low
+        return int(min(distribution.high, max(distribution.low, value)))
+    if distribution.step is not None:
+        value = round((value - low) / distribution.step) * distribution.step + low
+    return float(min(high, max(low, value)))
