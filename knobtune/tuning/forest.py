@@ -31,7 +31,7 @@ from knobtune.tuning.attrs import ROLE  # the default's trials carry it: the yar
 
 class ForestSampler(optuna.samplers.BaseSampler):
     def __init__(self, seed: int | None = None, n_startup_trials: int = 10, full_step: int = 1,
-                 candidates: int = 1000, local_share: float = 0.5, trees: int = 40) -> None:
+                 candidates: int = 1000, local_share: float = 0.5, trees: int = 30) -> None:
         self._rng = np.random.default_rng(seed)
         self._seed = seed
         self._random = optuna.samplers.RandomSampler(seed=seed)
@@ -66,7 +66,7 @@ class ForestSampler(optuna.samplers.BaseSampler):
             return {}
         x = np.array([r[0] for r in rows])
         y = np.array([r[1] for r in rows])
-        forest = RandomForestRegressor(n_estimators=self._trees, min_samples_leaf=2, max_features=0.7,
+        forest = RandomForestRegressor(n_estimators=self._trees, min_samples_leaf=2, max_features=0.5,
                                        random_state=int(self._rng.integers(2**31)))
         forest.fit(x, y)
         candidates = self._draw(names, search_space, best[1])
