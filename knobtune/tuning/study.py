@@ -66,12 +66,25 @@ class Progress:
 
 
 RESERVE_MARGIN = 1.1  # verification's estimate is kept back with this margin
-RUN_OVERHEAD_S = 0.3  # per run, outside its measured time: starting the program, clearing its data (measured ~0.2 s)
+MIN_RUN_OVERHEAD_S = 0.2  # per run, outside its measured time, at the least (db_bench here: ~0.2 s)
 
 
-def _run_cost_s(measured: dict) -> float:
-    """The wall-clock time a run like ``measured`` takes: its measured time, its crash-and-reopen, the rest."""
-    return measured["elapsed_s"] + (measured.get("recovery_s") or 0.0) + RUN_OVERHEAD_S
+def _measured_s(measured: dict) -> float:
+    """What a run's record accounts for: its measured time and its crash-and-reopen."""
+    return measured["elapsed_s"] + (measured.get("recovery_s") or 0.0)
+
+
+def run_overhead_s(trial: optuna.trial.FrozenTrial) -> float | None:
+    """A finished trial's wall-clock time per run beyond what its runs' records account for (starting the
+    program or server, restoring or clearing its data); None while it runs or when it ran nothing."""
+    if trial.datetime_start is None or trial.datetime_complete is None:
+        return None
+    runs = [r for key, r in trial.user_attrs.items()
+            if key.startswith(attrs.RUNG_PREFIX) and isinstance(r, dict) and "elapsed_s" in r]
+    if not runs:
+        return None
+    wall = (trial.datetime_complete - trial.datetime_start).total_seconds()
+    return max(MIN_RUN_OVERHEAD_S, (wall - sum(map(_measured_s, runs))) / len(runs))
 
 
 class Tuner:
@@ -94,6 +107,7 @@ class Tuner:
         self._best: float | None = None
         self._verification_reserve_s = 0.0
         self._references = 0  # heuristic baselines the verification runs beside the candidates
+        self._overhead_s = MIN_RUN_OVERHEAD_S  # per run beyond its record, as the default's trial measured it
         self._twins = False  # whether the verification first re-checks candidates with the workload's twin
 
     # ------------------------------------------------------------ the whole study
@@ -409,13 +423,28 @@ class Tuner:
         default = self._own_default(study, s.rungs[-1])
         if s.time_budget_s is None or default is None or s.verify_top <= 0:
             return
+        self._overhead_s = self._measured_overhead_s(study)
         full = attrs.rung_key(s.rungs[-1].index)
         known = [t.user_attrs[full] for t in top_trials(study, s.verify_top) if full in t.user_attrs]
         candidates = known + [default] * (len(known) < s.verify_top)
-        per_round = sum(map(_run_cost_s, candidates)) + (1 + self._references) * _run_cost_s(default)
+        cost = self._run_cost_s
+        per_round = sum(map(cost, candidates)) + (1 + self._references) * cost(default)
         extra = (2 * len(candidates) if self._twins else 0) + 1  # twins write, then read back; one crash check
-        estimate = (per_round * s.verify_repeats + extra * _run_cost_s(default)) * RESERVE_MARGIN
+        estimate = (per_round * s.verify_repeats + extra * cost(default)) * RESERVE_MARGIN
         self._verification_reserve_s = min(estimate, s.time_budget_s / 2)
+
+    def _measured_overhead_s(self, study: optuna.Study) -> float:
+        """The per-run overhead of this machine's latest finished default trial (at least the minimum)."""
+        for trial in reversed(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))):
+            if attrs.is_reference(trial.user_attrs) and self._machine_of(trial.user_attrs) == self._machine:
+                if (overhead := run_overhead_s(trial)) is not None:
+                    return overhead
+        return MIN_RUN_OVERHEAD_S
+
+    def _run_cost_s(self, measured: dict) -> float:
+        """The wall-clock time a run like ``measured`` takes here: its record's time plus the per-run overhead
+        measured on this machine's default trial (its wall time beyond its runs' records)."""
+        return _measured_s(measured) + self._overhead_s
 
     def _rung_limit_s(self, study: optuna.Study, rung: Rung) -> float | None:
         """``timeout_factor`` times this machine's default's time at ``rung`` (at least ``min_timeout_s``);
@@ -443,7 +472,7 @@ class Tuner:
         left = self.time_left_s()
         if left is None:
             return True
-        below = sum(_run_cost_s(base) for rung in self.settings.rungs[:-1]
+        below = sum(self._run_cost_s(base) for rung in self.settings.rungs[:-1]
                     if (base := self._own_default(study, rung)) is not None)
         return left - below >= (self._rung_limit_s(study, self.settings.rungs[-1]) or self.settings.min_timeout_s)
 
