@@ -109,7 +109,8 @@ def test_a_time_budget_is_spent_on_search_and_verification_together(rocksdb, sto
     full size: the study ends near --time, not a reserve's worth before it, with at most one trial cut short."""
     workload = tiny("put-get-delete", 8000)
     started = time.monotonic()
-    study = Tuner(_settings(rocksdb, workload, trials=None, time_budget_s=30, verify_top=2, verify_repeats=2),
+    study = Tuner(_settings(rocksdb, workload, trials=None, time_budget_s=30, verify_top=2, verify_repeats=2,
+                            reduction_factor=2),
                   store).run()
     elapsed = time.monotonic() - started
     full_limit = 3 * study.user_attrs[attrs.BASELINE]["2"]["elapsed_s"]
