@@ -229,3 +229,19 @@ def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_s
     assert [t.user_attrs[attrs.CONFIG] for t in tried] == [config for _, config in starts]
     with pytest.raises(UsageError, match="tuned rocksdb, not leveldb"):
         starting_configs(first, "leveldb")
+
+
+def test_the_per_run_overhead_is_what_a_trial_took_beyond_its_runs_records() -> None:
+    from datetime import datetime, timedelta
+
+    from knobtune.tuning.study import MIN_RUN_OVERHEAD_S, run_overhead_s
+
+    start = datetime(2026, 11, 23, 12, 0, 0)
+    runs = {attrs.rung_key(0): {"elapsed_s": 1.0, "recovery_s": 0.5}, attrs.rung_key(1): {"elapsed_s": 3.5}}
+    trial = optuna.trial.create_trial(value=3.5, user_attrs=runs)
+    trial.datetime_start, trial.datetime_complete = start, start + timedelta(seconds=8.0)
+    assert run_overhead_s(trial) == pytest.approx((8.0 - 5.0) / 2)  # a server restarting for every run
+    trial.datetime_complete = start + timedelta(seconds=5.1)
+    assert run_overhead_s(trial) == MIN_RUN_OVERHEAD_S  # never below the floor
+    trial.datetime_complete = None
+    assert run_overhead_s(trial) is None
