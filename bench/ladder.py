@@ -126,15 +126,26 @@ def run(args: argparse.Namespace) -> dict:
             "config_list": [catalog.changed(c) for c in configs]}
 
 
+def rho_of_those_that_ran(small: list[float | None], full: list[float | None]) -> tuple[float, int]:
+    """Spearman's rho over the configs measured at both sizes (failures left out), and how many those were."""
+    pairs = [(a, b) for a, b in zip(small, full) if a is not None and b is not None]
+    return (spearmanr(*zip(*pairs)).statistic if len(pairs) > 2 else float("nan")), len(pairs)
+
+
 def table(result: dict) -> str:
     lines = [f"{result['workload']} ({result['records']:,} records at full size, {result['configs']} configs, "
              f"seed {result['seed']}, {result['wall_s']:.0f} s)", "",
-             "| size | records | Spearman rho to full size | full size's best third kept | failed |",
-             "|---|---|---|---|---|"]
-    for s in result["sizes"]:
+             "| size | records | Spearman rho to full size (failures last) | rho among configs that ran at both (n) "
+             "| full size's best third kept | failed |",
+             "|---|---|---|---|---|---|"]
+    values = result["values"]
+    full_index = str(len(result["sizes"]) - 1)
+    for i, s in enumerate(result["sizes"]):
         label = "1 (measured again)" if s["fraction"] == 1 else f"{s['fraction']:g}"
-        lines.append(f"| {label} | {s['records']:,} | {s['rho']:+.2f} | {s['best_third_kept'] * 100:.0f}% "
-                     f"| {s['failed']} |")
+        small = values[str(len(result["sizes"]))] if s["fraction"] == 1 else values[str(i)]
+        rho, n = rho_of_those_that_ran(small, values[full_index])
+        lines.append(f"| {label} | {s['records']:,} | {s['rho']:+.2f} | {rho:+.2f} ({n}) "
+                     f"| {s['best_third_kept'] * 100:.0f}% | {s['failed']} |")
     return "\n".join(lines)
 
 
