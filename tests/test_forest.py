@@ -56,10 +56,11 @@ def test_it_learns_from_pruned_trials_and_never_from_the_default() -> None:
     study = _toy_study(optuna.samplers.RandomSampler(seed=1), trials=12)
     space = sampler.infer_relative_search_space(study, study.trials[-1])
     assert set(space) == {"x", "y", "kind"}
-    rows, best = sampler._observations(study, sorted(space), space)
+    rows, best, top = sampler._observations(study, sorted(space), space)
     assert len(rows) == 12 + 4  # every trial's step-1 value, and the four told at full size; not the default
-    assert sorted({row[0][-1] for row in rows}) == [0.0, 1.0]  # the rung is a feature: step 1 and the full step
-    assert best is not None and best[0] == min(r[1] for r in rows if r[0][-1] == 1.0)
+    complete = [t for t in study.trials[1:] if t.state == TrialState.COMPLETE]
+    assert best == pytest.approx(min(math.log(t.value / 4.0) for t in complete))  # log ratio to the default
+    assert len(top) == 4 + 1  # around the complete ones first, then the best pruned one
 
 
 def test_after_the_start_up_it_proposes_better_configs_than_random() -> None:

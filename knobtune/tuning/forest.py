@@ -1,13 +1,16 @@
 """A random-forest sampler that learns from every rung (``--sampler forest``).
 
 SMAC's surrogate, in a form that fits knobtune's ladder: a random forest (scikit-learn) predicts a config's
-value relative to the default from its knobs *and the rung it ran at*, so a trial pruned at rung 0, or one
-that failed there with its pessimistic value, still teaches the model, while the model is asked only about the
-full size. Each row is one measurement: the knobs scaled to [0, 1] (log knobs on a log scale, a choice by its
-position), the rung as log(step) / log(full step), and log(value / the default's value at that step), sign
-turned so that lower is better. The next config is the candidate with the largest expected improvement over
-the best full-size value so far, where the mean and spread come from the forest's trees; candidates are
-drawn at random and around the best configs measured (a local search, as SMAC does).
+value relative to the default at the same rung from its knobs. Every measurement is a row, at whatever rung:
+a trial pruned at rung 0, or one that failed there with its pessimistic value, teaches the model as much as a
+full-size run. (Ratios to the default carry across rungs: on random configs rung 0 ranked like the full size
+with Spearman 0.78, bench/README.md "ladder.py"; a first version that gave the rung as a feature left the
+full size to its few full-size rows, and its 10-minute study spent a third of its trials on timeouts.) Each
+row: the knobs scaled to [0, 1] (log knobs on a log scale, a choice by its position), and log(value / the
+default's value at that step), sign turned so that lower is better. The next config is the candidate with
+the largest expected improvement over the best full-size ratio so far, the mean and spread taken over the
+forest's trees; candidates are drawn mostly around the best configs measured (a few knobs moved, a local
+search as SMAC does) and the rest at random.
 
 Knobs outside the search space that every trial shares (conditional ones) are drawn at random.
 """
@@ -31,7 +34,7 @@ from knobtune.tuning.attrs import ROLE  # the default's trials carry it: the yar
 
 class ForestSampler(optuna.samplers.BaseSampler):
     def __init__(self, seed: int | None = None, n_startup_trials: int = 10, full_step: int = 1,
-                 candidates: int = 1000, local_share: float = 0.5, trees: int = 30) -> None:
+                 candidates: int = 1000, local_share: float = 0.7, trees: int = 30, around_best: int = 5) -> None:
         self._rng = np.random.default_rng(seed)
         self._seed = seed
         self._random = optuna.samplers.RandomSampler(seed=seed)
@@ -40,6 +43,7 @@ class ForestSampler(optuna.samplers.BaseSampler):
         self._candidates = candidates
         self._local_share = local_share
         self._trees = trees
+        self._around_best = around_best
 
     def reseed_rng(self) -> None:
         self._rng = np.random.default_rng()
@@ -60,7 +64,7 @@ class ForestSampler(optuna.samplers.BaseSampler):
         if not search_space:
             return {}
         names = sorted(search_space)
-        rows, best = self._observations(study, names, search_space)
+        rows, best, top = self._observations(study, names, search_space)
         sampled = {t.number for t in _sampled(study)}
         if len(sampled) < self._startup or len(rows) < 2 or best is None:
             return {}
@@ -69,11 +73,10 @@ class ForestSampler(optuna.samplers.BaseSampler):
         forest = RandomForestRegressor(n_estimators=self._trees, min_samples_leaf=2, max_features=0.5,
                                        random_state=int(self._rng.integers(2**31)))
         forest.fit(x, y)
-        candidates = self._draw(names, search_space, best[1])
-        at_full = np.hstack([candidates, np.ones((len(candidates), 1))])
-        per_tree = np.stack([tree.predict(at_full) for tree in forest.estimators_])
+        candidates = self._draw(names, search_space, top)
+        per_tree = np.stack([tree.predict(candidates) for tree in forest.estimators_])
         mean, spread = per_tree.mean(axis=0), per_tree.std(axis=0) + 1e-9
-        gain = best[0] - mean
+        gain = best - mean
         z = gain / spread
         improvement = gain * norm.cdf(z) + spread * norm.pdf(z)
         chosen = candidates[int(np.argmax(improvement))]
@@ -86,13 +89,14 @@ class ForestSampler(optuna.samplers.BaseSampler):
     # ------------------------------------------------------------ the data
 
     def _observations(self, study: optuna.Study, names: Sequence[str], space: dict[str, BaseDistribution]
-                      ) -> tuple[list[tuple[list[float], float]], tuple[float, list[float]] | None]:
-        """One row per measurement of a sampled trial: (encoded knobs + fidelity, log ratio to the default);
-        and the best full-size row's (value, encoded knobs)."""
+                      ) -> tuple[list[tuple[list[float], float]], float | None, list[list[float]]]:
+        """One row per measurement of a sampled trial: (encoded knobs, log ratio to the default at its step);
+        the best full-size log ratio; and the encoded knobs of the best trials by their last measurement."""
         default = _default_by_step(study, self._full_step)
         sign = -1.0 if study.direction == optuna.study.StudyDirection.MAXIMIZE else 1.0
         rows: list[tuple[list[float], float]] = []
-        best: tuple[float, list[float]] | None = None
+        best: float | None = None
+        last: list[tuple[int, float, list[float]]] = []  # (highest step, its log ratio, knobs) per trial
         for trial in _sampled(study):
             if any(name not in trial.params for name in names):
                 continue
@@ -100,22 +104,25 @@ class ForestSampler(optuna.samplers.BaseSampler):
             measured = dict(trial.intermediate_values)
             if trial.state == TrialState.COMPLETE and trial.value is not None:
                 measured[self._full_step] = trial.value
-            for step, value in measured.items():
+            for step, value in sorted(measured.items()):
                 base = default.get(step)
                 if base is None or value is None or value <= 0 or base <= 0 or not math.isfinite(value):
                     continue
                 target = sign * math.log(value / base)
-                rows.append((knobs + [_fidelity(step, self._full_step)], target))
-                if step == self._full_step and (best is None or target < best[0]):
-                    best = (target, knobs)
-        return rows, best
+                rows.append((knobs, target))
+                if step == self._full_step and (best is None or target < best):
+                    best = target
+            if rows and rows[-1][0] is knobs:
+                last.append((max(measured), rows[-1][1], knobs))
+        last.sort(key=lambda item: (-item[0], item[1]))  # higher rungs first, then the best there
+        return rows, best, [knobs for _, _, knobs in last[:self._around_best]]
 
-    def _draw(self, names: Sequence[str], space: dict[str, BaseDistribution], best: list[float]) -> np.ndarray:
-        """Candidates in [0, 1]^d: some at random, the rest near the best full-size config (a few knobs moved)."""
+    def _draw(self, names: Sequence[str], space: dict[str, BaseDistribution], top: list[list[float]]) -> np.ndarray:
+        """Candidates in [0, 1]^d: most near the best configs (a few knobs moved), the rest at random."""
         d = len(names)
         local = int(self._candidates * self._local_share)
         uniform = self._rng.random((self._candidates - local, d))
-        around = np.tile(np.array(best), (local, 1))
+        around = np.array(top)[self._rng.integers(len(top), size=local)]
         moved = self._rng.random((local, d)) < np.clip(3.0 / d, 0.05, 1.0)  # ~3 knobs moved per candidate
         around = np.where(moved, np.clip(around + self._rng.normal(0, 0.15, (local, d)), 0, 1), around)
         categorical = [isinstance(space[n], CategoricalDistribution) for n in names]
@@ -141,10 +148,6 @@ def _default_by_step(study: optuna.Study, full_step: int) -> dict[int, float]:
             if trial.value is not None:
                 values[full_step].append(trial.value)
     return {step: float(np.mean(v)) for step, v in values.items()}
-
-
-def _fidelity(step: int, full_step: int) -> float:
-    return 1.0 if full_step <= 1 else math.log(step) / math.log(full_step)
 
 
 def _encode(distribution: BaseDistribution, value: Any) -> float:
