@@ -29,7 +29,8 @@ def test_a_value_encoded_to_the_unit_interval_decodes_to_itself(distribution, va
     assert decoded == pytest.approx(value) if isinstance(value, float) else decoded == value
 
 
-def _toy_study(sampler: optuna.samplers.BaseSampler, trials: int, prune_every: int = 3) -> optuna.Study:
+def _toy_study(sampler: optuna.samplers.BaseSampler, trials: int, prune_every: int = 3,
+               prune_all: bool = False) -> optuna.Study:
     """A study shaped like knobtune's: the default first (role, every rung), then trials reported at step 1 and
     pruned two times in three, the rest told at full size (step 9). Lower is better; the optimum is x=0.2, y=100."""
     study = optuna.create_study(sampler=sampler)
@@ -44,7 +45,7 @@ def _toy_study(sampler: optuna.samplers.BaseSampler, trials: int, prune_every: i
         kind = trial.suggest_categorical("kind", ["a", "b", "c"])
         value = 1.0 + 4 * (x - 0.2) ** 2 + (math.log10(y) - 2) ** 2 / 4 + (0.0 if kind == "a" else 0.5)
         trial.report(value, step=1)
-        if i % prune_every:
+        if prune_all or i % prune_every:
             study.tell(trial, state=TrialState.PRUNED)
         else:
             study.tell(trial, value)
@@ -73,3 +74,15 @@ def test_after_the_start_up_it_proposes_better_configs_than_random() -> None:
     forest = sorted(best("forest", seed) for seed in range(4))
     random = sorted(best("random", seed) for seed in range(4))
     assert forest[1] < random[1] and forest[2] < random[2], (forest, random)  # the middle of four seeds
+
+
+def test_the_model_leads_before_any_sampled_config_reaches_full_size() -> None:
+    """The default's full-size run is the incumbent until a sampled config completes: a study whose sampled
+    trials are all pruned still gets the model's configs after the start-up (the first forest arm of the peer
+    bench drew at random for 90 trials because it waited for a sampled full-size run)."""
+    pruned_only = _toy_study(optuna.samplers.RandomSampler(seed=2), trials=12, prune_all=True)
+    assert all(t.state == TrialState.PRUNED for t in pruned_only.trials[1:])
+    sampler = ForestSampler(seed=1, n_startup_trials=4, full_step=9)
+    trial = pruned_only.ask()
+    space = sampler.infer_relative_search_space(pruned_only, trial)
+    assert sampler.sample_relative(pruned_only, trial, space)  # not {} (which would mean: draw at random)

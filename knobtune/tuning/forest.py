@@ -66,8 +66,9 @@ class ForestSampler(optuna.samplers.BaseSampler):
         names = sorted(search_space)
         rows, best, top = self._observations(study, names, search_space)
         sampled = {t.number for t in _sampled(study)}
-        if len(sampled) < self._startup or len(rows) < 2 or best is None:
+        if len(sampled) < self._startup or len(rows) < 2:
             return {}
+        best = 0.0 if best is None else min(best, 0.0)  # the default itself ran at full size: log ratio 0
         x = np.array([r[0] for r in rows])
         y = np.array([r[1] for r in rows])
         forest = RandomForestRegressor(n_estimators=self._trees, min_samples_leaf=2, max_features=0.5,

@@ -108,6 +108,7 @@ class Tuner:
         self._verification_reserve_s = 0.0
         self._references = 0  # heuristic baselines the verification runs beside the candidates
         self._overhead_s = MIN_RUN_OVERHEAD_S  # per run beyond its record, as the default's trial measured it
+        self._pending_starts: list[tuple[str, dict]] = []  # configs a new study tries first, once its default ran
         self._twins = False  # whether the verification first re-checks candidates with the workload's twin
 
     # ------------------------------------------------------------ the whole study
@@ -251,12 +252,17 @@ class Tuner:
 
     def _queue_starting_configs(self, study: optuna.Study, target: Target) -> None:
         """A new study tries known configs first, right after the default: the target's heuristic baselines (with
-        ``start_from_baselines``) and ``start_configs`` (--start-from), each as far as the search space holds it."""
+        ``start_from_baselines``) and ``start_configs`` (--start-from), each as far as the search space holds it.
+        They are queued when the default has run (``_ask``), so that trial 0 stays the default."""
         s = self.settings
         if s.joining or any(not attrs.is_reference(t.user_attrs) for t in study.get_trials(deepcopy=False)):
             return
-        starts = list(target.baselines().items()) if s.start_from_baselines else []
-        starts += list(s.start_configs)
+        self._pending_starts = list(target.baselines().items()) if s.start_from_baselines else []
+        self._pending_starts += list(s.start_configs)
+
+    def _enqueue_starts(self, study: optuna.Study) -> None:
+        s, starts = self.settings, self._pending_starts
+        self._pending_starts = []
         queued = set()
         for label, changed in starts:
             params = s.space.params_of(s.space.within(s.catalog.config(changed)))
@@ -320,6 +326,8 @@ class Tuner:
             time.sleep(HEARTBEAT_S / 5)  # the default of this machine is being measured by a sibling process
         if default is None:
             return self._ask_default(study, attrs.ROLE_BASELINE)
+        if self._pending_starts:
+            self._enqueue_starts(study)
         trials = [t for t in study.get_trials(deepcopy=False) if self._machine_of(t.user_attrs) == self._machine]
         if self._control_due(trials) and self._fits(study, self.settings.rungs[-1]):
             self._note("re-running the default as a control (drift check)")
