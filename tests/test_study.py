@@ -208,7 +208,7 @@ def test_two_workers_asking_for_the_last_trial_at_once_the_higher_number_gives_w
 def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_starts_from_it(rocksdb, store) -> None:
     from knobtune.tuning.finish import starting_configs
 
-    workload = tiny("put-get-delete", 4000)
+    workload = dataclasses.replace(tiny("put-get-delete", 4000), ladder=(1.0,))  # one rung: nothing is pruned
     first = Tuner(_settings(rocksdb, workload, study_name="first", trials=3, start_from_baselines=True,
                             verify_top=1, verify_repeats=2), store).run()
     sampled = [t for t in first.trials if not attrs.is_reference(t.user_attrs)]
