@@ -146,9 +146,9 @@ def test_a_killed_workers_trial_is_run_again_by_the_other(storage_url: str, stud
 
     _await(lambda: bool(worker_mid_trial()) and _left_behind(home, second.pid),
            "the worker to run db_bench in a sampled trial")
+    killed = worker_mid_trial()[0].number  # taken before the kill: the other process may recover it at once
     os.kill(second.pid, signal.SIGKILL)
     second.wait()
-    killed = worker_mid_trial()[0].number  # still running in the storage: its process is gone
     assert first.wait(timeout=300) == 0, (tmp_path / "a.log").read_text()[-3000:]
 
     trials = {t.number: t for t in _study(storage_url, study_name).get_trials(deepcopy=False)}
