@@ -49,6 +49,8 @@ def test_allow_operational_lets_in_auto_compaction_off_and_nothing_else(rocksdb)
     line = left_out_line(space.left_out)
     assert "--allow-unsafe" in line and "--allow-operational" not in line
     assert "--allow-operational or --allow-unsafe" in left_out_line(build_space(rocksdb).left_out)
+    stored = {k: v.value for k, v in build_space(rocksdb).left_out.items()}  # as a study stores them
+    assert "--allow-operational or --allow-unsafe" in left_out_line(stored)
 
 
 def test_naming_an_operational_knob_names_the_narrow_flag(rocksdb) -> None:

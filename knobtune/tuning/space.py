@@ -176,7 +176,7 @@ def opt_in_flag(safety: Safety) -> str:
 
 def left_out_line(left_out: Mapping[str, Safety]) -> str:
     """One line naming what the search keeps out and the flags that let it in."""
-    flags = " or ".join(sorted({opt_in_flag(s) for s in left_out.values()}))  # the narrow flag first
+    flags = " or ".join(sorted({opt_in_flag(Safety(s)) for s in left_out.values()}))  # the narrow flag first (a study stores str)
     return ("kept out of the search (would trade durability or data, or never settle; " + flags + " to include): "
             + ", ".join(f"{k} ({Safety(v).value})" for k, v in left_out.items()))
 
