@@ -68,6 +68,16 @@ class Condition:
     knob: str
     values: tuple[Value, ...]
 
+    def holds(self, config: Mapping[str, Value]) -> bool:
+        return config.get(self.knob) in self.values
+
+    def __str__(self) -> str:
+        return f"{self.knob} in {list(self.values)}"
+
+
+def all_hold(conditions: tuple[Condition, ...], config: Mapping[str, Value]) -> bool:
+    return all(c.holds(config) for c in conditions)
+
 
 @dataclass(frozen=True)
 class Relation:
@@ -80,7 +90,7 @@ class Relation:
     when: tuple[Condition, ...] = ()
 
     def applies(self, config: Mapping[str, Value]) -> bool:
-        return all(config.get(c.knob) in c.values for c in self.when)
+        return all_hold(self.when, config)
 
     def bound(self, config: Mapping[str, Value]) -> float:
         """What the left side is compared with: ``factor`` x the right side."""
@@ -94,7 +104,7 @@ class Relation:
 
     def __str__(self) -> str:
         right = self.right if self.factor == 1 else f"{self.factor:g} x {self.right}"
-        when = "".join(f" when {c.knob} in {list(c.values)}" for c in self.when)
+        when = f" when {' and '.join(map(str, self.when))}" if self.when else ""
         return f"{self.left} {self.op} {right}{when}"
 
 
@@ -106,11 +116,10 @@ class Implication:
     then: Mapping[str, Value]
 
     def applies(self, config: Mapping[str, Value]) -> bool:
-        return all(config.get(c.knob) in c.values for c in self.when)
+        return all_hold(self.when, config)
 
     def __str__(self) -> str:
-        when = " and ".join(f"{c.knob} in {list(c.values)}" for c in self.when)
-        return f"{when} requires " + ", ".join(f"{k}={v}" for k, v in self.then.items())
+        return f"{' and '.join(map(str, self.when))} requires " + ", ".join(f"{k}={v}" for k, v in self.then.items())
 
 
 @dataclass(frozen=True)
@@ -180,7 +189,7 @@ class Knob:
 
     def applies(self, config: Mapping[str, Value]) -> bool:
         """Whether the knob matters under ``config`` (all its conditions hold)."""
-        return all(config.get(c.knob) in c.values for c in self.conditions)
+        return all_hold(self.conditions, config)
 
     def _range_hint(self) -> str:
         parts = []
