@@ -112,10 +112,16 @@ def _stop(process: subprocess.Popen[bytes], start: float, peak: int, *, over_mem
 
 def _high_water_bytes(pid: int) -> int:
     """The most resident memory ``pid``'s program has held so far (``VmHWM``; 0 once it is gone)."""
+    return _proc_kib_field(f"/proc/{pid}/status", b"VmHWM:")
+
+
+def _proc_kib_field(path: str, field: bytes) -> int:
+    """The value of the line starting ``field`` in a /proc file whose sizes are in kB, in bytes (0 once the
+    process is gone or the file lacks it)."""
     try:
-        with open(f"/proc/{pid}/status", "rb") as status:
-            for line in status:
-                if line.startswith(b"VmHWM:"):
+        with open(path, "rb") as lines:
+            for line in lines:
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except (OSError, IndexError, ValueError):
         pass
@@ -191,14 +197,7 @@ def _running(pid: int) -> bool:
 
 
 def _pss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as rollup:
-            for line in rollup:
-                if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, IndexError, ValueError):
-        pass
-    return 0
+    return _proc_kib_field(f"/proc/{pid}/smaps_rollup", b"Pss:")
 
 
 def stop_group(process: subprocess.Popen[bytes], sig: int = signal.SIGKILL, wait_s: float = 30.0) -> None:
