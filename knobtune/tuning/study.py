@@ -263,13 +263,12 @@ class Tuner:
     def _enqueue_starts(self, study: optuna.Study) -> None:
         s, starts = self.settings, self._pending_starts
         self._pending_starts = []
-        self._default_key = json.dumps(s.space.params_of(s.catalog.defaults()), sort_keys=True, default=str)
-        queued = set()
+        queued = {json.dumps(s.space.params_of(s.catalog.defaults()), sort_keys=True, default=str)}  # the default ran
         for label, changed in starts:
             params = s.space.params_of(s.space.within(s.catalog.config(changed)))
             key = json.dumps(params, sort_keys=True, default=str)
-            if key == self._default_key or key in queued:
-                continue  # within this space it is the default (or queued already): nothing new to try
+            if key in queued:
+                continue  # within this space it is the default, or queued already: nothing new to try
             queued.add(key)
             study.enqueue_trial(params, user_attrs={attrs.STARTED_FROM: label})
             self._note(f"queued first: {label}")
