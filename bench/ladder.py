@@ -34,10 +34,9 @@ from knobtune.knobs import load_catalog
 from knobtune.storage import open_store
 from knobtune.targets import RunFailure, make_target, resolve_driver
 from knobtune.tuning import build_space
-from knobtune.tuning.verify import relative_limit_s
+from knobtune.tuning.verify import DEFAULT_TIMEOUT_FACTOR, relative_limit_s
 from knobtune.workloads import load_workload
 
-TIMEOUT_FACTOR = 3.0
 
 
 def sample_configs(space, count: int, seed: int) -> list[dict]:
@@ -99,7 +98,7 @@ def run(args: argparse.Namespace) -> dict:
                                          logs / "default.log")
             if default is None:
                 raise SystemExit(f"the default failed at {rung}; see {logs}")
-            limit = relative_limit_s(default_s, TIMEOUT_FACTOR)
+            limit = relative_limit_s(default_s, DEFAULT_TIMEOUT_FACTOR)
             row: list[float | None] = [default] + [None] * (len(configs) - 1)
             order = list(range(1, len(configs)))
             rng.shuffle(order)
