@@ -499,7 +499,7 @@ def _build_relation(path: Path, index: int, spec: dict[str, Any], knobs: Mapping
 def _build_implication(path: Path, index: int, spec: dict[str, Any], knobs: Mapping[str, Knob]) -> Implication:
     def fail(problem: str) -> CatalogError:
         return CatalogError(f"{path}: implications[{index}]: {problem}. "
-                            "Fix: write when = {{ knob = [values] }} and then = {{ knob = value }} with knobs of this catalog")
+                            "Fix: write when = { knob = [values] } and then = { knob = value } with knobs of this catalog")
 
     when, then = spec.get("when"), spec.get("then")
     if not isinstance(when, dict) or not isinstance(then, dict) or not when or not then:
