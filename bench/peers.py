@@ -50,6 +50,7 @@ from _cli import as_speedups, best_so_far, emit, first_reached_s, knobtune_json,
 from knobtune.analysis import speedup
 from knobtune.errors import KnobtuneError
 from knobtune.knobs import Catalog, Knob, KnobType, Value, load_catalog
+from knobtune.knobs.baseline import Machine, compute_baseline
 from knobtune.knobs.units import parse_duration_s
 from knobtune.storage import open_store
 from knobtune.targets import FailureKind, Measurement, RunFailure, Target, make_target, resolve_driver
@@ -508,7 +509,8 @@ def table(path: Path) -> str:
             "its own claim per seed | "
             "trials / runs per seed | time to 95% of its final best: median (per seed) | unsafe values in its winner |",
             "|---|---|---|---|---|---|"]
-    for tool in TOOLS:
+    known = [r["tool"] for r in data["results"] if r["tool"] not in TOOLS]
+    for tool in [*TOOLS, *dict.fromkeys(known)]:  # the tools, then known configs verified beside them
         records = [r for r in data["results"] if r["tool"] == tool]
         if not records:
             continue
@@ -523,7 +525,7 @@ def table(path: Path) -> str:
         times = "; ".join(f"{r['reached_s']:.0f} s" if r.get("reached_s") is not None else "-" for r in records)
         unsafe = "; ".join((", ".join(f"{k} ({v})" for k, v in r["unsafe"].items()) or "none") if "unsafe" in r
                            else "-" for r in records)
-        rows.append(f"| {NAMES[tool]} | {median} ({per_seed}) | {claims} | {counts} | "
+        rows.append(f"| {NAMES.get(tool, tool)} | {median} ({per_seed}) | {claims} | {counts} | "
                     f"{f'{statistics.median(reached):.0f} s' if reached else '-'} ({times}) | {unsafe} |")
     pairs: dict[str, list[str]] = {}
     for seed in data["verification"]:
@@ -592,6 +594,13 @@ def earlier_winners(path: Path, seed: int) -> list[dict[str, Any]]:
             for r in data["results"] if r.get("seed") == seed and r.get("winner") is not None]
 
 
+def known_config(system: str, name: str, seed: int) -> dict[str, Any]:
+    """A known config of the system (``knobtune baseline SYSTEM --name NAME``) as a record named ``NAME``: verified
+    beside the winners, never searched."""
+    known = compute_baseline(system, Machine.from_host(), None, name)
+    return {"tool": name, "seed": seed, "winner": dict(known.config), "from": "knobtune baseline"}
+
+
 def make_bench(args: argparse.Namespace, home: Path) -> Bench:
     catalog = load_catalog(args.system)
     workload = load_workload(args.workload)
@@ -616,6 +625,8 @@ def main() -> None:
     parser.add_argument("--knobtune-args", default="", help="more options for knobtune's `tune`, e.g. '--sampler forest'")
     parser.add_argument("--beside", type=Path, action="append", default=[], metavar="RESULT",
                         help="an earlier result: its winners at each seed are verified again beside this run's")
+    parser.add_argument("--known", nargs="+", default=[], metavar="NAME",
+                        help="known configs verified beside the winners, e.g. rocksdb-guide db-bench-universal")
     parser.add_argument("--dir", type=Path, help="studies folder (default: a new temporary one)")
     parser.add_argument("--out", type=Path, help="write the result as JSON here (after every step)")
     parser.add_argument("--table", type=Path, metavar="RESULT", help="print a result file's Markdown table")
@@ -641,7 +652,7 @@ def main() -> None:
         "system": bench.catalog.system, "workload": bench.workload.name, "records": bench.workload.records,
         "driver": bench.driver, "budget": args.budget, "seeds": args.seeds, "repeats": args.repeats,
         "allow_unsafe": args.allow_unsafe, "knobtune_args": args.knobtune_args,
-        "beside": [str(p) for p in args.beside], "searched_knobs": list(bench.space.knobs), "home": str(home),
+        "beside": [str(p) for p in args.beside], "known": args.known, "searched_knobs": list(bench.space.knobs), "home": str(home),
         "smac_budgets": {KNOBTUNE["reduction_factor"] ** r.index: r.records for r in bench.workload.rungs},
         "results": [], "verification": []}
     for turn, seed in enumerate(args.seeds):
@@ -657,7 +668,9 @@ def main() -> None:
             result["results"].append(record)
             _save(result, args.out)
         earlier = [r for path in args.beside for r in earlier_winners(path, seed)]
-        result["verification"].append(verify(bench, seed, seed_records + earlier))
+        known = [known_config(bench.catalog.system, name, seed) for name in args.known]
+        result["verification"].append(verify(bench, seed, seed_records + earlier + known))
+        result["results"] += known  # with their verified figures: rows of the table
         _save(result, args.out)
     emit(result, args.out)
 

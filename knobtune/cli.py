@@ -12,7 +12,7 @@ import typer
 from knobtune import console
 from knobtune.errors import KnobtuneError, UsageError
 from knobtune.knobs import load_catalog
-from knobtune.knobs.baseline import BASELINES, Machine, compute_baseline, disk_detection
+from knobtune.knobs.baseline import Machine, compute_baseline, disk_detection
 from knobtune.knobs.units import parse_bytes, parse_duration_s
 from knobtune.report import export_config, load_config_file, summarize, write_report
 from knobtune.report.summary import describe_costs
@@ -542,6 +542,7 @@ def baseline(
     profile: Annotated[Optional[str], typer.Option(help="PostgreSQL (PGTune): the database type, web, oltp, dw, desktop or mixed.")] = None,
     disk: Annotated[Optional[str], typer.Option(help="ssd, hdd or san (default: hdd when a disk here says it spins, else ssd).")] = None,
     connections: Annotated[Optional[int], typer.Option(help="Client connections expected (default: the profile's max_connections).")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="Another known config of the system, e.g. db-bench-universal (RocksDB: the configs published for db_bench).")] = None,
     json_output: JsonOption = False,
     output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write it as JSON, for `compare --config FILE`.")] = None,
 ) -> None:
@@ -549,8 +550,8 @@ def baseline(
 
     Example: knobtune baseline postgresql --profile oltp -o pgtune.json
     """
-    result = compute_baseline(system, Machine.from_host(disk, connections), profile)
-    told = [disk_detection()] if disk is None and BASELINES.get(system) == "pgtune" else []  # a guide ignores the disk
+    result = compute_baseline(system, Machine.from_host(disk, connections), profile, name)
+    told = [disk_detection()] if disk is None and result.name == "pgtune" else []  # a fixed config ignores the disk
     if output:
         try:
             output.write_text(result.to_json())

@@ -1,5 +1,5 @@
-"""PGTune and the RocksDB guide as baselines: PGTune's rules for known machines, fitted to the catalog, the guide's
-one config, and `knobtune baseline`.
+"""PGTune, the RocksDB guide and the configs published for db_bench as baselines: PGTune's rules for known machines,
+fitted to the catalog, the fixed configs, and `knobtune baseline`.
 
 Expected values are worked out by hand from PGTune's source
 (le0pard/pgtune src/features/configuration/configurationSlice.js at the commit
@@ -21,7 +21,8 @@ from knobtune.cli import app
 from knobtune.errors import CatalogError, UsageError
 from knobtune.knobs import load_catalog
 from knobtune.knobs.baseline import (
-    BASELINE_DIR, DISKS, Machine, load_pgtune, pgtune, pgtune_baseline, rotational_disks,
+    BASELINE_DIR, DISKS, Machine, compute_baseline, guide_baseline, load_pgtune, pgtune, pgtune_baseline,
+    rotational_disks,
 )
 from knobtune.report.export import load_config_file
 
@@ -235,3 +236,33 @@ def test_the_rocksdb_guide_is_one_config_in_catalog_units(tmp_path: Path) -> Non
     assert load_config_file(path) == {
         "level_compaction_dynamic_level_bytes": True, "max_background_jobs": 6, "bytes_per_sync": MIB,
         "block_size": 16 * KIB, "cache_index_and_filter_blocks": True, "pin_l0_filter_and_index_blocks_in_cache": True}
+
+
+def test_the_configs_published_for_db_bench_are_fitted_with_notes(tmp_path: Path) -> None:
+    """tools/benchmark.sh's two configs: what lies outside the catalog's range is clamped and said, what the catalog
+    lacks is named; `--name` picks one and compare can load it."""
+    universal = compute_baseline("rocksdb", Machine(24 * GIB, 2), None, "db-bench-universal")
+    assert universal.config["compaction_style"] == "universal" and universal.config["write_buffer_size"] == 128 * MIB
+    assert universal.config["num_levels"] == 10 and universal.config["cache_size"] == 8 * GIB  # 40 and 16 GiB
+    assert any("num_levels: db-bench-universal gives 40" in note and "clamped to 10" in note
+               for note in universal.notes)
+    assert any(note.startswith("universal_max_merge_width is left out") for note in universal.notes)
+    leveled = compute_baseline("rocksdb", Machine(24 * GIB, 2), None, "db-bench-leveled")
+    assert leveled.config["compaction_style"] == "level" and leveled.config["max_bytes_for_level_base"] == GIB
+    assert "tools/benchmark.sh at v7.8.3" in leveled.describe()[0]
+
+    path = tmp_path / "universal.json"
+    result = runner.invoke(app, ["baseline", "rocksdb", "--name", "db-bench-universal", "-o", str(path)],
+                           catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert load_config_file(path)["compaction_style"] == "universal"
+    line = _error("baseline", "rocksdb", "--name", "db-bench")
+    assert "rocksdb has no baseline called 'db-bench'" in line and "db-bench-leveled, db-bench-universal" in line
+
+
+def test_a_fixed_config_naming_a_knob_the_catalog_lacks_is_refused(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    (tmp_path / "bad.toml").write_text('[source]\npage = "x"\n[config]\nwrite_buffer = "64MiB"\n')
+    monkeypatch.setattr("knobtune.knobs.baseline.BASELINE_DIR", tmp_path)
+    with pytest.raises(CatalogError, match="unknown knob 'write_buffer'.*catalog's knob names"):
+        guide_baseline("rocksdb", "bad", Machine(GIB, 1))

@@ -24,7 +24,8 @@ from knobtune.knobs.units import human_bytes, parse_bytes
 
 BASELINE_DIR = Path(__file__).parent / "baselines"
 BASELINES = {"postgresql": "pgtune", "rocksdb": "rocksdb-guide"}  # system -> the heuristic its users start from
-GUIDES = frozenset({"rocksdb-guide"})  # baselines that are one fixed config from a tuning guide (no profile)
+PUBLISHED = {"rocksdb": ("db-bench-leveled", "db-bench-universal")}  # system -> more known configs to start from
+GUIDES = frozenset({"rocksdb-guide", *PUBLISHED["rocksdb"]})  # one fixed config each, from a file (no profile)
 DISKS = ("ssd", "hdd", "san")
 KIB = 1024
 # PGTune's settings that are sizes (PGTune computes them in kB); spelled in kB/MB/GB when reported.
@@ -253,6 +254,9 @@ class Baseline:
         m = self.machine
         if "page" in self.source:  # a guide: one config, whatever the machine
             lines = [f"{self.name} for {self.system}: {self.source['page']} ({self.source.get('section', '')})"]
+        elif not self.profile:  # a config published in a repository's file
+            lines = [f"{self.name} for {self.system}: {self.source['repository']} {self.source['file']} at "
+                     f"{self.source['tag']} (commit {self.source['commit']}): {self.source['what']}"]
         else:
             lines = [f"{self.name} for {self.system}, profile {self.profile}: rules of {self.source['repository']} "
                      f"{self.source['file']} at commit {self.source['commit']}",
@@ -266,18 +270,26 @@ class Baseline:
         return lines + [f"note: {note}" for note in self.notes]
 
 
-def compute_baseline(system: str, machine: Machine, profile: str | None) -> Baseline:
-    """The baseline of ``system`` (PGTune for postgresql, the tuning guide's config for rocksdb) for ``machine``
-    under ``profile`` (PGTune's; a guide has none).
+def known_configs(system: str) -> tuple[str, ...]:
+    """The names of ``system``'s baselines: the heuristic its users start from, then the configs published for it."""
+    return ((BASELINES[system],) if system in BASELINES else ()) + PUBLISHED.get(system, ())
+
+
+def compute_baseline(system: str, machine: Machine, profile: str | None, name: str | None = None) -> Baseline:
+    """The baseline ``name`` of ``system`` (by default the heuristic its users start from: PGTune for postgresql,
+    the tuning guide's config for rocksdb) for ``machine`` under ``profile`` (PGTune's; a fixed config has none).
 
     Raises:
-        UsageError: ``system`` has no baseline, ``profile`` is missing for PGTune or not one of its profiles, or
-            given for a guide.
+        UsageError: ``system`` has no baseline or none called ``name``, ``profile`` is missing for PGTune or not
+            one of its profiles, or given for a fixed config.
     """
     if system not in BASELINES:
         raise UsageError(f"no baseline for system '{system}'. Fix: baselines exist for "
                          + ", ".join(f"{s} ({b})" for s, b in BASELINES.items()))
-    name = BASELINES[system]
+    if name is not None and name not in known_configs(system):
+        raise UsageError(f"{system} has no baseline called '{name}'. Fix: choose one of "
+                         f"{', '.join(known_configs(system))}")
+    name = name or BASELINES[system]
     if name in GUIDES:
         if profile is not None:
             raise UsageError(f"{name} has no profiles (it is one config). Fix: leave out --profile")
@@ -288,20 +300,25 @@ def compute_baseline(system: str, machine: Machine, profile: str | None) -> Base
 
 
 def guide_baseline(system: str, name: str, machine: Machine) -> Baseline:
-    """A tuning guide's fixed config (``baselines/NAME.toml``) in ``system``'s catalog names and units.
+    """A fixed config (``baselines/NAME.toml``: a tuning guide's, or one published for a benchmark) in ``system``'s
+    catalog names and units; a value outside the catalog's range is clamped into it, with a note, and the file's
+    ``left_out`` settings (knobs the catalog lacks) are named in notes too.
 
     Raises:
         CatalogError: the file names a knob the catalog lacks or a value it refuses.
     """
     path = BASELINE_DIR / f"{name}.toml"
-    data = read_toml(path, CatalogError, "tuning guide config")
+    data = read_toml(path, CatalogError, "baseline config")
     catalog = load_catalog(system)
+    notes = [f"{setting} is left out: {why}" for setting, why in data.get("left_out", {}).items()]
     try:
-        config = catalog.config(data["config"])
-    except (KnobtuneError, KeyError) as exc:
-        raise CatalogError(f"{path}: {exc}. Fix: use the {system} catalog's knob names and ranges") from None
+        fitted = {knob: _clamp(catalog[knob], catalog[knob].typed(raw), notes, name)
+                  for knob, raw in data["config"].items()}
+        config = catalog.config(fitted)
+    except (KnobtuneError, KeyError, ValueError, TypeError) as exc:
+        raise CatalogError(f"{path}: {exc}. Fix: use the {system} catalog's knob names and value types") from None
     changed = {k: v for k, v in config.items() if k in data["config"]}
-    return Baseline(system, name, "", machine, 0, changed, (), dict(data["source"]))
+    return Baseline(system, name, "", machine, 0, changed, tuple(notes), dict(data["source"]))
 
 
 def pgtune(machine: Machine, profile: str) -> dict[str, Value]:
@@ -426,7 +443,7 @@ def _fit(settings: Mapping[str, Value], catalog: Catalog, notes: list[str]) -> d
         elif knob.type is KnobType.ENUM and value not in knob.choices:
             notes.append(f"PGTune sets {name} = {value}, not one of {', '.join(knob.choices)}: left out")
         else:
-            config[name] = _clamp(knob, _typed(knob, value), notes)
+            config[name] = _clamp(knob, _typed(knob, value), notes, "PGTune")
     return config
 
 
@@ -438,13 +455,13 @@ def _typed(knob: Knob, value: Value) -> Value:
     return value
 
 
-def _clamp(knob: Knob, value: Value, notes: list[str]) -> Value:
+def _clamp(knob: Knob, value: Value, notes: list[str], who: str) -> Value:
     if not knob.is_numeric or value in knob.special or knob.min is None or knob.max is None:
         return value
     clamped = min(max(value, knob.min), knob.max)
     clamped = float(clamped) if knob.type is KnobType.FLOAT else int(clamped)
     if clamped != value:
-        notes.append(f"{knob.name}: PGTune gives {knob_value(knob, value)}, outside the catalog's range "
+        notes.append(f"{knob.name}: {who} gives {knob_value(knob, value)}, outside the catalog's range "
                      f"{knob_range(knob)}: clamped to {knob_value(knob, clamped)}")
     return clamped
 

@@ -156,12 +156,20 @@ class Knob:
         Raises:
             ConfigError: the value has the wrong type or lies outside the range.
         """
-        try:
-            value = _coerce(self.type, raw)
-        except (ValueError, TypeError) as exc:
-            raise ConfigError(f"knob '{self.name}': {exc}. Fix: give a {self.type} value{self._range_hint()}") from None
+        value = self.typed(raw)
         self.check(value)
         return value
+
+    def typed(self, raw: Any) -> Value:
+        """``raw`` in this knob's type ("16MiB" in bytes, "on" a bool), not yet checked against the range.
+
+        Raises:
+            ConfigError: the value cannot be read as this knob's type.
+        """
+        try:
+            return _coerce(self.type, raw)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"knob '{self.name}': {exc}. Fix: give a {self.type} value{self._range_hint()}") from None
 
     def check(self, value: Value) -> None:
         """Raises ConfigError naming the knob and the allowed values when ``value`` is not one."""
