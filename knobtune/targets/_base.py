@@ -297,8 +297,3 @@ class Target(abc.ABC):
     def baselines(self) -> dict[str, dict[str, Value]]:
         """Heuristic configs users start from (label -> changed knobs), verified beside the default and the result."""
         return {}
-
-    def starting_configs(self) -> dict[str, dict[str, Value]]:
-        """Known configs a new study tries first (label -> changed knobs): the baselines, and any others published
-        for the system (measured in the search like any config, not verified beside the result)."""
-        return self.baselines()
