@@ -11,7 +11,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.trial import TrialState
 
 from knobtune.tuning import attrs
-from knobtune.tuning.forest import ForestSampler, _decode, _encode
+from knobtune.tuning.forest import ForestSampler, from_unit, to_unit
 from knobtune.tuning.samplers import make_sampler
 
 
@@ -22,10 +22,10 @@ from knobtune.tuning.samplers import make_sampler
     (CategoricalDistribution(["level", "universal"]), "universal"),
     (CategoricalDistribution([False, True]), False),
 ])
-def test_a_value_encoded_to_the_unit_interval_decodes_to_itself(distribution, value) -> None:
-    u = _encode(distribution, value)
+def test_a_valueto_unitd_to_the_unit_intervalfrom_units_to_itself(distribution, value) -> None:
+    u = to_unit(distribution, value)
     assert 0.0 <= u <= 1.0
-    decoded = _decode(distribution, u)
+    decoded = from_unit(distribution, u)
     assert decoded == pytest.approx(value) if isinstance(value, float) else decoded == value
 
 

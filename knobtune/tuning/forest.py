@@ -81,7 +81,7 @@ class ForestSampler(optuna.samplers.BaseSampler):
         z = gain / spread
         improvement = gain * norm.cdf(z) + spread * norm.pdf(z)
         chosen = candidates[int(np.argmax(improvement))]
-        return {name: _decode(search_space[name], u) for name, u in zip(names, chosen)}
+        return {name: from_unit(search_space[name], u) for name, u in zip(names, chosen)}
 
     def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
@@ -101,7 +101,7 @@ class ForestSampler(optuna.samplers.BaseSampler):
         for trial in _sampled(study):
             if any(name not in trial.params for name in names):
                 continue
-            knobs = [_encode(space[name], trial.params[name]) for name in names]
+            knobs = [to_unit(space[name], trial.params[name]) for name in names]
             measured = dict(trial.intermediate_values)
             if trial.state == TrialState.COMPLETE and trial.value is not None:
                 measured[self._full_step] = trial.value
@@ -151,7 +151,8 @@ def _default_by_step(study: optuna.Study, full_step: int) -> dict[int, float]:
     return {step: float(np.mean(v)) for step, v in values.items()}
 
 
-def _encode(distribution: BaseDistribution, value: Any) -> float:
+def to_unit(distribution: BaseDistribution, value: Any) -> float:
+    """``value`` on [0, 1]: its place in the range (on a log scale for a log param), or a choice's position."""
     if isinstance(distribution, CategoricalDistribution):
         n = len(distribution.choices)
         return distribution.to_internal_repr(value) / max(1, n - 1)
@@ -161,7 +162,8 @@ def _encode(distribution: BaseDistribution, value: Any) -> float:
     return 0.5 if high == low else (float(value) - low) / (high - low)
 
 
-def _decode(distribution: BaseDistribution, u: float) -> Any:
+def from_unit(distribution: BaseDistribution, u: float) -> Any:
+    """The value at ``u`` of the range (clipped into it; rounded to an int or the step), or the nearest choice."""
     u = float(min(1.0, max(0.0, u)))
     if isinstance(distribution, CategoricalDistribution):
         return distribution.choices[int(round(u * (len(distribution.choices) - 1)))]

@@ -15,9 +15,10 @@ from scipy.stats import qmc
 
 from knobtune.errors import UsageError
 from knobtune.tuning.forest import ForestSampler
+from knobtune.tuning.local import LocalMovesSampler
 
 
-SAMPLERS = ("tpe", "forest", "random", "qmc", "cmaes", "gp", "lhs")
+SAMPLERS = ("tpe", "local", "forest", "random", "qmc", "cmaes", "gp", "lhs")
 LHS_ROW = "lhs_row"  # trial system attribute: the row of the Latin hypercube design the trial took
 
 
@@ -38,6 +39,9 @@ def make_sampler(name: str, seed: int | None, expected_trials: int | None = None
         return ForestSampler(seed, n_startup_trials=_startup(expected_trials), full_step=full_step)
     with warnings.catch_warnings():  # TPE's `group`, QMC and GP are marked experimental; we choose them knowingly
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if name == "local":
+            return LocalMovesSampler(_make("tpe", seed, expected_trials, constraints), seed,
+                                     n_startup_trials=_startup(expected_trials))
         return _make(name, seed, expected_trials, constraints)
 
 
