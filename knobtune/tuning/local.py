@@ -75,15 +75,24 @@ class LocalMovesSampler(optuna.samplers.BaseSampler):
     def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
         move = self._moves.get(trial._trial_id)
-        if move is not None:
-            params, moved = move
-            if param_name in params and _holds(param_distribution, params[param_name]):
-                if param_name not in moved:
-                    return params[param_name]
-                if not isinstance(param_distribution, CategoricalDistribution) and self._rng.random() < 0.5:
-                    near = to_unit(param_distribution, params[param_name]) + self._rng.normal(0.0, self._step)
-                    return from_unit(param_distribution, near)  # a step from the incumbent's value
-        return self._base.sample_independent(study, trial, param_name, param_distribution)
+        if move is None or param_name not in move[0] or not _holds(param_distribution, move[0][param_name]):
+            return self._base.sample_independent(study, trial, param_name, param_distribution)
+        params, moved = move
+        kept = params[param_name]
+        if param_name not in moved:
+            return kept
+        step = not isinstance(param_distribution, CategoricalDistribution) and self._rng.random() < 0.5
+        for _ in range(5):  # a moved param takes another value than the incumbent's, if it can
+            if step:  # a step from the incumbent's value
+                value = from_unit(param_distribution, to_unit(param_distribution, kept) + self._rng.normal(0, self._step))
+            else:
+                value = self._base.sample_independent(study, trial, param_name, param_distribution)
+            if value != kept:
+                return value
+        if isinstance(param_distribution, CategoricalDistribution) and len(param_distribution.choices) > 1:
+            others = [c for c in param_distribution.choices if c != kept]
+            return others[int(self._rng.integers(len(others)))]
+        return value
 
     def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
                     values: Sequence[float] | None) -> None:
