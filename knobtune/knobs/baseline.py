@@ -24,7 +24,7 @@ from knobtune.knobs.units import human_bytes, parse_bytes
 
 BASELINE_DIR = Path(__file__).parent / "baselines"
 BASELINES = {"postgresql": "pgtune", "rocksdb": "rocksdb-guide"}  # system -> the heuristic its users start from
-PUBLISHED = {"rocksdb": ("db-bench-leveled", "db-bench-universal")}  # system -> more known configs to start from
+PUBLISHED = {"rocksdb": ("db-bench-leveled", "db-bench-universal")}  # system -> configs published for it (to compare)
 GUIDES = frozenset({"rocksdb-guide", *PUBLISHED["rocksdb"]})  # one fixed config each, from a file (no profile)
 DISKS = ("ssd", "hdd", "san")
 KIB = 1024
