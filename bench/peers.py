@@ -622,7 +622,8 @@ def main() -> None:
     parser.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
     parser.add_argument("--repeats", type=int, default=5, help="interleaved runs per winner when verifying")
     parser.add_argument("--allow-unsafe", action="store_true", help="every tool also searches unsafe values")
-    parser.add_argument("--knobtune-args", default="", help="more options for knobtune's `tune`, e.g. '--sampler forest'")
+    parser.add_argument("--knobtune-args", default="", help="more options for knobtune's `tune`, e.g. '--sampler forest'; one starting with -- "
+                             "needs '=': --knobtune-args=--allow-operational")
     parser.add_argument("--beside", type=Path, action="append", default=[], metavar="RESULT",
                         help="an earlier result: its winners at each seed are verified again beside this run's")
     parser.add_argument("--known", nargs="+", default=[], metavar="NAME",
