@@ -22,7 +22,7 @@ from knobtune.tuning.samplers import make_sampler
     (CategoricalDistribution(["level", "universal"]), "universal"),
     (CategoricalDistribution([False, True]), False),
 ])
-def test_a_valueto_unitd_to_the_unit_intervalfrom_units_to_itself(distribution, value) -> None:
+def test_a_value_put_on_the_unit_interval_comes_back_as_itself(distribution, value) -> None:
     u = to_unit(distribution, value)
     assert 0.0 <= u <= 1.0
     decoded = from_unit(distribution, u)

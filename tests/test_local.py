@@ -8,7 +8,7 @@ import optuna
 from optuna.trial import TrialState
 
 from knobtune.tuning import attrs
-from knobtune.tuning.local import LOCAL_OF, LocalMovesSampler, best_complete
+from knobtune.tuning.local import LOCAL_OF, best_complete
 from knobtune.tuning.samplers import make_sampler
 
 KNOBS = 20
