@@ -44,6 +44,7 @@ DriverOption = Annotated[Optional[str], typer.Option(help="Benchmark driver (def
 RecordsOption = Annotated[Optional[int], typer.Option(help="Override the workload's full size (records).")]
 TimeoutFactorOption = Annotated[float, typer.Option(help="Stop a run taking longer than this times the default's.")]
 MachineOption = Annotated[Optional[str], typer.Option("--machine", help="This machine's name in a study shared by workers (default: the host name).")]
+UnscaledRungsOption = Annotated[bool, typer.Option("--unscaled-rungs", help="Run small rungs with the config as it is, not with its memtables, caches and file sizes scaled to the rung's share of the data.")]
 AllowOperationalOption = Annotated[bool, typer.Option("--allow-operational", help="Also search operational values (auto-compaction off): nothing is lost, but the store never settles by itself.")]
 MixedOption = Annotated[bool, typer.Option("--allow-mixed-machines", help="Let a machine of another kind (CPU, memory, disk, OS, version) work on the study.")]
 
@@ -131,6 +132,7 @@ def tune(
     repeats: Annotated[int, typer.Option(help="Interleaved runs per candidate when verifying.")] = 5,
     control_every: Annotated[int, typer.Option(help="Re-run the default after every N trials that reached full size, to track drift (0: never).")] = 10,
     unsettled: UnsettledOption = False,
+    unscaled_rungs: UnscaledRungsOption = False,
     memory_limit: MemoryLimitOption = None,
     max_recovery_time: Annotated[Optional[str], typer.Option("--max-recovery-time", help="Full-size runs whose reopen after a crash takes longer are infeasible, e.g. 30s.")] = None,
     start_from: Annotated[Optional[str], typer.Option("--start-from", help="A previous study of the same system: a new study tries its winner and best configs first.")] = None,
@@ -173,7 +175,7 @@ def tune(
         objective=goal, driver=driver, sampler=sampler, seed=seed, trials=trials,
         time_budget_s=_duration(time), timeout_factor=timeout_factor, reduction_factor=reduction_factor,
         verify_top=verify_top, verify_repeats=repeats, control_every=control_every, settle=not unsettled,
-        memory_limit_bytes=_bytes_option("--memory-limit", memory_limit),
+        scale_rungs=not unscaled_rungs, memory_limit_bytes=_bytes_option("--memory-limit", memory_limit),
         max_recovery_s=_duration(max_recovery_time, "--max-recovery-time"), ranking=ranked_by, machine=machine,
         allow_mixed_machines=allow_mixed_machines, start_from_baselines=True,
         start_configs=starting_configs(store.load(start_from), catalog.system) if start_from else ())
@@ -245,6 +247,7 @@ def rank(
     records: RecordsOption = None,
     timeout_factor: TimeoutFactorOption = 3.0,
     unsettled: UnsettledOption = False,
+    unscaled_rungs: UnscaledRungsOption = False,
     memory_limit: MemoryLimitOption = None,
     json_output: JsonOption = False,
 ) -> None:
@@ -270,7 +273,8 @@ def rank(
             space=build_space(catalog, _knob_list(knobs), allow_unsafe, fmt=driver, allow_operational=allow_operational),
             objective=_objective(objective) or spec.objective, driver=driver, sampler="lhs", seed=seed,
             trials=samples, time_budget_s=_duration(time), timeout_factor=timeout_factor, verify_top=0,
-            settle=not unsettled, memory_limit_bytes=_bytes_option("--memory-limit", memory_limit), only_rung=rung)
+            settle=not unsettled, scale_rungs=not unscaled_rungs,
+            memory_limit_bytes=_bytes_option("--memory-limit", memory_limit), only_rung=rung)
         if settings.space.driver_note():
             info.print(settings.space.driver_note(), markup=False)
         info.print(f"ranking study [bold]{settings.study_name}[/bold] in {store.url}: {samples} Latin-hypercube samples "

@@ -124,7 +124,8 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
         out.print(f"time in failed trials: {sum(failed.values()):.0f} s of {summary.time_s['all']:.0f} s in trials ("
                   + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(failed.items(), key=lambda kv: -kv[1])) + ")")
     if summary.rung_agreement:
-        out.print("rungs rank configs like the next (Spearman's rho, configs at both): " + ", ".join(
+        scaled = "scaled" if summary.scaled_rungs else "unscaled"
+        out.print(f"rungs ({scaled}) rank configs like the next (Spearman's rho, configs at both): " + ", ".join(
             f"{a['from']}->{a['to']} {a['rho']:+.2f} (n={a['n']})" for a in summary.rung_agreement), markup=False)
     if summary.default_value is not None:
         out.print(f"default: {summary.objective.show(summary.default_value)} (one run at full size)")

@@ -59,3 +59,19 @@ def test_unsafe_values_are_specific(rocksdb) -> None:
     style = rocksdb.knobs["compaction_style"]
     assert style.is_unsafe("fifo") and not style.is_unsafe("universal") and not style.is_unsafe("level")
     assert rocksdb.knobs["disable_wal"].is_unsafe(True) and not rocksdb.knobs["disable_wal"].is_unsafe(False)
+
+
+def test_a_small_rung_scales_the_data_sized_knobs_and_nothing_else(rocksdb) -> None:
+    config = rocksdb.config({"write_buffer_size": "128MiB", "max_bytes_for_level_base": "16MiB", "row_cache_size": 0,
+                             "bloom_bits": 10, "memtablerep": "prefix_hash", "hash_bucket_count": 4096,
+                             "prefix_size": 8, "allow_concurrent_memtable_write": False})
+    small = rocksdb.at_fraction(config, 0.05)
+    assert small["write_buffer_size"] == round(128 * 2**20 * 0.05)
+    assert small["cache_size"] == round(8 * 2**20 * 0.05)  # the default's cache too: the same share of the data
+    assert small["max_bytes_for_level_base"] == round(16 * 2**20 * 0.05)  # below the search range: meant
+    assert small["hash_bucket_count"] == 1024  # never below its floor (here the knob's min)
+    assert small["row_cache_size"] == 0  # a special value stays
+    assert {k: v for k, v in small.items() if not rocksdb.knobs[k].data_sized} == \
+        {k: v for k, v in config.items() if not rocksdb.knobs[k].data_sized}
+    assert rocksdb.at_fraction(config, 1.0) == config
+    assert rocksdb.scales_rungs

@@ -246,3 +246,16 @@ def test_the_per_run_overhead_is_what_a_trial_took_beyond_its_runs_records() -> 
     assert run_overhead_s(trial) == MIN_RUN_OVERHEAD_S  # never below the floor
     trial.datetime_complete = None
     assert run_overhead_s(trial) is None
+
+
+@pytest.mark.parametrize("scale", [True, False])
+def test_small_rungs_run_the_config_scaled_to_their_share_of_the_data(rocksdb, store, scale: bool) -> None:
+    import json
+
+    workload = tiny("put-get-delete", 4000)
+    study = Tuner(_settings(rocksdb, workload, trials=0, scale_rungs=scale), store).run()
+    cache = {rung.index: json.loads((store.artifacts("s") / "trial-0000" / f"rung-{rung.index}.settle.spec.json")
+                                    .read_text())["config"]["block_cache_size"] for rung in workload.rungs}
+    full = rocksdb.knobs["cache_size"].default
+    assert cache == {r.index: str(round(full * r.fraction) if scale else full) for r in workload.rungs}
+    assert study.user_attrs[attrs.SCALED_RUNGS] is scale

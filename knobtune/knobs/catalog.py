@@ -57,7 +57,7 @@ _NUMERIC = (KnobType.INT, KnobType.FLOAT, KnobType.BYTES, KnobType.DURATION)
 _KNOWN_FIELDS = {
     "type", "default", "min", "max", "log", "choices", "special", "unit", "restart",
     "safety", "unsafe_values", "safety_note", "conditions", "group", "description",
-    "names", "spell", "tunable", "search_special", "drivers",
+    "names", "spell", "tunable", "search_special", "drivers", "data_sized", "data_sized_min",
 }
 
 
@@ -145,6 +145,8 @@ class Knob:
     tunable: bool = True
     search_special: bool = True  # False: special values are valid but never proposed by a search
     drivers: tuple[str, ...] = ()  # only these drivers can set it (another runs the system's built-in value); (): any
+    data_sized: bool = False  # a size relative to the data: a small rung runs it scaled down by its fraction
+    data_sized_min: Value | None = None  # the least value scaling goes to (the system's own floor; default: min)
 
     @property
     def is_numeric(self) -> bool:
@@ -198,6 +200,17 @@ class Knob:
     def applies(self, config: Mapping[str, Value]) -> bool:
         """Whether the knob matters under ``config`` (all its conditions hold)."""
         return all_hold(self.conditions, config)
+
+    def at_fraction(self, value: Value, fraction: float) -> Value:
+        """``value`` scaled by ``fraction`` when the knob is data-sized (never below its floor; a special value and
+        a value already under the floor stay as they are); any other knob's value unchanged."""
+        if not self.data_sized or fraction >= 1 or value in self.special or isinstance(value, bool):
+            return value
+        floor = self.data_sized_min if self.data_sized_min is not None else self.min
+        if floor is None or value <= floor:
+            return value
+        scaled = max(floor, value * fraction)
+        return float(scaled) if self.type is KnobType.FLOAT else int(round(scaled))
 
     def _range_hint(self) -> str:
         parts = []
@@ -290,6 +303,18 @@ class Catalog:
                     f"{relation} does not hold ({relation.left}={config[relation.left]}, "
                     f"{relation.right}={config[relation.right]}). Fix: raise {relation.left} or lower {relation.right}")
         return config
+
+    def at_fraction(self, config: Mapping[str, Value], fraction: float) -> dict[str, Value]:
+        """``config`` for a run on ``fraction`` of the full data: every data-sized knob (memtables, caches, file
+        and level sizes) scaled by it, so a small rung runs a miniature of the full size (as many memtables
+        flushed, files compacted, the same share of the data cached). Values below a knob's search range are
+        meant: the result is for running, not for checking."""
+        return {name: self.knobs[name].at_fraction(value, fraction) for name, value in config.items()}
+
+    @property
+    def scales_rungs(self) -> bool:
+        """Whether any knob is data-sized (small rungs run scaled configs)."""
+        return any(knob.data_sized for knob in self.knobs.values())
 
     def changed(self, config: Mapping[str, Value]) -> dict[str, Value]:
         """Only the knobs whose value differs from the default and that apply under ``config``."""
@@ -451,8 +476,15 @@ def _build_knob(path: Path, name: str, spec: dict[str, Any], formats: tuple[str,
         names={fmt: spec.get("names", {}).get(fmt, name) for fmt in formats},
         spell={fmt: {str(k): str(v) for k, v in values.items()} for fmt, values in spec.get("spell", {}).items()},
         tunable=bool(spec.get("tunable", True)), search_special=bool(spec.get("search_special", True)),
-        drivers=tuple(drivers),
+        drivers=tuple(drivers), data_sized=bool(spec.get("data_sized", False)),
+        data_sized_min=coerce("data_sized_min", spec["data_sized_min"]) if "data_sized_min" in spec else None,
     )
+    if (knob.data_sized or knob.data_sized_min is not None) and not (knob.is_numeric and knob.data_sized):
+        raise fail("data_sized", "only a numeric knob can be data-sized, and data_sized_min needs data_sized = true",
+                   "remove the field, or set data_sized = true on a numeric knob")
+    if knob.data_sized_min is not None and not 0 < knob.data_sized_min <= knob.min:
+        raise fail("data_sized_min", f"{knob.data_sized_min} is not above 0 and at most min {knob.min}",
+                   "give the system's own floor for the value, at most the knob's min")
     try:
         knob.check(knob.default)
     except ConfigError as exc:

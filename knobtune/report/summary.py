@@ -46,6 +46,7 @@ class StudySummary:
     default_runs: list[float] = field(default_factory=list)  # the default's full-size value, baseline then controls
     export_formats: tuple[str, ...] = ("json",)
     settled: bool = True  # run times include settling the store (False: the raw window, --unsettled)
+    scaled_rungs: bool = False  # small rungs ran configs with their data-sized knobs scaled to the rung's share
     costs: dict[str, dict[str, Any]] = field(default_factory=dict)  # "default" / "result" -> settle, recovery, memory
     limits: dict[str, Any] = field(default_factory=dict)  # memory_limit_bytes, max_recovery_s (None: none given)
     ranked_by: dict[str, Any] | None = None  # a top-k study: the ranking study, k and the knobs it searched
@@ -97,7 +98,7 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         default_runs=[c["value"] for c in user.get(attrs.CONTROLS, []) if c.get("value") is not None],
         export_formats=tuple(f.name for f in export_formats(user.get(attrs.SYSTEM, catalog.system),
                                                             user.get(attrs.DRIVER))) + ("json",),
-        settled=bool(user.get(attrs.SETTLED, False)),
+        settled=bool(user.get(attrs.SETTLED, False)), scaled_rungs=bool(user.get(attrs.SCALED_RUNGS, False)),
         costs=_costs(study, baseline, result, verification),
         limits={"memory_limit_bytes": user.get(attrs.MEMORY_LIMIT), "max_recovery_s": user.get(attrs.MAX_RECOVERY)},
         ranked_by=user.get(attrs.RANKED_BY), ranking=user.get(attrs.RANKING), machines=_machines(study, trials),

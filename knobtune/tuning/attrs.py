@@ -20,6 +20,7 @@ BASELINE = "baseline"  # rung index (str) -> measurement summary of the default 
 SEED = "seed"
 VERIFICATION = "verification"  # the final interleaved repeats, see tuning.verify
 SETTLED = "settled"  # True: every run's time includes settling the store (False: --unsettled, the raw window)
+SCALED_RUNGS = "scaled_rungs"  # True: small rungs ran configs with data-sized knobs scaled (False: --unscaled-rungs)
 MEMORY_LIMIT = "memory_limit_bytes"  # --memory-limit, or None
 MAX_RECOVERY = "max_recovery_s"  # --max-recovery-time, or None
 ONLY_RUNG = "only_rung"  # a ranking study: every config ran at this rung index only (absent: the whole ladder)

@@ -29,6 +29,7 @@ class TuneSettings:
     verify_repeats: int = 5
     control_every: int = 10  # re-run the default after every N trials that reached full size (0: never)
     settle: bool = True  # a run's time includes settling the store afterwards (False: the raw window)
+    scale_rungs: bool = True  # a small rung runs the config's data-sized knobs scaled to its share of the data
     memory_limit_bytes: int | None = None  # configs planned or measured above it are infeasible
     max_recovery_s: float | None = None  # full-size runs whose reopen after a crash takes longer are infeasible
     only_rung: int | None = None  # every config runs at this rung of the ladder only, none climbs (ranking samples)

@@ -208,6 +208,7 @@ class Tuner:
             attrs.LEFT_OUT: {k: v.value for k, v in s.space.left_out.items()},
             attrs.SEED: s.seed,
             attrs.SETTLED: s.settle,
+            attrs.SCALED_RUNGS: s.scale_rungs and s.catalog.scales_rungs,
             attrs.MEMORY_LIMIT: s.memory_limit_bytes,
             attrs.MAX_RECOVERY: s.max_recovery_s,
             **({attrs.ONLY_RUNG: s.only_rung} if s.only_rung is not None else {}),
@@ -577,7 +578,7 @@ class Tuner:
         except RunFailure as failure:  # the system would not take the config: the trial's outcome, not our error
             return self._fail(study, trial, Outcome.of_failure(failure.kind), failure.reason, self.settings.rungs[0],
                               is_baseline)
-        return self._climb(study, target, trial, digest, is_baseline)
+        return self._climb(study, target, trial, config, digest, is_baseline)
 
     def _fail(self, study: optuna.Study, trial: optuna.Trial, outcome: Outcome, reason: str, rung: Rung,
               is_baseline: bool) -> Outcome:
@@ -587,15 +588,23 @@ class Tuner:
             trial.should_prune()  # records the rung so later trials compete with it
         return self._finish(study, trial, outcome, reason)
 
-    def _climb(self, study: optuna.Study, target: Target, trial: optuna.Trial, digest: str,
+    def _climb(self, study: optuna.Study, target: Target, trial: optuna.Trial, config: dict, digest: str,
                is_baseline: bool) -> Outcome:
-        """Run ``trial`` up the ladder; tell Optuna how it ended and return the outcome."""
+        """Run ``trial`` (``config``, already applied) up the ladder; tell Optuna how it ended and return the
+        outcome. With ``scale_rungs``, each rung runs the config scaled to its share of the data."""
         s = self.settings
         rungs = s.rungs
+        applied = config
         for rung in rungs:
             if not is_baseline and not self._fits(study, rung):
                 return self._finish(study, trial, Outcome.BUDGET, "the time budget ended before this rung")
             reused = None if is_baseline else self._reused(study, trial, digest, rung)
+            if reused is None and s.scale_rungs and (scaled := s.catalog.at_fraction(config, rung.fraction)) != applied:
+                try:
+                    target.apply(scaled)
+                except RunFailure as failure:
+                    return self._fail(study, trial, Outcome.of_failure(failure.kind), failure.reason, rung, is_baseline)
+                applied = scaled
             result = reused or self._measure(study, target, trial, rung, is_baseline)
             if "failure" in result:
                 return self._fail(study, trial, Outcome(result["failure"]), result["reason"], rung, is_baseline)

@@ -54,7 +54,8 @@ def join_settings(store: StudyStore, study_name: str, machine: str | None = None
     return TuneSettings(
         study_name=study_name, catalog=catalog, workload=spec, space=space,
         objective=Objective(recorded[attrs.OBJECTIVE]), driver=driver, seed=recorded.get(attrs.SEED, 42),
-        settle=recorded.get(attrs.SETTLED, True), memory_limit_bytes=recorded.get(attrs.MEMORY_LIMIT),
+        settle=recorded.get(attrs.SETTLED, True), scale_rungs=recorded.get(attrs.SCALED_RUNGS, False),
+        memory_limit_bytes=recorded.get(attrs.MEMORY_LIMIT),
         max_recovery_s=recorded.get(attrs.MAX_RECOVERY), ranking=recorded.get(attrs.RANKED_BY),
         machine=machine, allow_mixed_machines=allow_mixed_machines, joining=True,
         sampler_seed=recorded.get(attrs.SEED, 42) + zlib.crc32(worker.encode()) % 100_000 + 1,
