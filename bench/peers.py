@@ -13,7 +13,9 @@ SMAC3 and the script run every config through knobtune's own target (the same se
 default has run at every rung, and under knobtune's time rules: a run may take 3x the default's time at its rung,
 and none starts that cannot end inside B. A failed run (refused, crash, timeout, data loss) is a crashed trial
 for SMAC, at the cost knobtune gives it (no better than a run that used its whole time limit); the script
-prunes it, as such scripts do. Only the search differs.
+prunes it, as such scripts do. Only the search differs. knobtune runs its small rungs scaled (the config's
+data-sized knobs at the rung's share of the data); the peers run them as the config is, as their users would,
+unless ``--peers-scaled-rungs``.
 
 Then the three winners and the default are measured side by side by one ``knobtune compare`` per seed (5
 interleaved full-size runs each). Recorded per tool and seed: the verified speedup with its 95% CI, the tool's
@@ -79,6 +81,7 @@ class Bench:
     repeats: int
     home: Path  # the studies folder: knobtune's studies, every run's log, the winners' files
     knobtune_args: tuple[str, ...] = ()  # more options for knobtune's `tune` (--knobtune-args)
+    peers_scaled: bool = False  # SMAC3 and the script also run small rungs scaled, as knobtune does (--peers-scaled-rungs)
 
     @property
     def maximize(self) -> bool:
@@ -157,7 +160,7 @@ class Harness:
             raise OutOfTime()
         log = self.log_dir / f"run-{len(self.runs):04d}-rung-{rung.index}.log"
         try:
-            self.target.apply(config)
+            self.target.apply(self.bench.catalog.at_fraction(config, rung.fraction) if self.bench.peers_scaled else config)
             value = self.target.run(rung, timeout_s=self.limit_s(rung), log_path=log, seed=self.seed).value(
                 self.bench.workload.objective)
         except RunFailure as failure:
@@ -608,7 +611,7 @@ def make_bench(args: argparse.Namespace, home: Path) -> Bench:
     driver = resolve_driver(catalog.system, args.driver)
     space = build_space(catalog, allow_unsafe=args.allow_unsafe, fmt=driver)
     return Bench(catalog, workload, args.workload, driver, space, parse_duration_s(args.budget), args.repeats, home,
-                 tuple(shlex.split(args.knobtune_args)))
+                 tuple(shlex.split(args.knobtune_args)), args.peers_scaled_rungs)
 
 
 def main() -> None:
@@ -624,6 +627,8 @@ def main() -> None:
     parser.add_argument("--allow-unsafe", action="store_true", help="every tool also searches unsafe values")
     parser.add_argument("--knobtune-args", default="", help="more options for knobtune's `tune`, e.g. '--sampler forest'; one starting with -- "
                              "needs '=': --knobtune-args=--allow-operational")
+    parser.add_argument("--peers-scaled-rungs", action="store_true",
+                        help="SMAC3 and the script run small rungs with data-sized knobs scaled, as knobtune does")
     parser.add_argument("--beside", type=Path, action="append", default=[], metavar="RESULT",
                         help="an earlier result: its winners at each seed are verified again beside this run's")
     parser.add_argument("--known", nargs="+", default=[], metavar="NAME",
@@ -652,7 +657,7 @@ def main() -> None:
     result: dict[str, Any] = {
         "system": bench.catalog.system, "workload": bench.workload.name, "records": bench.workload.records,
         "driver": bench.driver, "budget": args.budget, "seeds": args.seeds, "repeats": args.repeats,
-        "allow_unsafe": args.allow_unsafe, "knobtune_args": args.knobtune_args,
+        "allow_unsafe": args.allow_unsafe, "knobtune_args": args.knobtune_args, "peers_scaled_rungs": args.peers_scaled_rungs,
         "beside": [str(p) for p in args.beside], "known": args.known, "searched_knobs": list(bench.space.knobs), "home": str(home),
         "smac_budgets": {KNOBTUNE["reduction_factor"] ** r.index: r.records for r in bench.workload.rungs},
         "results": [], "verification": []}
