@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> dict:
     rows = []
     for rung, scaled in sizes[:-1]:
         # the full size's row compares its second measurement with the first: the ceiling noise allows
-        row = values[_key(rung.index + (rung is workload.full), scaled)]
+        row = values[_key(rung.index + (rung.index == workload.full.index), scaled)]
         rows.append({"fraction": rung.fraction, "records": rung.records, "scaled": scaled, "key": _key(rung.index, scaled),
                      "rho": spearmanr(ranked(row, maximize), full_ranked).statistic,
                      "best_third_kept": survivors(ranked(row, maximize), full_ranked, maximize),

@@ -499,7 +499,8 @@ def verify(bench: Bench, seed: int, records: list[dict[str, Any]]) -> dict[str, 
             pairs[f"{better} over {other}"] = vars(speedup(b["values"], a["values"], bench.maximize, seed=seed))
     default = measured["default"]
     return {"seed": seed, "repeats": bench.repeats, "noise_cv": comparison["noise_cv"],
-            "default_median": default["median"], "files": {k: str(v) for k, v in files.items()}, "pairwise": pairs}
+            "default_median": default["median"], "files": {k: str(v) for k, v in files.items()}, "pairwise": pairs,
+            "verified": {r["tool"]: r["verified"] for r in records if "verified" in r}}  # earlier winners' too
 
 
 # ---------------------------------------------------------------- the table and the plot
@@ -530,6 +531,17 @@ def table(path: Path) -> str:
                            else "-" for r in records)
         rows.append(f"| {NAMES.get(tool, tool)} | {median} ({per_seed}) | {claims} | {counts} | "
                     f"{f'{statistics.median(reached):.0f} s' if reached else '-'} ({times}) | {unsafe} |")
+    again: dict[str, list[dict]] = {}  # winners of an earlier result, measured again beside this run's (--beside)
+    for seed in data["verification"]:
+        for tool, v in (seed.get("verified") or {}).items():
+            if "@" in tool:
+                again.setdefault(tool, []).append(v | {"seed": seed["seed"]})
+    for tool, measured in again.items():
+        ratios = [v["ratio"] for v in measured if "ratio" in v]
+        name, _, source = tool.partition("@")
+        rows.append(f"| {NAMES.get(name, name)}, {source} winners measured again here | "
+                    f"{f'**{statistics.median(ratios):.2f}x**' if ratios else 'none'} ("
+                    + "; ".join(f"seed {v['seed']}: " + _verified({"verified": v}) for v in measured) + ") | - | - | - | - |")
     pairs: dict[str, list[str]] = {}
     for seed in data["verification"]:
         for name, s in (seed.get("pairwise") or {}).items():
