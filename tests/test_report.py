@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from knobtune.report import write_report
-from knobtune.tuning import Tuner, TuneSettings, build_space
+from knobtune.tuning import Tuner, TuneSettings, attrs, build_space
 
 from conftest import tiny
 
@@ -86,3 +86,18 @@ def test_report_renders_in_chromium(report, tmp_path: Path) -> None:
         drawn = re.search(rf'<div id="{chart}".*?class="main-svg"', dom, re.S)
         assert drawn is not None, f"{chart} did not render"
     assert re.search(r'class="(scatterlayer|barlayer|boxlayer)[^"]*"', dom)
+
+
+def test_write_buffers_hold_a_rung_only_as_that_rung_ran_them(rocksdb) -> None:
+    import optuna
+
+    from knobtune.report.summary import _fits_in_memory
+
+    study = optuna.create_study()
+    study.set_user_attr(attrs.WORKLOAD, {"records": 100_000, "ladder": [0.05, 0.2, 1.0], "key_size": 16,
+                                         "value_size": 10240})
+    config = {"write_buffer_size": 110 * 2**20}  # 220 MiB of buffers: the whole 5% rung (~49 MiB), not the full size
+    study.set_user_attr(attrs.SCALED_RUNGS, False)
+    assert "rung(s) 0.05, 0.2 of the ladder" in _fits_in_memory(study, rocksdb, config)[0]
+    study.set_user_attr(attrs.SCALED_RUNGS, True)  # each rung ran 5% or 20% of the buffers: never the whole data
+    assert _fits_in_memory(study, rocksdb, config) == []

@@ -212,14 +212,19 @@ def describe_costs(cost: dict[str, Any]) -> str:
 
 
 def _fits_in_memory(study: optuna.Study, catalog: Catalog, config: dict[str, Any]) -> list[str]:
-    """A note for each rung whose whole data set fits in the result's write buffers."""
+    """A note for each rung whose whole data set fits in the result's write buffers (as that rung ran them: scaled
+    to its share of the data when the study scaled its rungs)."""
     if not config:
         return []
     workload = study.user_attrs.get(attrs.WORKLOAD) or {}
     record_bytes = workload.get("key_size", 0) + workload.get("value_size", 0)
-    buffers = catalog.memory.write_buffer_bytes(catalog.config(config))
+    full = catalog.config(config)
+    buffers = catalog.memory.write_buffer_bytes(full)
+    scaled = bool(study.user_attrs.get(attrs.SCALED_RUNGS))
     records, ladder = workload.get("records", 0), workload.get("ladder", [])
-    fitting = [f"{fraction:g}" for fraction in ladder if buffers and round(records * fraction) * record_bytes <= buffers]
+    fitting = [f"{fraction:g}" for fraction in ladder
+               if (at := catalog.memory.write_buffer_bytes(catalog.at_fraction(full, fraction) if scaled else full))
+               and round(records * fraction) * record_bytes <= at]
     if not fitting:
         return []
     settled = "its settled time counts the flush" if study.user_attrs.get(attrs.SETTLED) else \
