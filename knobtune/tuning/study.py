@@ -172,6 +172,11 @@ class Tuner:
             raise UsageError(f"study '{s.study_name}' was created with {'settled' if settled else 'unsettled'} runs: "
                              "its times would not compare. Fix: " + ("drop --unsettled" if settled else "add --unsettled")
                              + ", or use another --study name")
+        scaled = recorded.get(attrs.SCALED_RUNGS)
+        if scaled is not None and scaled != (s.scale_rungs and s.catalog.scales_rungs):
+            raise UsageError(f"study '{s.study_name}' was created with {'scaled' if scaled else 'unscaled'} small "
+                             "rungs: their values would not compare. Fix: " + ("drop --unscaled-rungs" if scaled
+                             else "add --unscaled-rungs") + ", or use another --study name")
         if attrs.SYSTEM in recorded and recorded.get(attrs.ONLY_RUNG) != s.only_rung:
             raise UsageError(f"study '{s.study_name}' is a " + ("ranking study: `knobtune rank` resumes it"
                              if recorded.get(attrs.ONLY_RUNG) is not None else "tuning study, not a ranking")
