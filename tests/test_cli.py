@@ -73,6 +73,8 @@ def test_tune_show_export_compare(tmp_path: Path) -> None:
     shown_text = _ok("show", "cli", "--dir", home)
     assert "kept out of the search" in shown_text
     assert "settled runs" in shown_text and "default: workload" in shown_text and "recovery" in shown_text
+    assert "time: search " in shown_text and shown["time_spent"]["verification_s"] > 0  # --trials: no budget to keep
+    assert "kept back" not in shown_text
 
     exported = json.loads(_ok("export", "cli", "--dir", home, "--format", "json"))
     assert exported["system"] == "rocksdb" and "config" in exported

@@ -118,6 +118,34 @@ def test_a_time_budget_is_spent_on_search_and_verification_together(rocksdb, sto
     assert 30 * 0.5 < elapsed < 30 + max(full_limit, 2.0) + 3, elapsed
     cut = [t for t in study.trials if t.user_attrs.get(attrs.OUTCOME) == "budget"]
     assert len(cut) <= 1, [t.user_attrs.get(attrs.REASON) for t in cut]
+    spent = study.user_attrs[attrs.TIME_SPENT]
+    assert spent["budget_s"] == 30 and spent["reserved_s"] > 0 and spent["verification_s"] > 0
+    ladder = sum(study.user_attrs[attrs.BASELINE][str(r)]["elapsed_s"] + 0.5 for r in range(3))
+    # the search stops once a trial could no longer climb at the default's pace, plus the trial it was in
+    assert spent["search_s"] >= 30 - spent["reserved_s"] - ladder - max(full_limit, 2.0) - 1, spent
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_a_run_the_budget_ends_counts_as_budget_not_against_its_config(rocksdb, store) -> None:
+    """A trial may start while the time left holds a climb at the default's pace; a run still going when the
+    budget ends is stopped there and recorded as ``budget`` (the sampler is not told it timed out)."""
+    from knobtune.targets import make_target
+
+    workload = tiny("put-get-delete", 8000)
+    Tuner(_settings(rocksdb, workload, trials=1), store).run()  # the default, at every rung
+    tuner = Tuner(_settings(rocksdb, workload, trials=None, time_budget_s=60), store)
+    study = tuner._open_study()
+    full = tuner.settings.rungs[-1]
+    assert tuner._ladder_fits(study) and tuner._cut_by_budget_s(study, full) is None  # its own limit holds
+    tuner._deadline = time.time() + 0.05
+    assert not tuner._ladder_fits(study) and not tuner._fits(study, full)
+    assert 0 < (tuner._cut_by_budget_s(study, full) or 0) <= 0.05
+    trial = study.ask()
+    with make_target(rocksdb, workload, store.worker_scratch(), tuner.settings.driver) as target:
+        target.apply(rocksdb.defaults())
+        result = tuner._measure(study, target, trial, full, is_baseline=False)
+    assert result["failure"] == Outcome.BUDGET.value, result
+    assert result["reason"].startswith("the time budget ended during") and not Outcome.BUDGET.config_fault
 
 
 def test_verification_ends_with_a_verdict(rocksdb, store) -> None:

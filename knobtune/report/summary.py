@@ -55,6 +55,7 @@ class StudySummary:
     rung_agreement: list[dict[str, float]] = field(default_factory=list)  # Spearman's rho of each rung with the next
     time_s: dict[str, float] = field(default_factory=dict)  # outcome -> seconds its trials took (and "all")
     units_machine: str | None = None  # the machine whose default gives the values' units (workers: docs/workers.md)
+    time_spent: dict[str, float | None] = field(default_factory=dict)  # the latest `tune`: search, verification
 
     @property
     def drift(self) -> float | None:
@@ -103,6 +104,7 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         limits={"memory_limit_bytes": user.get(attrs.MEMORY_LIMIT), "max_recovery_s": user.get(attrs.MAX_RECOVERY)},
         ranked_by=user.get(attrs.RANKED_BY), ranking=user.get(attrs.RANKING), machines=_machines(study, trials),
         units_machine=user.get(attrs.BASELINE_MACHINE), time_s=time_by_outcome(trials),
+        time_spent=dict(user.get(attrs.TIME_SPENT) or {}),
         rung_agreement=rung_agreement([_rung_values(t) for t in trials if not attrs.is_reference(t.user_attrs)]),
     )
 

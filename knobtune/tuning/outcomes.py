@@ -13,7 +13,7 @@ class Outcome(enum.StrEnum):
     COMPLETE = "complete"  # ran every rung
     PRUNED = "pruned"  # successive halving stopped it at a rung
     TIMEOUT = "timeout"  # ran longer than the limit relative to the default
-    BUDGET = "budget"  # the study's time budget ended before its next rung
+    BUDGET = "budget"  # the study's time budget ended before its next rung, or stopped it
     REFUSED = "refused"  # the system rejected the config
     CRASH = "crash"  # the system died under the config
     DATA_LOSS = "data-loss"  # the workload read back less than it wrote

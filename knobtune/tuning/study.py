@@ -146,7 +146,11 @@ class Tuner:
                 if s.joining or not self._await_other_workers(study) or not self._may_start_trial(study):
                     break  # a worker leaves verifying to the study's process; nothing (more) may run
             if s.verify_top > 0 and s.verify_repeats > 0 and not s.joining:
+                searched_s = self._elapsed()
                 verify_study(study, target, s, self.store.artifacts(s.study_name) / "verify", self._note)
+                study.set_user_attr(attrs.TIME_SPENT, {"search_s": searched_s, "reserved_s": self._verification_reserve_s,
+                                                       "verification_s": self._elapsed() - searched_s,
+                                                       "budget_s": s.time_budget_s})
         return study
 
     def _open_study(self) -> optuna.Study:
@@ -475,20 +479,27 @@ class Tuner:
             limit = left if limit is None else min(limit, left)
         return limit
 
+    def _default_cost_s(self, study: optuna.Study, rung: Rung) -> float:
+        """The wall-clock time this machine's default took at ``rung`` (``min_timeout_s`` before it ran)."""
+        base = self._own_default(study, rung)
+        return self.settings.min_timeout_s if base is None else self._run_cost_s(base)
+
     def _fits(self, study: optuna.Study, rung: Rung) -> bool:
-        """Whether a run at ``rung`` can finish in the time left even if it uses its whole limit."""
+        """Whether a run at ``rung`` may start: the time left holds a run as long as the default's there. A run
+        that takes longer is stopped at the budget's end and counts as ``budget``, never against its config."""
         left = self.time_left_s()
-        return left is None or left >= (self._rung_limit_s(study, rung) or self.settings.min_timeout_s)
+        return left is None or left >= self._default_cost_s(study, rung)
 
     def _ladder_fits(self, study: optuna.Study) -> bool:
-        """Whether a new trial can still climb to full size in the time left: the rungs below as long as the
-        default's, the last one its whole limit. A trial that cannot could never be a candidate."""
+        """Whether a new trial can still climb to full size in the time left, each rung as long as the default's.
+        A config slower than that could not beat the default, so only a loser is cut by the budget's end."""
         left = self.time_left_s()
-        if left is None:
-            return True
-        below = sum(self._run_cost_s(base) for rung in self.settings.rungs[:-1]
-                    if (base := self._own_default(study, rung)) is not None)
-        return left - below >= (self._rung_limit_s(study, self.settings.rungs[-1]) or self.settings.min_timeout_s)
+        return left is None or left >= sum(self._default_cost_s(study, rung) for rung in self.settings.rungs)
+
+    def _cut_by_budget_s(self, study: optuna.Study, rung: Rung) -> float | None:
+        """The time limit of a run at ``rung`` when the budget's end comes before its own limit; else None."""
+        limit, own = self.limit_s(study, rung), self._rung_limit_s(study, rung)
+        return limit if limit is not None and own is not None and limit < own else None
 
     def _may_start_trial(self, study: optuna.Study) -> bool:
         s = self.settings
@@ -635,13 +646,16 @@ class Tuner:
         s = self.settings
         log = self.store.artifacts(s.study_name) / f"trial-{trial.number:04d}" / f"rung-{rung.index}.log"
         limit = self.time_left_s() if is_baseline else self.limit_s(study, rung)
+        cut = None if is_baseline else self._cut_by_budget_s(study, rung)
         try:
             measurement = target.run(rung, timeout_s=limit, log_path=log, seed=s.seed)
             result = self._on_this_machine(study, rung, {**measurement.summary(), "value": measurement.value(s.objective)},
                                            is_baseline)
         except RunFailure as failure:
-            result = {"failure": Outcome.of_failure(failure.kind).value, "reason": failure.reason,
-                      "log": str(failure.log_path or log)}
+            outcome, reason = Outcome.of_failure(failure.kind), failure.reason
+            if outcome is Outcome.TIMEOUT and cut is not None:  # stopped by the budget's end, not its own limit
+                outcome, reason = Outcome.BUDGET, f"the time budget ended during {rung} (stopped after {cut:.1f} s)"
+            result = {"failure": outcome.value, "reason": reason, "log": str(failure.log_path or log)}
         except OSError as exc:  # a folder removed, a disk full: the machine's or our failure, never the config's
             result = {"failure": Outcome.TOOL.value, "reason": f"the machine or knobtune failed: {exc}", "log": str(log)}
         trial.set_user_attr(attrs.rung_key(rung.index), result)
