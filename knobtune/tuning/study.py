@@ -65,13 +65,13 @@ class Progress:
     time_left_s: float | None = None
 
 
-RESERVE_MARGIN = 1.1  # verification's estimate is kept back with this margin
+RESERVE_MARGIN = 1.05  # verification's estimate is kept back with this margin
 MIN_RUN_OVERHEAD_S = 0.2  # per run, outside its measured time, at the least (db_bench here: ~0.2 s)
 
 
 def _measured_s(measured: dict) -> float:
-    """What a run's record accounts for: its measured time and its crash-and-reopen."""
-    return measured["elapsed_s"] + (measured.get("recovery_s") or 0.0)
+    """What a run's record accounts for: its measured time (a settled run's crash-and-reopen is inside it)."""
+    return measured["elapsed_s"]
 
 
 def run_overhead_s(trial: optuna.trial.FrozenTrial) -> float | None:
@@ -110,6 +110,7 @@ class Tuner:
         self._overhead_s = MIN_RUN_OVERHEAD_S  # per run beyond its record, as the default's trial measured it
         self._pending_starts: list[tuple[str, dict]] = []  # configs a new study tries first, once its default ran
         self._twins = False  # whether the verification first re-checks candidates with the workload's twin
+        self._crash_check = False  # whether the verification ends with the winner's crash check
 
     # ------------------------------------------------------------ the whole study
 
@@ -131,6 +132,7 @@ class Tuner:
                            + ", ".join(f"{k}={'/'.join(map(str, v))}" for k, v in impossible.items()))
             self._references = len(target.baselines())
             self._twins = target.twin() is not None
+            self._crash_check = target.has_crash_check()
             study = self._open_study()
             self._check_machine(study, target)
             self._recover_interrupted(study)
@@ -433,9 +435,9 @@ class Tuner:
         The verification runs each candidate and the default (and the heuristic baselines) ``verify_repeats``
         times at full size; its candidates are the best configs so far plus, until there are ``verify_top`` of
         them, the next one that may complete. Each run is estimated from its own full-size measurement (the
-        default's for a candidate yet to come, and for the baselines): the run's time, its crash-and-reopen and
-        the run's own overhead. The twin check and the winner's crash check add runs like the default's. Never
-        more than half the budget.
+        default's for a candidate yet to come, and for the baselines): the run's time (a settled run's
+        crash-and-reopen is part of it) and the per-run overhead. The twin check and, where the target has one, the
+        winner's crash check add runs like the default's. Never more than half the budget.
         """
         s = self.settings
         default = self._own_default(study, s.rungs[-1])
@@ -447,7 +449,7 @@ class Tuner:
         candidates = known + [default] * (len(known) < s.verify_top)
         cost = self._run_cost_s
         per_round = sum(map(cost, candidates)) + (1 + self._references) * cost(default)
-        extra = (2 * len(candidates) if self._twins else 0) + 1  # twins write, then read back; one crash check
+        extra = (2 * len(candidates) if self._twins else 0) + self._crash_check  # twins write, then read back
         estimate = (per_round * s.verify_repeats + extra * cost(default)) * RESERVE_MARGIN
         self._verification_reserve_s = min(estimate, s.time_budget_s / 2)
 
