@@ -242,7 +242,7 @@ def run_knobtune(bench: Bench, seed: int) -> dict[str, Any]:
                          timeline=study_timeline(bench.home, study, bench.maximize),
                          winner=bench.catalog.config(summary["result_config"]), claim=claim,
                          no_winner=None if won else "it keeps the default (measured again as an A/A check)")
-    return record | {"study": study}
+    return record | {"study": study, "time_spent": summary.get("time_spent")}
 
 
 # ---------------------------------------------------------------- SMAC3
