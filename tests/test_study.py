@@ -266,7 +266,8 @@ def test_the_per_run_overhead_is_what_a_trial_took_beyond_its_runs_records() -> 
     from knobtune.tuning.study import MIN_RUN_OVERHEAD_S, run_overhead_s
 
     start = datetime(2026, 11, 23, 12, 0, 0)
-    runs = {attrs.rung_key(0): {"elapsed_s": 1.0, "recovery_s": 0.5}, attrs.rung_key(1): {"elapsed_s": 3.5}}
+    # a settled run's recovery is inside its elapsed time, so it is not counted twice
+    runs = {attrs.rung_key(0): {"elapsed_s": 1.5, "recovery_s": 0.5}, attrs.rung_key(1): {"elapsed_s": 3.5}}
     trial = optuna.trial.create_trial(value=3.5, user_attrs=runs)
     trial.datetime_start, trial.datetime_complete = start, start + timedelta(seconds=8.0)
     assert run_overhead_s(trial) == pytest.approx((8.0 - 5.0) / 2)  # a server restarting for every run
