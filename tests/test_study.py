@@ -260,6 +260,16 @@ def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_s
         starting_configs(first, "leveldb")
 
 
+def test_a_time_budget_verifies_fewer_candidates_rather_than_end_late() -> None:
+    from knobtune.tuning.study import fitting_top
+
+    per_candidate = lambda top: 40.0 + 30.0 * top  # the default and a baseline, then 30 s per candidate
+    assert fitting_top(per_candidate, 3, 150.0) == 3  # 130 s fits
+    assert fitting_top(per_candidate, 3, 110.0) == 2
+    assert fitting_top(per_candidate, 3, 60.0) == 1  # even one does not fit: one is verified all the same
+    assert fitting_top(per_candidate, 1, 1000.0) == 1
+
+
 def test_the_per_run_overhead_is_what_a_trial_took_beyond_its_runs_records() -> None:
     from datetime import datetime, timedelta
 

@@ -74,6 +74,12 @@ def _measured_s(measured: dict) -> float:
     return measured["elapsed_s"]
 
 
+def fitting_top(estimate_s: Callable[[int], float], wanted: int, limit_s: float) -> int:
+    """The most candidates, up to ``wanted`` and at least one, whose verification ``estimate_s`` fits in
+    ``limit_s``: a time budget verifies fewer candidates rather than end late (each keeps its repeats)."""
+    return next((top for top in range(wanted, 0, -1) if estimate_s(top) <= limit_s), min(wanted, 1))
+
+
 def run_overhead_s(trial: optuna.trial.FrozenTrial) -> float | None:
     """A finished trial's wall-clock time per run beyond what its runs' records account for (starting the
     program or server, restoring or clearing its data); None while it runs or when it ran nothing."""
@@ -106,6 +112,8 @@ class Tuner:
         self.trials_run = 0  # trials this process ran (the defaults included)
         self._best: float | None = None
         self._verification_reserve_s = 0.0
+        self._verify_top = settings.verify_top  # candidates verified: fewer when a time budget cannot hold them all
+        self._verify_top_wanted_s = 0.0  # what verifying all of --verify-top would take, as last estimated
         self._references = 0  # heuristic baselines the verification runs beside the candidates
         self._overhead_s = MIN_RUN_OVERHEAD_S  # per run beyond its record, as the default's trial measured it
         self._pending_starts: list[tuple[str, dict]] = []  # configs a new study tries first, once its default ran
@@ -149,7 +157,8 @@ class Tuner:
                     break  # a worker leaves verifying to the study's process; nothing (more) may run
             if s.verify_top > 0 and s.verify_repeats > 0 and not s.joining:
                 searched_s = self._elapsed()
-                verify_study(study, target, s, self.store.artifacts(s.study_name) / "verify", self._note)
+                verify_study(study, target, self._fitted_verification(), self.store.artifacts(s.study_name) / "verify",
+                             self._note)
                 study.set_user_attr(attrs.TIME_SPENT, {"search_s": searched_s, "reserved_s": self._verification_reserve_s,
                                                        "verification_s": self._elapsed() - searched_s,
                                                        "budget_s": s.time_budget_s})
@@ -437,7 +446,8 @@ class Tuner:
         them, the next one that may complete. Each run is estimated from its own full-size measurement (the
         default's for a candidate yet to come, and for the baselines): the run's time (a settled run's
         crash-and-reopen is part of it) and the per-run overhead. The twin check and, where the target has one, the
-        winner's crash check add runs like the default's. Never more than half the budget.
+        winner's crash check add runs like the default's. Never more than half the budget: when verifying all of
+        ``verify_top`` would take more, fewer candidates are verified (at least one, each with all its repeats).
         """
         s = self.settings
         default = self._own_default(study, s.rungs[-1])
@@ -446,12 +456,27 @@ class Tuner:
         self._overhead_s = self._measured_overhead_s(study)
         full = attrs.rung_key(s.rungs[-1].index)
         known = [t.user_attrs[full] for t in top_trials(study, s.verify_top) if full in t.user_attrs]
-        candidates = known + [default] * (len(known) < s.verify_top)
         cost = self._run_cost_s
-        per_round = sum(map(cost, candidates)) + (1 + self._references) * cost(default)
-        extra = (2 * len(candidates) if self._twins else 0) + self._crash_check  # twins write, then read back
-        estimate = (per_round * s.verify_repeats + extra * cost(default)) * RESERVE_MARGIN
-        self._verification_reserve_s = min(estimate, s.time_budget_s / 2)
+
+        def estimate_s(top: int) -> float:
+            candidates = known[:top] + [default] * (len(known[:top]) < top)
+            per_round = sum(map(cost, candidates)) + (1 + self._references) * cost(default)
+            extra = (2 * len(candidates) if self._twins else 0) + self._crash_check  # twins write, then read back
+            return (per_round * s.verify_repeats + extra * cost(default)) * RESERVE_MARGIN
+
+        self._verify_top = fitting_top(estimate_s, s.verify_top, s.time_budget_s / 2)
+        self._verification_reserve_s = min(estimate_s(self._verify_top), s.time_budget_s / 2)
+        self._verify_top_wanted_s = estimate_s(s.verify_top)
+
+    def _fitted_verification(self) -> TuneSettings:
+        """The settings to verify with: ``verify_top`` lowered to what fits in half the time budget, said once."""
+        s = self.settings
+        if self._verify_top >= s.verify_top:
+            return s
+        self._note(f"verifying the top {self._verify_top} of --verify-top {s.verify_top}: all {s.verify_top} would "
+                   f"take ~{self._verify_top_wanted_s:.0f} s, more than half of the {s.time_budget_s:.0f} s budget. "
+                   "Fix, for more: a longer --time")
+        return dataclasses.replace(s, verify_top=self._verify_top)
 
     def _measured_overhead_s(self, study: optuna.Study) -> float:
         """The per-run overhead of this machine's latest finished default trial (at least the minimum)."""
