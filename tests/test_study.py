@@ -260,14 +260,17 @@ def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_s
         starting_configs(first, "leveldb")
 
 
-def test_a_time_budget_verifies_fewer_candidates_rather_than_end_late() -> None:
-    from knobtune.tuning.study import fitting_top
+def test_a_time_budget_gives_up_the_baselines_then_candidates_rather_than_end_late() -> None:
+    from knobtune.tuning.study import fitting_verification
 
-    per_candidate = lambda top: 40.0 + 30.0 * top  # the default and a baseline, then 30 s per candidate
-    assert fitting_top(per_candidate, 3, 150.0) == 3  # 130 s fits
-    assert fitting_top(per_candidate, 3, 110.0) == 2
-    assert fitting_top(per_candidate, 3, 60.0) == 1  # even one does not fit: one is verified all the same
-    assert fitting_top(per_candidate, 1, 1000.0) == 1
+    def estimate_s(top: int, references: bool) -> float:  # the default, 20 s; a baseline 30 s; 30 s per candidate
+        return 20.0 + 30.0 * references + 30.0 * top
+
+    assert fitting_verification(estimate_s, 3, 150.0) == (3, True)  # 140 s fits
+    assert fitting_verification(estimate_s, 3, 110.0) == (3, False)  # the baseline goes before a candidate
+    assert fitting_verification(estimate_s, 3, 90.0) == (2, False)
+    assert fitting_verification(estimate_s, 3, 30.0) == (1, False)  # even one does not fit: one is verified
+    assert fitting_verification(estimate_s, 1, 1000.0) == (1, True)
 
 
 def test_the_per_run_overhead_is_what_a_trial_took_beyond_its_runs_records() -> None:

@@ -27,6 +27,7 @@ class TuneSettings:
     reduction_factor: int = 3
     verify_top: int = 3
     verify_repeats: int = 5
+    verify_references: bool = True  # the heuristic baselines are verified beside the candidates (not when tight)
     control_every: int = 10  # re-run the default after every N trials that reached full size (0: never)
     settle: bool = True  # a run's time includes settling the store afterwards (False: the raw window)
     scale_rungs: bool = True  # a small rung runs the config's data-sized knobs scaled to its share of the data

@@ -74,10 +74,14 @@ def _measured_s(measured: dict) -> float:
     return measured["elapsed_s"]
 
 
-def fitting_top(estimate_s: Callable[[int], float], wanted: int, limit_s: float) -> int:
-    """The most candidates, up to ``wanted`` and at least one, whose verification ``estimate_s`` fits in
-    ``limit_s``: a time budget verifies fewer candidates rather than end late (each keeps its repeats)."""
-    return next((top for top in range(wanted, 0, -1) if estimate_s(top) <= limit_s), min(wanted, 1))
+def fitting_verification(estimate_s: Callable[[int, bool], float], wanted: int, limit_s: float) -> tuple[int, bool]:
+    """The verification that fits in ``limit_s``, as (candidates, beside the heuristic baselines or not).
+
+    ``estimate_s(top, references)`` is its time. A time budget gives up the baselines' comparison first (it
+    informs, it decides nothing), then candidates, down to one, rather than end late; each keeps its repeats.
+    """
+    options = [(wanted, True)] + [(top, False) for top in range(wanted, 0, -1)]
+    return next((option for option in options if estimate_s(*option) <= limit_s), (min(wanted, 1), False))
 
 
 def run_overhead_s(trial: optuna.trial.FrozenTrial) -> float | None:
@@ -113,8 +117,10 @@ class Tuner:
         self._best: float | None = None
         self._verification_reserve_s = 0.0
         self._verify_top = settings.verify_top  # candidates verified: fewer when a time budget cannot hold them all
-        self._verify_top_wanted_s = 0.0  # what verifying all of --verify-top would take, as last estimated
-        self._references = 0  # heuristic baselines the verification runs beside the candidates
+        self._verify_references = True  # whether the heuristic baselines are verified beside them (not when tight)
+        self._verification_wanted_s = 0.0  # what verifying all of --verify-top and the baselines would take
+        self._verification_fitted_s = 0.0  # what the verification that was fitted to the budget will take
+        self._references: tuple[str, ...] = ()  # heuristic baselines the verification runs beside the candidates
         self._overhead_s = MIN_RUN_OVERHEAD_S  # per run beyond its record, as the default's trial measured it
         self._pending_starts: list[tuple[str, dict]] = []  # configs a new study tries first, once its default ran
         self._twins = False  # whether the verification first re-checks candidates with the workload's twin
@@ -138,7 +144,7 @@ class Tuner:
                 self.settings = s = dataclasses.replace(s, space=s.space.excluding(impossible))
                 self._note("left out, this machine refuses them: "
                            + ", ".join(f"{k}={'/'.join(map(str, v))}" for k, v in impossible.items()))
-            self._references = len(target.baselines())
+            self._references = tuple(target.baselines())
             self._twins = target.twin() is not None
             self._crash_check = target.has_crash_check()
             study = self._open_study()
@@ -458,25 +464,33 @@ class Tuner:
         known = [t.user_attrs[full] for t in top_trials(study, s.verify_top) if full in t.user_attrs]
         cost = self._run_cost_s
 
-        def estimate_s(top: int) -> float:
+        def estimate_s(top: int, references: bool) -> float:
             candidates = known[:top] + [default] * (len(known[:top]) < top)
-            per_round = sum(map(cost, candidates)) + (1 + self._references) * cost(default)
+            per_round = sum(map(cost, candidates)) + (1 + len(self._references) * references) * cost(default)
             extra = (2 * len(candidates) if self._twins else 0) + self._crash_check  # twins write, then read back
             return (per_round * s.verify_repeats + extra * cost(default)) * RESERVE_MARGIN
 
-        self._verify_top = fitting_top(estimate_s, s.verify_top, s.time_budget_s / 2)
-        self._verification_reserve_s = min(estimate_s(self._verify_top), s.time_budget_s / 2)
-        self._verify_top_wanted_s = estimate_s(s.verify_top)
+        self._verify_top, self._verify_references = fitting_verification(estimate_s, s.verify_top,
+                                                                          s.time_budget_s / 2)
+        self._verification_fitted_s = estimate_s(self._verify_top, self._verify_references)
+        self._verification_reserve_s = min(self._verification_fitted_s, s.time_budget_s / 2)
+        self._verification_wanted_s = estimate_s(s.verify_top, True)
 
     def _fitted_verification(self) -> TuneSettings:
-        """The settings to verify with: ``verify_top`` lowered to what fits in half the time budget, said once."""
+        """The settings to verify with, fitted to half the time budget; what was given up, and any lateness, said."""
         s = self.settings
-        if self._verify_top >= s.verify_top:
-            return s
-        self._note(f"verifying the top {self._verify_top} of --verify-top {s.verify_top}: all {s.verify_top} would "
-                   f"take ~{self._verify_top_wanted_s:.0f} s, more than half of the {s.time_budget_s:.0f} s budget. "
-                   "Fix, for more: a longer --time")
-        return dataclasses.replace(s, verify_top=self._verify_top)
+        left_out = () if self._verify_references else self._references
+        given_up = ([f"the top {self._verify_top} of --verify-top {s.verify_top}"] * (self._verify_top < s.verify_top)
+                    + [f"without {', '.join(left_out)} beside the default"] * bool(left_out))
+        late_s = self._verification_fitted_s - s.time_budget_s / 2 if s.time_budget_s else 0.0
+        if given_up:
+            self._note(f"verifying {' '.join(given_up)}: all would take ~{self._verification_wanted_s:.0f} s, more "
+                       f"than half of the {s.time_budget_s:.0f} s budget. Fix, for more: a longer --time")
+        if late_s > 0:
+            self._note(f"verifying needs ~{self._verification_fitted_s:.0f} s, more than half of the "
+                       f"{s.time_budget_s:.0f} s budget: tune ends ~{late_s:.0f} s past --time. "
+                       "Fix: a longer --time, or fewer --repeats")
+        return dataclasses.replace(s, verify_top=self._verify_top, verify_references=self._verify_references)
 
     def _measured_overhead_s(self, study: optuna.Study) -> float:
         """The per-run overhead of this machine's latest finished default trial (at least the minimum)."""
