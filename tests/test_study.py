@@ -273,6 +273,28 @@ def test_a_time_budget_gives_up_the_baselines_then_candidates_rather_than_end_la
     assert fitting_verification(estimate_s, 1, 1000.0) == (1, True)
 
 
+def test_a_tight_budget_verifies_without_the_baselines_and_says_how_late_it_ends(rocksdb, store) -> None:
+    notes: list[str] = []
+    tuner = Tuner(_settings(rocksdb, tiny("put-get-delete", 4000), trials=None, time_budget_s=300, verify_top=2,
+                            verify_repeats=5), store, on_progress=lambda event: notes.append(event.message))
+    tuner._references = ("rocksdb-guide",)
+    tuner._verify_top, tuner._verify_references = 1, False  # as _reserve_verification fits them
+    tuner._verification_wanted_s, tuner._verification_fitted_s = 285.0, 200.0
+    fitted = tuner._fitted_verification()
+    assert (fitted.verify_top, fitted.verify_references) == (1, False)
+    assert notes[0].startswith("verifying the top 1 of --verify-top 2 without rocksdb-guide beside the default: "
+                               "all would take ~285 s, more than half of the 300 s budget")
+    assert "tune ends ~50 s past --time" in notes[1]
+
+    workload = dataclasses.replace(tiny("put-get-delete", 4000), ladder=(1.0,))  # one rung: nothing is pruned
+    study = Tuner(_settings(rocksdb, workload, study_name="tight", trials=2, start_from_baselines=True,
+                            verify_top=1, verify_repeats=2, verify_references=False), store).run()
+    verification = study.user_attrs[attrs.VERIFICATION]
+    assert "candidates" in verification, verification  # the guide, at least, completed
+    assert not [c for c in verification["candidates"] if c.get("reference")]
+    assert "beside it" not in verification["verdict"]
+
+
 def test_the_per_run_overhead_is_what_a_trial_took_beyond_its_runs_records() -> None:
     from datetime import datetime, timedelta
 

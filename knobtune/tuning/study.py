@@ -117,7 +117,7 @@ class Tuner:
         self._best: float | None = None
         self._verification_reserve_s = 0.0
         self._verify_top = settings.verify_top  # candidates verified: fewer when a time budget cannot hold them all
-        self._verify_references = True  # whether the heuristic baselines are verified beside them (not when tight)
+        self._verify_references = settings.verify_references  # the heuristic baselines beside them (not when tight)
         self._verification_wanted_s = 0.0  # what verifying all of --verify-top and the baselines would take
         self._verification_fitted_s = 0.0  # what the verification that was fitted to the budget will take
         self._references: tuple[str, ...] = ()  # heuristic baselines the verification runs beside the candidates
@@ -144,7 +144,7 @@ class Tuner:
                 self.settings = s = dataclasses.replace(s, space=s.space.excluding(impossible))
                 self._note("left out, this machine refuses them: "
                            + ", ".join(f"{k}={'/'.join(map(str, v))}" for k, v in impossible.items()))
-            self._references = tuple(target.baselines())
+            self._references = tuple(target.baselines()) if s.verify_references else ()
             self._twins = target.twin() is not None
             self._crash_check = target.has_crash_check()
             study = self._open_study()
@@ -470,8 +470,8 @@ class Tuner:
             extra = (2 * len(candidates) if self._twins else 0) + self._crash_check  # twins write, then read back
             return (per_round * s.verify_repeats + extra * cost(default)) * RESERVE_MARGIN
 
-        self._verify_top, self._verify_references = fitting_verification(estimate_s, s.verify_top,
-                                                                          s.time_budget_s / 2)
+        self._verify_top, references = fitting_verification(estimate_s, s.verify_top, s.time_budget_s / 2)
+        self._verify_references = s.verify_references and references
         self._verification_fitted_s = estimate_s(self._verify_top, self._verify_references)
         self._verification_reserve_s = min(self._verification_fitted_s, s.time_budget_s / 2)
         self._verification_wanted_s = estimate_s(s.verify_top, True)
