@@ -325,3 +325,13 @@ def test_small_rungs_run_the_config_scaled_to_their_share_of_the_data(rocksdb, s
     assert study.user_attrs[attrs.SCALED_RUNGS] is scale
     with pytest.raises(UsageError, match="unscaled-rungs"):  # resumed with the other choice: values would not compare
         Tuner(_settings(rocksdb, workload, trials=0, scale_rungs=not scale), store).run()
+
+
+def test_a_known_starting_config_climbs_to_full_size_even_when_a_small_rung_would_prune_it(rocksdb, store) -> None:
+    workload = tiny("put-get-delete", 6000)
+    slow = {"compression_type": "zlib", "block_size": 1024}  # slower than the default at every size, not 3x
+    study = Tuner(_settings(rocksdb, workload, trials=1, start_configs=(("a slow known config", slow),)), store).run()
+    default, started = study.trials[0], study.trials[1]
+    assert started.user_attrs[attrs.STARTED_FROM] == "a slow known config"
+    assert started.user_attrs["rung_0"]["value"] > default.user_attrs["rung_0"]["value"]  # halving alone would prune it
+    assert started.user_attrs[attrs.OUTCOME] == Outcome.COMPLETE and started.user_attrs[attrs.REACHED_RUNG] == 2

@@ -648,7 +648,12 @@ class Tuner:
     def _climb(self, study: optuna.Study, target: Target, trial: optuna.Trial, config: dict, digest: str,
                is_baseline: bool) -> Outcome:
         """Run ``trial`` (``config``, already applied) up the ladder; tell Optuna how it ended and return the
-        outcome. With ``scale_rungs``, each rung runs the config scaled to its share of the data."""
+        outcome. With ``scale_rungs``, each rung runs the config scaled to its share of the data.
+
+        The default and a known config a new study tries first (``started_from``: a heuristic baseline, a previous
+        study's best) are never pruned: they climb to full size unless they fail or time out. A known config is
+        worth its full-size run, and a small rung's noise must not throw it away (docs/tuning.md).
+        """
         s = self.settings
         rungs = s.rungs
         applied = config
@@ -678,7 +683,7 @@ class Tuner:
                     self._best = value if self._best is None or s.objective.better(value, self._best) else self._best
                 return self._finish(study, trial, Outcome.COMPLETE, "", value)
             trial.report(value, step=self._step(rung))
-            if trial.should_prune() and not is_baseline:
+            if trial.should_prune() and not is_baseline and attrs.STARTED_FROM not in trial.user_attrs:
                 return self._finish(study, trial, Outcome.PRUNED, f"successive halving stopped it after {rung}")
         raise KnobtuneError(f"workload '{s.workload.name}' has an empty fidelity ladder. Fix: give it a ladder")
 
