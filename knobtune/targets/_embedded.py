@@ -30,7 +30,8 @@ BUILD_HINT = "Fix: build it with `bash scripts/setup` (cmake -S native -B native
 PROBE_KEYS = 1000  # point reads after the reopen: "answers reads" means these returned
 SETTLE_MIN_LIMIT_S = 60.0  # the settle's limit when the run has none (the default's first runs)
 SETTLE_LIMIT_FACTOR = 10.0  # ... or this many times the workload's own time, if larger
-CLOSE_GRACE_S = 5.0  # time kvbench may take to close the store after giving up on compaction
+CLOSE_GRACE_S = 5.0  # time kvbench may take to close the store after giving up on compaction, at the most:
+MIN_CLOSE_GRACE_S = 1.0  # a settle limit shorter than the grace gets its own length, at least this
 _NOT_SETTLED = 5  # kvbench's exit status: compaction still pending at its limit
 
 
@@ -145,9 +146,12 @@ class EmbeddedTarget(Target):
         result_path.unlink(missing_ok=True)
         argv = [self._settler, "--engine", self.system, "--db", str(db_dir), "--settle", str(spec_path),
                 "--result", str(result_path)]
-        process = run_logged(argv, log_path=log_path, timeout_s=limit_s + CLOSE_GRACE_S,
-                             memory_limit_bytes=self.memory_limit_bytes)
-        self.check_process(process, rung, limit_s + CLOSE_GRACE_S, log_path, what="the settle (reopen, flush, compaction)")
+        stop_s = limit_s + min(CLOSE_GRACE_S, max(MIN_CLOSE_GRACE_S, limit_s))  # a small rung's 1 s limit: 2 s, not 6
+        process = run_logged(argv, log_path=log_path, timeout_s=stop_s, memory_limit_bytes=self.memory_limit_bytes)
+        if process.timed_out:
+            raise RunFailure(FailureKind.TIMEOUT, f"the store did not settle within {limit_s:.1f} s: the settle (reopen, "
+                             f"flush, compaction) was stopped after {stop_s:.1f} s", log_path)
+        self.check_process(process, rung, stop_s, log_path, what="the settle (reopen, flush, compaction)")
         report = read_result(result_path)
         if report is not None and (process.returncode == _NOT_SETTLED or report.get("settle_s", 0) > limit_s):
             pending = report.get("reason") or "it took " + f"{report.get('settle_s', 0):.1f} s"
