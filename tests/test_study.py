@@ -242,6 +242,8 @@ def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_s
     sampled = [t for t in first.trials if not attrs.is_reference(t.user_attrs)]
     assert attrs.is_reference(first.trials[0].user_attrs)  # trial 0 stays the default; the guide comes next
     assert sampled[0].number == 1 and sampled[0].user_attrs[attrs.STARTED_FROM] == "rocksdb-guide"
+    assert [t.user_attrs[attrs.STARTED_FROM] for t in sampled[1:]] == [  # it reads single keys: a hash memtable
+        "rocksdb-point-lookups", "rocksdb-point-lookups-universal"]
     guide = {"level_compaction_dynamic_level_bytes": True, "max_background_jobs": 6, "bytes_per_sync": 1 << 20,
              "block_size": 16 << 10, "cache_index_and_filter_blocks": True}  # pin_l0_... is not searched
     assert guide.items() <= sampled[0].user_attrs[attrs.CONFIG].items()

@@ -297,3 +297,8 @@ class Target(abc.ABC):
     def baselines(self) -> dict[str, dict[str, Value]]:
         """Heuristic configs users start from (label -> changed knobs), verified beside the default and the result."""
         return {}
+
+    def starting_configs(self) -> dict[str, dict[str, Value]]:
+        """Configs a new study tries first (label -> changed knobs): the heuristic baselines, and any the
+        workload's shape suggests. Only the baselines are verified beside the result."""
+        return self.baselines()

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from knobtune.errors import ToolMissingError
+from knobtune.knobs import Value
+from knobtune.knobs.starts import point_lookup_starts
 from knobtune.knobs.units import human_bytes
 from knobtune.targets._base import FailureKind, Measurement, RunFailure, Settle, Target
 from knobtune.targets._process import ProcessResult, run_logged
@@ -69,6 +71,22 @@ class EmbeddedTarget(Target):
             ToolMissingError: it is not built.
         """
         return find_kvbench()
+
+    def starting_configs(self) -> dict[str, dict[str, Value]]:
+        """The baselines, then, for a workload that reads single keys and never scans, the data set held in a hash
+        memtable (``knobs.starts``), unless it is planned over the memory limit."""
+        starts = self.baselines()
+        if self.reads_single_keys_only():
+            w = self.workload
+            for label, changed in point_lookup_starts(self.catalog, w.records * (w.key_size + w.value_size),
+                                                      w.key_size).items():
+                if not self.catalog.memory.over_limit(self.catalog.config(changed), self.memory_limit_bytes):
+                    starts[label] = changed
+        return starts
+
+    def reads_single_keys_only(self) -> bool:
+        """Whether the workload reads single keys and never scans a range (a hash memtable can serve it)."""
+        return False
 
     def twin(self) -> EmbeddedTarget | None:
         if "twin" not in self.section(self.workload):

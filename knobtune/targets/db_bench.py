@@ -36,6 +36,10 @@ _MAX = re.compile(r"^Min: \d+\s+Median: [\d.]+\s+Max: (\d+)")
 _MACHINE_FAULTS = ("No space left on device", "Too many open files", "Cannot allocate memory")
 _ERROR_LINE = re.compile(r"error|Invalid argument|Not supported|should be|Corruption", re.IGNORECASE)
 _READS = {"readrandom", "readwhilewriting", "readseq"}
+_POINT_READS = frozenset({"readrandom", "readwhilewriting", "readrandomwriterandom", "multireadrandom", "readmissing",
+                          "readhot"})  # benchmarks that read single keys
+_POINT_WRITES = frozenset({"fillrandom", "filluniquerandom", "fillseq", "overwrite", "updaterandom", "deleterandom",
+                           "deleteseq", "flush", "waitforcompaction", "compact"})  # that write them, or maintain
 _NO_RESULT = {"flush", "waitforcompaction", "compact"}  # db_bench prints no result line for these
 _HELP_DEFAULT = re.compile(r"^\s+-(\w+) \(.*?\) type: \w+\s+default: (.*)$")
 
@@ -132,6 +136,10 @@ class DbBenchTarget(EmbeddedTarget):
         put-get-delete here they were slower than the default (bench/README.md), so a study does not start there."""
         guide = compute_baseline(self.system, Machine.from_host(), None)
         return {guide.name: dict(self.catalog.changed(self.catalog.config(guide.config)))}
+
+    def reads_single_keys_only(self) -> bool:
+        """Whether every benchmark reads or writes single keys (any other, a scan or seek say, may not) and one reads."""
+        return set(self.benchmarks) <= _POINT_READS | _POINT_WRITES and bool(set(self.benchmarks) & _POINT_READS)
 
     def version(self) -> str:
         out = subprocess.run([find_db_bench(), "--version"], capture_output=True, text=True, check=False).stdout

@@ -94,6 +94,17 @@ class KvbenchTarget(EmbeddedTarget):
     def settle_config(self) -> dict[str, str]:
         return dict(self._config)
 
+    def reads_single_keys_only(self) -> bool:
+        """Whether some phase reads single keys (``read``, or a mix with reads or read-modify-writes) and none
+        scans (``readseq``, or a mix with scans)."""
+        reads = False
+        for phase in self.phases:
+            mix = phase.get("mix") or {}
+            if phase.get("kind") == "readseq" or mix.get("scan"):
+                return False
+            reads = reads or phase.get("kind") == "read" or bool(mix.get("read") or mix.get("rmw"))
+        return reads
+
     def version(self) -> str:
         probe = self.scratch_dir / "version-probe"
         spec = probe.with_suffix(".json")

@@ -278,13 +278,14 @@ class Tuner:
         return self._storage.get_trial(self._trial_id(study, number)).state == TrialState.RUNNING
 
     def _queue_starting_configs(self, study: optuna.Study, target: Target) -> None:
-        """A new study tries known configs first, right after the default: the target's heuristic baselines (with
-        ``start_from_baselines``) and ``start_configs`` (--start-from), each as far as the search space holds it.
+        """A new study tries known configs first, right after the default: the target's starting configs (its
+        heuristic baselines and those the workload's shape suggests; with ``start_from_baselines``) and
+        ``start_configs`` (--start-from), each as far as the search space holds it.
         They are queued when the default has run (``_ask``), so that trial 0 stays the default."""
         s = self.settings
         if s.joining or any(not attrs.is_reference(t.user_attrs) for t in study.get_trials(deepcopy=False)):
             return
-        self._pending_starts = list(target.baselines().items()) if s.start_from_baselines else []
+        self._pending_starts = list(target.starting_configs().items()) if s.start_from_baselines else []
         self._pending_starts += list(s.start_configs)
 
     def _enqueue_starts(self, study: optuna.Study) -> None:

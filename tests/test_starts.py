@@ -1,0 +1,79 @@
+"""Starting configs from a workload's shape: the point-lookup file, its errors, and which targets offer it (nothing run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from knobtune.errors import CatalogError
+from knobtune.knobs import load_catalog
+from knobtune.knobs.starts import point_lookup_starts
+from knobtune.targets import make_target
+from knobtune.workloads import load_workload
+
+ROCKSDB = load_catalog("rocksdb")
+GIB = 1 << 30
+
+
+def test_the_buffers_hold_most_of_the_data_set_in_a_hash_memtable_with_and_without_universal() -> None:
+    starts = point_lookup_starts(ROCKSDB, GIB, key_size=16)
+    assert list(starts) == ["rocksdb-point-lookups", "rocksdb-point-lookups-universal"]
+    level, universal = starts.values()
+    assert level["memtablerep"] == "hash_linkedlist" and level["allow_concurrent_memtable_write"] is False
+    assert level["write_buffer_size"] == int(0.4 * GIB) and "compaction_style" not in level
+    assert universal == {**level, "compaction_style": "universal"}
+    for changed in starts.values():
+        ROCKSDB.config(changed)  # every relation holds (hash buckets against the buffer's size)
+
+
+def test_data_sized_knobs_keep_to_the_default_and_the_range() -> None:
+    small = point_lookup_starts(ROCKSDB, 10 << 20, key_size=24)["rocksdb-point-lookups"]
+    assert "write_buffer_size" not in small  # 4 MiB is below the default's 64 MiB: the default stays
+    huge = point_lookup_starts(ROCKSDB, 100 * GIB, key_size=24)["rocksdb-point-lookups"]
+    assert huge["write_buffer_size"] == ROCKSDB["write_buffer_size"].max
+
+
+def test_keys_shorter_than_the_hashed_prefix_and_other_systems_get_none() -> None:
+    assert point_lookup_starts(ROCKSDB, GIB, key_size=8) == {}
+    assert point_lookup_starts(load_catalog("leveldb"), GIB, key_size=24) == {}
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (("write_buffer_size = 0.4", "write_buffer_size = 1.5"), "not a fraction of the data set"),
+    (('memtablerep = "hash_linkedlist"', 'memtable_kind = "hash_linkedlist"'), "memtable_kind"),
+    (("[variants.", "[variant."), "at least one [variants] table"),
+])
+def test_a_broken_file_names_itself_and_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                edit: tuple[str, str], message: str) -> None:
+    import knobtune.knobs.starts as starts
+
+    original = (starts.BASELINE_DIR / "rocksdb-point-lookups.toml").read_text()
+    assert edit[0] in original
+    (tmp_path / "rocksdb-point-lookups.toml").write_text(original.replace(*edit))
+    monkeypatch.setattr(starts, "BASELINE_DIR", tmp_path)
+    with pytest.raises(CatalogError, match="rocksdb-point-lookups.toml") as caught:
+        point_lookup_starts(ROCKSDB, GIB, key_size=16)
+    assert message in str(caught.value) and "Fix:" in str(caught.value)
+
+
+@pytest.mark.parametrize(("workload", "driver", "offered"), [
+    ("put-get-delete", "db_bench", True),
+    ("readrandom", "db_bench", True),
+    ("fillrandom", "db_bench", False),  # no reads: the reopen replays what the buffers held (0.81x measured)
+    ("ycsb-c", "kvbench", True),
+    ("ycsb-a", "kvbench", True),
+    ("ycsb-e", "kvbench", False),  # scans
+    ("readseq", "kvbench", False),
+])
+def test_a_target_offers_them_to_workloads_that_read_single_keys_and_never_scan(
+        tmp_path: Path, workload: str, driver: str, offered: bool) -> None:
+    target = make_target(ROCKSDB, load_workload(workload), tmp_path, driver)
+    starts = target.starting_configs()
+    assert ("rocksdb-point-lookups-universal" in starts) is offered
+    assert target.baselines().items() <= starts.items()  # the baselines stay first; only they are verified beside
+
+
+def test_a_memory_limit_below_their_plan_leaves_them_out(tmp_path: Path) -> None:
+    target = make_target(ROCKSDB, load_workload("put-get-delete"), tmp_path, "db_bench", memory_limit_bytes=512 << 20)
+    assert list(target.starting_configs()) == ["rocksdb-guide"]
