@@ -146,7 +146,9 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
             "(a trial's ratio to its own machine's default times that machine's default)", markup=False)
     if summary.result_trial is not None and summary.result_value is not None:
         gain = f", {summary.single_run_speedup:.2f}x the default's single run" if summary.single_run_speedup else ""
-        out.print(f"result: trial {summary.result_trial}, {summary.objective.show(summary.result_value)}{gain}")
+        known = f" ({summary.result_tried_first}, tried first)" if summary.result_tried_first else ""
+        out.print(f"result: trial {summary.result_trial}{known}, {summary.objective.show(summary.result_value)}{gain}",
+                  markup=False)
         table = Table("knob", "default", "result", title="changed knobs")
         for name, value in sorted(summary.result_config.items()):
             knob = catalog.knobs[name]

@@ -77,3 +77,22 @@ def test_a_target_offers_them_to_workloads_that_read_single_keys_and_never_scan(
 def test_a_memory_limit_below_their_plan_leaves_them_out(tmp_path: Path) -> None:
     target = make_target(ROCKSDB, load_workload("put-get-delete"), tmp_path, "db_bench", memory_limit_bytes=512 << 20)
     assert list(target.starting_configs()) == ["rocksdb-guide"]
+
+
+def test_a_verdict_names_the_known_config_the_result_is() -> None:
+    from knobtune.analysis import noise, speedup
+    from knobtune.tuning.finish import verdict
+    from knobtune.tuning.verify import Candidate, CandidateRuns, Comparison
+    from knobtune.workloads import Objective, Rung
+
+    default = CandidateRuns(Candidate("default", {}), values=[6.0, 6.2, 5.9, 6.1, 6.0])
+    started = CandidateRuns(Candidate("trial 3", {"memtablerep": "hash_linkedlist"},
+                                      tried_first="rocksdb-point-lookups-universal"), values=[3.3, 3.4, 3.2, 3.3, 3.5])
+    searched = CandidateRuns(Candidate("trial 9", {"block_size": 8192}), values=[5.9, 6.1, 6.0, 6.0, 5.8])
+    runs = (default, started, searched)
+    comparison = Comparison(Objective.ELAPSED_S, Rung(2, 1.0, 100), 5, runs,
+                            {r.candidate.label: speedup(default.values, r.values, False) for r in runs[1:]},
+                            noise(default.values))
+    assert verdict(comparison).startswith("trial 3 (rocksdb-point-lookups-universal, tried first) is 1.8")
+    assert comparison.to_dict()["candidates"][1]["tried_first"] == "rocksdb-point-lookups-universal"
+    assert "tried_first" not in comparison.to_dict()["candidates"][2]  # the search's own config

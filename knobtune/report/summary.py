@@ -48,6 +48,7 @@ class StudySummary:
     settled: bool = True  # run times include settling the store (False: the raw window, --unsettled)
     scaled_rungs: bool = False  # small rungs ran configs with their data-sized knobs scaled to the rung's share
     costs: dict[str, dict[str, Any]] = field(default_factory=dict)  # "default" / "result" -> settle, recovery, memory
+    result_tried_first: str = ""  # the known config the study tried first that the result is (its label), if it is
     limits: dict[str, Any] = field(default_factory=dict)  # memory_limit_bytes, max_recovery_s (None: none given)
     ranked_by: dict[str, Any] | None = None  # a top-k study: the ranking study, k and the knobs it searched
     ranking: dict[str, Any] | None = None  # a ranking study: its knob ranking (analysis.ranking.Ranking.to_dict)
@@ -90,6 +91,7 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         counts=count_outcomes(trials), default_value=baseline.value if baseline else None,
         result_trial=result.number if result else None, result_value=result.value if result else None,
         result_config=config, verified=bool(verification and verification.get("winner")),
+        result_tried_first=str(result.user_attrs.get(attrs.STARTED_FROM, "")) if result else "",
         verdict=_verdict(verification, result), single_run_speedup=speedup, verification=verification,
         allow_unsafe=bool(user.get(attrs.ALLOW_UNSAFE)),
         allow_operational=bool(user.get(attrs.ALLOW_OPERATIONAL)), left_out=dict(user.get(attrs.LEFT_OUT, {})),

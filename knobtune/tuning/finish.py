@@ -79,7 +79,8 @@ def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, lo
             rejected[label] = failure
             note(f"{label} rejected by the verifiable twin: {failure}")
             continue
-        candidates.append((Candidate(label, trial.user_attrs[attrs.CONFIG]), config))
+        candidates.append((Candidate(label, trial.user_attrs[attrs.CONFIG],
+                                     tried_first=trial.user_attrs.get(attrs.STARTED_FROM, "")), config))
     tuned = len(candidates) - 1
     candidates += [(Candidate(label, changed, reference=True), catalog.config(changed))
                    for label, changed in target.baselines().items() if settings.verify_references]
@@ -148,9 +149,9 @@ def _tuned_verdict(comparison: Comparison) -> str:
     winner = comparison.winner()
     if winner is not None:
         s = comparison.speedups[winner.candidate.label]
-        return (f"{winner.candidate.label} is {s.ratio:.2f}x the default "
+        return (f"{winner.candidate.named} is {s.ratio:.2f}x the default "
                 f"(95% CI {s.ci_low:.2f}-{s.ci_high:.2f}, {noise}, {runs})")
-    measured = {r.candidate.label: comparison.speedups[r.candidate.label] for r in comparison.runs[1:]
+    measured = {r.candidate.named: comparison.speedups[r.candidate.label] for r in comparison.runs[1:]
                 if not r.candidate.reference and r.candidate.label in comparison.speedups}
     if not measured:
         return f"no candidate finished its verification runs; keep the default ({noise})"

@@ -39,7 +39,7 @@ class TuneSettings:
     allow_mixed_machines: bool = False  # let machines of another kind work on the study
     joining: bool = False  # a worker joining a study: it searches, never verifies, and keeps the study's budget
     sampler_seed: int | None = None  # the sampler's seed when it is not ``seed`` (each worker draws its own configs)
-    start_from_baselines: bool = False  # a new study tries the target's heuristic baselines first (PGTune, the guide)
+    start_from_baselines: bool = False  # a new study tries the target's starting configs first (PGTune, the guide, ...)
     start_configs: tuple[tuple[str, dict], ...] = ()  # (label, changed knobs) a new study tries first (--start-from)
 
     # what a worker joining the study needs besides the experiment's record (tuning.worker)

@@ -23,6 +23,12 @@ class Candidate:
     label: str
     config: Mapping[str, Value]
     reference: bool = False  # measured beside the others (a heuristic baseline), never the winner
+    tried_first: str = ""  # the known config the study tried first that this is (its label), or "" for the search's
+
+    @property
+    def named(self) -> str:
+        """The label, and which known config it is when the study tried it first."""
+        return f"{self.label} ({self.tried_first}, tried first)" if self.tried_first else self.label
 
 
 @dataclass
@@ -94,6 +100,7 @@ class Comparison:
                 {
                     "label": r.candidate.label,
                     "reference": r.candidate.reference,
+                    **({"tried_first": r.candidate.tried_first} if r.candidate.tried_first else {}),
                     "config": dict(r.candidate.config),
                     "values": r.values,
                     "median": r.median,
