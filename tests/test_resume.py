@@ -95,4 +95,7 @@ def test_ctrl_c_keeps_finished_trials_and_leaves_nothing_running(tmp_path: Path)
     interrupted = [t for t in study.trials if t.user_attrs.get(attrs.OUTCOME) == "interrupted"]
     assert len(interrupted) <= 1  # the trial in progress, if one was
     waiting = [t for t in study.trials if t.state == TrialState.WAITING]
-    assert [t.user_attrs.get(attrs.RETRY_OF) for t in waiting] == [t.number for t in interrupted]
+    retries = [t for t in waiting if attrs.RETRY_OF in t.user_attrs]
+    assert [t.user_attrs[attrs.RETRY_OF] for t in retries] == [t.number for t in interrupted]
+    # the rest are known configs queued first that had not run yet: the resumed study runs them
+    assert all(attrs.STARTED_FROM in t.user_attrs for t in waiting if t not in retries)

@@ -302,10 +302,12 @@ class Tuner:
             self._note(f"queued first: {label}")
 
     def _requeue(self, study: optuna.Study, params: dict, user_attrs: dict, number: int) -> None:
-        """Queue an interrupted trial's config again (a default is not: each machine re-runs its own when due)."""
+        """Queue an interrupted trial's config again (a default is not: each machine re-runs its own when due); a
+        known config the study tried first stays one (never pruned)."""
         if attrs.is_reference(user_attrs):
             return
-        study.enqueue_trial(params, user_attrs={attrs.RETRY_OF: number}, skip_if_exists=False)
+        known = {attrs.STARTED_FROM: user_attrs[attrs.STARTED_FROM]} if attrs.STARTED_FROM in user_attrs else {}
+        study.enqueue_trial(params, user_attrs={attrs.RETRY_OF: number, **known}, skip_if_exists=False)
 
     # ------------------------------------------------------------ machines and workers
 
