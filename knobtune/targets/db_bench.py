@@ -38,9 +38,9 @@ _ERROR_LINE = re.compile(r"error|Invalid argument|Not supported|should be|Corrup
 _READS = {"readrandom", "readwhilewriting", "readseq"}
 _POINT_READS = frozenset({"readrandom", "readwhilewriting", "readrandomwriterandom", "multireadrandom", "readmissing",
                           "readhot"})  # benchmarks that read single keys
-_POINT_WRITES = frozenset({"fillrandom", "filluniquerandom", "fillseq", "overwrite", "updaterandom", "deleterandom",
-                           "deleteseq", "flush", "waitforcompaction", "compact"})  # that write them, or maintain
 _NO_RESULT = {"flush", "waitforcompaction", "compact"}  # db_bench prints no result line for these
+_POINT_WRITES = frozenset({"fillrandom", "filluniquerandom", "fillseq", "overwrite", "updaterandom", "deleterandom",
+                           "deleteseq", *_NO_RESULT})  # that write single keys, or maintain the store
 _HELP_DEFAULT = re.compile(r"^\s+-(\w+) \(.*?\) type: \w+\s+default: (.*)$")
 
 
