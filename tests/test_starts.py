@@ -69,14 +69,16 @@ def test_a_broken_file_names_itself_and_the_fix(tmp_path: Path, monkeypatch: pyt
 def test_a_target_offers_them_to_workloads_that_read_single_keys_and_never_scan(
         tmp_path: Path, workload: str, driver: str, offered: bool) -> None:
     target = make_target(ROCKSDB, load_workload(workload), tmp_path, driver)
-    starts = target.starting_configs()
-    assert ("rocksdb-point-lookups-universal" in starts) is offered
-    assert target.baselines().items() <= starts.items()  # the baselines stay first; only they are verified beside
+    known = target.known_configs()
+    assert ("rocksdb-point-lookups-universal" in [k.label for k in known]) is offered
+    heuristics = ["rocksdb-guide"] if driver == "db_bench" else []  # only they are verified beside, and come first
+    assert [k.label for k in known if k.beside] == [k.label for k in known[:len(heuristics)]] == heuristics
+    assert all(k.source for k in known)
 
 
 def test_a_memory_limit_below_their_plan_leaves_them_out(tmp_path: Path) -> None:
     target = make_target(ROCKSDB, load_workload("put-get-delete"), tmp_path, "db_bench", memory_limit_bytes=512 << 20)
-    assert list(target.starting_configs()) == ["rocksdb-guide"]
+    assert [k.label for k in target.known_configs()] == ["rocksdb-guide"]
 
 
 def test_a_verdict_names_the_known_config_the_result_is() -> None:

@@ -49,6 +49,15 @@ def point_lookup_starts(catalog: Catalog, data_bytes: int, key_size: int) -> dic
                            "fractions between 0 and 1 under [data_sized], and at least one [variants] table") from None
 
 
+def point_lookup_source(system: str) -> str:
+    """Where ``system``'s point-lookup starts come from: their file, and the page their source table names."""
+    name = POINT_LOOKUP_STARTS.get(system)
+    if name is None:
+        return ""
+    page = _read(BASELINE_DIR / f"{name}.toml").get("source", {}).get("page", "")
+    return f"knobtune/knobs/baselines/{name}.toml" + (f" ({page})" if page else "")
+
+
 def _data_sized(catalog: Catalog, name: str, fraction: Any, data_bytes: int) -> int:
     """``fraction`` of the data set for knob ``name``, never below its default nor above its range."""
     knob = catalog[name]

@@ -11,7 +11,7 @@ from typing import Any
 
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog
-from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Target
+from knobtune.targets._base import FailureKind, KnownConfig, Measurement, Phase, RunFailure, Target
 from knobtune.targets.cassandra import CassandraTarget
 from knobtune.targets.db_bench import DbBenchTarget
 from knobtune.targets.formats import ExportFormat
@@ -88,6 +88,6 @@ def make_target(catalog: Catalog, workload: Workload, scratch_dir: Path, driver:
     return TARGETS[(catalog.system, driver)](catalog, workload, scratch_dir, **options)
 
 
-__all__ = ["CassandraTarget", "DbBenchTarget", "ExportFormat", "FailureKind", "KvbenchTarget", "KvbenchTunableTarget",
+__all__ = ["CassandraTarget", "DbBenchTarget", "ExportFormat", "FailureKind", "KnownConfig", "KvbenchTarget", "KvbenchTunableTarget",
            "Measurement", "PostgresTarget", "Phase", "RunFailure", "Target", "TARGETS", "export_format",
            "export_formats", "make_target", "resolve_driver", "target_class", "workload_section"]

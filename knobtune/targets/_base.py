@@ -184,6 +184,20 @@ class Measurement:
         }
 
 
+@dataclass(frozen=True)
+class KnownConfig:
+    """A config known before the search: a heuristic users start from, or one the workload's shape suggests.
+
+    A new study tries every known config first (never pruned); those ``beside`` the result (PGTune, the RocksDB
+    guide: what a user would run instead) are also verified beside the winner. The default is not one of them.
+    """
+
+    label: str  # how output names it: "pgtune (oltp)", "rocksdb-guide", "rocksdb-point-lookups-universal"
+    changed: Mapping[str, Value]  # the knobs it changes from the default
+    source: str  # where the knowledge comes from (a data file, a page): the output says so
+    beside: bool = True  # verified beside the result (a heuristic users run instead); False: only tried first
+
+
 class Target(abc.ABC):
     """Runs one system. Subclasses set ``system`` and ``driver`` and implement the methods."""
 
@@ -294,11 +308,7 @@ class Target(abc.ABC):
         """
         return None
 
-    def baselines(self) -> dict[str, dict[str, Value]]:
-        """Heuristic configs users start from (label -> changed knobs), verified beside the default and the result."""
-        return {}
-
-    def starting_configs(self) -> dict[str, dict[str, Value]]:
-        """Configs a new study tries first (label -> changed knobs): the heuristic baselines, and any the
-        workload's shape suggests. Only the baselines are verified beside the result."""
-        return self.baselines()
+    def known_configs(self) -> tuple[KnownConfig, ...]:
+        """The configs known before the search, in the order a new study tries them; those ``beside`` are also
+        verified beside the result."""
+        return ()

@@ -22,9 +22,9 @@ from typing import Any
 
 from knobtune.errors import ToolMissingError
 from knobtune.knobs import Value
-from knobtune.knobs.starts import point_lookup_starts
+from knobtune.knobs.starts import point_lookup_source, point_lookup_starts
 from knobtune.knobs.units import human_bytes
-from knobtune.targets._base import FailureKind, Measurement, RunFailure, Settle, Target
+from knobtune.targets._base import FailureKind, KnownConfig, Measurement, RunFailure, Settle, Target
 from knobtune.targets._process import ProcessResult, run_logged
 from knobtune.workloads import Rung
 
@@ -72,17 +72,21 @@ class EmbeddedTarget(Target):
         """
         return find_kvbench()
 
-    def starting_configs(self) -> dict[str, dict[str, Value]]:
-        """The baselines, then, for a workload that reads single keys and never scans, the data set held in a hash
-        memtable (``knobs.starts``), unless it is planned over the memory limit."""
-        starts = self.baselines()
+    def known_configs(self) -> tuple[KnownConfig, ...]:
+        """The system's heuristics, then, for a workload that reads single keys and never scans, the data set held in
+        a hash memtable (``knobs.starts``: tried first, not verified beside), unless planned over the memory limit."""
+        known = list(self.heuristic_configs())
         if self.reads_single_keys_only():
             w = self.workload
             for label, changed in point_lookup_starts(self.catalog, w.records * (w.key_size + w.value_size),
                                                       w.key_size).items():
                 if not self.catalog.memory.over_limit(self.catalog.config(changed), self.memory_limit_bytes):
-                    starts[label] = changed
-        return starts
+                    known.append(KnownConfig(label, changed, point_lookup_source(self.catalog.system), beside=False))
+        return tuple(known)
+
+    def heuristic_configs(self) -> tuple[KnownConfig, ...]:
+        """The heuristic configs users of this system start from (verified beside the result)."""
+        return ()
 
     def reads_single_keys_only(self) -> bool:
         """Whether the workload reads single keys and never scans a range (a hash memtable can serve it)."""

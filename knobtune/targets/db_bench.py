@@ -19,7 +19,7 @@ from pathlib import Path
 from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_flags
 from knobtune.knobs.baseline import Machine, compute_baseline
-from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
+from knobtune.targets._base import FailureKind, KnownConfig, Measurement, Phase, RunFailure
 from knobtune.targets._embedded import EmbeddedTarget
 from knobtune.targets._process import run_logged
 from knobtune.workloads import Rung, Workload
@@ -129,13 +129,14 @@ class DbBenchTarget(EmbeddedTarget):
     def settle_config(self) -> dict[str, str]:
         return {"block_cache_size": str(self._cache_bytes)}  # the rest is in the OPTIONS file db_bench wrote
 
-    def baselines(self) -> dict[str, dict[str, Value]]:
+    def heuristic_configs(self) -> tuple[KnownConfig, ...]:
         """The RocksDB wiki's starting point ("Setup Options and Basic Tuning"), the same on every machine.
 
         Not the configs published for db_bench (``knobtune baseline rocksdb --name db-bench-leveled``): on
         put-get-delete here they were slower than the default (bench/README.md), so a study does not start there."""
         guide = compute_baseline(self.system, Machine.from_host(), None)
-        return {guide.name: dict(self.catalog.changed(self.catalog.config(guide.config)))}
+        return (KnownConfig(guide.name, dict(self.catalog.changed(self.catalog.config(guide.config))),
+                            guide.source.get("page", guide.name)),)
 
     def reads_single_keys_only(self) -> bool:
         """Whether every benchmark reads or writes single keys (any other, a scan or seek say, may not) and one reads."""

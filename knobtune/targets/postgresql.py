@@ -40,7 +40,7 @@ from knobtune.knobs import Catalog, Value
 from knobtune.knobs.baseline import Machine, compute_baseline
 from knobtune.knobs.units import human_bytes
 from knobtune.storage import pid_alive
-from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target, await_server
+from knobtune.targets._base import FailureKind, KnownConfig, Measurement, Phase, RunFailure, Settle, Target, await_server
 from knobtune.targets._pgchecks import CHECKS, DataCheck
 from knobtune.targets._process import kill_tree, last_lines, run_logged, spawn, stop_group, tree_pss_bytes
 from knobtune.targets.formats import postgresql_settings
@@ -119,11 +119,12 @@ class PostgresTarget(Target):
         out = subprocess.run([str(PG_BIN / "postgres"), "--version"], capture_output=True, text=True, check=False)
         return out.stdout.strip().split()[-1] if out.stdout.strip() else "unknown"
 
-    def baselines(self) -> dict[str, dict[str, Value]]:
+    def known_configs(self) -> tuple[KnownConfig, ...]:
         """PGTune for this machine, with the workload's profile (``baseline_profile``, oltp unless it says)."""
         profile = str(self.workload.driver(self.driver).get("baseline_profile", "oltp"))
         tuned = compute_baseline(self.system, Machine.from_host(), profile)
-        return {f"pgtune ({profile})": dict(self.catalog.changed(self.catalog.config(tuned.config)))}
+        return (KnownConfig(f"pgtune ({profile})", dict(self.catalog.changed(self.catalog.config(tuned.config))),
+                            f"{tuned.source.get('repository', 'PGTune')} {tuned.source.get('file', '')}".strip()),)
 
     def impossible_values(self) -> dict[str, tuple[Value, ...]]:
         """huge_pages=on where the kernel has no huge pages: PostgreSQL refuses to start ("could not map

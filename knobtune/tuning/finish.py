@@ -82,8 +82,8 @@ def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, lo
         candidates.append((Candidate(label, trial.user_attrs[attrs.CONFIG],
                                      tried_first=trial.user_attrs.get(attrs.STARTED_FROM, "")), config))
     tuned = len(candidates) - 1
-    candidates += [(Candidate(label, changed, reference=True), catalog.config(changed))
-                   for label, changed in target.baselines().items() if settings.verify_references]
+    candidates += [(Candidate(known.label, dict(known.changed), reference=True), catalog.config(known.changed))
+                   for known in target.known_configs() if known.beside and settings.verify_references]
     if tuned == 0:
         why = (f"every candidate failed the verifiable twin ({'; '.join(rejected.values())})" if rejected
                else "no sampled config completed every rung")

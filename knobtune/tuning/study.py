@@ -144,7 +144,7 @@ class Tuner:
                 self.settings = s = dataclasses.replace(s, space=s.space.excluding(impossible))
                 self._note("left out, this machine refuses them: "
                            + ", ".join(f"{k}={'/'.join(map(str, v))}" for k, v in impossible.items()))
-            self._references = tuple(target.baselines()) if s.verify_references else ()
+            self._references = tuple(k.label for k in target.known_configs() if k.beside) if s.verify_references else ()
             self._twins = target.twin() is not None
             self._crash_check = target.has_crash_check()
             study = self._open_study()
@@ -285,7 +285,8 @@ class Tuner:
         s = self.settings
         if s.joining or any(not attrs.is_reference(t.user_attrs) for t in study.get_trials(deepcopy=False)):
             return
-        self._pending_starts = list(target.starting_configs().items()) if s.start_from_baselines else []
+        self._pending_starts = ([(k.label, dict(k.changed)) for k in target.known_configs()]
+                               if s.start_from_baselines else [])
         self._pending_starts += list(s.start_configs)
 
     def _enqueue_starts(self, study: optuna.Study) -> None:
