@@ -75,7 +75,7 @@ def study_timeline(home: Path, study_name: str, maximize: bool, offset_s: float 
     study = optuna.load_study(study_name=study_name, storage=f"sqlite:///{home / 'studies.db'}")
     # complete trials only: a pruned or failed trial's value is a smaller rung's (or a pessimistic stand-in)
     trials = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-              if not attrs.is_reference(t.user_attrs) and attrs.INFEASIBLE not in t.user_attrs]
+              if not attrs.is_default(t.user_attrs) and attrs.INFEASIBLE not in t.user_attrs]
     start = min(t.datetime_start for t in study.get_trials(deepcopy=False) if t.datetime_start)
     return best_so_far([(offset_s + (t.datetime_complete - start).total_seconds(), t.value) for t in trials], maximize)
 

@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> dict:
         workload = workload.scaled(args.records)
     workload = dataclasses.replace(workload, ladder=tuple(sorted(set(args.fractions))))
     driver = resolve_driver(catalog.system, args.driver)
-    space = build_space(catalog, fmt=driver)
+    space = build_space(catalog, driver=driver)
     configs = (climbed_configs(args.climbed_from, catalog, args.configs) if args.climbed_from
                else sample_configs(space, args.configs, args.seed))
     maximize = workload.objective.maximize

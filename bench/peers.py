@@ -56,14 +56,14 @@ from knobtune.knobs.baseline import Machine, compute_baseline
 from knobtune.knobs.units import parse_duration_s
 from knobtune.storage import open_store
 from knobtune.targets import FailureKind, Measurement, RunFailure, Target, make_target, resolve_driver
-from knobtune.tuning import TuneSettings, attrs, build_space
+from knobtune.tuning import Experiment, attrs, build_space
 from knobtune.tuning.space import SPECIAL_SUFFIX, VALUE_CHOICE, SearchSpace
 from knobtune.workloads import Rung, Workload, load_workload
 
 TOOLS = ("knobtune", "smac", "optuna")
 NAMES = {"knobtune": "knobtune", "smac": "SMAC3", "optuna": "hand-written Optuna"}
 # knobtune's own time rules and halving, as `tune` uses them by default
-KNOBTUNE = {f.name: f.default for f in dataclasses.fields(TuneSettings) if f.default is not dataclasses.MISSING}
+KNOBTUNE = {f.name: f.default for f in dataclasses.fields(Experiment) if f.default is not dataclasses.MISSING}
 SMAC_INITIAL_CONFIGS = 10  # random configs before SMAC's forest proposes any: as many as knobtune's TPE starts from
 REACHED = 0.95  # "reached its final best": came within 5% of it
 
@@ -232,7 +232,7 @@ def run_knobtune(bench: Bench, seed: int) -> dict[str, Any]:
                             *(["--allow-unsafe"] if bench.space.allow_unsafe else []), home=bench.home)
     wall_s = time.monotonic() - started
     stored = optuna.load_study(study_name=study, storage=f"sqlite:///{bench.home / 'studies.db'}")
-    sampled = [t for t in stored.get_trials(deepcopy=False) if not attrs.is_reference(t.user_attrs)]
+    sampled = [t for t in stored.get_trials(deepcopy=False) if not attrs.is_default(t.user_attrs)]
     runs = sum(key.startswith(attrs.RUNG_PREFIX) for t in sampled for key in t.user_attrs)  # reused rungs counted too
     verified = verified_speedup(summary)
     won = bool(verified and verified["won"])
@@ -621,7 +621,7 @@ def make_bench(args: argparse.Namespace, home: Path) -> Bench:
     workload = load_workload(args.workload)
     workload = workload.scaled(args.records) if args.records else workload
     driver = resolve_driver(catalog.system, args.driver)
-    space = build_space(catalog, allow_unsafe=args.allow_unsafe, fmt=driver)
+    space = build_space(catalog, allow_unsafe=args.allow_unsafe, driver=driver)
     return Bench(catalog, workload, args.workload, driver, space, parse_duration_s(args.budget), args.repeats, home,
                  tuple(shlex.split(args.knobtune_args)), args.peers_scaled_rungs)
 

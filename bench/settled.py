@@ -30,7 +30,7 @@ from knobtune.report import summarize
 from knobtune.storage import open_store
 from knobtune.targets import make_target
 from knobtune.targets._process import run_logged
-from knobtune.tuning import Tuner, TuneSettings, build_space
+from knobtune.tuning import Tuner, Experiment, build_space
 from knobtune.tuning.finish import top_trials
 from knobtune.tuning.verify import Candidate, run_interleaved
 from knobtune.workloads import load_workload
@@ -42,7 +42,7 @@ def run_study(args: argparse.Namespace, store) -> tuple[dict, dict]:  # noqa: AN
     catalog = load_catalog(args.system)
     workload = load_workload(args.workload)
     name = f"settled-{'unsettled' if args.unsettled else 'settled'}-{args.workload}-s{args.seed}-{time.strftime('%H%M%S')}"
-    settings = TuneSettings(study_name=name, catalog=catalog, workload=workload, space=build_space(catalog, fmt=args.driver),
+    settings = Experiment(study_name=name, catalog=catalog, workload=workload, space=build_space(catalog, driver=args.driver),
                             objective=workload.objective, driver=args.driver, sampler="tpe", seed=args.seed,
                             time_budget_s=parse_duration_s(args.time), verify_top=3, verify_repeats=5,
                             settle=not args.unsettled)

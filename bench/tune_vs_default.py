@@ -23,7 +23,7 @@ from knobtune.knobs.units import parse_duration_s
 from knobtune.report import summarize
 from knobtune.storage import open_store
 from knobtune.targets import make_target
-from knobtune.tuning import Tuner, TuneSettings, build_space
+from knobtune.tuning import Tuner, Experiment, build_space
 from knobtune.tuning.finish import top_trials
 from knobtune.tuning.verify import Candidate, run_interleaved
 from knobtune.workloads import load_workload
@@ -35,7 +35,7 @@ def run_study(name: str, allow_unsafe: bool, args: argparse.Namespace, store) ->
     if args.records:
         workload = workload.scaled(args.records)
     knobs = [k for k in build_space(catalog, allow_unsafe=allow_unsafe).knobs if k not in args.exclude]
-    settings = TuneSettings(study_name=name, catalog=catalog, workload=workload,
+    settings = Experiment(study_name=name, catalog=catalog, workload=workload,
                             space=build_space(catalog, knobs, allow_unsafe=allow_unsafe), objective=workload.objective,
                             sampler=args.sampler, seed=args.seed, time_budget_s=parse_duration_s(args.time),
                             verify_top=0, verify_repeats=0)
@@ -60,7 +60,7 @@ def run_study(name: str, allow_unsafe: bool, args: argparse.Namespace, store) ->
     speedup = comparison.speedups.get("best")
     result |= {
         "objective": workload.objective.value, "repeats": args.repeats,
-        "default_values": default_runs.values, "best_values": best_runs.values, "best_failure": best_runs.failure,
+        "default_values": default_runs.values, "best_values": best_runs.values, "best_failure": None if best_runs.failure is None else best_runs.failure.reason,
         "median_ratio": speedup.ratio if speedup else None,
         "ci95": [speedup.ci_low, speedup.ci_high] if speedup else None,
         "p_value": speedup.p_value if speedup else None,

@@ -57,7 +57,7 @@ def run_arm(args: argparse.Namespace, url: str, home: Path, workers: int) -> dic
         raise SystemExit(f"a process of arm {workers} failed: {statuses}")
     summary = json.loads(out)
     trials = optuna.load_study(study_name=study, storage=url).get_trials(deepcopy=False)
-    sampled = [t for t in trials if not attrs.is_reference(t.user_attrs) and t.state.is_finished()]
+    sampled = [t for t in trials if not attrs.is_default(t.user_attrs) and t.state.is_finished()]
     measured = Counter()
     for trial in sampled:
         for key, result in trial.user_attrs.items():
@@ -70,7 +70,7 @@ def run_arm(args: argparse.Namespace, url: str, home: Path, workers: int) -> dic
             "trials": len(sampled), "trials_per_hour": round(len(sampled) / search_h, 1),
             "full_size": sum(1 for t in sampled if t.state == optuna.trial.TrialState.COMPLETE),
             "per_worker": dict(Counter(t.user_attrs.get(attrs.WORKER) for t in sampled)),
-            "references": sum(1 for t in trials if attrs.is_reference(t.user_attrs)),
+            "references": sum(1 for t in trials if attrs.is_default(t.user_attrs)),
             "measured_twice": sum(1 for n in per_config_rung.values() if n > 1),
             "machines": summary.get("machines")}
 

@@ -18,13 +18,15 @@ from knobtune.report import export_config, load_config_file, summarize, write_re
 from knobtune.report.summary import describe_costs
 from knobtune.storage import open_store
 from knobtune.targets import TARGETS, make_target, resolve_driver, target_class, workload_section
-from knobtune.tuning import Tuner, TuneSettings, build_space
-from knobtune.tuning.explain import EXPLANATION, explain, study_workload
+from knobtune.tuning import Tuner, Experiment, build_space
+from knobtune.tuning.around import held_result
+from knobtune.tuning.explain import EXPLANATION, explain_study
+from knobtune.tuning.records import record_of
 from knobtune.tuning.finish import starting_configs
 from knobtune.tuning.ranking import rank_study, ranked_knobs
 from knobtune.tuning.samplers import SAMPLERS
 from knobtune.tuning.space import left_out_line
-from knobtune.tuning.worker import join_settings
+from knobtune.tuning.experiment import join_experiment
 from knobtune.tuning.verify import Candidate, run_interleaved
 from knobtune.tuning.sweep import plan_sweep, run_sweep
 from knobtune.report.sweep import point_lines, write_sweep
@@ -168,16 +170,16 @@ def tune(
     if ranking is not None:
         knob_list = ranked_knobs(store.load(ranking), top_k)  # type: ignore[arg-type]
         ranked_by = {"study": ranking, "top_k": top_k, "knobs": knob_list}
-    space = build_space(catalog, knob_list, allow_unsafe, fmt=driver, allow_operational=allow_operational)
+    space = build_space(catalog, knob_list, allow_unsafe, driver=driver, allow_operational=allow_operational)
     goal = _objective(objective) or spec.objective
-    settings = TuneSettings(
+    settings = Experiment(
         study_name=study or f"{catalog.system}-{spec.name}", catalog=catalog, workload=spec, space=space,
         objective=goal, driver=driver, sampler=sampler, seed=seed, trials=trials,
         time_budget_s=_duration(time), timeout_factor=timeout_factor, reduction_factor=reduction_factor,
         verify_top=verify_top, verify_repeats=repeats, control_every=control_every, settle=not unsettled,
         scale_rungs=not unscaled_rungs, memory_limit_bytes=_bytes_option("--memory-limit", memory_limit),
         max_recovery_s=_duration(max_recovery_time, "--max-recovery-time"), ranking=ranked_by, machine=machine,
-        allow_mixed_machines=allow_mixed_machines, start_from_baselines=True,
+        allow_mixed_machines=allow_mixed_machines, try_known_configs=True,
         start_configs=starting_configs(store.load(start_from), catalog.system) if start_from else ())
     if dry_run:
         console.out.print(f"study {settings.study_name} in {store.url}; {len(space.knobs)} knobs searched: "
@@ -218,7 +220,7 @@ def worker(
     Example: knobtune worker --study pgd --storage postgresql+psycopg://knobtune@db-host/studies
     """
     store = open_store(directory, storage)
-    settings = join_settings(store, study, machine, allow_mixed_machines)
+    settings = join_experiment(store, study, machine, allow_mixed_machines)
     console.out.print(f"joined study [bold]{study}[/bold] in {store.url} ({settings.catalog.system}, "
                       f"{settings.workload.name}, {len(settings.space.knobs)} knobs); raw output in "
                       f"{store.artifacts(study)}")
@@ -268,9 +270,9 @@ def rank(
         if rung >= len(spec.rungs):
             raise UsageError(f"--rung {rung}: workload '{spec.name}' has rungs 0-{len(spec.rungs) - 1}. "
                              "Fix: choose one of them")
-        settings = TuneSettings(
+        settings = Experiment(
             study_name=study or f"rank-{catalog.system}-{spec.name}", catalog=catalog, workload=spec,
-            space=build_space(catalog, _knob_list(knobs), allow_unsafe, fmt=driver, allow_operational=allow_operational),
+            space=build_space(catalog, _knob_list(knobs), allow_unsafe, driver=driver, allow_operational=allow_operational),
             objective=_objective(objective) or spec.objective, driver=driver, sampler="lhs", seed=seed,
             trials=samples, time_budget_s=_duration(time), timeout_factor=timeout_factor, verify_top=0,
             settle=not unsettled, scale_rungs=not unscaled_rungs,
@@ -367,27 +369,19 @@ def explain_command(
     store = open_store(directory, storage)
     loaded = store.load(study)
     summary = summarize(loaded)
-    catalog = load_catalog(summary.system)
     if trial is not None:
         if not 0 <= trial < len(loaded.trials):
             raise UsageError(f"study '{study}' has no trial {trial}. Fix: see `knobtune show {study}`")
-        winner = dict(loaded.trials[trial].user_attrs.get("config", {}))
+        winner = dict(record_of(loaded.trials[trial]).config)
     else:
         winner = summary.result_config
     if not winner:
         raise UsageError(f"study '{study}' has no verified result to explain ({summary.verdict}). "
                          "Fix: name a trial with --trial N")
-    spec = study_workload(loaded)
     _at_least("--select-rung", select_rung, 0, "e.g. --select-rung 0")
-    if select_rung >= len(spec.rungs):
-        raise UsageError(f"--select-rung {select_rung}: the workload has rungs 0-{len(spec.rungs) - 1}. Fix: choose one")
     info = console.err if json_output else console.out
-    with make_target(catalog, spec, store.worker_scratch(), summary.experiment.get("driver"), settle=summary.settled,
-                     memory_limit_bytes=summary.limits.get("memory_limit_bytes")) as target:
-        result = explain(loaded, target, winner, objective=summary.objective,
-                         select_rung=spec.rungs[select_rung], full=spec.full, repeats=repeats, keep=keep,
-                         seed=int(summary.experiment.get("seed") or 42), log_dir=store.artifacts(study) / "explain",
-                         note=lambda message: info.print(message, markup=False))
+    result = explain_study(loaded, store, winner, repeats=repeats, select_rung=select_rung, keep=keep,
+                           note=lambda message: info.print(message, markup=False))
     if json_output:
         console.print_json(result)
     else:
@@ -491,7 +485,9 @@ def sweep_command(
     store = open_store(directory, storage)
     held, held_from, goal = {}, None, _objective(objective)
     if around is not None:
-        held, held_from, records, driver, goal = _sweep_around(store, around, catalog, workload, records, driver, goal)
+        result = held_result(store.load(around), catalog.system, workload)
+        held, held_from = dict(result.config), dict(result.held_from)
+        records, driver, goal = records or result.records, driver or result.driver, goal or result.objective
     spec, driver = _workload_for(catalog, workload, records, driver)
     target = make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
                          memory_limit_bytes=_bytes_option("--memory-limit", memory_limit))
@@ -512,32 +508,6 @@ def sweep_command(
         for line in point_lines(data) + [data["verdict"]]:
             console.out.print(line, markup=False)
     info.print(f"wrote {html_path} and {json_path}", markup=False)
-
-
-def _sweep_around(store, study: str, catalog, workload: str, records: int | None, driver: str | None,  # noqa: ANN001
-                  goal: Objective | None) -> tuple:
-    """--around: the study's result to hold, what to say about it, and its size, driver and objective as defaults.
-
-    Raises:
-        UsageError: the study tuned another system or workload, or has no result.
-    """
-    loaded = store.load(study)
-    summary = summarize(loaded)
-    if summary.system != catalog.system:
-        raise UsageError(f"study '{study}' tuned {summary.system}, not {catalog.system}. "
-                         f"Fix: sweep {summary.system}, or --around a {catalog.system} study")
-    studied = study_workload(loaded)
-    if load_workload(workload).name != studied.name:
-        raise UsageError(f"study '{study}' tuned workload '{studied.name}', not '{workload}'. "
-                         f"Fix: sweep with --workload "
-                         f"{studied.name if studied.name in available_workloads() else studied.source}")
-    if not summary.result_config:
-        raise UsageError(f"study '{study}' has no result to sweep around ({summary.verdict}). "
-                         "Fix: leave out --around to sweep around the defaults")
-    held_from = {"study": study, "trial": summary.result_trial, "verified": summary.verified,
-                 "verdict": summary.verdict}
-    return (summary.result_config, held_from, records or studied.records,
-            driver or summary.experiment.get("driver"), goal or summary.objective)
 
 
 @app.command()

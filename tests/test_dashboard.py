@@ -7,7 +7,7 @@ from wsgiref.util import setup_testing_defaults
 
 import pytest
 
-from knobtune.tuning import Tuner, TuneSettings, build_space
+from knobtune.tuning import Tuner, Experiment, build_space
 
 from conftest import tiny
 
@@ -26,7 +26,7 @@ def _get(app, path: str) -> dict:
 
 def test_dashboard_reads_our_study(rocksdb, store) -> None:
     workload = tiny("put-get-delete", 3000)
-    settings = TuneSettings(study_name="dash", catalog=rocksdb, workload=workload, space=build_space(rocksdb),
+    settings = Experiment(study_name="dash", catalog=rocksdb, workload=workload, space=build_space(rocksdb),
                             objective=workload.objective, sampler="random", trials=3, verify_top=0, verify_repeats=0)
     Tuner(settings, store).run()
     app = optuna_dashboard.wsgi(store.storage())

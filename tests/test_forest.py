@@ -35,7 +35,7 @@ def _toy_study(sampler: optuna.samplers.BaseSampler, trials: int, prune_every: i
     pruned two times in three, the rest told at full size (step 9). Lower is better; the optimum is x=0.2, y=100."""
     study = optuna.create_study(sampler=sampler)
     default = study.ask()
-    default.set_user_attr(attrs.ROLE, attrs.ROLE_BASELINE)
+    default.set_user_attr(attrs.ROLE, attrs.ROLE_DEFAULT)
     default.report(4.0, step=1)
     study.tell(default, 4.0)
     for i in range(trials):

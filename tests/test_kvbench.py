@@ -12,7 +12,7 @@ import pytest
 from knobtune.knobs import load_catalog
 from knobtune.targets import FailureKind, RunFailure, make_target
 from knobtune.targets.kvbench import find_kvbench
-from knobtune.tuning import Tuner, TuneSettings, build_space
+from knobtune.tuning import Tuner, Experiment, build_space
 from knobtune.workloads import load_workload
 
 from conftest import tiny
@@ -110,8 +110,8 @@ def test_kvbench_bad_specs_exit_2_with_one_line(spec: dict, message: str, tmp_pa
 def test_a_leveldb_study_end_to_end(store) -> None:
     catalog = load_catalog("leveldb")
     workload = load_workload("fillrandom").scaled(20000)
-    settings = TuneSettings(study_name="lvl", catalog=catalog, workload=workload, driver="kvbench",
-                            space=build_space(catalog, fmt="kvbench"), objective=workload.objective,
+    settings = Experiment(study_name="lvl", catalog=catalog, workload=workload, driver="kvbench",
+                            space=build_space(catalog, driver="kvbench"), objective=workload.objective,
                             sampler="random", trials=5, verify_top=1, verify_repeats=2)
     study = Tuner(settings, store).run()
     assert study.user_attrs["system"] == "leveldb" and study.user_attrs["system_version"] == "1.23"

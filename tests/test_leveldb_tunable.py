@@ -21,7 +21,7 @@ from knobtune.errors import UsageError
 from knobtune.knobs import available_systems, load_catalog
 from knobtune.targets import TARGETS, FailureKind, RunFailure, make_target
 from knobtune.targets.kvbench import KvbenchTunableTarget, find_kvbench
-from knobtune.tuning import Tuner, TuneSettings, build_space
+from knobtune.tuning import Tuner, Experiment, build_space
 from knobtune.workloads import load_workload
 
 from conftest import tiny
@@ -58,11 +58,11 @@ def test_every_driver_a_catalog_names_is_a_target_of_its_system() -> None:
 
 
 def test_the_plain_driver_leaves_them_out_and_says_how_to_search_them(leveldb) -> None:
-    plain = build_space(leveldb, fmt="kvbench")
+    plain = build_space(leveldb, driver="kvbench")
     assert not set(CONSTANTS) & set(plain.knobs) and set(plain.other_drivers) == set(CONSTANTS)
     assert plain.driver_note() == ("not searched, driver kvbench cannot set them (they keep their defaults): "
                                    + ", ".join(CONSTANTS) + "; add --driver kvbench-tunable to search them")
-    tunable = build_space(leveldb, fmt="kvbench-tunable")
+    tunable = build_space(leveldb, driver="kvbench-tunable")
     assert set(CONSTANTS) <= set(tunable.knobs) and tunable.driver_note() is None
     output = CliRunner().invoke(app, ["tune", "leveldb", "--workload", "fillrandom", "--trials", "1", "--dry-run"],
                                 catch_exceptions=False).stdout
@@ -74,7 +74,7 @@ def test_the_plain_driver_leaves_them_out_and_says_how_to_search_them(leveldb) -
 
 def test_naming_one_with_the_plain_driver_is_a_usage_error(leveldb) -> None:
     with pytest.raises(UsageError, match="only through driver kvbench-tunable, not kvbench. Fix: add --driver kvbench-tunable"):
-        build_space(leveldb, ["level0_stop_writes_trigger"], fmt="kvbench")
+        build_space(leveldb, ["level0_stop_writes_trigger"], driver="kvbench")
 
 
 def test_the_plain_driver_refuses_a_config_that_changes_one(leveldb, tmp_path: Path) -> None:
@@ -165,8 +165,8 @@ def test_a_study_through_the_tunable_driver_searches_and_mends_the_triggers(stor
     catalog = load_catalog("leveldb")
     workload = load_workload("fillrandom").scaled(20000)
     knobs = ["write_buffer_size", *CONSTANTS]
-    settings = TuneSettings(study_name="tunable", catalog=catalog, workload=workload, driver="kvbench-tunable",
-                            space=build_space(catalog, knobs, fmt="kvbench-tunable"), objective=workload.objective,
+    settings = Experiment(study_name="tunable", catalog=catalog, workload=workload, driver="kvbench-tunable",
+                            space=build_space(catalog, knobs, driver="kvbench-tunable"), objective=workload.objective,
                             sampler="random", trials=4, verify_top=0, verify_repeats=0)
     study = Tuner(settings, store).run()
     assert study.user_attrs["driver"] == "kvbench-tunable"

@@ -26,7 +26,7 @@ def _objective(trial: optuna.Trial) -> float:
 def _study(sampler: optuna.samplers.BaseSampler, trials: int) -> optuna.Study:
     """The default first (fixed params, the role knobtune gives it), then ``trials`` sampled ones, all complete."""
     study = optuna.create_study(sampler=sampler)
-    study.enqueue_trial({**{f"x{i}": 0.5 for i in range(KNOBS)}, "mode": "a"}, user_attrs={attrs.ROLE: attrs.ROLE_BASELINE})
+    study.enqueue_trial({**{f"x{i}": 0.5 for i in range(KNOBS)}, "mode": "a"}, user_attrs={attrs.ROLE: attrs.ROLE_DEFAULT})
     study.optimize(_objective, n_trials=trials + 1)
     return study
 
@@ -68,7 +68,7 @@ def test_a_local_move_changes_its_config_even_among_few_choices() -> None:
     """Drawn again, a two-way choice often comes back the same; the move then takes the other value (a config
     identical to its incumbent would only be its measurement reused)."""
     study = optuna.create_study(sampler=make_sampler("local", seed=5, expected_trials=12))
-    study.enqueue_trial({f"b{i}": False for i in range(4)}, user_attrs={attrs.ROLE: attrs.ROLE_BASELINE})
+    study.enqueue_trial({f"b{i}": False for i in range(4)}, user_attrs={attrs.ROLE: attrs.ROLE_DEFAULT})
     study.optimize(lambda t: sum(t.suggest_categorical(f"b{i}", [False, True]) for i in range(4)) + 1.0, n_trials=40)
     local = [t for t in study.trials if LOCAL_OF in t.system_attrs]
     assert local

@@ -18,7 +18,7 @@ from knobtune.report import export_config, summarize
 from knobtune.storage import pid_alive
 from knobtune.targets import FailureKind, RunFailure, make_target
 from knobtune.targets.postgresql import PG_BIN, PG_USER
-from knobtune.tuning import Tuner, TuneSettings, attrs, build_space
+from knobtune.tuning import Tuner, Experiment, attrs, build_space
 
 from conftest import tiny
 
@@ -127,7 +127,7 @@ def export_config_text(catalog, changes: dict) -> str:
 
 def test_a_two_trial_study_end_to_end(postgresql, store) -> None:
     workload = tiny("pgbench-tpcb", 1000)
-    settings = TuneSettings(study_name="pg", catalog=postgresql, workload=workload,
+    settings = Experiment(study_name="pg", catalog=postgresql, workload=workload,
                             space=build_space(postgresql, ["shared_buffers", "work_mem", "wal_buffers"]),
                             objective=workload.objective, sampler="random", seed=3, trials=2, verify_top=1,
                             verify_repeats=2, control_every=0)

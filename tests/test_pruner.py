@@ -15,7 +15,7 @@ def _study(direction: str = "minimize") -> optuna.Study:
 def _report(study: optuna.Study, value: float, baseline: bool = False) -> bool:
     trial = study.ask()
     if baseline:
-        trial.set_user_attr(attrs.ROLE, attrs.ROLE_BASELINE)
+        trial.set_user_attr(attrs.ROLE, attrs.ROLE_DEFAULT)
     trial.report(value, step=1)
     pruned = trial.should_prune()
     study.tell(trial, state=optuna.trial.TrialState.PRUNED if pruned else optuna.trial.TrialState.COMPLETE,

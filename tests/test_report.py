@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from knobtune.report import write_report
-from knobtune.tuning import Tuner, TuneSettings, attrs, build_space
+from knobtune.tuning import Tuner, Experiment, attrs, build_space
 
 from conftest import tiny
 
@@ -32,7 +32,7 @@ def report(tmp_path_factory, rocksdb) -> tuple[Path, dict]:
 
     home = tmp_path_factory.mktemp("report")
     workload = tiny("put-get-delete", 4000)
-    settings = TuneSettings(study_name="rep", catalog=rocksdb, workload=workload, space=build_space(rocksdb),
+    settings = Experiment(study_name="rep", catalog=rocksdb, workload=workload, space=build_space(rocksdb),
                             objective=workload.objective, sampler="random", seed=3, trials=8, verify_top=1,
                             verify_repeats=2, control_every=2)
     study = Tuner(settings, open_store(home / "studies")).run()

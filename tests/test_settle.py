@@ -10,7 +10,7 @@ import pytest
 from knobtune.knobs import load_catalog
 from knobtune.report import summarize
 from knobtune.targets import FailureKind, RunFailure, make_target
-from knobtune.tuning import Tuner, TuneSettings, attrs, build_space
+from knobtune.tuning import Tuner, Experiment, attrs, build_space
 from knobtune.tuning.outcomes import Outcome
 
 from conftest import tiny
@@ -97,20 +97,20 @@ def test_memory_limit_stops_a_run_that_goes_over_it(system: str, tmp_path: Path)
     assert _leftovers(tmp_path) == ""
 
 
-def _settings(catalog, workload, **overrides) -> TuneSettings:
+def _settings(catalog, workload, **overrides) -> Experiment:
     values = dict(study_name="s", catalog=catalog, workload=workload, objective=workload.objective,
                   sampler="random", seed=2, trials=4, verify_top=0, verify_repeats=0, control_every=0)
     values.update(overrides)
     if "space" not in values:
         values["space"] = build_space(catalog, ["write_buffer_size", "cache_size"])
-    return TuneSettings(**values)
+    return Experiment(**values)
 
 
 def test_memory_limit_refuses_configs_planned_over_it_before_running(store) -> None:
     catalog = load_catalog("rocksdb")
     workload = tiny("put-get-delete", 2000)
     study = Tuner(_settings(catalog, workload, trials=6, memory_limit_bytes=140 * 2**20), store).run()
-    sampled = [t for t in study.trials if not attrs.is_reference(t.user_attrs)]
+    sampled = [t for t in study.trials if not attrs.is_default(t.user_attrs)]
     planned_over = [t for t in sampled if t.user_attrs[attrs.PLANNED_MEMORY] > 140 * 2**20]
     assert planned_over, "the seed should sample some config with a cache or buffers over 140 MiB"
     for trial in planned_over:

@@ -11,7 +11,7 @@ from optuna.trial import TrialState
 
 from knobtune.errors import KnobtuneError, UsageError
 from knobtune.report import summarize
-from knobtune.tuning import Tuner, TuneSettings, attrs, build_space
+from knobtune.tuning import Tuner, Experiment, attrs, build_space
 from knobtune.tuning.outcomes import Outcome
 
 from conftest import tiny
@@ -19,16 +19,32 @@ from conftest import tiny
 pytestmark = pytest.mark.slow
 
 
-def _settings(rocksdb, workload, **overrides) -> TuneSettings:
+def _settings(rocksdb, workload, **overrides) -> Experiment:
     values = dict(study_name="s", catalog=rocksdb, workload=workload, space=build_space(rocksdb),
                   objective=workload.objective, sampler="random", seed=5, trials=6, verify_top=0, verify_repeats=0,
                   control_every=0)
     values.update(overrides)
-    return TuneSettings(**values)
+    return Experiment(**values)
+
+
+def _parts(experiment: Experiment, store, on_progress=None, known: tuple[str, ...] = ()):  # noqa: ANN001, ANN202
+    """The study of ``experiment`` opened, with its budget and trial runner, as ``Tuner.run`` wires them."""
+    from knobtune.tuning.budget import Budget
+    from knobtune.tuning.resume import Queue
+    from knobtune.tuning.trial import TrialRunner
+    from knobtune.tuning.workers import Workers
+
+    tuner = Tuner(experiment, store, on_progress=on_progress)
+    storage = store.storage()
+    study = tuner._open_study(storage)
+    workers = Workers(study, storage, experiment, tuner.reporter)
+    budget = Budget(experiment, workers, tuner.reporter, known=known, twins=False, crash_check=False)
+    tuner.reporter.time_left_s = budget.time_left_s
+    return study, budget, TrialRunner(workers, budget, Queue(workers, tuner.reporter), tuner.reporter, store)
 
 
 def _outcomes(study: optuna.Study) -> list[str]:
-    return [t.user_attrs.get(attrs.OUTCOME) for t in study.trials if not attrs.is_reference(t.user_attrs)]
+    return [t.user_attrs.get(attrs.OUTCOME) for t in study.trials if not attrs.is_default(t.user_attrs)]
 
 
 def test_a_small_study_climbs_the_ladder(rocksdb, store) -> None:
@@ -36,8 +52,8 @@ def test_a_small_study_climbs_the_ladder(rocksdb, store) -> None:
     events = []
     study = Tuner(_settings(rocksdb, workload, trials=8), store, on_progress=events.append).run()
     baseline = study.trials[0]
-    assert baseline.user_attrs[attrs.ROLE] == attrs.ROLE_BASELINE and baseline.state == TrialState.COMPLETE
-    assert sorted(study.user_attrs[attrs.BASELINE]) == ["0", "1", "2"]  # the default at every rung
+    assert baseline.user_attrs[attrs.ROLE] == attrs.ROLE_DEFAULT and baseline.state == TrialState.COMPLETE
+    assert sorted(study.user_attrs[attrs.DEFAULT_BY_RUNG]) == ["0", "1", "2"]  # the default at every rung
     assert len(_outcomes(study)) == 8 and all(o in {o.value for o in Outcome} for o in _outcomes(study))
     for trial in study.trials:
         reached = trial.user_attrs.get(attrs.REACHED_RUNG)
@@ -58,7 +74,7 @@ def test_a_run_far_slower_than_the_default_times_out(rocksdb, store) -> None:
     assert _outcomes(study) == ["timeout", "timeout"]
     timed_out = study.trials[1]
     assert timed_out.state == TrialState.PRUNED and "stopped after" in timed_out.user_attrs[attrs.REASON]
-    base = study.user_attrs[attrs.BASELINE]["0"]["value"]
+    base = study.user_attrs[attrs.DEFAULT_BY_RUNG]["0"]["value"]
     assert timed_out.intermediate_values[1] >= base  # recorded as no better than the default
 
 
@@ -99,7 +115,7 @@ def test_time_budget_is_kept(rocksdb, store) -> None:
     started = time.monotonic()
     study = Tuner(_settings(rocksdb, workload, trials=None, time_budget_s=12), store).run()
     elapsed = time.monotonic() - started
-    full_limit = 3 * study.user_attrs[attrs.BASELINE]["2"]["elapsed_s"]
+    full_limit = 3 * study.user_attrs[attrs.DEFAULT_BY_RUNG]["2"]["elapsed_s"]
     assert elapsed < 12 + max(full_limit, 2.0) + 3  # ends within one rung of the budget (plus start-up)
     assert len(study.trials) > 3
 
@@ -113,14 +129,14 @@ def test_a_time_budget_is_spent_on_search_and_verification_together(rocksdb, sto
                             reduction_factor=2),
                   store).run()
     elapsed = time.monotonic() - started
-    full_limit = 3 * study.user_attrs[attrs.BASELINE]["2"]["elapsed_s"]
+    full_limit = 3 * study.user_attrs[attrs.DEFAULT_BY_RUNG]["2"]["elapsed_s"]
     assert "candidates" in study.user_attrs[attrs.VERIFICATION]  # verified inside the budget
     assert 30 * 0.5 < elapsed < 30 + max(full_limit, 2.0) + 3, elapsed
     cut = [t for t in study.trials if t.user_attrs.get(attrs.OUTCOME) == "budget"]
     assert len(cut) <= 1, [t.user_attrs.get(attrs.REASON) for t in cut]
     spent = study.user_attrs[attrs.TIME_SPENT]
     assert spent["budget_s"] == 30 and spent["reserved_s"] > 0 and spent["verification_s"] > 0
-    ladder = sum(study.user_attrs[attrs.BASELINE][str(r)]["elapsed_s"] + 0.5 for r in range(3))
+    ladder = sum(study.user_attrs[attrs.DEFAULT_BY_RUNG][str(r)]["elapsed_s"] + 0.5 for r in range(3))
     # the search stops once a trial could no longer climb at the default's pace, plus the trial it was in
     assert spent["search_s"] >= 30 - spent["reserved_s"] - ladder - max(full_limit, 2.0) - 1, spent
 
@@ -133,19 +149,18 @@ def test_a_run_the_budget_ends_counts_as_budget_not_against_its_config(rocksdb, 
 
     workload = tiny("put-get-delete", 8000)
     Tuner(_settings(rocksdb, workload, trials=1), store).run()  # the default, at every rung
-    tuner = Tuner(_settings(rocksdb, workload, trials=None, time_budget_s=60), store)
-    study = tuner._open_study()
-    full = tuner.settings.rungs[-1]
-    assert tuner._ladder_fits(study) and tuner._cut_by_budget_s(study, full) is None  # its own limit holds
-    tuner._deadline = time.time() + 0.05
-    assert not tuner._ladder_fits(study) and not tuner._fits(study, full)
-    assert 0 < (tuner._cut_by_budget_s(study, full) or 0) <= 0.05
+    study, budget, runner = _parts(_settings(rocksdb, workload, trials=None, time_budget_s=60), store)
+    full = runner.experiment.rungs[-1]
+    assert budget.ladder_fits() and budget.cut_by_budget_s(full) is None  # its own limit holds
+    budget.deadline = time.time() + 0.05
+    assert not budget.ladder_fits() and not budget.fits(full)
+    assert 0 < (budget.cut_by_budget_s(full) or 0) <= 0.05
     trial = study.ask()
-    with make_target(rocksdb, workload, store.worker_scratch(), tuner.settings.driver) as target:
+    with make_target(rocksdb, workload, store.worker_scratch(), runner.experiment.driver) as target:
         target.apply(rocksdb.defaults())
-        result = tuner._measure(study, target, trial, full, is_baseline=False)
-    assert result["failure"] == Outcome.BUDGET.value, result
-    assert result["reason"].startswith("the time budget ended during") and not Outcome.BUDGET.config_fault
+        run = runner._measure(target, trial, full, is_default=False)
+    assert run.failure is Outcome.BUDGET, run
+    assert run.reason.startswith("the time budget ended during") and not Outcome.BUDGET.config_fault
 
 
 def test_verification_ends_with_a_verdict(rocksdb, store) -> None:
@@ -219,28 +234,28 @@ def test_an_unverifiable_workload_rechecks_its_winner_with_the_twin(rocksdb, sto
 def test_two_workers_asking_for_the_last_trial_at_once_the_higher_number_gives_way(rocksdb, store) -> None:
     """The --trials check and the ask are two steps: both workers may pass the check for the last trial. Decided by
     trial number after asking, one runs and the other is given up before it runs, uncounted."""
-    tuner = Tuner(_settings(rocksdb, tiny("put-get-delete", 4000), trials=2), store)
-    study = tuner._open_study()
+    study, budget, runner = _parts(_settings(rocksdb, tiny("put-get-delete", 4000), trials=2), store)
     done = study.ask()
     done.set_user_attr(attrs.CONFIG, {"block_size": 8192})
+    done.set_user_attr(attrs.CONFIG_HASH, "x")
     done.set_user_attr(attrs.OUTCOME, Outcome.COMPLETE.value)
     study.tell(done, 1.0)
     first, second = study.ask(), study.ask()  # both passed the check (1 of 2 counted) before either asked
-    assert not tuner._over_trial_budget(study, first)
-    assert tuner._over_trial_budget(study, second)
-    tuner._finish(study, second, Outcome.BUDGET, "other workers' trials reached --trials first")
-    assert [t.number for t in tuner._counted_trials(study)] == [done.number, first.number]
-    assert not tuner._over_trial_budget(study, first)  # the one given up never counts against the other
+    assert not budget.over_trial_budget(first)
+    assert budget.over_trial_budget(second)
+    runner.finish(second, Outcome.BUDGET, "other workers' trials reached --trials first")
+    assert [r.number for r in budget.counted_trials()] == [done.number, first.number]
+    assert not budget.over_trial_budget(first)  # the one given up never counts against the other
 
 
 def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_starts_from_it(rocksdb, store) -> None:
     from knobtune.tuning.finish import starting_configs
 
     workload = dataclasses.replace(tiny("put-get-delete", 4000), ladder=(1.0,))  # one rung: nothing is pruned
-    first = Tuner(_settings(rocksdb, workload, study_name="first", trials=3, start_from_baselines=True,
+    first = Tuner(_settings(rocksdb, workload, study_name="first", trials=3, try_known_configs=True,
                             verify_top=1, verify_repeats=2), store).run()
-    sampled = [t for t in first.trials if not attrs.is_reference(t.user_attrs)]
-    assert attrs.is_reference(first.trials[0].user_attrs)  # trial 0 stays the default; the guide comes next
+    sampled = [t for t in first.trials if not attrs.is_default(t.user_attrs)]
+    assert attrs.is_default(first.trials[0].user_attrs)  # trial 0 stays the default; the guide comes next
     assert sampled[0].number == 1 and sampled[0].user_attrs[attrs.STARTED_FROM] == "rocksdb-guide"
     assert [t.user_attrs[attrs.STARTED_FROM] for t in sampled[1:]] == [  # it reads single keys: a hash memtable
         "rocksdb-point-lookups", "rocksdb-point-lookups-universal"]
@@ -255,7 +270,7 @@ def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_s
     starts = starting_configs(first, "rocksdb")
     assert starts and all(label.startswith("study first trial ") for label, _ in starts)
     second = Tuner(_settings(rocksdb, workload, study_name="second", trials=len(starts), start_configs=starts), store).run()
-    tried = [t for t in second.trials if not attrs.is_reference(t.user_attrs)]
+    tried = [t for t in second.trials if not attrs.is_default(t.user_attrs)]
     assert [t.user_attrs[attrs.STARTED_FROM] for t in tried] == [label for label, _ in starts]
     assert [t.user_attrs[attrs.CONFIG] for t in tried] == [config for _, config in starts]
     with pytest.raises(UsageError, match="tuned rocksdb, not leveldb"):
@@ -263,7 +278,7 @@ def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_s
 
 
 def test_a_time_budget_gives_up_the_baselines_then_candidates_rather_than_end_late() -> None:
-    from knobtune.tuning.study import fitting_verification
+    from knobtune.tuning.budget import fitting_verification
 
     def estimate_s(top: int, references: bool) -> float:  # the default, 20 s; a baseline 30 s; 30 s per candidate
         return 20.0 + 30.0 * references + 30.0 * top
@@ -277,20 +292,20 @@ def test_a_time_budget_gives_up_the_baselines_then_candidates_rather_than_end_la
 
 def test_a_tight_budget_verifies_without_the_baselines_and_says_how_late_it_ends(rocksdb, store) -> None:
     notes: list[str] = []
-    tuner = Tuner(_settings(rocksdb, tiny("put-get-delete", 4000), trials=None, time_budget_s=300, verify_top=2,
-                            verify_repeats=5), store, on_progress=lambda event: notes.append(event.message))
-    tuner._references = ("rocksdb-guide",)
-    tuner._verify_top, tuner._verify_references = 1, False  # as _reserve_verification fits them
-    tuner._verification_wanted_s, tuner._verification_fitted_s = 285.0, 200.0
-    fitted = tuner._fitted_verification()
-    assert (fitted.verify_top, fitted.verify_references) == (1, False)
+    _, budget, _ = _parts(_settings(rocksdb, tiny("put-get-delete", 4000), trials=None, time_budget_s=300,
+                                    verify_top=2, verify_repeats=5), store,
+                          on_progress=lambda event: notes.append(event.message), known=("rocksdb-guide",))
+    budget.verify_top, budget.verify_known = 1, False  # as reserve_verification fits them
+    budget.wanted_s, budget.fitted_s = 285.0, 200.0
+    fitted = budget.fitted_verification()
+    assert (fitted.verify_top, fitted.verify_known) == (1, False)
     assert notes[0].startswith("verifying the top 1 of --verify-top 2 without rocksdb-guide beside the default: "
                                "all would take ~285 s, more than half of the 300 s budget")
     assert "tune ends ~50 s past --time" in notes[1]
 
     workload = dataclasses.replace(tiny("put-get-delete", 4000), ladder=(1.0,))  # one rung: nothing is pruned
-    study = Tuner(_settings(rocksdb, workload, study_name="tight", trials=2, start_from_baselines=True,
-                            verify_top=1, verify_repeats=2, verify_references=False), store).run()
+    study = Tuner(_settings(rocksdb, workload, study_name="tight", trials=2, try_known_configs=True,
+                            verify_top=1, verify_repeats=2, verify_known=False), store).run()
     verification = study.user_attrs[attrs.VERIFICATION]
     assert "candidates" in verification, verification  # the guide, at least, completed
     assert not [c for c in verification["candidates"] if c.get("reference")]
@@ -300,7 +315,7 @@ def test_a_tight_budget_verifies_without_the_baselines_and_says_how_late_it_ends
 def test_the_per_run_overhead_is_what_a_trial_took_beyond_its_runs_records() -> None:
     from datetime import datetime, timedelta
 
-    from knobtune.tuning.study import MIN_RUN_OVERHEAD_S, run_overhead_s
+    from knobtune.tuning.budget import MIN_RUN_OVERHEAD_S, run_overhead_s
 
     start = datetime(2026, 11, 23, 12, 0, 0)
     # a settled run's recovery is inside its elapsed time, so it is not counted twice

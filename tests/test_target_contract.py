@@ -71,4 +71,4 @@ def test_a_config_the_driver_cannot_take_is_a_refusal_not_an_error(tmp_path: Pat
             target, [(Candidate("default", {}), catalog.defaults()),
                      (Candidate("row cache", {"row_cache_size": "64MiB"}), catalog.config({"row_cache_size": "64MiB"}))],
             workload.rungs[0], repeats=1, objective=workload.objective, seed=1, log_dir=tmp_path / "logs")
-    assert comparison.runs[0].values and comparison.runs[1].failure.startswith("row_cache_size cannot be set")
+    assert comparison.runs[0].values and str(comparison.runs[1].failure).startswith("row_cache_size cannot be set")

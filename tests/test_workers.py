@@ -100,8 +100,8 @@ def test_two_workers_share_a_study_each_against_its_own_default(storage_url: str
         by_machine[trial.user_attrs[attrs.TRIAL_MACHINE]].append(trial)
     assert set(by_machine) == {"a", "b"}
     for machine, own in by_machine.items():
-        assert any(attrs.is_reference(t.user_attrs) for t in own), f"machine {machine} never measured its default"
-    sampled = [t for t in trials if not attrs.is_reference(t.user_attrs)]
+        assert any(attrs.is_default(t.user_attrs) for t in own), f"machine {machine} never measured its default"
+    sampled = [t for t in trials if not attrs.is_default(t.user_attrs)]
     assert any(t.user_attrs[attrs.TRIAL_MACHINE] == "b" for t in sampled), "the worker ran no sampled trial"
     # each worker checks the budget, then asks; when both ask for the last trial, the higher number gives way
     ran = [t for t in sampled if t.state.is_finished() and attrs.CONFIG in t.user_attrs]
@@ -109,8 +109,8 @@ def test_two_workers_share_a_study_each_against_its_own_default(storage_url: str
     assert all(t.user_attrs[attrs.OUTCOME] == "budget" for t in sampled if attrs.CONFIG not in t.user_attrs)
 
     # every measurement names its machine and its ratio to that machine's default; b's are in a's units
-    units = study.user_attrs[attrs.BASELINE]
-    b_default = next(t for t in by_machine["b"] if attrs.is_reference(t.user_attrs))
+    units = study.user_attrs[attrs.DEFAULT_BY_RUNG]
+    b_default = next(t for t in by_machine["b"] if attrs.is_default(t.user_attrs))
     measured = defaultdict(set)
     for trial in sampled:
         for key, result in trial.user_attrs.items():
@@ -142,7 +142,7 @@ def test_a_killed_workers_trial_is_run_again_by_the_other(storage_url: str, stud
         study = _study(storage_url, study_name)
         return [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
                 if t.user_attrs.get(attrs.WORKER, "").endswith(f":{second.pid}")
-                and not attrs.is_reference(t.user_attrs) and attrs.CONFIG_HASH in t.user_attrs]
+                and not attrs.is_default(t.user_attrs) and attrs.CONFIG_HASH in t.user_attrs]
 
     _await(lambda: bool(worker_mid_trial()) and _left_behind(home, second.pid),
            "the worker to run db_bench in a sampled trial")
@@ -170,7 +170,7 @@ def test_a_trial_whose_heartbeat_stopped_is_run_again(storage_url: str, study_na
     assert done.returncode == 0, done.stdout[-2000:]
     storage = optuna.storages.RDBStorage(storage_url)
     study = optuna.load_study(study_name=study_name, storage=storage)
-    model = next(t for t in study.trials if not attrs.is_reference(t.user_attrs))
+    model = next(t for t in study.trials if not attrs.is_default(t.user_attrs))
     lost = optuna.trial.create_trial(state=TrialState.RUNNING, params=model.params, distributions=model.distributions,
                                      user_attrs={attrs.WORKER: "elsewhere:1", attrs.TRIAL_MACHINE: "a"})
     lost_id = storage.create_new_trial(study._study_id, template_trial=lost)
@@ -227,7 +227,7 @@ def test_a_config_queued_after_the_budget_is_spent_does_not_keep_the_study_runni
     assert subprocess.run(argv, capture_output=True, text=True).returncode == 0
     url = f"sqlite:///{home / 'studies.db'}"
     study = _study(url, "spent")
-    model = next(t for t in study.trials if not attrs.is_reference(t.user_attrs))
+    model = next(t for t in study.trials if not attrs.is_default(t.user_attrs))
     study.enqueue_trial(model.params)  # e.g. a lost worker's trial queued again after the last trial ended
     again = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stdout[-2000:]

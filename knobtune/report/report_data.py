@@ -12,6 +12,7 @@ from knobtune.knobs import Catalog, load_catalog
 from knobtune.knobs.display import knob_value
 from knobtune.report.summary import summarize
 from knobtune.tuning import attrs
+from knobtune.tuning.records import record_of
 
 TOP_KNOBS = 6
 
@@ -21,12 +22,12 @@ def report_data(study: optuna.Study, catalog: Catalog | None = None) -> dict[str
     summary = summarize(study, catalog)
     catalog = catalog or load_catalog(summary.system)
     trials = study.get_trials(deepcopy=False)
-    importance = knob_importance([t for t in trials if not attrs.is_reference(t.user_attrs)],
+    importance = knob_importance([t for t in trials if not attrs.is_default(t.user_attrs)],
                                  summary.objective.maximize)
     return {
         "summary": summary.to_dict(),
         "trials": [_trial_row(t) for t in trials if t.state != TrialState.WAITING],
-        "defaults_by_rung": {rung: base.get("value") for rung, base in study.user_attrs.get(attrs.BASELINE, {}).items()},
+        "defaults_by_rung": {rung: base.get("value") for rung, base in study.user_attrs.get(attrs.DEFAULT_BY_RUNG, {}).items()},
         "best_over_time": _best_over_time(trials, summary.objective.maximize),
         "verification": study.user_attrs.get(attrs.VERIFICATION),
         "explanation": study.user_attrs.get(attrs.EXPLANATION),
@@ -41,15 +42,15 @@ def report_data(study: optuna.Study, catalog: Catalog | None = None) -> dict[str
 
 
 def _trial_row(trial: FrozenTrial) -> dict[str, Any]:
-    reached = trial.user_attrs.get(attrs.REACHED_RUNG)
-    last = trial.user_attrs.get(attrs.rung_key(reached)) if reached is not None else None
+    record = record_of(trial)
+    last = record.run_at(record.reached_rung) if record.reached_rung is not None else None
     return {
         "number": trial.number,
-        "role": trial.user_attrs.get(attrs.ROLE),
-        "outcome": trial.user_attrs.get(attrs.OUTCOME, trial.state.name.lower()),
-        "reason": trial.user_attrs.get(attrs.REASON, ""),
-        "reached_rung": reached,
-        "value": last.get("value") if last else None,
+        "role": record.role,
+        "outcome": record.outcome.value if record.outcome else trial.state.name.lower(),
+        "reason": record.reason,
+        "reached_rung": record.reached_rung,
+        "value": last.value if last else None,
         "finished_at": trial.datetime_complete.isoformat() if trial.datetime_complete else None,
         "started_at": trial.datetime_start.isoformat() if trial.datetime_start else None,
     }
@@ -82,10 +83,11 @@ def _latency(trials: list[FrozenTrial], result: int | None, verification: dict |
         chosen[f"trial {result}"] = next((t for t in trials if t.number == result), None)
     latency = {}
     for label, trial in chosen.items():
-        reached = trial.user_attrs.get(attrs.REACHED_RUNG) if trial else None
-        measured = trial.user_attrs.get(attrs.rung_key(reached), {}) if reached is not None else {}
+        record = record_of(trial) if trial else None
+        run = record.run_at(record.reached_rung) if record and record.reached_rung is not None else None
+        phases = run.summary.get("phases", []) if run is not None and run.ok else []
         latency[label] = {p["name"]: {"p50": p.get("p50_us"), "p99": p.get("p99_us"), "p99.9": p.get("p999_us")}
-                          for p in measured.get("phases", [])}
+                          for p in phases}
     return latency
 
 

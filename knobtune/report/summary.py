@@ -17,8 +17,9 @@ from knobtune.knobs import Catalog, load_catalog
 from knobtune.knobs.units import human_bytes
 from knobtune.targets import export_formats
 from knobtune.tuning import attrs
-from knobtune.tuning.finish import DEFAULT_LABEL, top_trials
+from knobtune.tuning.finish import DEFAULT_LABEL, study_result
 from knobtune.tuning.outcomes import Outcome
+from knobtune.tuning.records import TrialRecord, record_of
 from knobtune.workloads import Objective
 
 
@@ -77,11 +78,12 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
     catalog = catalog or load_catalog(user[attrs.SYSTEM])
     objective = Objective(user.get(attrs.OBJECTIVE, "elapsed_s"))
     trials = study.get_trials(deepcopy=False)
-    baseline = next((t for t in trials if t.user_attrs.get(attrs.ROLE) == attrs.ROLE_BASELINE
+    baseline = next((t for t in trials if t.user_attrs.get(attrs.ROLE) == attrs.ROLE_DEFAULT
                      and t.state == TrialState.COMPLETE), None)
     verification = user.get(attrs.VERIFICATION)
-    result = _result_trial(study, verification)
-    config = dict(result.user_attrs.get(attrs.CONFIG, {})) if result else {}
+    outcome = study_result(study)
+    result = study.trials[outcome.trial] if outcome.trial is not None else None
+    config = dict(outcome.config)
     unsafe = {k: v.value for k, v in catalog.unsafe_in(catalog.config(config)).items()} if config else {}
     speedup = (objective.speedup(result.value, baseline.value)
                if result is not None and baseline is not None and result.value else None)
@@ -90,9 +92,9 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         workload=(user.get(attrs.WORKLOAD) or {}).get("name", "?"), objective=objective,
         counts=count_outcomes(trials), default_value=baseline.value if baseline else None,
         result_trial=result.number if result else None, result_value=result.value if result else None,
-        result_config=config, verified=bool(verification and verification.get("winner")),
+        result_config=config, verified=outcome.verified,
         result_tried_first=str(result.user_attrs.get(attrs.STARTED_FROM, "")) if result else "",
-        verdict=_verdict(verification, result), single_run_speedup=speedup, verification=verification,
+        verdict=outcome.verdict, single_run_speedup=speedup, verification=verification,
         allow_unsafe=bool(user.get(attrs.ALLOW_UNSAFE)),
         allow_operational=bool(user.get(attrs.ALLOW_OPERATIONAL)), left_out=dict(user.get(attrs.LEFT_OUT, {})),
         unsafe_in_result=unsafe, warnings=_warnings(catalog, config, unsafe) + _fits_in_memory(study, catalog, config),
@@ -105,17 +107,15 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         costs=_costs(study, baseline, result, verification),
         limits={"memory_limit_bytes": user.get(attrs.MEMORY_LIMIT), "max_recovery_s": user.get(attrs.MAX_RECOVERY)},
         ranked_by=user.get(attrs.RANKED_BY), ranking=user.get(attrs.RANKING), machines=_machines(study, trials),
-        units_machine=user.get(attrs.BASELINE_MACHINE), time_s=time_by_outcome(trials),
+        units_machine=user.get(attrs.UNITS_MACHINE), time_s=time_by_outcome(trials),
         time_spent=dict(user.get(attrs.TIME_SPENT) or {}),
-        rung_agreement=rung_agreement([_rung_values(t) for t in trials if not attrs.is_reference(t.user_attrs)]),
+        rung_agreement=rung_agreement([_rung_values(r) for r in map(record_of, trials) if not r.is_default]),
     )
 
 
-def _rung_values(trial: FrozenTrial) -> dict[int, float]:
+def _rung_values(record: TrialRecord) -> dict[int, float]:
     """The values a trial measured (or reused) at each rung, in the study's units."""
-    return {int(key.removeprefix(attrs.RUNG_PREFIX)): float(result.get("study_value", result["value"]))
-            for key, result in trial.user_attrs.items()
-            if key.startswith(attrs.RUNG_PREFIX) and isinstance(result, dict) and "value" in result}
+    return {rung: run.in_study_units for rung, run in record.runs.items() if run.ok}
 
 
 def time_by_outcome(trials: list[FrozenTrial]) -> dict[str, float]:
@@ -125,7 +125,7 @@ def time_by_outcome(trials: list[FrozenTrial]) -> dict[str, float]:
     rungs (which take no time)."""
     spent: Counter[str] = Counter()
     for trial in trials:
-        if attrs.is_reference(trial.user_attrs) or not (trial.datetime_start and trial.datetime_complete):
+        if attrs.is_default(trial.user_attrs) or not (trial.datetime_start and trial.datetime_complete):
             continue
         seconds = (trial.datetime_complete - trial.datetime_start).total_seconds()
         spent[trial.user_attrs.get(attrs.OUTCOME, trial.state.name.lower())] += seconds
@@ -135,26 +135,31 @@ def time_by_outcome(trials: list[FrozenTrial]) -> dict[str, float]:
 
 def _machines(study: optuna.Study, trials: list[FrozenTrial]) -> dict[str, dict[str, Any]]:
     """Per machine that ran trials: how many sampled trials, its latest full-size default (raw), its facts."""
-    full = attrs.rung_key(len((study.user_attrs.get(attrs.WORKLOAD) or {}).get("ladder", [1])) - 1)
+    full = _full_rung(study)
     machines: dict[str, dict[str, Any]] = {}
-    for trial in trials:
-        name = trial.user_attrs.get(attrs.TRIAL_MACHINE)
-        if name is None:
+    for record in map(record_of, trials):
+        if record.machine is None:
             continue
-        entry = machines.setdefault(name, {"trials": 0, "default_value": None,
-                                           "facts": study.user_attrs.get(attrs.MACHINE_PREFIX + name, {})})
-        if not attrs.is_reference(trial.user_attrs):
+        entry = machines.setdefault(record.machine, {"trials": 0, "default_value": None,
+                                                     "facts": study.user_attrs.get(attrs.MACHINE_PREFIX + record.machine, {})})
+        run = record.run_at(full)
+        if not record.is_default:
             entry["trials"] += 1
-        elif "value" in (trial.user_attrs.get(full) or {}):
-            entry["default_value"] = trial.user_attrs[full]["value"]
+        elif run is not None and run.ok:
+            entry["default_value"] = run.value
     return machines
+
+
+def _full_rung(study: optuna.Study) -> int:
+    """The index of the full-size rung of the study's workload."""
+    return len((study.user_attrs.get(attrs.WORKLOAD) or {}).get("ladder", [1])) - 1
 
 
 def count_outcomes(trials: list[FrozenTrial]) -> dict[str, int]:
     """Trials per outcome (the default's trial not counted); running and queued ones too."""
     counts: Counter[str] = Counter()
     for trial in trials:
-        if attrs.is_reference(trial.user_attrs):
+        if attrs.is_default(trial.user_attrs):
             continue
         if trial.state in (TrialState.RUNNING, TrialState.WAITING):
             counts[trial.state.name.lower()] += 1
@@ -164,44 +169,22 @@ def count_outcomes(trials: list[FrozenTrial]) -> dict[str, int]:
                                                                   if k not in {o.value for o in Outcome}}
 
 
-def _result_trial(study: optuna.Study, verification: dict[str, Any] | None) -> FrozenTrial | None:
-    """The verified winner; without a verification, the best single run; with a failed one, none."""
-    if verification:  # a verification that rejected every candidate (data loss in the twin) names no winner
-        winner = verification.get("winner")
-        if not winner or winner == DEFAULT_LABEL:
-            return None
-        return study.trials[int(str(winner).split()[-1])]
-    best = top_trials(study, 1)
-    return best[0] if best else None
-
-
-def _verdict(verification: dict[str, Any] | None, result: FrozenTrial | None) -> str:
-    if verification:
-        return str(verification.get("verdict", ""))
-    if result is None:
-        return "no sampled config completed every rung yet"
-    return f"trial {result.number} is the best single run; not verified with repeats yet"
-
-
-COST_KEYS = ("workload_s", "settle_s", "recovery_s", "peak_rss_bytes")
-
-
 def _costs(study: optuna.Study, baseline: FrozenTrial | None, result: FrozenTrial | None,
            verification: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     """Settle time, recovery time and peak memory of the default and the result at full size.
 
     From the verification's repeats (medians) when it ran, else from the single full-size run.
     """
-    full = attrs.rung_key(len((study.user_attrs.get(attrs.WORKLOAD) or {}).get("ladder", [1])) - 1)
+    full = _full_rung(study)
     verified = {c["label"]: c.get("costs") for c in (verification or {}).get("candidates", []) if c.get("costs")}
     costs: dict[str, dict[str, Any]] = {}
     for role, trial, label in (("default", baseline, DEFAULT_LABEL),
                                ("result", result, f"trial {result.number}" if result else None)):
+        run = record_of(trial).run_at(full) if trial is not None else None
         if label in verified:
             costs[role] = {**verified[label], "source": "median of the verification runs"}
-        elif trial is not None and full in trial.user_attrs:
-            run = trial.user_attrs[full]
-            costs[role] = {**{k: run.get(k) for k in COST_KEYS}, "source": "one full-size run"}
+        elif run is not None and run.ok:
+            costs[role] = {**run.costs(), "source": "one full-size run"}
     return costs
 
 

@@ -1,8 +1,9 @@
 """Everything that decides what to run and runs it through a target: the Optuna study and its parts."""
 
+from knobtune.tuning.experiment import Experiment
 from knobtune.tuning.outcomes import Outcome
+from knobtune.tuning.progress import Progress
 from knobtune.tuning.space import SearchSpace, build_space, config_hash
-from knobtune.tuning.settings import TuneSettings
-from knobtune.tuning.study import Progress, Tuner
+from knobtune.tuning.study import Tuner
 
-__all__ = ["Outcome", "Progress", "SearchSpace", "TuneSettings", "Tuner", "build_space", "config_hash"]
+__all__ = ["Experiment", "Outcome", "Progress", "SearchSpace", "Tuner", "build_space", "config_hash"]

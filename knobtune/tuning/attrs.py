@@ -16,9 +16,10 @@ SEARCHED_KNOBS = "searched_knobs"
 ALLOW_UNSAFE = "allow_unsafe"
 ALLOW_OPERATIONAL = "allow_operational"
 LEFT_OUT = "left_out_unsafe"  # knob -> safety class, kept out of the search
-BASELINE = "baseline"  # rung index (str) -> measurement summary of the default config
+DEFAULT_BY_RUNG = "baseline"  # rung index (str) -> the default's run there, on the units machine (stored spelling)
 SEED = "seed"
-VERIFICATION = "verification"  # the final interleaved repeats, see tuning.verify
+VERIFICATION = "verification"  # the final interleaved repeats, see tuning.finish
+WINNER_TRIAL = "winner_trial"  # in VERIFICATION: the verified winner's trial number (None: keep the default)
 SETTLED = "settled"  # True: every run's time includes settling the store (False: --unsettled, the raw window)
 SCALED_RUNGS = "scaled_rungs"  # True: small rungs ran configs with data-sized knobs scaled (False: --unscaled-rungs)
 MEMORY_LIMIT = "memory_limit_bytes"  # --memory-limit, or None
@@ -29,12 +30,12 @@ EXPLANATION = "explanation"  # `knobtune explain`: the ablation path from the de
 RANKED_BY = "ranked_by"  # a top-k study: {"study", "top_k", "knobs"}, the ranking its searched knobs came from
 SETTINGS = "settings"  # how the study searches (sampler, budget, ladder limits): what a joining worker needs
 DEADLINE = "deadline"  # Unix time when the search of a --time budget ends, for every worker (absent: --trials only)
-BASELINE_MACHINE = "baseline_machine"  # the machine whose default is ``baseline``: the study's units
+UNITS_MACHINE = "baseline_machine"  # the machine whose default is DEFAULT_BY_RUNG: the study's units
 TIME_SPENT = "time_spent"  # this run of `tune`: search_s, verification_s, reserved_s (kept back for it), budget_s
 MACHINE_PREFIX = "machine:"  # "machine:<name>" -> that machine's facts (tuning.machine), one key per machine
 
 # trial
-ROLE = "role"  # "baseline" (the default, first) or "control" (the default, re-run periodically); absent otherwise
+ROLE = "role"  # ROLE_DEFAULT (the default, first) or ROLE_CONTROL (the default, re-run periodically); absent otherwise
 CONFIG = "config"  # the changed knobs actually run (after relation repair)
 CONFIG_HASH = "config_hash"
 OUTCOME = "outcome"  # an Outcome value
@@ -44,22 +45,22 @@ REACHED_RUNG = "reached_rung"
 REPAIRED = "repaired"  # relations the sampler's config broke and how they were mended
 REUSED_FROM = "reused_from"  # trial number whose measurement was reused
 RETRY_OF = "retry_of"  # trial number this one re-runs after an interruption
-STARTED_FROM = "started_from"  # a config a new study tried first: a heuristic baseline's label, or "study S trial N"
+STARTED_FROM = "started_from"  # a config a new study tried first: a known config's label, or "study S trial N"
 WORKER = "worker"  # "host:pid" of the process running the trial
 TRIAL_MACHINE = "machine"  # the name of the machine the trial ran on (its rung results: "machine", "ratio")
 UNSAFE = "unsafe_knobs"  # knob -> safety class of the values this config holds
 PLANNED_MEMORY = "planned_memory_bytes"  # the catalog's memory model applied to this config
 INFEASIBLE = "infeasible"  # why a complete trial breaks a limit (recovery time); never the result
 RECOVERY_OVER_S = "recovery_over_s"  # full-size recovery time minus --max-recovery-time (<= 0: feasible)
-ROLE_BASELINE = "baseline"
+ROLE_DEFAULT = "baseline"  # the stored spelling of earlier releases: the default's first run
 ROLE_CONTROL = "control"
-CONTROLS = "controls"  # study: the default's full-size value at each baseline/control run, in order (drift)
+CONTROLS = "controls"  # study: the default's full-size value at each of its runs (first and controls), in order (drift)
 
 
 def rung_key(index: int) -> str:
     return f"{RUNG_PREFIX}{index}"
 
 
-def is_reference(user_attrs: dict) -> bool:
-    """Whether a trial (by its user attributes) runs the default as a reference: the baseline or a control."""
-    return user_attrs.get(ROLE) in (ROLE_BASELINE, ROLE_CONTROL)
+def is_default(user_attrs: dict) -> bool:
+    """Whether a trial (by its user attributes) runs the default config: its first run or a control."""
+    return user_attrs.get(ROLE) in (ROLE_DEFAULT, ROLE_CONTROL)

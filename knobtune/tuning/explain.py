@@ -23,22 +23,15 @@ import optuna
 from knobtune.analysis.stats import gain_shares
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog, Value
-from knobtune.targets import RunFailure, Target
+from knobtune.storage import StudyStore
+from knobtune.targets import RunFailure, Target, make_target
 from knobtune.tuning import attrs
+from knobtune.tuning.experiment import read_experiment
 from knobtune.tuning.space import mend
 from knobtune.tuning.verify import DEFAULT_TIMEOUT_FACTOR, Candidate, relative_limit_s, run_interleaved
-from knobtune.workloads import Objective, Rung, Workload, load_workload
+from knobtune.workloads import Objective, Rung
 
 EXPLANATION = attrs.EXPLANATION
-
-
-def study_workload(study: optuna.Study) -> Workload:
-    """The workload a study ran, at the size it ran."""
-    recorded = study.user_attrs.get(attrs.WORKLOAD) or {}
-    source = recorded.get("source")
-    workload = load_workload(source if source and Path(source).exists() else recorded.get("name", "?"))
-    records = recorded.get("records")
-    return workload.scaled(records) if records and records != workload.records else workload
 
 
 def change_groups(catalog: Catalog, changed: Mapping[str, Value]) -> list[tuple[str, ...]]:
@@ -53,6 +46,24 @@ def change_groups(catalog: Catalog, changed: Mapping[str, Value]) -> list[tuple[
                 group_of[name] = merged
     groups = {tuple(sorted(g)) for g in group_of.values()}
     return sorted(groups)
+
+
+def explain_study(study: optuna.Study, store: StudyStore, winner: Mapping[str, Value], *, repeats: int,
+                  select_rung: int, keep: float, note: Callable[[str], None] = lambda message: None) -> dict:
+    """``explain`` run on the study's own experiment (system, driver, workload and size, settle, memory limit).
+
+    Raises:
+        UsageError: the study's experiment cannot be read back here, or ``select_rung`` is not on its ladder.
+    """
+    experiment = read_experiment(study)
+    rungs = experiment.workload.rungs
+    if not 0 <= select_rung < len(rungs):
+        raise UsageError(f"--select-rung {select_rung}: the workload has rungs 0-{len(rungs) - 1}. Fix: choose one")
+    with make_target(experiment.catalog, experiment.workload, store.worker_scratch(), experiment.driver,
+                     settle=experiment.settle, memory_limit_bytes=experiment.memory_limit_bytes) as target:
+        return explain(study, target, winner, objective=experiment.objective, select_rung=rungs[select_rung],
+                       full=experiment.workload.full, repeats=repeats, keep=keep, seed=experiment.seed,
+                       log_dir=store.artifacts(study.study_name) / "explain", note=note)
 
 
 def explain(study: optuna.Study, target: Target, winner: Mapping[str, Value], *, objective: Objective,
@@ -83,7 +94,7 @@ def explain(study: optuna.Study, target: Target, winner: Mapping[str, Value], *,
     shares = gain_shares([r.values for r in runs], objective.maximize, seed) if not failed else []
     for index, (group, record) in enumerate(zip(order, runs[1:])):
         entry = {"knobs": list(group), "changes": {name: winner[name] for name in group},
-                 "label": record.candidate.label, "median": record.median, "failure": record.failure}
+                 "label": record.candidate.label, "median": record.median, "failure": None if record.failure is None else record.failure.reason}
         versus = comparison.speedups.get(record.candidate.label)
         if versus is not None:
             entry |= {"ratio": versus.ratio, "ci_low": versus.ci_low, "ci_high": versus.ci_high}

@@ -8,16 +8,19 @@ verdict, with its figures, is stored on the study.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
 from knobtune.errors import KnobtuneError, UsageError
+from knobtune.knobs import Value
 from knobtune.targets import RunFailure, Target
 from knobtune.tuning import attrs
-from knobtune.tuning.settings import TuneSettings
-from knobtune.tuning.verify import Candidate, Comparison, relative_limit_s, run_interleaved
+from knobtune.tuning.experiment import Experiment
+from knobtune.tuning.records import RungRun, winner_trial
+from knobtune.tuning.verify import MACHINE_RETRIES, Candidate, Comparison, relative_limit_s, run_interleaved
 
 DEFAULT_LABEL = "default"
 
@@ -25,7 +28,7 @@ DEFAULT_LABEL = "default"
 def top_trials(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
     """The ``k`` best complete and feasible trials with distinct configs, the default excluded."""
     complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if not attrs.is_reference(t.user_attrs) and t.user_attrs.get(attrs.CONFIG)
+                if not attrs.is_default(t.user_attrs) and t.user_attrs.get(attrs.CONFIG)
                 and attrs.INFEASIBLE not in t.user_attrs]
     complete.sort(key=lambda t: t.value, reverse=study.direction == optuna.study.StudyDirection.MAXIMIZE)
     chosen, seen = [], set()
@@ -35,6 +38,31 @@ def top_trials(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
             seen.add(digest)
             chosen.append(trial)
     return chosen[:k]
+
+
+@dataclass(frozen=True)
+class StudyResult:
+    """What a study recommends: the verified winner; without a verification, the best single run; else none."""
+
+    trial: int | None  # the trial whose config is the result (None: keep the default)
+    config: Mapping[str, Value]  # the knobs it changes
+    verified: bool  # it won interleaved repeats beyond the noise
+    verdict: str
+
+
+def study_result(study: optuna.Study) -> StudyResult:
+    """The study's result, from what it stored (a verification that rejected every candidate names none)."""
+    verification = study.user_attrs.get(attrs.VERIFICATION)
+    if verification:
+        number = winner_trial(study)
+        verdict = str(verification.get("verdict", ""))
+    else:
+        best = top_trials(study, 1)
+        number = best[0].number if best else None
+        verdict = (f"trial {number} is the best single run; not verified with repeats yet" if best
+                   else "no sampled config completed every rung yet")
+    config = dict(study.trials[number].user_attrs.get(attrs.CONFIG, {})) if number is not None else {}
+    return StudyResult(number, config, bool(verification) and number is not None, verdict)
 
 
 def starting_configs(study: optuna.Study, system: str, k: int = 3) -> tuple[tuple[str, dict], ...]:
@@ -47,43 +75,43 @@ def starting_configs(study: optuna.Study, system: str, k: int = 3) -> tuple[tupl
     tuned = study.user_attrs.get(attrs.SYSTEM)
     if tuned != system:
         raise UsageError(f"study '{study.study_name}' tuned {tuned}, not {system}. Fix: --start-from a {system} study")
-    winner = (study.user_attrs.get(attrs.VERIFICATION) or {}).get("winner")
-    chosen = sorted(top_trials(study, k), key=lambda t: f"trial {t.number}" != winner)  # the winner first
+    winner = winner_trial(study)
+    chosen = sorted(top_trials(study, k), key=lambda t: t.number != winner)  # the winner first
     if not chosen:
         raise UsageError(f"study '{study.study_name}' has no config that completed every rung to start from. "
                          "Fix: --start-from a study with complete trials (`knobtune show` lists them)")
     return tuple((f"study {study.study_name} trial {t.number}", dict(t.user_attrs[attrs.CONFIG])) for t in chosen)
 
 
-def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, log_dir: Path,
+def verify_study(study: optuna.Study, target: Target, experiment: Experiment, log_dir: Path,
                  note: Callable[[str], None]) -> dict[str, object]:
     """Verify the top candidates, store the result on the study and return it."""
-    catalog, objective = settings.catalog, settings.objective
-    top = top_trials(study, settings.verify_top)
+    catalog, objective = experiment.catalog, experiment.objective
+    top = top_trials(study, experiment.verify_top)
     previous = study.user_attrs.get(attrs.VERIFICATION) or {}
-    verified_before = ({c["label"] for c in previous.get("candidates", []) if not c.get("reference")}
+    verified_before = ({c["label"] for c in previous.get("candidates", []) if not c.get("reference")}  # known configs
                        | set(previous.get("rejected", {})))
     if top and verified_before == {DEFAULT_LABEL} | {f"trial {t.number}" for t in top} \
-            and previous.get("repeats") == settings.verify_repeats:
+            and previous.get("repeats") == experiment.verify_repeats:
         note(f"the same candidates were verified before: {previous['verdict']}")
         return previous
     candidates = [(Candidate(DEFAULT_LABEL, {}), catalog.defaults())]
     rejected: dict[str, str] = {}
     twin = target.twin() if top else None
-    twin_limit_s = _twin_limit_s(twin, settings, log_dir, note) if twin else None
+    twin_limit_s = _twin_limit_s(twin, experiment, log_dir, note) if twin else None
     for trial in top:
         label = f"trial {trial.number}"
         config = catalog.config(trial.user_attrs[attrs.CONFIG])
-        failure = _twin_check(twin, settings, config, log_dir / f"twin-{trial.number}.log", twin_limit_s)
+        failure = _twin_check(twin, experiment, config, log_dir / f"twin-{trial.number}.log", twin_limit_s)
         if failure:
             rejected[label] = failure
             note(f"{label} rejected by the verifiable twin: {failure}")
             continue
-        candidates.append((Candidate(label, trial.user_attrs[attrs.CONFIG],
+        candidates.append((Candidate(label, trial.user_attrs[attrs.CONFIG], trial=trial.number,
                                      tried_first=trial.user_attrs.get(attrs.STARTED_FROM, "")), config))
     tuned = len(candidates) - 1
-    candidates += [(Candidate(known.label, dict(known.changed), reference=True), catalog.config(known.changed))
-                   for known in target.known_configs() if known.beside and settings.verify_references]
+    candidates += [(Candidate(known.label, dict(known.changed), known_config=True), catalog.config(known.changed))
+                   for known in target.known_configs() if known.beside and experiment.verify_known]
     if tuned == 0:
         why = (f"every candidate failed the verifiable twin ({'; '.join(rejected.values())})" if rejected
                else "no sampled config completed every rung")
@@ -91,24 +119,24 @@ def verify_study(study: optuna.Study, target: Target, settings: TuneSettings, lo
         study.set_user_attr(attrs.VERIFICATION, result)
         note(result["verdict"])
         return result
-    timeout_s = _limit_s(study, settings)
-    note(f"verifying {tuned} candidate(s) against the default{_beside(candidates)}: {settings.verify_repeats} "
-         f"interleaved runs each at {settings.workload.full}")
+    timeout_s = _limit_s(study, experiment)
+    note(f"verifying {tuned} candidate(s) against the default{_beside(candidates)}: {experiment.verify_repeats} "
+         f"interleaved runs each at {experiment.workload.full}")
 
     def on_run(repeat: int, runs: object, value: float | None) -> None:
         label = runs.candidate.label  # type: ignore[attr-defined]
         shown = objective.show(value) if value is not None else f"failed: {runs.failure}"  # type: ignore[attr-defined]
-        note(f"verify round {repeat + 1}/{settings.verify_repeats} {label}: {shown}")
+        note(f"verify round {repeat + 1}/{experiment.verify_repeats} {label}: {shown}")
 
-    comparison = run_interleaved(target, candidates, settings.workload.full, repeats=settings.verify_repeats,
-                                 objective=objective, seed=settings.seed, log_dir=log_dir, timeout_s=timeout_s,
+    comparison = run_interleaved(target, candidates, experiment.workload.full, repeats=experiment.verify_repeats,
+                                 objective=objective, seed=experiment.seed, log_dir=log_dir, timeout_s=timeout_s,
                                  on_run=on_run)
     result = {**comparison.to_dict(), "rejected": rejected, "verdict": verdict(comparison)}
     winner = comparison.winner()
     if winner is not None:
         lost = _crash_check(target, catalog.config(winner.candidate.config), log_dir, note)
         if lost:
-            result |= {"winner": None, "crash_check": lost,
+            result |= {"winner": None, attrs.WINNER_TRIAL: None, "crash_check": lost,
                        "verdict": f"{winner.candidate.label} lost data when the system was killed mid-run ({lost}); "
                                   "keep the default"}
         elif target.has_crash_check():
@@ -130,21 +158,25 @@ def _crash_check(target: Target, config: dict, log_dir: Path, note: Callable[[st
 
 
 def _beside(candidates: list) -> str:
-    references = [c.label for c, _ in candidates if c.reference]
-    return f" and beside {', '.join(references)}" if references else ""
+    known = [c.label for c, _ in candidates if c.known_config]
+    return f" and beside {', '.join(known)}" if known else ""
 
 
 def verdict(comparison: Comparison) -> str:
-    """One sentence a user can act on (and how the heuristic baselines did beside it)."""
+    """One sentence a user can act on (and how the known configs did beside it)."""
     return _tuned_verdict(comparison) + "".join(
         f"; beside it, {r.candidate.label} " + (f"is {s.ratio:.2f}x the default (95% CI {s.ci_low:.2f}-{s.ci_high:.2f})"
                                                 if (s := comparison.speedups.get(r.candidate.label))
                                                 else f"failed: {r.failure}")
-        for r in comparison.runs if r.candidate.reference)
+        for r in comparison.runs if r.candidate.known_config)
 
 
 def _tuned_verdict(comparison: Comparison) -> str:
     noise = f"noise {comparison.noise * 100:.1f}%"
+    if (broken := comparison.machine_failure) is not None:
+        return (f"the verification could not finish on this machine: {broken.reason} (after {MACHINE_RETRIES} "
+                "retries; not the config's fault); keep the default until it is run again. Fix: check the machine "
+                "(disk space, the scratch folder), then run the same command to verify again")
     runs = f"medians of {comparison.repeats} interleaved runs"
     winner = comparison.winner()
     if winner is not None:
@@ -152,7 +184,7 @@ def _tuned_verdict(comparison: Comparison) -> str:
         return (f"{winner.candidate.named} is {s.ratio:.2f}x the default "
                 f"(95% CI {s.ci_low:.2f}-{s.ci_high:.2f}, {noise}, {runs})")
     measured = {r.candidate.named: comparison.speedups[r.candidate.label] for r in comparison.runs[1:]
-                if not r.candidate.reference and r.candidate.label in comparison.speedups}
+                if not r.candidate.known_config and r.candidate.label in comparison.speedups}
     if not measured:
         return f"no candidate finished its verification runs; keep the default ({noise})"
     label, best = max(measured.items(), key=lambda item: item[1].ratio)
@@ -160,13 +192,15 @@ def _tuned_verdict(comparison: Comparison) -> str:
             f"(95% CI {best.ci_low:.2f}-{best.ci_high:.2f}, {noise}, {runs}); keep the default")
 
 
-def _limit_s(study: optuna.Study, settings: TuneSettings) -> float | None:
+def _limit_s(study: optuna.Study, experiment: Experiment) -> float | None:
     """The time a verification run may take: ``timeout_factor`` times the default's full-size time."""
-    base = study.user_attrs.get(attrs.BASELINE, {}).get(str(settings.workload.full.index), {})
-    return relative_limit_s(base["elapsed_s"], settings.timeout_factor, settings.min_timeout_s) if base else None
+    base = study.user_attrs.get(attrs.DEFAULT_BY_RUNG, {}).get(str(experiment.workload.full.index))
+    if not base:
+        return None
+    return relative_limit_s(RungRun.from_stored(base).elapsed_s, experiment.timeout_factor, experiment.min_timeout_s)
 
 
-def _twin_limit_s(twin: Target, settings: TuneSettings, log_dir: Path, note: Callable[[str], None]) -> float:
+def _twin_limit_s(twin: Target, experiment: Experiment, log_dir: Path, note: Callable[[str], None]) -> float:
     """The time a candidate's twin run may take: ``timeout_factor`` times the default's own twin run.
 
     Raises:
@@ -174,17 +208,17 @@ def _twin_limit_s(twin: Target, settings: TuneSettings, log_dir: Path, note: Cal
     """
     with twin:
         try:
-            twin.apply(settings.catalog.defaults())
-            run = twin.run(settings.workload.full, timeout_s=None, log_path=log_dir / "twin-default.log",
-                           seed=settings.seed)
+            twin.apply(experiment.catalog.defaults())
+            run = twin.run(experiment.workload.full, timeout_s=None, log_path=log_dir / "twin-default.log",
+                           seed=experiment.seed)
         except RunFailure as failure:
             raise KnobtuneError(f"the default config failed the workload's verifiable twin ({failure.reason}). "
                                 f"Fix: check the workload; raw output in {log_dir}") from None
     note(f"the default's verifiable twin took {run.elapsed_s:.1f} s")
-    return relative_limit_s(run.elapsed_s, settings.timeout_factor, settings.min_timeout_s)
+    return relative_limit_s(run.elapsed_s, experiment.timeout_factor, experiment.min_timeout_s)
 
 
-def _twin_check(twin: Target | None, settings: TuneSettings, config: dict, log_path: Path,
+def _twin_check(twin: Target | None, experiment: Experiment, config: dict, log_path: Path,
                 timeout_s: float | None) -> str | None:
     """Run the workload's verifiable twin once under ``config``; the failure reason, or None if it read back all.
 
@@ -196,7 +230,7 @@ def _twin_check(twin: Target | None, settings: TuneSettings, config: dict, log_p
     with twin:
         try:
             twin.apply(config)
-            twin.run(settings.workload.full, timeout_s=timeout_s, log_path=log_path, seed=settings.seed)
+            twin.run(experiment.workload.full, timeout_s=timeout_s, log_path=log_path, seed=experiment.seed)
         except RunFailure as failure:
             return failure.reason
     return None

@@ -51,7 +51,7 @@ class LocalMovesSampler(optuna.samplers.BaseSampler):
         if "fixed_params" in trial.system_attrs:  # the default, a queued config: nothing to choose
             return
         finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-        if sum(not attrs.is_reference(t.user_attrs) for t in finished) < self._startup:
+        if sum(not attrs.is_default(t.user_attrs) for t in finished) < self._startup:
             return
         incumbents = best_complete(study, self._around_best)
         if not incumbents or self._rng.random() >= self._share:

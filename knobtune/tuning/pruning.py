@@ -30,7 +30,7 @@ class DefaultAwareHalvingPruner(BasePruner):
             return False
         step = trial.last_step
         baseline = next((t for t in reversed(study.get_trials(deepcopy=False))  # the latest default run
-                         if attrs.is_reference(t.user_attrs) and step in t.intermediate_values), None)
+                         if attrs.is_default(t.user_attrs) and step in t.intermediate_values), None)
         if baseline is None or step is None:
             return True
         value, default = trial.intermediate_values[step], baseline.intermediate_values[step]

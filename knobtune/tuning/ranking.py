@@ -17,6 +17,7 @@ from knobtune.analysis.ranking import Ranking, rank_knobs, top_k
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog, KnobType
 from knobtune.tuning import attrs
+from knobtune.tuning.records import records
 
 MIN_SAMPLES = 8
 
@@ -29,13 +30,13 @@ def rank_study(study: optuna.Study, catalog: Catalog, rung: int, *, seed: int = 
     """
     knobs: Sequence[str] = study.user_attrs.get(attrs.SEARCHED_KNOBS) or list(catalog.knobs)
     rows, values = [], []
-    for trial in study.get_trials(deepcopy=False):
-        result = trial.user_attrs.get(attrs.rung_key(rung))
-        if attrs.is_reference(trial.user_attrs) or not result or "failure" in result:
+    for record in records(study):
+        run = record.run_at(rung)
+        if record.is_default or run is None or not run.ok:
             continue
-        config = catalog.config(trial.user_attrs.get(attrs.CONFIG, {}))
+        config = catalog.config(record.config)
         rows.append({name: config[name] for name in knobs})
-        values.append(float(result["value"]))
+        values.append(float(run.value))  # type: ignore[arg-type]
     if len(rows) < MIN_SAMPLES:
         raise UsageError(f"study '{study.study_name}' has {len(rows)} configs measured at rung {rung}; a ranking needs "
                          f"at least {MIN_SAMPLES}. Fix: run more samples (`knobtune rank --samples N`), or rank "

@@ -120,17 +120,17 @@ def allows(safety: Safety, allow_unsafe: bool, allow_operational: bool) -> bool:
 
 
 def build_space(catalog: Catalog, knobs: Iterable[str] | None = None, allow_unsafe: bool = False,
-                fmt: str | None = None, allow_operational: bool = False) -> SearchSpace:
-    """The search space over ``knobs`` (every tunable knob driver ``fmt`` can set when None).
+                driver: str | None = None, allow_operational: bool = False) -> SearchSpace:
+    """The search space over ``knobs`` (every tunable knob ``driver`` can set when None).
 
     Knobs of an unsafe class are left out (their unsafe values, when the rest of the knob is safe) unless
     ``allow_unsafe``; ``allow_operational`` lets in the operational class alone (auto-compaction off).
 
-    ``fmt`` is the driver's name: a knob whose ``names`` entry for a format of that name is empty, or whose
+    ``driver`` is the driver's name: a knob whose ``names`` entry for a format of that name is empty, or whose
     ``drivers`` does not list it, is left out (``other_drivers`` keeps the latter for ``driver_note``).
 
     Raises:
-        UsageError: a named knob is unknown, cannot be set through ``fmt``, or is unsafe as a
+        UsageError: a named knob is unknown, cannot be set through ``driver``, or is unsafe as a
             whole and --allow-unsafe is missing.
     """
     named = list(knobs) if knobs is not None else None
@@ -144,14 +144,14 @@ def build_space(catalog: Catalog, knobs: Iterable[str] | None = None, allow_unsa
             continue
         if named is None and not knob.tunable:
             continue
-        if fmt is not None and not knob.supports(fmt):
+        if driver is not None and not knob.supports(driver):
             if named is not None:
-                raise UsageError(f"knob '{name}' cannot be set through driver {fmt}. Fix: leave it out of --knobs")
+                raise UsageError(f"knob '{name}' cannot be set through driver {driver}. Fix: leave it out of --knobs")
             continue
-        if fmt is not None and not knob.settable_by(fmt):
+        if driver is not None and not knob.settable_by(driver):
             if named is not None:
                 raise UsageError(f"knob '{name}' can be set only through driver {' or '.join(knob.drivers)}, not "
-                                 f"{fmt}. Fix: add --driver {knob.drivers[0]}, or leave it out of --knobs")
+                                 f"{driver}. Fix: add --driver {knob.drivers[0]}, or leave it out of --knobs")
             other_drivers[name] = knob.drivers
             continue
         if not allows(knob.safety, allow_unsafe, allow_operational):
@@ -166,7 +166,7 @@ def build_space(catalog: Catalog, knobs: Iterable[str] | None = None, allow_unsa
     if not chosen:
         raise UsageError("no knob left to search. Fix: name tunable knobs with --knobs")
     return SearchSpace(catalog, tuple(_parents_first(catalog, chosen)), allow_unsafe, left_out,
-                       allow_operational=allow_operational, driver=fmt, other_drivers=other_drivers)
+                       allow_operational=allow_operational, driver=driver, other_drivers=other_drivers)
 
 
 def opt_in_flag(safety: Safety) -> str:

@@ -451,7 +451,7 @@ def _result(target: Target, plan: SweepPlan, records: Mapping[int, CandidateRuns
     results = []
     for point in plan.points:
         runs = records.get(point.index)
-        failure = point.refused if runs is None else runs.failure
+        failure = point.refused if runs is None else (None if runs.failure is None else runs.failure.reason)
         values = tuple(runs.values) if runs else ()
         if failure is None and values and not _positive(values):
             failure = f"the run measured {objective.value} = {min(values):g}: not a usable value"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from knobtune.analysis import Speedup, noise, speedup
 from knobtune.knobs import Value
-from knobtune.targets import Measurement, RunFailure, Target
+from knobtune.targets import FailureKind, Measurement, RunFailure, Target
 from knobtune.workloads import Objective, Rung
 
 
@@ -22,13 +22,32 @@ from knobtune.workloads import Objective, Rung
 class Candidate:
     label: str
     config: Mapping[str, Value]
-    reference: bool = False  # measured beside the others (a heuristic baseline), never the winner
+    known_config: bool = False  # a known config users run instead (PGTune, the guide): measured beside, never the winner
     tried_first: str = ""  # the known config the study tried first that this is (its label), or "" for the search's
+    trial: int | None = None  # the study's trial whose config this is (None: the default, a known config, a file)
 
     @property
     def named(self) -> str:
         """The label, and which known config it is when the study tried it first."""
         return f"{self.label} ({self.tried_first}, tried first)" if self.tried_first else self.label
+
+
+@dataclass(frozen=True)
+class RunProblem:
+    """Why a candidate's run gave no value: its kind (only TOOL is the machine's or knobtune's) and the reason."""
+
+    kind: FailureKind
+    reason: str
+
+    @property
+    def config_fault(self) -> bool:
+        return self.kind is not FailureKind.TOOL
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+MACHINE_RETRIES = 2  # a run the machine or knobtune failed is run again this many times before it stops a candidate
 
 
 @dataclass
@@ -38,7 +57,8 @@ class CandidateRuns:
     candidate: Candidate
     values: list[float] = field(default_factory=list)
     measurements: list[Measurement] = field(default_factory=list)
-    failure: str | None = None
+    failure: RunProblem | None = None
+    retries: int = 0  # runs repeated because the machine or knobtune failed them
 
     @property
     def median(self) -> float | None:
@@ -84,10 +104,19 @@ class Comparison:
     def baseline(self) -> CandidateRuns:
         return self.runs[0]
 
+    @property
+    def machine_failure(self) -> RunProblem | None:
+        """The failure of the machine or of knobtune that stopped a candidate (after retries), if one did: the
+        comparison is then incomplete, and says nothing against that candidate."""
+        return next((r.failure for r in self.runs if r.failure is not None and not r.failure.config_fault), None)
+
     def winner(self) -> CandidateRuns | None:
-        """The candidate with the best median among those significantly better than the baseline."""
+        """The candidate with the best median among those significantly better than the baseline; none when the
+        machine failed a run for good (the comparison is incomplete)."""
+        if self.machine_failure is not None:
+            return None
         better = [r for r in self.runs[1:] if r.failure is None and r.candidate.label in self.speedups
-                  and self.speedups[r.candidate.label].significant and not r.candidate.reference]
+                  and self.speedups[r.candidate.label].significant and not r.candidate.known_config]
         return max(better, key=lambda r: self.speedups[r.candidate.label].ratio, default=None)
 
     def to_dict(self) -> dict[str, object]:
@@ -99,12 +128,15 @@ class Comparison:
             "candidates": [
                 {
                     "label": r.candidate.label,
-                    "reference": r.candidate.reference,
+                    "reference": r.candidate.known_config,  # the stored spelling of earlier releases
+                    **({"trial": r.candidate.trial} if r.candidate.trial is not None else {}),
                     **({"tried_first": r.candidate.tried_first} if r.candidate.tried_first else {}),
                     "config": dict(r.candidate.config),
                     "values": r.values,
                     "median": r.median,
-                    "failure": r.failure,
+                    "failure": None if r.failure is None else r.failure.reason,
+                    **({"failure_kind": r.failure.kind.value} if r.failure is not None else {}),
+                    **({"retries": r.retries} if r.retries else {}),
                     "latency_us": r.latency_us(),
                     "costs": r.costs(),
                     **({"speedup": vars(self.speedups[r.candidate.label]),
@@ -114,6 +146,7 @@ class Comparison:
                 for r in self.runs
             ],
             "winner": (w.candidate.label if (w := self.winner()) else None),
+            "winner_trial": (w.candidate.trial if (w := self.winner()) else None),
         }
 
 
@@ -141,31 +174,49 @@ def run_interleaved(target: Target, candidates: Sequence[tuple[Candidate, Mappin
     """
     runs = [CandidateRuns(candidate) for candidate, _ in candidates]
     for (_, config), record in zip(candidates, runs):
-        record.failure = target.catalog.memory.over_limit(config, target.memory_limit_bytes)
+        over = target.catalog.memory.over_limit(config, target.memory_limit_bytes)
+        record.failure = None if over is None else RunProblem(FailureKind.MEMORY, over)
     for repeat in range(repeats):
         for (candidate, config), record in zip(candidates, runs):
             if record.failure is not None:
                 continue
-            log = log_dir / f"{_slug(candidate.label)}-{repeat}.log"
             limit = timeout_s
             if limit is None and timeout_factor is not None and runs[0].measurements:
                 limit = relative_limit_s(runs[0].measurements[0].elapsed_s, timeout_factor)
-            try:
-                target.apply(config)
-                measurement = target.run(rung, timeout_s=limit, log_path=log, seed=seed)
-            except RunFailure as failure:
-                record.failure = failure.reason
-                if on_run:
-                    on_run(repeat, record, None)
-                continue
-            record.measurements.append(measurement)
-            record.values.append(measurement.value(objective))
+            measurement = _run_once(target, config, rung, limit, log_dir / f"{_slug(candidate.label)}-{repeat}.log",
+                                    seed, record)
+            if measurement is not None:
+                record.measurements.append(measurement)
+                record.values.append(measurement.value(objective))
             if on_run:
-                on_run(repeat, record, record.values[-1])
+                on_run(repeat, record, record.values[-1] if measurement is not None else None)
     base = runs[0]
     speedups = {r.candidate.label: speedup(base.values, r.values, objective.maximize)
                 for r in runs[1:] if r.values and base.values and r.failure is None}
     return Comparison(objective, rung, repeats, tuple(runs), speedups, noise(base.values))
+
+
+def _run_once(target: Target, config: Mapping[str, Value], rung: Rung, limit_s: float | None, log: Path, seed: int,
+              record: CandidateRuns) -> Measurement | None:
+    """One run of ``config``; a failure the machine or knobtune caused is run again (MACHINE_RETRIES times) before
+    it is kept on ``record`` as what stopped it, so that it never counts against the candidate."""
+    for attempt in range(MACHINE_RETRIES + 1):
+        try:
+            target.apply(config)
+            return target.run(rung, timeout_s=limit_s, log_path=log.with_suffix(f".{attempt}.log") if attempt else log,
+                              seed=seed)
+        except RunFailure as failure:
+            if failure.kind is FailureKind.TOOL and attempt < MACHINE_RETRIES:
+                record.retries += 1
+                continue
+            record.failure = RunProblem(failure.kind, failure.reason)
+            return None
+        except OSError as exc:  # a folder removed, a disk full: the machine's, never the config's
+            if attempt < MACHINE_RETRIES:
+                record.retries += 1
+                continue
+            record.failure = RunProblem(FailureKind.TOOL, f"the machine or knobtune failed: {exc}")
+    return None
 
 
 def _slug(label: str) -> str:

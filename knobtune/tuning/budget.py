@@ -1,0 +1,212 @@
+"""The study's budget: trials counted, time left, what a run may take, and the verification's reserve.
+
+``--time 20m`` means it: no run is started that cannot finish in the time
+left at its rung, a run that would pass the end is stopped there (outcome
+``budget``, never against its config), and what verifying at the end will
+take is kept back as it becomes known. ``--trials N`` counts sampled trials
+on every worker.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import optuna
+from optuna.trial import TrialState
+
+from knobtune.tuning import attrs
+from knobtune.tuning.experiment import Experiment
+from knobtune.tuning.finish import top_trials
+from knobtune.tuning.outcomes import Outcome
+from knobtune.tuning.progress import Reporter
+from knobtune.tuning.records import RungRun, TrialRecord, record_of, records
+from knobtune.tuning.verify import relative_limit_s
+from knobtune.tuning.workers import Workers
+from knobtune.workloads import Rung
+
+RESERVE_MARGIN = 1.05  # verification's estimate is kept back with this margin
+MIN_RUN_OVERHEAD_S = 0.2  # per run, outside its measured time, at the least (db_bench here: ~0.2 s)
+
+
+def fitting_verification(estimate_s: Callable[[int, bool], float], wanted: int, limit_s: float) -> tuple[int, bool]:
+    """The verification that fits in ``limit_s``, as (candidates, beside the known configs or not).
+
+    ``estimate_s(top, known)`` is its time. A time budget gives up the known configs' comparison first (it
+    informs, it decides nothing), then candidates, down to one, rather than end late; each keeps its repeats.
+    """
+    options = [(wanted, True)] + [(top, False) for top in range(wanted, 0, -1)]
+    return next((option for option in options if estimate_s(*option) <= limit_s), (min(wanted, 1), False))
+
+
+def run_overhead_s(trial: optuna.trial.FrozenTrial) -> float | None:
+    """A finished trial's wall-clock time per run beyond what its runs' records account for (starting the
+    program or server, restoring or clearing its data); None while it runs or when it ran nothing."""
+    record = record_of(trial)
+    runs = [run for run in record.runs.values() if run.ok]
+    if record.seconds is None or not runs:
+        return None
+    return max(MIN_RUN_OVERHEAD_S, (record.seconds - sum(run.elapsed_s for run in runs)) / len(runs))
+
+
+class Budget:
+    """Owns the deadline and the verification's reserve; answers whether a trial or a run may start."""
+
+    def __init__(self, experiment: Experiment, workers: Workers, reporter: Reporter, known: tuple[str, ...],
+                 twins: bool, crash_check: bool) -> None:
+        """``known``: the labels of the known configs verified beside the result; ``twins``: the verification
+        re-checks candidates with the workload's twin first; ``crash_check``: it ends with the winner's."""
+        e = experiment
+        self.experiment, self.workers, self.reporter = e, workers, reporter
+        self.known, self.twins, self.crash_check = known, twins, crash_check
+        # when the search ends (Unix time): a worker joining a study reads the study's before each trial
+        self.deadline = None if e.time_budget_s is None or e.joining else time.time() + e.time_budget_s
+        self.reserve_s = 0.0  # kept back from the time budget for the verification
+        self.verify_top = e.verify_top  # candidates verified: fewer when a time budget cannot hold them all
+        self.verify_known = e.verify_known  # the known configs beside them (not when the budget is tight)
+        self.wanted_s = 0.0  # what verifying all of --verify-top and the known configs would take
+        self.fitted_s = 0.0  # what the verification fitted to the budget will take
+        self.overhead_s = MIN_RUN_OVERHEAD_S  # per run beyond its record, as the default's trial measured it
+
+    def time_left_s(self) -> float | None:
+        """Time left for the search: to the study's deadline, less what verification will need."""
+        return None if self.deadline is None else self.deadline - time.time() - self.reserve_s
+
+    # ------------------------------------------------------------ trials
+
+    def may_start_trial(self) -> bool:
+        e, study = self.experiment, self.workers.study
+        if e.joining:
+            self.deadline = study.user_attrs.get(attrs.DEADLINE)  # the study's, as its latest `tune` set it
+        self.reserve_verification()
+        if self.workers.own_default(e.rungs[-1]) is None:  # nothing else runs before this machine's default
+            left = self.time_left_s()
+            if e.joining and left is not None and left <= 0:
+                self.reporter.note("the study's time budget is spent")
+                return False
+            return True
+        if e.trials is not None and len(self.counted_trials()) >= e.trials:
+            return False
+        return self.ladder_fits()
+
+    def counted_trials(self) -> list[TrialRecord]:
+        """The sampled trials --trials counts: finished ones (not interrupted, not given up for the budget before
+        they ran) and those running, on any worker; by number."""
+        def counted(r: TrialRecord) -> bool:
+            if r.is_default or r.state == TrialState.WAITING:
+                return False
+            if r.state == TrialState.RUNNING:
+                return True
+            return (r.outcome or Outcome.INTERRUPTED) is not Outcome.INTERRUPTED and r.config_hash is not None
+        return [r for r in records(self.workers.study) if counted(r)]  # a trial given up right after asking has no config
+
+    def over_trial_budget(self, trial: optuna.Trial) -> bool:
+        """Whether ``trial``, just asked, would pass --trials: workers check the count, then ask, so two may ask
+        for the last trial at once. Trial numbers settle it: the lower number runs, the higher gives way."""
+        e = self.experiment
+        if e.trials is None or attrs.is_default(trial.user_attrs):
+            return False
+        return len([r for r in self.counted_trials() if r.number < trial.number]) >= e.trials
+
+    # ------------------------------------------------------------ runs
+
+    def rung_limit_s(self, rung: Rung) -> float | None:
+        """``timeout_factor`` times this machine's default's time at ``rung`` (at least ``min_timeout_s``);
+        None before it ran."""
+        base = self.workers.own_default(rung)
+        e = self.experiment
+        return None if base is None else relative_limit_s(base.elapsed_s, e.timeout_factor, e.min_timeout_s)
+
+    def limit_s(self, rung: Rung) -> float | None:
+        """The time a run at ``rung`` may take: its rung limit, never past the budget's end."""
+        limit, left = self.rung_limit_s(rung), self.time_left_s()
+        if left is not None:
+            limit = left if limit is None else min(limit, left)
+        return limit
+
+    def cut_by_budget_s(self, rung: Rung) -> float | None:
+        """The time limit of a run at ``rung`` when the budget's end comes before its own limit; else None."""
+        limit, own = self.limit_s(rung), self.rung_limit_s(rung)
+        return limit if limit is not None and own is not None and limit < own else None
+
+    def fits(self, rung: Rung) -> bool:
+        """Whether a run at ``rung`` may start: the time left holds a run as long as the default's there. A run
+        that takes longer is stopped at the budget's end and counts as ``budget``, never against its config."""
+        left = self.time_left_s()
+        return left is None or left >= self._default_cost_s(rung)
+
+    def ladder_fits(self) -> bool:
+        """Whether a new trial can still climb to full size in the time left, each rung as long as the default's.
+        A config slower than that could not beat the default, so only a loser is cut by the budget's end."""
+        left = self.time_left_s()
+        return left is None or left >= sum(self._default_cost_s(rung) for rung in self.experiment.rungs)
+
+    def _default_cost_s(self, rung: Rung) -> float:
+        """The wall-clock time this machine's default took at ``rung`` (``min_timeout_s`` before it ran)."""
+        base = self.workers.own_default(rung)
+        return self.experiment.min_timeout_s if base is None else self._run_cost_s(base)
+
+    def _run_cost_s(self, run: RungRun) -> float:
+        """The wall-clock time a run like ``run`` takes here: its measured time plus the per-run overhead measured
+        on this machine's default trial (its wall time beyond its runs' records)."""
+        return run.elapsed_s + self.overhead_s
+
+    # ------------------------------------------------------------ the verification's reserve
+
+    def reserve_verification(self) -> None:
+        """Keep back, from a time budget, what verifying at the end will take, as it becomes known.
+
+        The verification runs each candidate and the default (and the known configs) ``verify_repeats`` times at
+        full size; its candidates are the best configs so far plus, until there are ``verify_top`` of them, the next
+        one that may complete. Each run is estimated from its own full-size measurement (the default's for a
+        candidate yet to come, and for the known configs) plus the per-run overhead. The twin check and, where the
+        target has one, the winner's crash check add runs like the default's. Never more than half the budget:
+        when verifying all of ``verify_top`` would take more, fewer candidates are verified (at least one).
+        """
+        e = self.experiment
+        default = self.workers.own_default(e.rungs[-1])
+        if e.time_budget_s is None or default is None or e.verify_top <= 0:
+            return
+        self.overhead_s = self._measured_overhead_s()
+        full = e.rungs[-1].index
+        known = [run for t in top_trials(self.workers.study, e.verify_top)
+                 if (run := record_of(t).run_at(full)) is not None and run.ok]
+        cost = self._run_cost_s
+
+        def estimate_s(top: int, beside: bool) -> float:
+            candidates = known[:top] + [default] * (len(known[:top]) < top)
+            per_round = sum(map(cost, candidates)) + (1 + len(self.known) * beside) * cost(default)
+            extra = (2 * len(candidates) if self.twins else 0) + self.crash_check  # twins write, then read back
+            return (per_round * e.verify_repeats + extra * cost(default)) * RESERVE_MARGIN
+
+        self.verify_top, beside = fitting_verification(estimate_s, e.verify_top, e.time_budget_s / 2)
+        self.verify_known = e.verify_known and beside
+        self.fitted_s = estimate_s(self.verify_top, self.verify_known)
+        self.reserve_s = min(self.fitted_s, e.time_budget_s / 2)
+        self.wanted_s = estimate_s(e.verify_top, True)
+
+    def fitted_verification(self) -> Experiment:
+        """The experiment to verify with, fitted to half the time budget; what was given up, and any lateness, said."""
+        e = self.experiment
+        left_out = () if self.verify_known else self.known
+        given_up = ([f"the top {self.verify_top} of --verify-top {e.verify_top}"] * (self.verify_top < e.verify_top)
+                    + [f"without {', '.join(left_out)} beside the default"] * bool(left_out))
+        late_s = self.fitted_s - e.time_budget_s / 2 if e.time_budget_s else 0.0
+        if given_up:
+            self.reporter.note(f"verifying {' '.join(given_up)}: all would take ~{self.wanted_s:.0f} s, more than "
+                               f"half of the {e.time_budget_s:.0f} s budget. Fix, for more: a longer --time")
+        if late_s > 0:
+            self.reporter.note(f"verifying needs ~{self.fitted_s:.0f} s, more than half of the "
+                               f"{e.time_budget_s:.0f} s budget: tune ends ~{late_s:.0f} s past --time. "
+                               "Fix: a longer --time, or fewer --repeats")
+        return replace(e, verify_top=self.verify_top, verify_known=self.verify_known)
+
+    def _measured_overhead_s(self) -> float:
+        """The per-run overhead of this machine's latest finished default trial (at least the minimum)."""
+        study = self.workers.study
+        for trial in reversed(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))):
+            if attrs.is_default(trial.user_attrs) and self.workers.machine_of(record_of(trial)) == self.workers.machine:
+                if (overhead := run_overhead_s(trial)) is not None:
+                    return overhead
+        return MIN_RUN_OVERHEAD_S

@@ -1,0 +1,184 @@
+"""Typed records over what a study stores: a run at a rung, a trial, the verification's winner.
+
+Optuna keeps a trial's user attributes as plain JSON. This module is the only
+code that knows the shape of a stored run (``rung_N``: a measurement's summary
+with its value, or a failure with its kind), and reads a trial's attributes
+into a ``TrialRecord``: the rest of knobtune asks ``record.is_default`` and
+``run.failure``, never a key. Studies written by earlier releases read the same
+way: the stored shapes have not changed, and what they lack reads as None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial
+
+from knobtune.targets import Measurement
+from knobtune.tuning import attrs
+from knobtune.tuning.outcomes import Outcome
+
+COST_KEYS = ("workload_s", "settle_s", "recovery_s", "peak_rss_bytes")  # what a run cost besides its value
+
+
+@dataclass(frozen=True)
+class RungRun:
+    """One trial's run at one rung, as stored: a measurement (``failure`` None) or a failure with its kind.
+
+    ``value`` is the objective on the machine that ran it; ``study_value`` the same in the study's units (the first
+    machine's: docs/workers.md); ``ratio`` its ratio to that machine's default at the rung (above 1: better).
+    """
+
+    failure: Outcome | None = None
+    reason: str = ""
+    log: str = ""
+    value: float | None = None
+    study_value: float | None = None
+    ratio: float | None = None
+    machine: str | None = None
+    summary: Mapping[str, Any] = field(default_factory=dict)  # the measurement's own figures (Measurement.summary)
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+    @property
+    def in_study_units(self) -> float:
+        """The value the study compares (its units); a failure has none."""
+        if self.value is None:
+            raise ValueError("a failed run has no value")
+        return self.value if self.study_value is None else self.study_value
+
+    @property
+    def elapsed_s(self) -> float:
+        """The measured time (a settled run's crash-and-reopen and settle inside it)."""
+        return float(self.summary["elapsed_s"])
+
+    @property
+    def recovery_s(self) -> float | None:
+        recovery = self.summary.get("recovery_s")
+        return None if recovery is None else float(recovery)
+
+    def costs(self) -> dict[str, Any]:
+        """What the run cost besides its value: workload and settle time, recovery, peak memory."""
+        return {key: self.summary.get(key) for key in COST_KEYS}
+
+    def reusable(self) -> bool:
+        """Whether another trial of the same config may take this run as its own (a failure of the machine or of
+        knobtune says nothing about the config and is not)."""
+        return self.failure is None or self.failure.config_fault
+
+    def to_stored(self) -> dict[str, Any]:
+        if self.failure is not None:
+            return {"failure": self.failure.value, "reason": self.reason, "log": self.log}
+        stored: dict[str, Any] = {**self.summary, "value": self.value}
+        if self.machine is not None:
+            stored["machine"] = self.machine
+        if self.ratio is not None:
+            stored |= {"ratio": self.ratio, "study_value": self.study_value}
+        return stored
+
+    @classmethod
+    def from_stored(cls, stored: Mapping[str, Any]) -> RungRun:
+        if "failure" in stored:
+            return cls(failure=Outcome(stored["failure"]), reason=str(stored.get("reason", "")),
+                       log=str(stored.get("log", "")))
+        own = {"value", "study_value", "ratio", "machine"}
+        value = stored.get("value")
+        return cls(value=None if value is None else float(value), study_value=stored.get("study_value"),
+                   ratio=stored.get("ratio"),
+                   machine=stored.get("machine"), log=str(stored.get("log", "")),
+                   summary={k: v for k, v in stored.items() if k not in own})
+
+    @classmethod
+    def measured(cls, measurement: Measurement, value: float) -> RungRun:
+        """A run that measured ``value`` (before the machine's ratio is known)."""
+        summary = measurement.summary()
+        return cls(value=value, log=str(summary.get("log", "")), summary=summary)
+
+    @classmethod
+    def failed(cls, outcome: Outcome, reason: str, log: str) -> RungRun:
+        return cls(failure=outcome, reason=reason, log=log)
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """What a study stored about one trial, typed: its role, config, runs by rung, outcome and origin."""
+
+    number: int
+    state: optuna.trial.TrialState
+    value: float | None
+    role: str | None  # attrs.ROLE_DEFAULT (the default, first), attrs.ROLE_CONTROL (the default again) or None
+    config: Mapping[str, Any]  # the knobs it changed
+    config_hash: str | None
+    outcome: Outcome | None
+    reason: str
+    runs: Mapping[int, RungRun]  # rung index -> its run (measured or reused)
+    reached_rung: int | None
+    machine: str | None  # the machine it ran on (None: a study from before workers)
+    worker: str | None
+    started_from: str | None  # the known config (its label) a new study tried first, or "study S trial N"
+    reused_from: int | None
+    infeasible: str | None  # why a complete run breaks a limit
+    seconds: float | None  # start to end, when it ended
+
+    @property
+    def is_default(self) -> bool:
+        """Whether the trial runs the default config (the first run, or a control)."""
+        return self.role in (attrs.ROLE_DEFAULT, attrs.ROLE_CONTROL)
+
+    @property
+    def is_known_config(self) -> bool:
+        return self.started_from is not None
+
+    def run_at(self, rung: int) -> RungRun | None:
+        return self.runs.get(rung)
+
+    @property
+    def label(self) -> str:
+        """How output names it: ``trial 3``, with its known config's label when the study tried it first."""
+        return f"trial {self.number}" + (f" ({self.started_from}, tried first)" if self.started_from else "")
+
+
+def record_of(trial: FrozenTrial) -> TrialRecord:
+    """The typed record of a stored trial."""
+    user = trial.user_attrs
+    outcome = user.get(attrs.OUTCOME)
+    runs = {int(key.removeprefix(attrs.RUNG_PREFIX)): RungRun.from_stored(stored) for key, stored in user.items()
+            if key.startswith(attrs.RUNG_PREFIX) and isinstance(stored, dict)}
+    seconds = ((trial.datetime_complete - trial.datetime_start).total_seconds()
+               if trial.datetime_start and trial.datetime_complete else None)
+    return TrialRecord(
+        number=trial.number, state=trial.state, value=trial.value, role=user.get(attrs.ROLE),
+        config=dict(user.get(attrs.CONFIG, {})), config_hash=user.get(attrs.CONFIG_HASH),
+        outcome=Outcome(outcome) if outcome else None, reason=str(user.get(attrs.REASON, "")), runs=runs,
+        reached_rung=user.get(attrs.REACHED_RUNG), machine=user.get(attrs.TRIAL_MACHINE), worker=user.get(attrs.WORKER),
+        started_from=user.get(attrs.STARTED_FROM), reused_from=user.get(attrs.REUSED_FROM),
+        infeasible=user.get(attrs.INFEASIBLE), seconds=seconds)
+
+
+def records(study: optuna.Study, states: tuple[optuna.trial.TrialState, ...] | None = None) -> list[TrialRecord]:
+    """Every trial of ``study`` (of ``states``), typed, by number."""
+    return [record_of(t) for t in study.get_trials(deepcopy=False, states=states)]
+
+
+def store_run(trial: optuna.Trial, rung: int, run: RungRun) -> None:
+    trial.set_user_attr(attrs.rung_key(rung), run.to_stored())
+
+
+def winner_trial(study: optuna.Study) -> int | None:
+    """The trial number of the verified winner, or None (no verification, or it kept the default).
+
+    Releases before the number was stored named the winner only by its label ("trial 12"): it is found among the
+    verification's candidates, matched against the labels of the study's own trials.
+    """
+    verification = study.user_attrs.get(attrs.VERIFICATION) or {}
+    if verification.get(attrs.WINNER_TRIAL) is not None:
+        return int(verification[attrs.WINNER_TRIAL])
+    label = verification.get("winner")
+    if not label:
+        return None
+    return next((t.number for t in study.get_trials(deepcopy=False) if f"trial {t.number}" == label), None)

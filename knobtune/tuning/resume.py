@@ -1,0 +1,97 @@
+"""What a study runs again or first: interrupted trials re-queued, and the known configs a new study tries first.
+
+A study killed mid-trial is resumed by running ``tune`` again: the interrupted
+trial is marked and its config queued again (a known config stays one, so it
+is still never pruned). A trial whose worker died (no heartbeat) is queued
+again the same way. A new study tries the known configs right after the
+default: the target's (PGTune, the RocksDB guide, the starts the workload's
+shape suggests) and a previous study's best (``--start-from``).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import optuna
+from optuna.trial import TrialState
+
+from knobtune.storage import pid_alive
+from knobtune.targets import KnownConfig
+from knobtune.tuning import attrs
+from knobtune.tuning.outcomes import Outcome
+from knobtune.tuning.progress import Reporter
+from knobtune.tuning.records import records
+from knobtune.tuning.workers import Workers
+
+
+class Queue:
+    """Re-queues interrupted trials and holds the known configs until this machine's default has run."""
+
+    def __init__(self, workers: Workers, reporter: Reporter) -> None:
+        self.workers, self.reporter = workers, reporter
+        self._pending: list[tuple[str, dict]] = []  # (label, changed knobs) to try first, once the default ran
+
+    # ------------------------------------------------------------ interrupted trials
+
+    def recover_interrupted(self) -> None:
+        """Trials left RUNNING by a dead process on this host: mark them and queue their configs again."""
+        study, storage, host = self.workers.study, self.workers.storage, socket.gethostname()
+        for record in records(study, (TrialState.RUNNING,)):
+            worker_host, _, pid = (record.worker or "").rpartition(":")
+            if worker_host != host or not pid.isdigit() or pid_alive(int(pid)):
+                continue  # another machine's or a live process's trial
+            trial_id = self.workers.trial_id(record.number)
+            try:
+                storage.set_trial_user_attr(trial_id, attrs.OUTCOME, Outcome.INTERRUPTED.value)
+                storage.set_trial_user_attr(trial_id, attrs.REASON, "knobtune was stopped during this trial")
+                study.tell(record.number, state=TrialState.FAIL)
+            except (optuna.exceptions.UpdateFinishedTrialError, RuntimeError, ValueError):
+                continue  # another worker (or the heartbeat check) ended it first and queued it again
+            frozen = study.get_trials(deepcopy=False)[record.number]
+            self.requeue(frozen.params, frozen.user_attrs, record.number)
+            self.reporter.note(f"trial {record.number} was interrupted; its config is queued again")
+
+    def requeue_stale(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        """Optuna found a running trial without a heartbeat (its process or machine died) and failed it: run it
+        again. The storage calls this (``StudyStore.storage(on_stale=...)``)."""
+        self.requeue(trial.params, trial.user_attrs, trial.number, study)
+        self.reporter.note(f"trial {trial.number} lost its worker ({trial.user_attrs.get(attrs.WORKER, 'unknown')}); "
+                           "its config is queued again")
+
+    def requeue(self, params: dict, user_attrs: dict, number: int, study: optuna.Study | None = None) -> None:
+        """Queue an interrupted trial's config again (a default is not: each machine re-runs its own when due); a
+        known config the study tried first stays one (never pruned)."""
+        if attrs.is_default(user_attrs):
+            return
+        known = {attrs.STARTED_FROM: user_attrs[attrs.STARTED_FROM]} if attrs.STARTED_FROM in user_attrs else {}
+        (study or self.workers.study).enqueue_trial(params, user_attrs={attrs.RETRY_OF: number, **known},
+                                                    skip_if_exists=False)
+
+    # ------------------------------------------------------------ known configs first
+
+    def hold_known_configs(self, known: tuple[KnownConfig, ...]) -> None:
+        """A new study tries known configs first, right after the default: the target's ``known`` (when the
+        experiment asks: ``try_known_configs``) and ``start_configs`` (--start-from), each as far as the search
+        space holds it. They are queued when the default has run (``release_known_configs``), so that trial 0
+        stays the default."""
+        e = self.workers.experiment
+        if e.joining or any(not r.is_default for r in records(self.workers.study)):
+            return
+        self._pending = [(k.label, dict(k.changed)) for k in known] if e.try_known_configs else []
+        self._pending += list(e.start_configs)
+
+    def release_known_configs(self) -> None:
+        """Queue the known configs held back (once this machine's default has run); none that the space makes the
+        default, or another of them."""
+        e, pending = self.workers.experiment, self._pending
+        self._pending = []
+        queued = {json.dumps(e.space.params_of(e.catalog.defaults()), sort_keys=True, default=str)}  # the default ran
+        for label, changed in pending:
+            params = e.space.params_of(e.space.within(e.catalog.config(changed)))
+            key = json.dumps(params, sort_keys=True, default=str)
+            if key in queued:
+                continue  # within this space it is the default, or queued already: nothing new to try
+            queued.add(key)
+            self.workers.study.enqueue_trial(params, user_attrs={attrs.STARTED_FROM: label})
+            self.reporter.note(f"queued first: {label}")

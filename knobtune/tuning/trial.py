@@ -1,0 +1,236 @@
+"""One trial: one config applied, then run up the fidelity ladder until it completes, is pruned or fails.
+
+It runs at the smallest rung first; Optuna's successive-halving pruner decides
+whether it climbs to the next. A run that takes longer than ``timeout_factor``
+times the default's time at that rung is stopped (outcome ``timeout``). The
+same config is never measured twice at the same rung: its result is reused.
+The default and the known configs a new study tries first are never pruned.
+How each trial ended is told to Optuna in one place (``finish``), through
+``tuning.outcomes``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import optuna
+from optuna.trial import TrialState
+
+from knobtune.errors import KnobtuneError, UsageError
+from knobtune.storage import HEARTBEAT_S, StudyStore
+from knobtune.targets import RunFailure, Target
+from knobtune.tuning import attrs
+from knobtune.tuning.budget import Budget
+from knobtune.tuning.outcomes import Outcome
+from knobtune.tuning.progress import Reporter
+from knobtune.tuning.records import RungRun, record_of, records, store_run
+from knobtune.tuning.resume import Queue
+from knobtune.tuning.space import config_hash
+from knobtune.tuning.workers import Workers
+from knobtune.workloads import Rung
+
+
+class TrialRunner:
+    """Runs the trials Optuna asks for through one target, and tells Optuna how each ended."""
+
+    def __init__(self, workers: Workers, budget: Budget, queue: Queue, reporter: Reporter, store: StudyStore) -> None:
+        self.workers, self.budget, self.queue, self.reporter, self.store = workers, budget, queue, reporter, store
+        self.experiment = workers.experiment
+        self.study = workers.study
+        self.trials_run = 0  # trials this process ran (the default's included)
+
+    def run(self, target: Target, trial: optuna.Trial) -> None:
+        """Run ``trial`` to its end; a failure of the machine or of knobtune queues its config again.
+
+        Raises:
+            UsageError: the default itself does not fit the time budget or the memory limit.
+            KnobtuneError: the default failed, or the machine or knobtune did (the config is queued again).
+        """
+        is_default = attrs.is_default(trial.user_attrs)  # never pruned, never reused
+        self.trials_run += 1
+        config = self._record_config(trial)
+        try:
+            with self.workers.heartbeat(trial):
+                outcome = self._start(target, trial, config, is_default)
+        except BaseException:  # Ctrl-C or a failure of ours: keep the trial, queue the config again
+            if self.workers.still_running(trial.number):  # Ctrl-C may land after Optuna recorded its end
+                trial.set_user_attr(attrs.OUTCOME, Outcome.INTERRUPTED.value)
+                self.study.tell(trial, state=TrialState.FAIL)
+                self.queue.requeue(trial.params, trial.user_attrs, trial.number)
+            raise
+        reason = str(trial.user_attrs.get(attrs.REASON, outcome.value))
+        if is_default:
+            self._after_default(trial, outcome, reason)
+        elif outcome is Outcome.TOOL:
+            self.queue.requeue(trial.params, trial.user_attrs, trial.number)
+            raise KnobtuneError(f"trial {trial.number} failed for a reason that is not the config's: {reason}. Its "
+                                "config is queued again; fix the machine and run the same command to resume")
+
+    def _record_config(self, trial: optuna.Trial) -> dict:
+        """Draw the trial's config and store what it changes, its hash, its repairs, unsafe values, memory plan."""
+        e = self.experiment
+        trial.set_user_attr(attrs.WORKER, self.workers.worker)
+        trial.set_user_attr(attrs.TRIAL_MACHINE, self.workers.machine)
+        config, repairs = e.space.suggest(trial)
+        changed = e.catalog.changed(config)
+        trial.set_user_attr(attrs.CONFIG, changed)
+        trial.set_user_attr(attrs.CONFIG_HASH, config_hash(changed))
+        if repairs:
+            trial.set_user_attr(attrs.REPAIRED, repairs)
+        if unsafe := e.catalog.unsafe_in(config):
+            trial.set_user_attr(attrs.UNSAFE, {k: v.value for k, v in unsafe.items()})
+        trial.set_user_attr(attrs.PLANNED_MEMORY, e.catalog.memory.planned_bytes(config))
+        return config
+
+    def _after_default(self, trial: optuna.Trial, outcome: Outcome, reason: str) -> None:
+        """Keep the default's full-size value for the drift record; a default that did not complete stops the study."""
+        e = self.experiment
+        if outcome is Outcome.COMPLETE:
+            full = record_of(self.study.get_trials(deepcopy=False)[trial.number]).run_at(e.rungs[-1].index)
+            controls = list(self.study.user_attrs.get(attrs.CONTROLS, []))
+            controls.append({"trial": trial.number, "at_s": round(self.reporter.elapsed_s(), 1),
+                             "value": full.value if full else None, "role": trial.user_attrs.get(attrs.ROLE)})
+            self.study.set_user_attr(attrs.CONTROLS, controls)
+            return
+        if outcome is Outcome.TIMEOUT and e.time_budget_s is not None:
+            raise UsageError(f"--time is too short: the default config alone did not finish within it ({reason}). "
+                             "Fix: give more time, or a smaller --records")
+        if outcome is Outcome.MEMORY:
+            raise UsageError(f"--memory-limit is too low for the default config: {reason}. Fix: raise --memory-limit")
+        raise KnobtuneError(f"the default config failed ({reason}). Fix: check the workload and the system with "
+                            f"`knobtune systems`; raw output is in {self.store.artifacts(e.study_name)}")
+
+    def _start(self, target: Target, trial: optuna.Trial, config: dict, is_default: bool) -> Outcome:
+        """Apply ``config`` unless its memory plan is over the limit, then climb; a refusal ends the trial."""
+        e = self.experiment
+        if over := e.catalog.memory.over_limit(config, e.memory_limit_bytes):
+            return self._fail(trial, Outcome.MEMORY, over, e.rungs[0], is_default)
+        try:
+            target.apply(config)
+        except RunFailure as failure:  # the system would not take the config: the trial's outcome, not our error
+            return self._fail(trial, Outcome.of_failure(failure.kind), failure.reason, e.rungs[0], is_default)
+        return self._climb(target, trial, config, is_default)
+
+    def _climb(self, target: Target, trial: optuna.Trial, config: dict, is_default: bool) -> Outcome:
+        """Run ``trial`` (``config``, already applied) up the ladder; tell Optuna how it ended and return the
+        outcome. With ``scale_rungs``, each rung runs the config scaled to its share of the data.
+
+        The default and a known config a new study tries first (``started_from``: a heuristic, a previous
+        study's best) are never pruned: they climb to full size unless they fail or time out. A known config is
+        worth its full-size run, and a small rung's noise must not throw it away (docs/tuning.md).
+        """
+        e, applied, rungs = self.experiment, config, self.experiment.rungs
+        for rung in rungs:
+            if not is_default and not self.budget.fits(rung):
+                return self.finish(trial, Outcome.BUDGET, "the time budget ended before this rung")
+            run = None if is_default else self._reused(trial, rung)
+            if run is None and e.scale_rungs and (scaled := e.catalog.at_fraction(config, rung.fraction)) != applied:
+                try:
+                    target.apply(scaled)
+                except RunFailure as failure:
+                    return self._fail(trial, Outcome.of_failure(failure.kind), failure.reason, rung, is_default)
+                applied = scaled
+            run = run or self._measure(target, trial, rung, is_default)
+            if run.failure is not None:
+                return self._fail(trial, run.failure, run.reason, rung, is_default)
+            trial.set_user_attr(attrs.REACHED_RUNG, rung.index)
+            value = run.in_study_units
+            if is_default:
+                self.workers.keep_units_default(rung, run)
+            self.reporter.rung(f"{_label(trial)} {rung}: {e.objective.show(value)}", trial.number, rung.index, value)
+            if rung is rungs[-1]:
+                if self._feasible(trial, run, is_default):
+                    best = self.reporter.best
+                    self.reporter.best = value if best is None or e.objective.better(value, best) else best
+                return self.finish(trial, Outcome.COMPLETE, "", value)
+            trial.report(value, step=self.step(rung))
+            if trial.should_prune() and not is_default and attrs.STARTED_FROM not in trial.user_attrs:
+                return self.finish(trial, Outcome.PRUNED, f"successive halving stopped it after {rung}")
+        raise KnobtuneError(f"workload '{e.workload.name}' has an empty fidelity ladder. Fix: give it a ladder")
+
+    def _measure(self, target: Target, trial: optuna.Trial, rung: Rung, is_default: bool) -> RungRun:
+        """Run the applied config at ``rung``; the run (or its failure, with its kind) is stored on the trial."""
+        e = self.experiment
+        log = self.store.artifacts(e.study_name) / f"trial-{trial.number:04d}" / f"rung-{rung.index}.log"
+        limit = self.budget.time_left_s() if is_default else self.budget.limit_s(rung)
+        cut = None if is_default else self.budget.cut_by_budget_s(rung)
+        try:
+            measurement = target.run(rung, timeout_s=limit, log_path=log, seed=e.seed)
+            run = self.workers.on_this_machine(rung, RungRun.measured(measurement, measurement.value(e.objective)),
+                                               is_default)
+        except RunFailure as failure:
+            outcome, reason = Outcome.of_failure(failure.kind), failure.reason
+            if outcome is Outcome.TIMEOUT and cut is not None:  # stopped by the budget's end, not its own limit
+                outcome, reason = Outcome.BUDGET, f"the time budget ended during {rung} (stopped after {cut:.1f} s)"
+            run = RungRun.failed(outcome, reason, str(failure.log_path or log))
+        except OSError as exc:  # a folder removed, a disk full: the machine's or our failure, never the config's
+            run = RungRun.failed(Outcome.TOOL, f"the machine or knobtune failed: {exc}", str(log))
+        store_run(trial, rung.index, run)
+        return run
+
+    def _reused(self, trial: optuna.Trial, rung: Rung) -> RungRun | None:
+        """The run of the same config at the same rung from an earlier trial, if there is one; when another
+        worker is measuring it right now (an earlier trial of the same config), its run once it is in."""
+        digest = trial.user_attrs.get(attrs.CONFIG_HASH)
+        while any(other.number < trial.number and other.config_hash == digest and other.run_at(rung.index) is None
+                  and other.worker != self.workers.worker and rung.index <= (other.reached_rung or -1) + 1
+                  for other in records(self.study, (TrialState.RUNNING,))):
+            time.sleep(HEARTBEAT_S / 5)
+        for other in records(self.study):
+            run = other.run_at(rung.index)
+            if other.number != trial.number and other.config_hash == digest and run is not None and run.reusable():
+                store_run(trial, rung.index, run)
+                trial.set_user_attr(attrs.REUSED_FROM, other.number)
+                return run
+        return None
+
+    def _fail(self, trial: optuna.Trial, outcome: Outcome, reason: str, rung: Rung, is_default: bool) -> Outcome:
+        """End a trial that failed at ``rung``; a failure the config caused first reports a pessimistic value there."""
+        if outcome.config_fault and not is_default and self.workers.own_default(rung) is not None:
+            trial.report(self._pessimistic(rung), step=self.step(rung))
+            trial.should_prune()  # records the rung so later trials compete with it
+        return self.finish(trial, outcome, reason)
+
+    def finish(self, trial: optuna.Trial, outcome: Outcome, reason: str, value: float | None = None) -> Outcome:
+        """Tell Optuna how ``trial`` ended (its state from ``outcome``) and store why."""
+        trial.set_user_attr(attrs.OUTCOME, outcome.value)
+        if reason:
+            trial.set_user_attr(attrs.REASON, reason)
+        self.study.tell(trial, value if outcome is Outcome.COMPLETE else None, state=outcome.state)
+        shown = self.experiment.objective.show(value) if value is not None else reason
+        self.reporter.trial(f"{_label(trial)} {outcome.value}: {shown}", trial.number, value)
+        return outcome
+
+    def _feasible(self, trial: optuna.Trial, run: RungRun, is_default: bool) -> bool:
+        """Check a full-size run against --max-recovery-time; record why it is infeasible if it is not."""
+        limit, recovery = self.experiment.max_recovery_s, run.recovery_s
+        if limit is None or recovery is None:
+            return True
+        trial.set_user_attr(attrs.RECOVERY_OVER_S, recovery - limit)
+        if recovery <= limit:
+            return True
+        reason = f"recovery after a crash took {recovery:.2f} s, over --max-recovery-time {limit:g} s"
+        trial.set_user_attr(attrs.INFEASIBLE, reason)
+        self.reporter.note(f"{'the default' if is_default else _label(trial)} is infeasible: {reason}")
+        return False
+
+    def step(self, rung: Rung) -> int:
+        return self.experiment.reduction_factor ** rung.index
+
+    def _pessimistic(self, rung: Rung) -> float:
+        """What a run that failed at ``rung`` counts as: no better than one that used up its time limit there,
+        the default's value scaled by limit / default's time."""
+        base = self.workers.own_default(rung)
+        if base is None or base.value is None:
+            raise KnobtuneError("a failure was scored before this machine's default ran at its rung. Fix: report "
+                                "this as a bug of knobtune")
+        ratio = max((self.budget.limit_s(rung) or 0.0) / base.elapsed_s, 1.0)
+        raw = base.value / ratio if self.experiment.objective.maximize else base.value * ratio
+        return self.workers.in_study_units(rung, raw)
+
+
+def _label(trial: optuna.Trial) -> str:
+    role = trial.user_attrs.get(attrs.ROLE)
+    if role == attrs.ROLE_CONTROL:
+        return f"trial {trial.number} (the default, a control)"
+    return f"trial {trial.number} (the default)" if role else f"trial {trial.number}"

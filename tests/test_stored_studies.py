@@ -1,0 +1,66 @@
+"""A study written by an earlier release opens, shows, resumes and reads back its experiment.
+
+``corpus/studies/release-e064aba.db`` was written by knobtune at commit e064aba (before the typed records):
+`knobtune tune rocksdb --workload put-get-delete --records 3000 --trials 4 --verify-top 1 --repeats 2
+--study old-release`. Its verification kept the default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+
+from knobtune.report import summarize
+from knobtune.storage import StudyStore, open_store
+from knobtune.tuning import Tuner, attrs
+from knobtune.tuning.experiment import read_experiment
+from knobtune.tuning.records import records, winner_trial
+
+from conftest import CORPUS
+
+OLD = CORPUS / "studies" / "release-e064aba.db"
+
+
+@pytest.fixture()
+def old_store(tmp_path: Path) -> StudyStore:
+    shutil.copy(OLD, tmp_path / "studies.db")
+    return open_store(tmp_path)
+
+
+def test_it_shows_as_it_did(old_store: StudyStore) -> None:
+    summary = summarize(old_store.load("old-release"))
+    assert summary.system == "rocksdb" and summary.workload == "put-get-delete"
+    assert summary.default_value is not None and summary.result_trial is None
+    assert summary.verdict.startswith("no significant gain") and "keep the default" in summary.verdict
+    assert sum(summary.counts.values()) == 4
+
+
+def test_its_trials_read_as_typed_records(old_store: StudyStore) -> None:
+    study = old_store.load("old-release")
+    typed = records(study)
+    assert typed[0].is_default and typed[0].run_at(2) is not None and typed[0].run_at(2).ok
+    assert typed[0].run_at(2).elapsed_s > 0 and typed[0].run_at(2).recovery_s is not None
+    assert {r.started_from for r in typed[1:] if r.started_from} >= {"rocksdb-guide"}
+    assert all(r.outcome is not None for r in typed)
+
+
+def test_its_experiment_reads_back_and_it_resumes(old_store: StudyStore) -> None:
+    study = old_store.load("old-release")
+    experiment = read_experiment(study)
+    assert (experiment.catalog.system, experiment.driver, experiment.workload.records) == ("rocksdb", "db_bench", 3000)
+    assert experiment.objective.value == study.user_attrs[attrs.OBJECTIVE] and experiment.settle
+    more = dataclasses.replace(experiment, trials=5, verify_top=0, sampler="random")
+    resumed = Tuner(more, old_store).run()
+    assert len([r for r in records(resumed) if not r.is_default]) == 5  # one more sampled trial, none lost
+
+
+def test_a_winner_stored_by_its_label_reads_as_its_trial_number(old_store: StudyStore) -> None:
+    study = old_store.load("old-release")
+    assert winner_trial(study) is None  # it kept the default
+    verification = dict(study.user_attrs[attrs.VERIFICATION], winner="trial 2")  # as a winning release stored it
+    study.set_user_attr(attrs.VERIFICATION, verification)
+    assert winner_trial(study) == 2
+    assert summarize(study).result_trial == 2
