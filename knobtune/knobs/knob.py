@@ -154,6 +154,17 @@ class Knob:
         scaled = max(floor, value * fraction)
         return float(scaled) if self.type is KnobType.FLOAT else int(round(scaled))
 
+    def to_dict(self) -> dict[str, Any]:
+        """The knob as JSON-ready data (``knobtune knobs --json``)."""
+        return {"name": self.name, "group": self.group, "type": self.type.value, "default": self.default,
+                "min": self.min, "max": self.max, "log": self.log, "choices": list(self.choices),
+                "special": {str(v): label for v, label in self.special.items()}, "unit": self.unit,
+                "restart": self.restart, "safety": self.safety.value, "safety_note": self.safety_note,
+                "unsafe_values": None if self.unsafe_values is None else list(self.unsafe_values),
+                "conditions": [{"knob": c.knob, "values": list(c.values)} for c in self.conditions],
+                "names": dict(self.names), "description": self.description, "tunable": self.tunable,
+                "drivers": list(self.drivers)}
+
     def _range_hint(self) -> str:
         parts = []
         if self.is_numeric:

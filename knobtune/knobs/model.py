@@ -76,6 +76,13 @@ class Catalog:
         except KeyError:
             raise ConfigError(_unknown_knob_message(name, self)) from None
 
+    def to_dict(self) -> dict[str, Any]:
+        """The catalog as JSON-ready data (``knobtune knobs --json``)."""
+        return {"system": self.system, "version": self.version,
+                "knobs": [knob.to_dict() for knob in self.knobs.values()],
+                "relations": [str(r) for r in self.relations],
+                "implications": [str(i) for i in self.implications]}
+
     def defaults(self) -> dict[str, Value]:
         return {name: knob.default for name, knob in self.knobs.items()}
 
