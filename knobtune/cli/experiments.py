@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
 from knobtune import console
 from knobtune.errors import UsageError
-from knobtune.knobs import load_catalog
+from knobtune.knobs import Catalog, Value, load_catalog
 from knobtune.report import load_config_file, summarize
-from knobtune.report.summary import describe_costs
 from knobtune.report.sweep import point_lines, write_sweep
-from knobtune.storage import open_store
+from knobtune.storage import StudyStore, open_store
 from knobtune.targets import make_target
 from knobtune.tuning.explain import explain, study_workload
 from knobtune.tuning.sweep import plan_sweep, run_sweep
-from knobtune.tuning.verify import Candidate, run_interleaved
+from knobtune.tuning.verify import Candidate, CandidateRuns, run_interleaved
 from knobtune.workloads import Objective, available_workloads, load_workload
 from knobtune.cli.options import (
     DirOption, DriverOption, JsonOption, MemoryLimitOption, ObjectiveOption, RecordsOption, StorageOption,
@@ -115,24 +116,7 @@ def compare(
             entry["unsafe_knobs"] = unsafe[entry["label"]]
         console.print_json(data)
         return
-    for runs in comparison.runs:
-        label = runs.candidate.label
-        if unsafe[label]:
-            console.out.print(f"[bold red]{label} holds unsafe values:[/bold red] "
-                              + ", ".join(f"{k} ({v})" for k, v in unsafe[label].items()))
-        if runs.failure:
-            console.out.print(f"{label}: [red]failed[/red]: {runs.failure}")
-            continue
-        versus = comparison.speedups.get(label)
-        console.out.print(f"{label}: median {goal.show(runs.median)} over {len(runs.values)} runs"
-                          + (f"; {versus.describe()} vs {comparison.baseline.candidate.label}" if versus else ""))
-        console.out.print("    " + describe_costs(runs.costs()) + " (medians)", markup=False)
-        for phase, percentiles in runs.latency_us().items():
-            console.out.print(f"    {phase} latency (µs, median of runs): "
-                              + ", ".join(f"{k} {v:,.1f}" for k, v in percentiles.items()))
-    console.out.print(f"noise of {comparison.baseline.candidate.label}: {comparison.noise * 100:.1f}%; "
-                      + ("settled runs (each includes the work it leaves behind: restart as after a crash, flush or checkpoint, compaction)" if not unsettled
-                         else "UNSETTLED runs: raw window, the work a run leaves behind is not counted"))
+    console.comparison_text(comparison, goal, unsafe, settled=not unsettled)
 
 
 def sweep_command(
@@ -167,7 +151,9 @@ def sweep_command(
     store = open_store(directory, storage)
     held, held_from, goal = {}, None, objective_option(objective)
     if around is not None:
-        held, held_from, records, driver, goal = _sweep_around(store, around, catalog, workload, records, driver, goal)
+        centre = _sweep_around(store, around, catalog, workload)
+        held, held_from = centre.config, centre.held_from
+        records, driver, goal = records or centre.records, driver or centre.driver, goal or centre.objective
     spec, driver = workload_for(catalog, workload, records, driver)
     target = make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
                          memory_limit_bytes=bytes_option("--memory-limit", memory_limit))
@@ -190,8 +176,19 @@ def sweep_command(
     info.print(f"wrote {html_path} and {json_path}", markup=False)
 
 
-def _sweep_around(store, study: str, catalog, workload: str, records: int | None, driver: str | None,  # noqa: ANN001
-                  goal: Objective | None) -> tuple:
+@dataclass(frozen=True)
+class SweepCentre:
+    """What ``sweep --around STUDY`` holds: the study's result, what to say about it, and the study's size,
+    driver and objective (the defaults of --records, --driver and --objective)."""
+
+    config: dict[str, Value]
+    held_from: dict[str, Any]
+    records: int
+    driver: str | None
+    objective: Objective
+
+
+def _sweep_around(store: StudyStore, study: str, catalog: Catalog, workload: str) -> SweepCentre:
     """--around: the study's result to hold, what to say about it, and its size, driver and objective as defaults.
 
     Raises:
@@ -212,18 +209,20 @@ def _sweep_around(store, study: str, catalog, workload: str, records: int | None
                          "Fix: leave out --around to sweep around the defaults")
     held_from = {"study": study, "trial": summary.result_trial, "verified": summary.verified,
                  "verdict": summary.verdict}
-    return (summary.result_config, held_from, records or studied.records,
-            driver or summary.experiment.get("driver"), goal or summary.objective)
+    return SweepCentre(config=summary.result_config, held_from=held_from, records=studied.records,
+                       driver=summary.experiment.get("driver"), objective=summary.objective)
 
 
-def _print_run(goal: Objective):  # noqa: ANN202 - a small callback factory
-    def on_run(repeat: int, runs, value: float | None) -> None:  # noqa: ANN001
+def _print_run(goal: Objective) -> Callable[[int, CandidateRuns, float | None], None]:
+    """A line for each run of ``compare`` as it finishes."""
+    def on_run(repeat: int, runs: CandidateRuns, value: float | None) -> None:
         shown = goal.show(value) if value is not None else f"failed: {runs.failure}"
         console.out.print(f"round {repeat + 1} {runs.candidate.label}: {shown}")
     return on_run
 
 
-def _candidate(label: str, catalog, store):  # noqa: ANN001, ANN202
+def _candidate(label: str, catalog: Catalog, store: StudyStore) -> tuple[Candidate, dict[str, Value]]:
+    """A --config of ``compare``: 'default', study:NAME (its result) or a JSON file; with its full config."""
     if label == "default":
         return Candidate("default", {}), catalog.defaults()
     if label.startswith("study:"):
