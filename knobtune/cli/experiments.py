@@ -22,7 +22,8 @@ from knobtune.tuning.verify import Candidate, CandidateRuns, run_interleaved
 from knobtune.workloads import Objective, available_workloads, load_workload
 from knobtune.cli.options import (
     DirOption, DriverOption, JsonOption, MemoryLimitOption, ObjectiveOption, RecordsOption, StorageOption,
-    TimeoutFactorOption, UnsettledOption, WorkloadOption, at_least, bytes_option, objective_option, workload_for,
+    TimeoutFactorOption, UnsettledOption, WorkloadOption, at_least, bytes_option, objective_option, trial_config,
+    workload_for,
 )
 
 
@@ -47,12 +48,7 @@ def explain_command(
     loaded = store.load(study)
     summary = summarize(loaded)
     catalog = load_catalog(summary.system)
-    if trial is not None:
-        if not 0 <= trial < len(loaded.trials):
-            raise UsageError(f"study '{study}' has no trial {trial}. Fix: see `knobtune show {study}`")
-        winner = dict(loaded.trials[trial].user_attrs.get("config", {}))
-    else:
-        winner = summary.result_config
+    winner = trial_config(loaded, study, trial) if trial is not None else summary.result_config
     if not winner:
         raise UsageError(f"study '{study}' has no verified result to explain ({summary.verdict}). "
                          "Fix: name a trial with --trial N")

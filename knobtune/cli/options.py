@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
+import optuna
 import typer
 
 from knobtune.errors import UsageError
@@ -82,6 +83,17 @@ def workload_for(catalog: Catalog, name: str, records: int | None, driver: str |
     workload_section(catalog.system, driver, spec)  # the workload must say how this driver runs it
     return spec, driver
 
+
+
+def trial_config(loaded: optuna.Study, study: str, trial: int) -> dict[str, Any]:
+    """The changed knobs of trial number ``trial`` of ``study`` (--trial N).
+
+    Raises:
+        UsageError: the study has no such trial.
+    """
+    if not 0 <= trial < len(loaded.trials):
+        raise UsageError(f"study '{study}' has no trial {trial}. Fix: see `knobtune show {study}`")
+    return dict(loaded.trials[trial].user_attrs.get("config", {}))
 
 
 def _positive(option: str, text: str | None, parse: Callable[[str], Any], what: str, example: str) -> Any:

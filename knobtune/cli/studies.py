@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
+import optuna
 import typer
 
 from knobtune import console
@@ -14,7 +15,7 @@ from knobtune.knobs import load_catalog
 from knobtune.report import export_config, summarize, write_report
 from knobtune.storage import open_store
 from knobtune.tuning.explain import EXPLANATION
-from knobtune.cli.options import DirOption, JsonOption, StorageOption
+from knobtune.cli.options import DirOption, JsonOption, StorageOption, trial_config
 
 
 def show(study: str, storage: StorageOption = None, directory: DirOption = None, json_output: JsonOption = False) -> None:
@@ -48,21 +49,13 @@ def export(
     loaded = store.load(study)
     summary = summarize(loaded)
     catalog = load_catalog(summary.system)
-    config = None
     if minimal and trial is not None:
         raise UsageError("--minimal and --trial both choose the config. Fix: give one of them")
+    config = None
     if minimal:
-        explained = loaded.user_attrs.get(EXPLANATION) or {}
-        if explained.get("minimal") is None:
-            raise UsageError(f"study '{study}' has no minimal config"
-                             + (f" ({explained['minimal_note']})" if explained.get("minimal_note") else "")
-                             + f". Fix: run `knobtune explain {study}` first")
-        config = dict(explained["minimal"])
-        console.err.print(f"minimal config: {explained['minimal_note']}", markup=False)
+        config = _minimal_config(loaded, study)
     elif trial is not None:
-        if not 0 <= trial < len(loaded.trials):
-            raise UsageError(f"study '{study}' has no trial {trial}. Fix: see `knobtune show {study}`")
-        config = dict(loaded.trials[trial].user_attrs.get("config", {}))
+        config = trial_config(loaded, study, trial)
     elif summary.result_trial is None:
         console.err.print(f"note: {summary.verdict}; exporting the default config")
     text = export_config(summary, catalog, format, config)
@@ -86,3 +79,17 @@ def report(
     html_path, json_path = write_report(open_store(directory, storage).load(study), output)
     console.err.print(f"wrote {html_path} and {json_path}")
 
+
+def _minimal_config(loaded: optuna.Study, study: str) -> dict[str, Any]:
+    """The minimal config ``knobtune explain`` stored (its note goes to stderr).
+
+    Raises:
+        UsageError: the study has not been explained, or the explanation found no minimal config.
+    """
+    explained = loaded.user_attrs.get(EXPLANATION) or {}
+    if explained.get("minimal") is None:
+        raise UsageError(f"study '{study}' has no minimal config"
+                         + (f" ({explained['minimal_note']})" if explained.get("minimal_note") else "")
+                         + f". Fix: run `knobtune explain {study}` first")
+    console.err.print(f"minimal config: {explained['minimal_note']}", markup=False)
+    return dict(explained["minimal"])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -10,7 +10,7 @@ from knobtune import console
 from knobtune.errors import UsageError
 from knobtune.knobs import load_catalog
 from knobtune.report import summarize
-from knobtune.storage import open_store
+from knobtune.storage import StudyStore, open_store
 from knobtune.tuning import Tuner, TuneSettings, build_space
 from knobtune.tuning.finish import starting_configs
 from knobtune.tuning.ranking import rank_study, ranked_knobs
@@ -76,12 +76,8 @@ def tune(
         raise UsageError("--knobs and --ranking both choose the knobs to search. Fix: give one of them")
     catalog = load_catalog(system)
     spec, driver = workload_for(catalog, workload, records, driver)
-    searched = knob_list(knobs)
     store = open_store(directory, storage)
-    ranked_by = None
-    if ranking is not None:
-        searched = ranked_knobs(store.load(ranking), top_k)  # type: ignore[arg-type]
-        ranked_by = {"study": ranking, "top_k": top_k, "knobs": searched}
+    searched, ranked_by = _searched_knobs(store, knobs, ranking, top_k)
     space = build_space(catalog, searched, allow_unsafe, driver, allow_operational=allow_operational)
     goal = objective_option(objective) or spec.objective
     settings = TuneSettings(
@@ -94,12 +90,7 @@ def tune(
         allow_mixed_machines=allow_mixed_machines, start_from_baselines=True,
         start_configs=starting_configs(store.load(start_from), catalog.system) if start_from else ())
     if dry_run:
-        console.out.print(f"study {settings.study_name} in {store.url}; {len(space.knobs)} knobs searched: "
-                          + ", ".join(space.knobs))
-        console.out.print("ladder: " + "; ".join(str(r) for r in spec.rungs))
-        console.out.print("kept out (unsafe): " + (", ".join(f"{k} ({v})" for k, v in space.left_out.items()) or "none"))
-        if space.driver_note():
-            console.out.print(space.driver_note(), markup=False)
+        _print_plan(settings, store)
         return
     info = console.err if json_output else console.out  # keep stdout pure JSON under --json
     if space.left_out:
@@ -116,6 +107,27 @@ def tune(
         console.summary_text(summary, catalog)
         console.out.print(f"export: knobtune export {settings.study_name} --format {summary.export_formats[0]}"
                           + (f" --dir {store.home}" if directory else ""))
+
+
+def _searched_knobs(store: StudyStore, knobs: str | None, ranking: str | None,
+                    top_k: int | None) -> tuple[list[str] | None, dict[str, Any] | None]:
+    """The knobs to search (--knobs, or the --top-k of a --ranking study; None: all safe ones) and, for a ranking,
+    what to record about it."""
+    if ranking is None or top_k is None:
+        return knob_list(knobs), None
+    searched = ranked_knobs(store.load(ranking), top_k)
+    return searched, {"study": ranking, "top_k": top_k, "knobs": searched}
+
+
+def _print_plan(settings: TuneSettings, store: StudyStore) -> None:
+    """``tune --dry-run``: the study, the knobs searched and kept out, the ladder; nothing is run."""
+    space = settings.space
+    console.out.print(f"study {settings.study_name} in {store.url}; {len(space.knobs)} knobs searched: "
+                      + ", ".join(space.knobs))
+    console.out.print("ladder: " + "; ".join(str(r) for r in settings.workload.rungs))
+    console.out.print("kept out (unsafe): " + (", ".join(f"{k} ({v})" for k, v in space.left_out.items()) or "none"))
+    if space.driver_note():
+        console.out.print(space.driver_note(), markup=False)
 
 
 def worker(
