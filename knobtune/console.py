@@ -17,6 +17,8 @@ from knobtune.report import StudySummary
 from knobtune.report.summary import describe_costs
 from knobtune.tuning import Progress
 from knobtune.tuning.space import left_out_line
+from knobtune.tuning.verify import Comparison
+from knobtune.workloads import Objective
 
 _WIDTH = None if sys.stdout.isatty() else 160  # rich assumes 80 columns when output is not a terminal
 out = Console(highlight=False, soft_wrap=True, width=_WIDTH)
@@ -111,6 +113,28 @@ def explanation_text(result: dict, objective: Any, study: str) -> None:
     out.print(f"minimal config: {result['minimal_note']}", markup=False)
     if result.get("minimal") is not None:
         out.print(f"export it: knobtune export {study} --minimal --format FORMAT", markup=False)
+
+
+def comparison_text(comparison: Comparison, goal: Objective, unsafe: dict[str, dict[str, str]], settled: bool) -> None:
+    """The end of ``compare``: each config's median against the first, its costs and latencies, the noise."""
+    for runs in comparison.runs:
+        label = runs.candidate.label
+        if unsafe[label]:
+            out.print(f"[bold red]{label} holds unsafe values:[/bold red] "
+                      + ", ".join(f"{k} ({v})" for k, v in unsafe[label].items()))
+        if runs.failure:
+            out.print(f"{label}: [red]failed[/red]: {runs.failure}")
+            continue
+        versus = comparison.speedups.get(label)
+        out.print(f"{label}: median {goal.show(runs.median)} over {len(runs.values)} runs"
+                  + (f"; {versus.describe()} vs {comparison.baseline.candidate.label}" if versus else ""))
+        out.print("    " + describe_costs(runs.costs()) + " (medians)", markup=False)
+        for phase, percentiles in runs.latency_us().items():
+            out.print(f"    {phase} latency (µs, median of runs): "
+                      + ", ".join(f"{k} {v:,.1f}" for k, v in percentiles.items()))
+    out.print(f"noise of {comparison.baseline.candidate.label}: {comparison.noise * 100:.1f}%; "
+              + ("settled runs (each includes the work it leaves behind: restart as after a crash, flush or checkpoint, "
+                 "compaction)" if settled else "UNSETTLED runs: raw window, the work a run leaves behind is not counted"))
 
 
 def summary_text(summary: StudySummary, catalog: Catalog) -> None:

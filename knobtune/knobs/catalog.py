@@ -9,364 +9,30 @@ reference for the file format.
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError, ConfigError
-from knobtune.knobs.units import human_bytes, parse_bytes, parse_duration_s
+from knobtune.knobs.knob import NUMERIC_TYPES, Condition, Knob, KnobType, Safety, Value, coerce_value
+from knobtune.knobs.memory import MemoryModel, Product
+from knobtune.knobs.model import Catalog, Implication, Relation
+
+# The model's names are read from here too (``from knobtune.knobs.catalog import Catalog, Knob``).
+__all__ = ["CATALOG_DIR", "Catalog", "Condition", "Implication", "Knob", "KnobType", "MemoryModel", "Relation",
+           "Safety", "Value", "available_systems", "catalog_path", "load_catalog"]
 
 CATALOG_DIR = Path(__file__).parent / "catalogs"
-Value = int | float | bool | str
-
-
-class KnobType(enum.StrEnum):
-    INT = "int"
-    FLOAT = "float"
-    BOOL = "bool"
-    ENUM = "enum"
-    BYTES = "bytes"
-    DURATION = "duration"
-
-
-class Safety(enum.StrEnum):
-    """What a knob's unsafe values cost. Only ``SAFE`` knobs are searched by default (``--allow-unsafe`` adds the rest).
-
-    ``OPERATIONAL`` values lose nothing but leave work undone for ever (auto-compaction off): the store
-    never settles by itself, so a speedup measured with them is not one a user keeps.
-    """
-
-    SAFE = "safe"
-    DURABILITY = "durability"  # acknowledged writes may be lost on a crash
-    DATA_LOSS = "data-loss"  # data is dropped by design (FIFO compaction, TTL)
-    RECOVERY = "recovery"  # crash recovery may take far longer
-    OPERATIONAL = "operational"  # nothing lost, but space or read cost grows without bound
-
-    @property
-    def excluded_by_default(self) -> bool:
-        return self is not Safety.SAFE
-
 
 # Knob names that touch durability or data retention must say what they risk.
 _NEEDS_SAFETY = re.compile(r"wal|sync|fsync|fifo|ttl|auto_compaction|full_page|paranoid|reuse_logs")
-_NUMERIC = (KnobType.INT, KnobType.FLOAT, KnobType.BYTES, KnobType.DURATION)
 _KNOWN_FIELDS = {
     "type", "default", "min", "max", "log", "choices", "special", "unit", "restart",
     "safety", "unsafe_values", "safety_note", "conditions", "group", "description",
     "names", "spell", "tunable", "search_special", "drivers", "data_sized", "data_sized_min",
 }
-
-
-@dataclass(frozen=True)
-class Condition:
-    """The knob matters only while ``knob`` holds one of ``values``."""
-
-    knob: str
-    values: tuple[Value, ...]
-
-    def holds(self, config: Mapping[str, Value]) -> bool:
-        return config.get(self.knob) in self.values
-
-    def __str__(self) -> str:
-        return f"{self.knob} in {list(self.values)}"
-
-
-def all_hold(conditions: tuple[Condition, ...], config: Mapping[str, Value]) -> bool:
-    return all(c.holds(config) for c in conditions)
-
-
-@dataclass(frozen=True)
-class Relation:
-    """``left op factor x right`` must hold between two knobs while ``when`` holds, e.g. stop >= slowdown."""
-
-    left: str
-    op: str  # ">=" or "<="
-    right: str
-    factor: float = 1.0
-    when: tuple[Condition, ...] = ()
-
-    def applies(self, config: Mapping[str, Value]) -> bool:
-        return all_hold(self.when, config)
-
-    def bound(self, config: Mapping[str, Value]) -> float:
-        """What the left side is compared with: ``factor`` x the right side."""
-        return self.factor * config[self.right]  # type: ignore[operator]
-
-    def holds(self, config: Mapping[str, Value]) -> bool:
-        if not self.applies(config):
-            return True
-        left, bound = config[self.left], self.bound(config)
-        return left >= bound if self.op == ">=" else left <= bound  # type: ignore[operator]
-
-    def __str__(self) -> str:
-        right = self.right if self.factor == 1 else f"{self.factor:g} x {self.right}"
-        when = f" when {' and '.join(map(str, self.when))}" if self.when else ""
-        return f"{self.left} {self.op} {right}{when}"
-
-
-@dataclass(frozen=True)
-class Implication:
-    """When every condition holds, the system requires the knobs in ``then`` to hold those values."""
-
-    when: tuple[Condition, ...]
-    then: Mapping[str, Value]
-
-    def applies(self, config: Mapping[str, Value]) -> bool:
-        return all_hold(self.when, config)
-
-    def __str__(self) -> str:
-        return f"{' and '.join(map(str, self.when))} requires " + ", ".join(f"{k}={v}" for k, v in self.then.items())
-
-
-@dataclass(frozen=True)
-class Knob:
-    name: str
-    type: KnobType
-    default: Value
-    description: str = ""
-    group: str = "other"
-    min: float | None = None
-    max: float | None = None
-    log: bool = False
-    choices: tuple[str, ...] = ()
-    special: Mapping[Value, str] = field(default_factory=dict)
-    unit: str = ""
-    restart: bool = True
-    safety: Safety = Safety.SAFE
-    unsafe_values: tuple[Value, ...] | None = None  # None: every non-default value is unsafe
-    safety_note: str = ""
-    conditions: tuple[Condition, ...] = ()
-    names: Mapping[str, str] = field(default_factory=dict)  # format -> spelling of the name
-    spell: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # format -> value -> text
-    tunable: bool = True
-    search_special: bool = True  # False: special values are valid but never proposed by a search
-    drivers: tuple[str, ...] = ()  # only these drivers can set it (another runs the system's built-in value); (): any
-    data_sized: bool = False  # a size relative to the data: a small rung runs it scaled down by its fraction
-    data_sized_min: Value | None = None  # the least value scaling goes to (the system's own floor; default: min)
-
-    @property
-    def is_numeric(self) -> bool:
-        return self.type in _NUMERIC
-
-    def parse(self, raw: Any) -> Value:
-        """Turn a value from a file or the command line into this knob's type.
-
-        Raises:
-            ConfigError: the value has the wrong type or lies outside the range.
-        """
-        value = self.typed(raw)
-        self.check(value)
-        return value
-
-    def typed(self, raw: Any) -> Value:
-        """``raw`` in this knob's type ("16MiB" in bytes, "on" a bool), not yet checked against the range.
-
-        Raises:
-            ConfigError: the value cannot be read as this knob's type.
-        """
-        try:
-            return _coerce(self.type, raw)
-        except (ValueError, TypeError) as exc:
-            raise ConfigError(f"knob '{self.name}': {exc}. Fix: give a {self.type} value{self._range_hint()}") from None
-
-    def check(self, value: Value) -> None:
-        """Raises ConfigError naming the knob and the allowed values when ``value`` is not one."""
-        if self.type is KnobType.ENUM and value not in self.choices:
-            raise ConfigError(f"knob '{self.name}': {value!r} is not one of {', '.join(self.choices)}")
-        if self.is_numeric and value not in self.special:
-            if (self.min is not None and value < self.min) or (self.max is not None and value > self.max):
-                raise ConfigError(f"knob '{self.name}': {value!r} is out of range. Fix: use a value{self._range_hint()}")
-
-    def supports(self, fmt: str) -> bool:
-        """Whether format ``fmt`` can express this knob (a catalog marks it impossible with an empty name)."""
-        return self.names.get(fmt, self.name) != ""
-
-    def settable_by(self, driver: str) -> bool:
-        """Whether ``driver`` can set this knob (a knob with ``drivers`` is fixed at its default under any other)."""
-        return not self.drivers or driver in self.drivers
-
-    def is_unsafe(self, value: Value) -> bool:
-        """True when ``value`` carries this knob's safety class (never for SAFE knobs)."""
-        if self.safety is Safety.SAFE:
-            return False
-        if self.unsafe_values is None:
-            return value != self.default
-        return value in self.unsafe_values
-
-    def applies(self, config: Mapping[str, Value]) -> bool:
-        """Whether the knob matters under ``config`` (all its conditions hold)."""
-        return all_hold(self.conditions, config)
-
-    def at_fraction(self, value: Value, fraction: float) -> Value:
-        """``value`` scaled by ``fraction`` when the knob is data-sized (never below its floor; a special value and
-        a value already under the floor stay as they are); any other knob's value unchanged."""
-        if not self.data_sized or fraction >= 1 or value in self.special or isinstance(value, bool):
-            return value
-        floor = self.data_sized_min if self.data_sized_min is not None else self.min
-        if floor is None or value <= floor:
-            return value
-        scaled = max(floor, value * fraction)
-        return float(scaled) if self.type is KnobType.FLOAT else int(round(scaled))
-
-    def _range_hint(self) -> str:
-        parts = []
-        if self.is_numeric:
-            parts.append(f" in [{_fmt(self.min)}, {_fmt(self.max)}]")
-        if self.special:
-            parts.append(" or one of " + ", ".join(f"{k} ({v})" for k, v in self.special.items()))
-        if self.choices:
-            parts.append(" among " + ", ".join(self.choices))
-        return "".join(parts)
-
-
-Product = tuple[str | float, ...]  # knob names and constant factors, multiplied
-
-
-@dataclass(frozen=True)
-class MemoryModel:
-    """What a config will hold in memory, planned from its knobs: sums of products (see docs/catalog-format.md).
-
-    ``planned`` is a floor (caches and write buffers, not the process itself);
-    the measured peak is the truth. ``write_buffers`` is what the store can
-    hold before it must write anything to table files.
-    """
-
-    planned: tuple[Product, ...] = ()
-    write_buffers: tuple[Product, ...] = ()
-
-    def planned_bytes(self, config: Mapping[str, Value]) -> int:
-        return _sum_of_products(self.planned, config)
-
-    def write_buffer_bytes(self, config: Mapping[str, Value]) -> int:
-        return _sum_of_products(self.write_buffers, config)
-
-    def over_limit(self, config: Mapping[str, Value], limit_bytes: int | None) -> str | None:
-        """Why ``config`` is not to be run under ``limit_bytes``; None when its plan fits (or there is no limit)."""
-        planned = self.planned_bytes(config)
-        if limit_bytes is None or planned <= limit_bytes:
-            return None
-        return (f"planned memory {human_bytes(planned)} (caches and write buffers) is over the memory limit "
-                f"{human_bytes(limit_bytes)}; not run")
-
-
-def _sum_of_products(terms: tuple[Product, ...], config: Mapping[str, Value]) -> int:
-    total = 0.0
-    for term in terms:
-        product = 1.0
-        for factor in term:
-            product *= max(float(config[factor]), 0.0) if isinstance(factor, str) else factor
-        total += product
-    return int(total)
-
-
-@dataclass(frozen=True)
-class Catalog:
-    system: str
-    version: str
-    description: str
-    formats: tuple[str, ...]
-    knobs: Mapping[str, Knob]
-    relations: tuple[Relation, ...] = ()
-    implications: tuple[Implication, ...] = ()
-    source: Path | None = None
-    memory: MemoryModel = field(default_factory=MemoryModel)
-
-    def __getitem__(self, name: str) -> Knob:
-        try:
-            return self.knobs[name]
-        except KeyError:
-            raise ConfigError(_unknown_knob_message(name, self)) from None
-
-    def defaults(self) -> dict[str, Value]:
-        return {name: knob.default for name, knob in self.knobs.items()}
-
-    def config(self, changes: Mapping[str, Any]) -> dict[str, Value]:
-        """The full configuration: defaults overridden by ``changes`` (parsed and range-checked).
-
-        Raises:
-            ConfigError: an unknown knob, a bad value, or a broken relation between knobs.
-        """
-        config = self.defaults()
-        for name, raw in changes.items():
-            config[name] = self[name].parse(raw)
-        for implication in self.implications:
-            if implication.applies(config) and any(config[k] != v for k, v in implication.then.items()):
-                raise ConfigError(f"{implication}, which this config breaks. Fix: set "
-                                  + ", ".join(f"{k}={v}" for k, v in implication.then.items()))
-        for relation in self.relations:
-            if not relation.holds(config):
-                raise ConfigError(
-                    f"{relation} does not hold ({relation.left}={config[relation.left]}, "
-                    f"{relation.right}={config[relation.right]}). Fix: raise {relation.left} or lower {relation.right}")
-        return config
-
-    def at_fraction(self, config: Mapping[str, Value], fraction: float) -> dict[str, Value]:
-        """``config`` for a run on ``fraction`` of the full data: every data-sized knob (memtables, caches, file
-        and level sizes) scaled by it, so a small rung runs a miniature of the full size (as many memtables
-        flushed, files compacted, the same share of the data cached). Values below a knob's search range are
-        meant: the result is for running, not for checking."""
-        return {name: self.knobs[name].at_fraction(value, fraction) for name, value in config.items()}
-
-    @property
-    def scales_rungs(self) -> bool:
-        """Whether any knob is data-sized (small rungs run scaled configs)."""
-        return any(knob.data_sized for knob in self.knobs.values())
-
-    def changed(self, config: Mapping[str, Value]) -> dict[str, Value]:
-        """Only the knobs whose value differs from the default and that apply under ``config``."""
-        return {k: v for k, v in config.items() if v != self.knobs[k].default and self.knobs[k].applies(config)}
-
-    def needs_other_driver(self, config: Mapping[str, Value], driver: str) -> dict[str, tuple[str, ...]]:
-        """Changed knobs of ``config`` that ``driver`` cannot set, each with the drivers that can."""
-        return {k: self.knobs[k].drivers for k in self.changed(config) if not self.knobs[k].settable_by(driver)}
-
-    def unsafe_in(self, config: Mapping[str, Value]) -> dict[str, Safety]:
-        """Knobs of ``config`` that hold an unsafe value, with the class each carries."""
-        return {k: self.knobs[k].safety for k, v in config.items()
-                if self.knobs[k].applies(config) and self.knobs[k].is_unsafe(v)}
-
-
-def _fmt(bound: float | None) -> str:
-    return "-inf" if bound is None else f"{bound:g}"
-
-
-def _unknown_knob_message(name: str, catalog: Catalog) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(name, list(catalog.knobs), n=3)
-    hint = f" Did you mean {', '.join(close)}?" if close else ""
-    return f"unknown knob '{name}' for {catalog.system}.{hint} Fix: see `knobtune knobs {catalog.system}`"
-
-
-def _coerce(knob_type: KnobType, raw: Any) -> Value:
-    if knob_type is KnobType.BOOL:
-        if isinstance(raw, bool):
-            return raw
-        if str(raw).lower() in ("true", "1", "yes", "on"):
-            return True
-        if str(raw).lower() in ("false", "0", "no", "off"):
-            return False
-        raise ValueError(f"{raw!r} is not true or false")
-    if knob_type is KnobType.INT:
-        if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
-            raise ValueError(f"{raw!r} is not an integer")
-        return int(raw)
-    if knob_type is KnobType.FLOAT:
-        if isinstance(raw, bool):
-            raise ValueError(f"{raw!r} is not a number")
-        return float(raw)
-    if knob_type is KnobType.BYTES:
-        return parse_bytes(raw)
-    if knob_type is KnobType.DURATION:
-        return parse_duration_s(raw)
-    return str(raw)
-
-
-# ---------------------------------------------------------------- loading
 
 
 def catalog_path(system: str) -> Path:
@@ -441,14 +107,14 @@ def _build_knob(path: Path, name: str, spec: dict[str, Any], formats: tuple[str,
 
     def coerce(field_name: str, raw: Any) -> Value:
         try:
-            return _coerce(knob_type, raw)
+            return coerce_value(knob_type, raw)
         except (ValueError, TypeError) as exc:
             raise fail(field_name, str(exc), f"give a {knob_type} value") from None
 
     special = {coerce("special", k): str(v) for k, v in spec.get("special", {}).items()}
     bounds = {b: float(coerce(b, spec[b])) if knob_type is KnobType.FLOAT else coerce(b, spec[b])
               for b in ("min", "max") if b in spec}
-    if knob_type in _NUMERIC and len(bounds) < 2:
+    if knob_type in NUMERIC_TYPES and len(bounds) < 2:
         raise fail("min" if "min" not in bounds else "max", "missing for a numeric knob", "add min and max")
     if bounds and bounds["min"] > bounds["max"]:
         raise fail("min", f"{bounds['min']} > max {bounds['max']}", "swap them")
@@ -473,8 +139,9 @@ def _build_knob(path: Path, name: str, spec: dict[str, Any], formats: tuple[str,
         choices=choices, special=special, unit=spec.get("unit", ""), restart=bool(spec.get("restart", True)),
         safety=safety, unsafe_values=None if unsafe is None else tuple(coerce("unsafe_values", u) for u in unsafe),
         safety_note=spec.get("safety_note", ""), conditions=conditions,
-        names={fmt: spec.get("names", {}).get(fmt, name) for fmt in formats},
-        spell={fmt: {str(k): str(v) for k, v in values.items()} for fmt, values in spec.get("spell", {}).items()},
+        names={spelling: spec.get("names", {}).get(spelling, name) for spelling in formats},
+        spell={spelling: {str(k): str(v) for k, v in values.items()}
+               for spelling, values in spec.get("spell", {}).items()},
         tunable=bool(spec.get("tunable", True)), search_special=bool(spec.get("search_special", True)),
         drivers=tuple(drivers), data_sized=bool(spec.get("data_sized", False)),
         data_sized_min=coerce("data_sized_min", spec["data_sized_min"]) if "data_sized_min" in spec else None,
@@ -491,9 +158,9 @@ def _build_knob(path: Path, name: str, spec: dict[str, Any], formats: tuple[str,
         raise fail("default", str(exc), "the default must lie in the range or be a special value") from None
     if safety is not Safety.SAFE and not knob.safety_note:
         raise fail("safety_note", "missing for an unsafe class", "say in one sentence what the unsafe values risk")
-    for fmt in knob.spell:
-        if fmt not in formats:
-            raise fail("spell", f"format '{fmt}' is not listed in the catalog's formats", f"use one of {formats}")
+    for spelling in knob.spell:
+        if spelling not in formats:
+            raise fail("spell", f"format '{spelling}' is not listed in the catalog's formats", f"use one of {formats}")
     return knob
 
 

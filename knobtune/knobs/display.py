@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from knobtune.knobs.catalog import Knob
+from knobtune.knobs.knob import Knob
 from knobtune.knobs.units import approx_bytes, format_bytes
 
 

@@ -1,41 +1,46 @@
-"""Turn a configuration into the text a system reads: flags, option names."""
+"""Turn a configuration into the text a system reads: flags, option names.
+
+A *spelling* is a key of the catalog's ``formats`` list (``db_bench``, ``kvbench``, ``postgresql-conf``, ...):
+how one driver or config file names a knob (``names``) and writes its values (``spell``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from knobtune.errors import ConfigError
-from knobtune.knobs.catalog import Catalog, Knob, KnobType, Value
+from knobtune.knobs.knob import Knob, KnobType, Value
+from knobtune.knobs.model import Catalog
 
 
-def spell_value(knob: Knob, value: Value, fmt: str) -> str:
-    """How format ``fmt`` writes ``value`` of ``knob`` (``compaction_style=fifo`` -> ``2`` for db_bench)."""
+def spell_value(knob: Knob, value: Value, spelling: str) -> str:
+    """How ``spelling`` writes ``value`` of ``knob`` (``compaction_style=fifo`` -> ``2`` for db_bench)."""
     text = str(value).lower() if knob.type is KnobType.BOOL else _plain(value)
-    return knob.spell.get(fmt, {}).get(text, text)
+    return knob.spell.get(spelling, {}).get(text, text)
 
 
-def render_flags(catalog: Catalog, config: Mapping[str, Value], fmt: str = "db_bench") -> list[str]:
+def render_flags(catalog: Catalog, config: Mapping[str, Value], spelling: str = "db_bench") -> list[str]:
     """``--name=value`` for every knob that differs from the default and applies under ``config``.
 
     The list goes straight into an argv: knob values never pass through a shell.
     """
     changed = catalog.changed(config)
-    return [f"--{catalog.knobs[name].names.get(fmt, name)}={spell_value(catalog.knobs[name], value, fmt)}"
+    return [f"--{catalog.knobs[name].names.get(spelling, name)}={spell_value(catalog.knobs[name], value, spelling)}"
             for name, value in sorted(changed.items())]
 
 
-def render_named(catalog: Catalog, config: Mapping[str, Value], fmt: str) -> dict[str, str]:
-    """``{name-as-fmt-spells-it: value-as-text}`` for the changed knobs.
+def render_named(catalog: Catalog, config: Mapping[str, Value], spelling: str) -> dict[str, str]:
+    """``{name-as-spelling-names-it: value-as-text}`` for the changed knobs.
 
     Raises:
-        ConfigError: a changed knob that ``fmt`` cannot express.
+        ConfigError: a changed knob that ``spelling`` cannot express.
     """
     changed = catalog.changed(config)
-    unsupported = [name for name in changed if not catalog.knobs[name].supports(fmt)]
+    unsupported = [name for name in changed if not catalog.knobs[name].supports(spelling)]
     if unsupported:
-        raise ConfigError(f"{', '.join(unsupported)} cannot be set through {fmt}. "
+        raise ConfigError(f"{', '.join(unsupported)} cannot be set through {spelling}. "
                           f"Fix: leave {'them' if len(unsupported) > 1 else 'it'} at the default, or use another driver")
-    return {catalog.knobs[name].names.get(fmt, name): spell_value(catalog.knobs[name], value, fmt)
+    return {catalog.knobs[name].names.get(spelling, name): spell_value(catalog.knobs[name], value, spelling)
             for name, value in sorted(changed.items())}
 
 

@@ -12,15 +12,16 @@ from knobtune.targets import export_format
 from knobtune.tuning import attrs
 
 
-def export_config(summary: StudySummary, catalog: Catalog, fmt: str, config: dict[str, Any] | None = None) -> str:
-    """``config`` (the study's result when None) in format ``fmt``, with its safety notes.
+def export_config(summary: StudySummary, catalog: Catalog, format_name: str,
+                  config: dict[str, Any] | None = None) -> str:
+    """``config`` (the study's result when None) in the export format named ``format_name``, with its safety notes.
 
     Raises:
         UsageError: the study's system and driver have no such format.
         ConfigError: the system refuses the config (a format the system itself writes).
     """
     changed = summary.result_config if config is None else config
-    if fmt == "json":
+    if format_name == "json":
         return json.dumps({
             "system": summary.system, "study": summary.study, "workload": summary.workload,
             "config": changed, "verified": summary.verified, "verdict": summary.verdict,
@@ -29,7 +30,7 @@ def export_config(summary: StudySummary, catalog: Catalog, fmt: str, config: dic
             "left_out_unsafe": summary.left_out, "warnings": summary.warnings,
             "settled": summary.settled, "costs": summary.costs,
         }, indent=2, default=str) + "\n"
-    spec = export_format(summary.system, summary.experiment.get(attrs.DRIVER), fmt)
+    spec = export_format(summary.system, summary.experiment.get(attrs.DRIVER), format_name)
     text = spec.render(catalog, catalog.config(changed))
     comment = spec.comment
     if comment is None:

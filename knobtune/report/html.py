@@ -297,6 +297,6 @@ def _diff(data: dict[str, Any]) -> str:
                    f"<td>{html.escape(d['result_text'])}</td></tr>" for d in data["diff"])
     table = (f"<table><tr><th>knob</th><th>default</th><th>result</th></tr>{rows}</table>" if rows
              else "<p>No config is recommended over the default.</p>")
-    exports = "".join(f"<li><code>knobtune export {study} --format {fmt}</code></li>"
-                      for fmt in data["summary"]["export_formats"])
+    exports = "".join(f"<li><code>knobtune export {study} --format {name}</code></li>"
+                      for name in data["summary"]["export_formats"])
     return f"<h2>The result against the default</h2>{table}<h2>Export</h2><ul>{exports}</ul>"

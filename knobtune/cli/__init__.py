@@ -1,0 +1,54 @@
+"""The ``knobtune`` command: thin; parses, builds an experiment, calls the layers below.
+
+One module per command group, each command a function registered here in the order ``--help`` lists them:
+``catalog`` (systems, knobs, baseline), ``tuning`` (tune, worker, rank), ``studies`` (show, export, report),
+``experiments`` (explain, compare, sweep); ``options`` holds the options they share and their parsing.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import typer
+
+from knobtune import console
+from knobtune.errors import KnobtuneError
+from knobtune.cli import catalog, experiments, studies, tuning
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Find the configuration that makes a database fast for one workload on one machine.")
+
+COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
+    ("systems", catalog.systems),
+    ("knobs", catalog.knobs),
+    ("tune", tuning.tune),
+    ("worker", tuning.worker),
+    ("rank", tuning.rank),
+    ("show", studies.show),
+    ("export", studies.export),
+    ("explain", experiments.explain_command),
+    ("compare", experiments.compare),
+    ("sweep", experiments.sweep_command),
+    ("baseline", catalog.baseline),
+    ("report", studies.report),
+)
+for _name, _command in COMMANDS:
+    app.command(_name)(_command)
+
+
+def main() -> None:
+    """Entry point: a KnobtuneError becomes one line on stderr and exit status 2; Ctrl-C exits 130."""
+    try:
+        code = app(standalone_mode=False)  # typer returns 130 for Ctrl-C, and the code of an explicit Exit
+    except KnobtuneError as exc:
+        console.err.print(f"error: {exc}", markup=False)
+        sys.exit(2)
+    except typer.Abort:
+        code = 130
+    except typer.TyperException as exc:  # usage errors (unknown option, missing argument): typer shows them
+        exc.show()  # type: ignore[attr-defined]
+        sys.exit(getattr(exc, "exit_code", 2))
+    if code == 130:
+        console.err.print("interrupted: finished trials are kept; run the same command to resume", markup=False)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,184 @@
+"""Commands that measure configs outside a study's search: ``explain``, ``compare``, ``sweep``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from knobtune import console
+from knobtune.errors import UsageError
+from knobtune.knobs import Catalog, Value, load_catalog
+from knobtune.report import load_config_file, summarize
+from knobtune.report.sweep import point_lines, write_sweep
+from knobtune.storage import StudyStore, open_store
+from knobtune.targets import make_target
+from knobtune.tuning.around import held_result
+from knobtune.tuning.explain import explain_study
+from knobtune.tuning.sweep import plan_sweep, run_sweep
+from knobtune.tuning.verify import Candidate, CandidateRuns, run_interleaved
+from knobtune.workloads import Objective, load_workload
+from knobtune.cli.options import (
+    DirOption, DriverOption, JsonOption, MemoryLimitOption, ObjectiveOption, RecordsOption, StorageOption,
+    TimeoutFactorOption, UnsettledOption, WorkloadOption, at_least, bytes_option, objective_option, trial_config,
+    workload_for,
+)
+
+
+def explain_command(
+    study: str,
+    repeats: Annotated[int, typer.Option(help="Interleaved full-size runs of each step of the path.")] = 3,
+    select_rung: Annotated[int, typer.Option(help="Rung of the single runs that choose the greedy order (0: the cheapest).")] = 0,
+    keep: Annotated[float, typer.Option(help="The minimal config keeps at least this share of the winner's gain.")] = 0.95,
+    trial: Annotated[Optional[int], typer.Option(help="Explain this trial's config instead of the verified result.")] = None,
+    storage: StorageOption = None,
+    directory: DirOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Which of a winner's changes earned the gain: the ablation path from the default, each step measured.
+
+    Example: knobtune explain pgd --repeats 3 && knobtune export pgd --minimal --format rocksdb-options
+    """
+    at_least("--repeats", repeats, 2, "e.g. --repeats 3 (intervals need repeats)")
+    if not 0 < keep <= 1:
+        raise UsageError(f"--keep {keep:g} is not a share. Fix: e.g. --keep 0.95")
+    store = open_store(directory, storage)
+    loaded = store.load(study)
+    summary = summarize(loaded)
+    winner = trial_config(loaded, study, trial) if trial is not None else summary.result_config
+    if not winner:
+        raise UsageError(f"study '{study}' has no verified result to explain ({summary.verdict}). "
+                         "Fix: name a trial with --trial N")
+    at_least("--select-rung", select_rung, 0, "e.g. --select-rung 0")
+    info = console.err if json_output else console.out
+    result = explain_study(loaded, store, winner, repeats=repeats, select_rung=select_rung, keep=keep,
+                           note=lambda message: info.print(message, markup=False))
+    if json_output:
+        console.print_json(result)
+    else:
+        console.explanation_text(result, summary.objective, study)
+
+
+def compare(
+    system: str,
+    workload: WorkloadOption,
+    config: Annotated[list[str], typer.Option("--config", help="'default', a JSON file, or study:NAME (its result). Repeat; the first is the baseline.")],
+    repeats: Annotated[int, typer.Option(help="Interleaved runs per config.")] = 5,
+    records: RecordsOption = None,
+    objective: ObjectiveOption = None,
+    driver: DriverOption = None,
+    seed: Annotated[int, typer.Option(help="Seed of the workload's keys.")] = 42,
+    timeout_factor: TimeoutFactorOption = 3.0,
+    unsettled: UnsettledOption = False,
+    memory_limit: MemoryLimitOption = None,
+    storage: StorageOption = None,
+    directory: DirOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Measure configs side by side, interleaved, with medians and 95% intervals against the first.
+
+    Example: knobtune compare rocksdb --workload put-get-delete --config default --config best.json --repeats 5
+    """
+    if len(config) < 2:
+        raise UsageError("compare needs at least two --config. Fix: e.g. --config default --config best.json")
+    at_least("--repeats", repeats, 1, "e.g. --repeats 5")
+    at_least("--records", records, 1, "e.g. --records 100000, or leave it out for the workload's own size")
+    at_least("--timeout-factor", timeout_factor, 1.0, "e.g. --timeout-factor 3 (a run may take 3x the first config's)")
+    catalog = load_catalog(system)
+    spec = load_workload(workload)
+    spec = spec.scaled(records) if records else spec
+    goal = objective_option(objective) or spec.objective
+    store = open_store(directory, storage)
+    candidates = [_candidate(label, catalog, store) for label in config]
+    with make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
+                     memory_limit_bytes=bytes_option("--memory-limit", memory_limit)) as target:
+        comparison = run_interleaved(
+            target, candidates, spec.full, repeats=repeats, objective=goal, seed=seed, timeout_factor=timeout_factor,
+            log_dir=store.home / "compare", on_run=None if json_output else _print_run(goal))
+    unsafe = {candidate.label: {k: v.value for k, v in catalog.unsafe_in(full).items()} for candidate, full in candidates}
+    if json_output:
+        data = comparison.to_dict()
+        for entry in data["candidates"]:
+            entry["unsafe_knobs"] = unsafe[entry["label"]]
+        console.print_json(data)
+        return
+    console.comparison_text(comparison, goal, unsafe, settled=not unsettled)
+
+
+def sweep_command(
+    system: str,
+    workload: WorkloadOption,
+    knob: Annotated[list[str], typer.Option("--knob", help="The knob to sweep; a second --knob sweeps a 2-D grid.")],
+    around: Annotated[Optional[str], typer.Option("--around", help="Hold the other knobs at this study's result (its verified winner) instead of the defaults.")] = None,
+    points: Annotated[Optional[int], typer.Option(help="Grid steps per numeric knob (default 7; 5 x 5 for two knobs); the default, the study's value and special values are added.")] = None,
+    repeats: Annotated[int, typer.Option(help="Interleaved runs per point.")] = 3,
+    records: RecordsOption = None,
+    objective: ObjectiveOption = None,
+    driver: DriverOption = None,
+    seed: Annotated[int, typer.Option(help="Seed of the run order and of the workload's keys.")] = 42,
+    timeout_factor: TimeoutFactorOption = 3.0,
+    allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe", help="Also sweep knobs and values that trade durability or data.")] = False,
+    unsettled: UnsettledOption = False,
+    memory_limit: MemoryLimitOption = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="The HTML file to write, its JSON beside it (default: in the studies folder).")] = None,
+    storage: StorageOption = None,
+    directory: DirOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Measure the objective over a grid of one knob (or two), each point repeated and interleaved; draw it.
+
+    Example: knobtune sweep leveldb --workload fillrandom --knob write_buffer_size --around wbs --repeats 3
+    """
+    at_least("--points", points, 2, "e.g. --points 7 (a grid needs two steps)")
+    at_least("--repeats", repeats, 1, "e.g. --repeats 3")
+    at_least("--records", records, 1, "e.g. --records 100000, or leave it out for the workload's own size")
+    at_least("--timeout-factor", timeout_factor, 1.0, "e.g. --timeout-factor 3")
+    catalog = load_catalog(system)
+    store = open_store(directory, storage)
+    held, held_from, goal = {}, None, objective_option(objective)
+    if around is not None:
+        centre = held_result(store.load(around), catalog.system, workload)
+        held, held_from = dict(centre.config), dict(centre.held_from)
+        records, driver, goal = records or centre.records, driver or centre.driver, goal or centre.objective
+    spec, driver = workload_for(catalog, workload, records, driver)
+    target = make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
+                         memory_limit_bytes=bytes_option("--memory-limit", memory_limit))
+    plan = plan_sweep(catalog, knob, points=points, held=held, around=held_from, allow_unsafe=allow_unsafe,
+                      impossible=target.impossible_values(), driver=driver)
+    folder = (store.artifacts(around) / f"sweep-{'-'.join(knob)}" if around
+              else store.artifacts(f"sweep-{catalog.system}-{spec.name}-{'-'.join(knob)}"))
+    info = console.err if json_output else console.out
+    with target:
+        result = run_sweep(target, plan, spec.full, repeats=repeats, objective=goal or spec.objective, seed=seed,
+                           log_dir=folder / "runs", timeout_factor=timeout_factor,
+                           note=lambda message: info.print(message, markup=False))
+    data = result.to_dict() | {"logs": str(folder / "runs")}
+    html_path, json_path = write_sweep(data, out or folder / "sweep.html")
+    if json_output:
+        console.print_json(data)
+    else:
+        for line in point_lines(data) + [data["verdict"]]:
+            console.out.print(line, markup=False)
+    info.print(f"wrote {html_path} and {json_path}", markup=False)
+
+
+def _print_run(goal: Objective) -> Callable[[int, CandidateRuns, float | None], None]:
+    """A line for each run of ``compare`` as it finishes."""
+    def on_run(repeat: int, runs: CandidateRuns, value: float | None) -> None:
+        shown = goal.show(value) if value is not None else f"failed: {runs.failure}"
+        console.out.print(f"round {repeat + 1} {runs.candidate.label}: {shown}")
+    return on_run
+
+
+def _candidate(label: str, catalog: Catalog, store: StudyStore) -> tuple[Candidate, dict[str, Value]]:
+    """A --config of ``compare``: 'default', study:NAME (its result) or a JSON file; with its full config."""
+    if label == "default":
+        return Candidate("default", {}), catalog.defaults()
+    if label.startswith("study:"):
+        summary = summarize(store.load(label.removeprefix("study:")), catalog)
+        return Candidate(label, summary.result_config), catalog.config(summary.result_config)
+    changed = load_config_file(Path(label))
+    return Candidate(label, changed), catalog.config(changed)
+

@@ -1,0 +1,115 @@
+"""Options shared by the commands (one spelling and help text each) and the parsing of their values."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import optuna
+import typer
+
+from knobtune.errors import UsageError
+from knobtune.knobs import Catalog
+from knobtune.knobs.units import parse_bytes, parse_duration_s
+from knobtune.targets import resolve_driver, workload_section
+from knobtune.tuning.records import record_of
+from knobtune.workloads import Objective, Workload, load_workload
+
+DirOption = Annotated[Optional[Path], typer.Option("--dir", help="Studies folder (default ./knobtune-studies or $KNOBTUNE_HOME).")]
+StorageOption = Annotated[Optional[str], typer.Option("--storage", help="Optuna storage URL (default: SQLite in --dir).")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+UnsettledOption = Annotated[bool, typer.Option("--unsettled", help="Measure the raw window: leave out the flush, compaction and reopen a run leaves behind.")]
+MemoryLimitOption = Annotated[Optional[str], typer.Option("--memory-limit", help="Configs planned or measured above this peak memory are infeasible, e.g. 2GiB.")]
+WorkloadOption = Annotated[str, typer.Option(help="Workload name (see `knobtune systems`) or a .toml file.")]
+ObjectiveOption = Annotated[Optional[str], typer.Option(help="elapsed_s, ops_per_s or p99_us (default: the workload's).")]
+DriverOption = Annotated[Optional[str], typer.Option(help="Benchmark driver (default: the system's).")]
+RecordsOption = Annotated[Optional[int], typer.Option(help="Override the workload's full size (records).")]
+TimeoutFactorOption = Annotated[float, typer.Option(help="Stop a run taking longer than this times the default's.")]
+MachineOption = Annotated[Optional[str], typer.Option("--machine", help="This machine's name in a study shared by workers (default: the host name).")]
+UnscaledRungsOption = Annotated[bool, typer.Option("--unscaled-rungs", help="Run small rungs with the config as it is, not with its memtables, caches and file sizes scaled to the rung's share of the data.")]
+AllowOperationalOption = Annotated[bool, typer.Option("--allow-operational", help="Also search operational values (auto-compaction off): nothing is lost, but the store never settles by itself.")]
+MixedOption = Annotated[bool, typer.Option("--allow-mixed-machines", help="Let a machine of another kind (CPU, memory, disk, OS, version) work on the study.")]
+
+
+def at_least(option: str, value: float | None, least: float, fix: str) -> None:
+    """Raises UsageError when ``option``'s ``value`` is given and below ``least``; ``fix`` says what to write."""
+    if value is not None and value < least:
+        raise UsageError(f"{option} {value:g} is below {least:g}. Fix: {fix}")
+
+
+def objective_option(name: str | None) -> Objective | None:
+    """--objective as an Objective; None when not given.
+
+    Raises:
+        UsageError: it names no objective.
+    """
+    if name is None:
+        return None
+    try:
+        return Objective(name)
+    except ValueError:
+        raise UsageError(f"--objective '{name}' is not an objective. "
+                         f"Fix: use one of {', '.join(o.value for o in Objective)}") from None
+
+
+def duration_option(text: str | None, option: str = "--time") -> float | None:
+    """A duration option (``--time 20m``) in seconds; None when not given."""
+    return _positive(option, text, parse_duration_s, "duration", "30s or 10m")
+
+
+def bytes_option(option: str, text: str | None) -> int | None:
+    """A size option (``--memory-limit 2GiB``) in bytes; None when not given."""
+    return _positive(option, text, parse_bytes, "size", "2GiB")
+
+
+def knob_list(knobs: str | None) -> list[str] | None:
+    """--knobs as a list of names (None: not given)."""
+    return [k.strip() for k in knobs.split(",") if k.strip()] if knobs else None
+
+
+def workload_for(catalog: Catalog, name: str, records: int | None, driver: str | None) -> tuple[Workload, str]:
+    """The workload (at --records) and the driver that runs it for ``catalog``'s system.
+
+    Raises:
+        UsageError: the workload is for another system, or the driver cannot run it.
+    """
+    spec = load_workload(name)
+    if records is not None:
+        spec = spec.scaled(records)
+    if spec.systems and catalog.system not in spec.systems:
+        raise UsageError(f"workload '{spec.name}' is for {', '.join(spec.systems)}, not {catalog.system}. "
+                         "Fix: choose a workload listed by `knobtune systems`")
+    driver = resolve_driver(catalog.system, driver)
+    workload_section(catalog.system, driver, spec)  # the workload must say how this driver runs it
+    return spec, driver
+
+
+
+def trial_config(loaded: optuna.Study, study: str, trial: int) -> dict[str, Any]:
+    """The changed knobs of trial number ``trial`` of ``study`` (--trial N).
+
+    Raises:
+        UsageError: the study has no such trial.
+    """
+    if not 0 <= trial < len(loaded.trials):
+        raise UsageError(f"study '{study}' has no trial {trial}. Fix: see `knobtune show {study}`")
+    return dict(record_of(loaded.trials[trial]).config)
+
+
+def _positive(option: str, text: str | None, parse: Callable[[str], Any], what: str, example: str) -> Any:
+    """``text`` parsed by ``parse``; None when not given.
+
+    Raises:
+        UsageError: it does not parse, or is not above zero.
+    """
+    if text is None:
+        return None
+    try:
+        value = parse(text)
+    except ValueError as exc:
+        raise UsageError(f"{option} {exc}") from None
+    if value <= 0:
+        raise UsageError(f"{option} {text!r} is not a positive {what}. Fix: write e.g. {example}")
+    return value
+

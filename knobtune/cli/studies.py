@@ -1,0 +1,95 @@
+"""Commands that read a stored study: ``show``, ``export``, ``report``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import optuna
+import typer
+
+from knobtune import console
+from knobtune.errors import UsageError
+from knobtune.knobs import load_catalog
+from knobtune.report import export_config, summarize, write_report
+from knobtune.storage import open_store
+from knobtune.tuning.explain import EXPLANATION
+from knobtune.cli.options import DirOption, JsonOption, StorageOption, trial_config
+
+
+def show(study: str, storage: StorageOption = None, directory: DirOption = None, json_output: JsonOption = False) -> None:
+    """Progress and result of a study: counts, best against the default, the verdict.
+
+    Example: knobtune show rocksdb-put-get-delete --json
+    """
+    store = open_store(directory, storage)
+    loaded = store.load(study)
+    summary = summarize(loaded)
+    if json_output:
+        console.print_json(summary.to_dict())
+    else:
+        console.summary_text(summary, load_catalog(summary.system))
+
+
+def export(
+    study: str,
+    format: Annotated[str, typer.Option("--format", help="The system's own format or a driver's (`show` lists a study's formats); json always.")] = "json",
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
+    trial: Annotated[Optional[int], typer.Option(help="Export this trial's config instead of the result.")] = None,
+    minimal: Annotated[bool, typer.Option("--minimal", help="Export the smallest set of the result's changes that keeps 95% of its gain (`knobtune explain` first).")] = False,
+    storage: StorageOption = None,
+    directory: DirOption = None,
+) -> None:
+    """A study's result in the system's own format.
+
+    Example: knobtune export rocksdb-put-get-delete --format rocksdb-options -o OPTIONS.ini
+    """
+    store = open_store(directory, storage)
+    loaded = store.load(study)
+    summary = summarize(loaded)
+    catalog = load_catalog(summary.system)
+    if minimal and trial is not None:
+        raise UsageError("--minimal and --trial both choose the config. Fix: give one of them")
+    config = None
+    if minimal:
+        config = _minimal_config(loaded, study)
+    elif trial is not None:
+        config = trial_config(loaded, study, trial)
+    elif summary.result_trial is None:
+        console.err.print(f"note: {summary.verdict}; exporting the default config")
+    text = export_config(summary, catalog, format, config)
+    if output:
+        output.write_text(text)
+        console.err.print(f"wrote {output}")
+    else:
+        sys.stdout.write(text)
+
+
+def report(
+    study: str,
+    output: Annotated[Path, typer.Option("-o", "--output", help="The HTML file to write (its JSON goes beside it).")] = Path("report.html"),
+    storage: StorageOption = None,
+    directory: DirOption = None,
+) -> None:
+    """One self-contained HTML report of a study (opens offline), and the same data as JSON.
+
+    Example: knobtune report rocksdb-put-get-delete -o report.html
+    """
+    html_path, json_path = write_report(open_store(directory, storage).load(study), output)
+    console.err.print(f"wrote {html_path} and {json_path}")
+
+
+def _minimal_config(loaded: optuna.Study, study: str) -> dict[str, Any]:
+    """The minimal config ``knobtune explain`` stored (its note goes to stderr).
+
+    Raises:
+        UsageError: the study has not been explained, or the explanation found no minimal config.
+    """
+    explained = loaded.user_attrs.get(EXPLANATION) or {}
+    if explained.get("minimal") is None:
+        raise UsageError(f"study '{study}' has no minimal config"
+                         + (f" ({explained['minimal_note']})" if explained.get("minimal_note") else "")
+                         + f". Fix: run `knobtune explain {study}` first")
+    console.err.print(f"minimal config: {explained['minimal_note']}", markup=False)
+    return dict(explained["minimal"])
