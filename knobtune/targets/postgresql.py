@@ -39,7 +39,7 @@ from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
 from knobtune.knobs.baseline import Machine, compute_baseline
 from knobtune.knobs.units import human_bytes
-from knobtune.storage import pid_alive
+from knobtune.processes import pid_alive
 from knobtune.targets._base import FailureKind, KnownConfig, Measurement, Phase, RunFailure, Settle, Target, await_server
 from knobtune.targets._pgchecks import CHECKS, DataCheck
 from knobtune.targets._process import kill_tree, last_lines, run_logged, spawn, stop_group, tree_pss_bytes
