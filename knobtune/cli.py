@@ -12,12 +12,14 @@ import typer
 from knobtune import console
 from knobtune.errors import KnobtuneError, UsageError
 from knobtune.knobs import load_catalog
-from knobtune.knobs.baseline import Machine, compute_baseline, disk_detection
 from knobtune.knobs.units import parse_bytes, parse_duration_s
 from knobtune.report import export_config, load_config_file, summarize, write_report
 from knobtune.report.summary import describe_costs
 from knobtune.storage import open_store
-from knobtune.targets import TARGETS, make_target, resolve_driver, target_class, workload_section
+from knobtune.targets import (
+    TARGETS, Machine, disk_detection, export_formats, heuristic_config, make_target, resolve_driver, target_class,
+    workload_section,
+)
 from knobtune.tuning import Tuner, TuneSettings, build_space
 from knobtune.tuning.explain import EXPLANATION, explain, study_workload
 from knobtune.tuning.finish import starting_configs
@@ -59,7 +61,7 @@ def systems(json_output: JsonOption = False) -> None:
     for (system, driver), target in TARGETS.items():
         binary = target.installed()
         rows.append({"system": system, "driver": driver, "installed": binary is not None, "path": binary,
-                     "formats": [f.name for f in target.formats(system)] + ["json"]})
+                     "formats": [f.name for f in export_formats(system, driver)] + ["json"]})
     workloads = []
     for name in available_workloads():
         workload = load_workload(name)
@@ -554,7 +556,7 @@ def baseline(
 
     Example: knobtune baseline postgresql --profile oltp -o pgtune.json
     """
-    result = compute_baseline(system, Machine.from_host(disk, connections), profile, name)
+    result = heuristic_config(system, Machine.from_host(disk, connections), profile, name)
     told = [disk_detection()] if disk is None and result.name == "pgtune" else []  # a fixed config ignores the disk
     if output:
         try:

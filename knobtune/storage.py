@@ -22,7 +22,7 @@ from pathlib import Path
 import optuna
 
 from knobtune.errors import StorageError, StudyNotFoundError
-from knobtune.processes import pid_alive  # noqa: F401  (tuning imports it from here too)
+from knobtune.processes import pid_alive
 
 DEFAULT_HOME = "knobtune-studies"
 # a running trial's process writes a heartbeat this often; a trial without one for 6 times as long has lost its

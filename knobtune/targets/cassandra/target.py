@@ -41,10 +41,10 @@ from knobtune.knobs import Catalog, Value
 from knobtune.knobs.units import human_bytes
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target, await_server
 from knobtune.targets._process import last_lines, run_logged, spawn, stop_group
-from knobtune.targets.formats import cassandra_jvm_flags, cassandra_yaml_settings
+from knobtune.targets.cassandra.formats import cassandra_jvm_flags, cassandra_yaml_settings
 from knobtune.workloads import Rung, Workload
 
-CONF_DIR = Path(__file__).resolve().parents[2] / "native" / "cassandra" / "conf"  # yaml template, logback.xml
+CONF_DIR = Path(__file__).resolve().parents[3] / "native" / "cassandra" / "conf"  # yaml template, logback.xml
 FETCH_HINT = "Fix: run `scripts/cassandra-fetch` (the README's set-up does this)"
 READY_LIMIT_S = 180.0  # start-up (or commit-log replay) may take this long before the run fails
 STOP_LIMIT_S = 120.0

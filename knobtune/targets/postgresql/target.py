@@ -37,13 +37,14 @@ from typing import Any
 
 from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
-from knobtune.knobs.baseline import Machine, compute_baseline
 from knobtune.knobs.units import human_bytes
 from knobtune.processes import pid_alive
 from knobtune.targets._base import FailureKind, KnownConfig, Measurement, Phase, RunFailure, Settle, Target, await_server
-from knobtune.targets._pgchecks import CHECKS, DataCheck
 from knobtune.targets._process import kill_tree, last_lines, run_logged, spawn, stop_group, tree_pss_bytes
-from knobtune.targets.formats import postgresql_settings
+from knobtune.targets._heuristics import Machine
+from knobtune.targets.postgresql.checks import CHECKS, DataCheck
+from knobtune.targets.postgresql.formats import postgresql_settings
+from knobtune.targets.postgresql.pgtune import pgtune_config
 from knobtune.workloads import Rung, Workload
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -51,7 +52,7 @@ PG_USER = "postgres"
 DB_USER, DB_NAME = "bench", "postgres"
 INSTALL_HINT = "Fix: install it with `apt-get install postgresql-15` (the README's set-up does this)"
 HOME_PREFIX = "knobtune-pg-"
-SCRIPT_DIR = Path(__file__).resolve().parents[1] / "workloads" / "pgbench"  # loaders and scripts we ship
+SCRIPT_DIR = Path(__file__).resolve().parents[2] / "workloads" / "pgbench"  # loaders and scripts we ship
 READY_LIMIT_S = 120.0  # start-up (or crash recovery) may take this long before the run fails
 CRASH_AFTER_S = 3.0  # the crash check kills the server this long into a run
 _POLL_S = 0.02
@@ -122,7 +123,7 @@ class PostgresTarget(Target):
     def known_configs(self) -> tuple[KnownConfig, ...]:
         """PGTune for this machine, with the workload's profile (``baseline_profile``, oltp unless it says)."""
         profile = str(self.workload.driver(self.driver).get("baseline_profile", "oltp"))
-        tuned = compute_baseline(self.system, Machine.from_host(), profile)
+        tuned = pgtune_config(Machine.from_host(), profile)
         return (KnownConfig(f"pgtune ({profile})", dict(self.catalog.changed(self.catalog.config(tuned.config))),
                             f"{tuned.source.get('repository', 'PGTune')} {tuned.source.get('file', '')}".strip()),)
 
