@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from knobtune.errors import ToolMissingError
-from knobtune.knobs import Value
 from knobtune.knobs.units import human_bytes
 from knobtune.targets._base import FailureKind, KnownConfig, Measurement, RunFailure, Settle, Target
 from knobtune.targets._process import ProcessResult, run_logged
