@@ -52,10 +52,11 @@ from _cli import as_speedups, best_so_far, emit, first_reached_s, knobtune_json,
 from knobtune.analysis import speedup
 from knobtune.errors import KnobtuneError
 from knobtune.knobs import Catalog, Knob, KnobType, Value, load_catalog
-from knobtune.knobs.baseline import Machine, compute_baseline
 from knobtune.knobs.units import parse_duration_s
 from knobtune.storage import open_store
-from knobtune.targets import FailureKind, Measurement, RunFailure, Target, make_target, resolve_driver
+from knobtune.targets import (
+    FailureKind, Machine, Measurement, RunFailure, Target, heuristic_config, make_target, resolve_driver,
+)
 from knobtune.tuning import Experiment, attrs, build_space
 from knobtune.tuning.space import SPECIAL_SUFFIX, VALUE_CHOICE, SearchSpace
 from knobtune.workloads import Rung, Workload, load_workload
@@ -612,7 +613,7 @@ def earlier_winners(path: Path, seed: int) -> list[dict[str, Any]]:
 def known_config(system: str, name: str, seed: int) -> dict[str, Any]:
     """A known config of the system (``knobtune baseline SYSTEM --name NAME``) as a record named ``NAME``: verified
     beside the winners, never searched."""
-    known = compute_baseline(system, Machine.from_host(), None, name)
+    known = heuristic_config(system, Machine.from_host(), None, name)
     return {"tool": name, "seed": seed, "winner": dict(known.config), "from": "knobtune baseline"}
 
 

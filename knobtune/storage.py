@@ -22,6 +22,7 @@ from pathlib import Path
 import optuna
 
 from knobtune.errors import StorageError, StudyNotFoundError
+from knobtune.processes import pid_alive
 
 DEFAULT_HOME = "knobtune-studies"
 # a running trial's process writes a heartbeat this often; a trial without one for 6 times as long has lost its
@@ -104,16 +105,6 @@ class StudyStore:
                 shutil.rmtree(folder, ignore_errors=True)
                 removed.append(folder)
         return removed
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def open_store(home: str | Path | None = None, url: str | None = None) -> StudyStore:

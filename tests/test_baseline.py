@@ -20,11 +20,11 @@ from typer.testing import CliRunner
 from knobtune.cli import app
 from knobtune.errors import CatalogError, UsageError
 from knobtune.knobs import load_catalog
-from knobtune.knobs.baseline import (
-    BASELINE_DIR, DISKS, Machine, compute_baseline, guide_baseline, load_pgtune, pgtune, pgtune_baseline,
-    rotational_disks,
-)
 from knobtune.report.export import load_config_file
+from knobtune.targets import Machine, heuristic_config
+from knobtune.targets._heuristics import DISKS, fixed_config, rotational_disks
+from knobtune.targets.postgresql.pgtune import pgtune, pgtune_config
+from knobtune.targets.postgresql.pgtune_rules import RULES_PATH, load_pgtune
 
 GIB, MIB, KIB = 1024**3, 1024**2, 1024
 COMMIT = "7caef27c204d304623eda21f23e7d56c1ad78d36"
@@ -54,7 +54,7 @@ def test_oltp_on_24_gib_2_cpus_ssd() -> None:
 
 
 def test_oltp_with_the_connections_given() -> None:
-    result = pgtune_baseline(Machine(24 * GIB, 2, "ssd", connections=100), "oltp")
+    result = pgtune_config(Machine(24 * GIB, 2, "ssd", connections=100), "oltp")
     # (25165824 - 6291456) / ((100 + 8) x 3) = 58254.2 -> 58254 kB
     assert result.config["work_mem"] == 58254 * KIB and result.max_connections == 100
     assert result.notes[0].startswith("max_connections = 100 (--connections)")
@@ -62,7 +62,7 @@ def test_oltp_with_the_connections_given() -> None:
 
 def test_dw_on_64_gib_16_cpus_hdd_is_clamped_into_the_catalog() -> None:
     # RAM = 64 GiB = 67108864 kB; dw: max_connections 40; 16 CPUs: parallel settings, 16 workers in work_mem.
-    result = pgtune_baseline(Machine(64 * GIB, 16, "hdd"), "dw")
+    result = pgtune_config(Machine(64 * GIB, 16, "hdd"), "dw")
     assert result.config == {
         "shared_buffers": 16 * GIB,               # 67108864 / 4 = 16777216 kB (the catalog's max)
         "huge_pages": "try",
@@ -101,7 +101,7 @@ def test_mixed_on_64_gib_16_cpus_san() -> None:
 
 def test_desktop_on_a_small_machine_takes_the_floors() -> None:
     # RAM = 1 GiB = 1048576 kB; desktop: max_connections 20; 1 CPU: 8 workers counted.
-    result = pgtune_baseline(Machine(GIB, 1, "ssd"), "desktop")
+    result = pgtune_config(Machine(GIB, 1, "ssd"), "desktop")
     assert result.config == {
         "shared_buffers": 64 * MIB,               # 1048576 / 16 = 65536 kB
         "huge_pages": "off",                      # 64 MiB < 2 GiB
@@ -142,7 +142,7 @@ def test_unknown_profile_is_a_one_line_error() -> None:
 def test_the_rules_file_names_its_source_commit() -> None:
     rules = load_pgtune()
     assert rules.source["commit"] == COMMIT and rules.source["repository"] == "le0pard/pgtune"
-    assert COMMIT in (BASELINE_DIR / "pgtune.toml").read_text().split("[source]")[0]  # the header comment
+    assert COMMIT in RULES_PATH.read_text().split("[source]")[0]  # the header comment
     assert list(rules.profiles) == list(PROFILES) and set(rules.disks) == set(DISKS)
 
 
@@ -155,7 +155,7 @@ def test_the_rules_file_names_its_source_commit() -> None:
 ])
 def test_a_broken_rules_file_names_file_and_field(tmp_path: Path, change: tuple[str, str], expected: str) -> None:
     broken = tmp_path / "pgtune.toml"
-    broken.write_text((BASELINE_DIR / "pgtune.toml").read_text().replace(*change, 1))
+    broken.write_text(RULES_PATH.read_text().replace(*change, 1))
     with pytest.raises(CatalogError) as caught:
         load_pgtune(broken)
     assert str(broken) in str(caught.value) and expected in str(caught.value) and "Fix:" in str(caught.value)
@@ -241,13 +241,13 @@ def test_the_rocksdb_guide_is_one_config_in_catalog_units(tmp_path: Path) -> Non
 def test_the_configs_published_for_db_bench_are_fitted_with_notes(tmp_path: Path) -> None:
     """tools/benchmark.sh's two configs: what lies outside the catalog's range is clamped and said, what the catalog
     lacks is named; `--name` picks one and compare can load it."""
-    universal = compute_baseline("rocksdb", Machine(24 * GIB, 2), None, "db-bench-universal")
+    universal = heuristic_config("rocksdb", Machine(24 * GIB, 2), None, "db-bench-universal")
     assert universal.config["compaction_style"] == "universal" and universal.config["write_buffer_size"] == 128 * MIB
     assert universal.config["num_levels"] == 10 and universal.config["cache_size"] == 8 * GIB  # 40 and 16 GiB
     assert any("num_levels: db-bench-universal gives 40" in note and "clamped to 10" in note
                for note in universal.notes)
     assert any(note.startswith("universal_max_merge_width is left out") for note in universal.notes)
-    leveled = compute_baseline("rocksdb", Machine(24 * GIB, 2), None, "db-bench-leveled")
+    leveled = heuristic_config("rocksdb", Machine(24 * GIB, 2), None, "db-bench-leveled")
     assert leveled.config["compaction_style"] == "level" and leveled.config["max_bytes_for_level_base"] == GIB
     assert "tools/benchmark.sh at v7.8.3" in leveled.describe()[0]
 
@@ -263,6 +263,5 @@ def test_the_configs_published_for_db_bench_are_fitted_with_notes(tmp_path: Path
 def test_a_fixed_config_naming_a_knob_the_catalog_lacks_is_refused(monkeypatch: pytest.MonkeyPatch,
                                                                    tmp_path: Path) -> None:
     (tmp_path / "bad.toml").write_text('[source]\npage = "x"\n[config]\nwrite_buffer = "64MiB"\n')
-    monkeypatch.setattr("knobtune.knobs.baseline.BASELINE_DIR", tmp_path)
     with pytest.raises(CatalogError, match="unknown knob 'write_buffer'.*catalog's knob names"):
-        guide_baseline("rocksdb", "bad", Machine(GIB, 1))
+        fixed_config("rocksdb", tmp_path / "bad.toml", Machine(GIB, 1))

@@ -14,7 +14,7 @@ import pytest
 
 from knobtune.knobs import load_catalog
 from knobtune.targets import FailureKind, RunFailure, make_target
-from knobtune.targets.cassandra import CassandraTarget
+from knobtune.targets.cassandra.target import CassandraTarget
 
 from conftest import tiny
 

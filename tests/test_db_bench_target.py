@@ -9,7 +9,7 @@ import pytest
 
 from knobtune.errors import ToolMissingError
 from knobtune.targets import FailureKind, RunFailure, export_format, make_target
-from knobtune.targets.db_bench import parse_output
+from knobtune.targets.rocksdb.db_bench import parse_output
 
 from conftest import tiny
 

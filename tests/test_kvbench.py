@@ -11,7 +11,7 @@ import pytest
 
 from knobtune.knobs import load_catalog
 from knobtune.targets import FailureKind, RunFailure, make_target
-from knobtune.targets.kvbench import find_kvbench
+from knobtune.targets._kvbench import find_kvbench
 from knobtune.tuning import Tuner, Experiment, build_space
 from knobtune.workloads import load_workload
 

@@ -20,7 +20,7 @@ from knobtune.cli import app
 from knobtune.errors import UsageError
 from knobtune.knobs import available_systems, load_catalog
 from knobtune.targets import TARGETS, FailureKind, RunFailure, make_target
-from knobtune.targets.kvbench import KvbenchTunableTarget, find_kvbench
+from knobtune.targets._kvbench import KvbenchTunableTarget, find_kvbench
 from knobtune.tuning import Tuner, Experiment, build_space
 from knobtune.workloads import load_workload
 

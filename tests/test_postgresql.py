@@ -15,9 +15,9 @@ import pytest
 
 from knobtune.knobs import load_catalog
 from knobtune.report import export_config, summarize
-from knobtune.storage import pid_alive
+from knobtune.processes import pid_alive
 from knobtune.targets import FailureKind, RunFailure, make_target
-from knobtune.targets.postgresql import PG_BIN, PG_USER
+from knobtune.targets.postgresql.target import PG_BIN, PG_USER
 from knobtune.tuning import Tuner, Experiment, attrs, build_space
 
 from conftest import tiny

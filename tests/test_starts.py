@@ -8,7 +8,7 @@ import pytest
 
 from knobtune.errors import CatalogError
 from knobtune.knobs import load_catalog
-from knobtune.knobs.starts import point_lookup_starts
+from knobtune.targets.rocksdb.known import point_lookup_starts
 from knobtune.targets import make_target
 from knobtune.workloads import load_workload
 
@@ -46,12 +46,12 @@ def test_keys_shorter_than_the_hashed_prefix_and_other_systems_get_none() -> Non
 ])
 def test_a_broken_file_names_itself_and_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 edit: tuple[str, str], message: str) -> None:
-    import knobtune.knobs.starts as starts
+    import knobtune.targets.rocksdb.known as starts
 
-    original = (starts.BASELINE_DIR / "rocksdb-point-lookups.toml").read_text()
+    original = (starts.DATA_DIR / "rocksdb-point-lookups.toml").read_text()
     assert edit[0] in original
     (tmp_path / "rocksdb-point-lookups.toml").write_text(original.replace(*edit))
-    monkeypatch.setattr(starts, "BASELINE_DIR", tmp_path)
+    monkeypatch.setattr(starts, "DATA_DIR", tmp_path)
     with pytest.raises(CatalogError, match="rocksdb-point-lookups.toml") as caught:
         point_lookup_starts(ROCKSDB, GIB, key_size=16)
     assert message in str(caught.value) and "Fix:" in str(caught.value)

@@ -20,7 +20,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from knobtune.targets.postgresql import StorageServer
+from knobtune.targets.postgresql.storage_server import StorageServer
 from knobtune.tuning import attrs
 
 pytestmark = pytest.mark.slow

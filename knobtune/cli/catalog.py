@@ -10,8 +10,7 @@ import typer
 from knobtune import console
 from knobtune.errors import UsageError
 from knobtune.knobs import load_catalog
-from knobtune.knobs.baseline import Machine, compute_baseline, disk_detection
-from knobtune.targets import TARGETS, target_class
+from knobtune.targets import TARGETS, Machine, disk_detection, export_formats, heuristic_config, target_class
 from knobtune.workloads import available_workloads, load_workload
 from knobtune.cli.options import JsonOption
 
@@ -40,7 +39,7 @@ def _system_rows() -> list[dict[str, Any]]:
     for (system, driver), target in TARGETS.items():
         binary = target.installed()
         rows.append({"system": system, "driver": driver, "installed": binary is not None, "path": binary,
-                     "formats": [f.name for f in target.formats(system)] + ["json"]})
+                     "formats": [f.name for f in export_formats(system, driver)] + ["json"]})
     return rows
 
 
@@ -88,7 +87,7 @@ def baseline(
 
     Example: knobtune baseline postgresql --profile oltp -o pgtune.json
     """
-    result = compute_baseline(system, Machine.from_host(disk, connections), profile, name)
+    result = heuristic_config(system, Machine.from_host(disk, connections), profile, name)
     told = [disk_detection()] if disk is None and result.name == "pgtune" else []  # a fixed config ignores the disk
     if output:
         try:

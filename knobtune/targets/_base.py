@@ -25,7 +25,7 @@ from typing import Any
 
 from knobtune.errors import KnobtuneError
 from knobtune.knobs import Catalog, Value
-from knobtune.targets.formats import SYSTEM_FORMATS, ExportFormat
+from knobtune.targets._formats import ExportFormat
 from knobtune.workloads import Objective, Rung, Workload
 
 
@@ -203,7 +203,7 @@ class Target(abc.ABC):
 
     system: str
     driver: str
-    driver_formats: tuple[ExportFormat, ...] = ()  # formats of this driver's own, beside the system's
+    driver_formats: tuple[ExportFormat, ...] = ()  # formats of this driver's own, beside the system's (System.formats)
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
@@ -223,11 +223,6 @@ class Target(abc.ABC):
             WorkloadError: the workload has no section this driver reads.
         """
         return workload.driver(cls.driver)
-
-    @classmethod
-    def formats(cls, system: str) -> tuple[ExportFormat, ...]:
-        """The formats a study of ``system`` through this driver exports to, the system's own first."""
-        return SYSTEM_FORMATS.get(system, ()) + cls.driver_formats
 
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, settle: bool = True,
                  memory_limit_bytes: int | None = None) -> None:

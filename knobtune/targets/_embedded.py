@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from knobtune.errors import ToolMissingError
-from knobtune.knobs.starts import point_lookup_source, point_lookup_starts
 from knobtune.knobs.units import human_bytes
 from knobtune.targets._base import FailureKind, KnownConfig, Measurement, RunFailure, Settle, Target
 from knobtune.targets._process import ProcessResult, run_logged
@@ -72,19 +71,20 @@ class EmbeddedTarget(Target):
         return find_kvbench()
 
     def known_configs(self) -> tuple[KnownConfig, ...]:
-        """The system's heuristics, then, for a workload that reads single keys and never scans, the data set held in
-        a hash memtable (``knobs.starts``: tried first, not verified beside), unless planned over the memory limit."""
+        """The system's heuristics, then, for a workload that reads single keys and never scans, the system's starts
+        for point lookups (tried first, not verified beside), unless planned over the memory limit."""
         known = list(self.heuristic_configs())
         if self.reads_single_keys_only():
-            w = self.workload
-            for label, changed in point_lookup_starts(self.catalog, w.records * (w.key_size + w.value_size),
-                                                      w.key_size).items():
-                if not self.catalog.memory.over_limit(self.catalog.config(changed), self.memory_limit_bytes):
-                    known.append(KnownConfig(label, changed, point_lookup_source(self.catalog.system), beside=False))
+            known += [start for start in self.point_lookup_configs()
+                      if not self.catalog.memory.over_limit(self.catalog.config(start.changed), self.memory_limit_bytes)]
         return tuple(known)
 
     def heuristic_configs(self) -> tuple[KnownConfig, ...]:
         """The heuristic configs users of this system start from (verified beside the result)."""
+        return ()
+
+    def point_lookup_configs(self) -> tuple[KnownConfig, ...]:
+        """The system's starts for a workload that reads single keys only (none unless its package has some)."""
         return ()
 
     def reads_single_keys_only(self) -> bool:

@@ -16,7 +16,7 @@ import socket
 import optuna
 from optuna.trial import TrialState
 
-from knobtune.storage import pid_alive
+from knobtune.processes import pid_alive
 from knobtune.targets import KnownConfig
 from knobtune.tuning import attrs
 from knobtune.tuning.outcomes import Outcome

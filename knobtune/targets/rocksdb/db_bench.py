@@ -18,10 +18,10 @@ from pathlib import Path
 
 from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_flags
-from knobtune.knobs.baseline import Machine, compute_baseline
 from knobtune.targets._base import FailureKind, KnownConfig, Measurement, Phase, RunFailure
 from knobtune.targets._embedded import EmbeddedTarget
 from knobtune.targets._process import run_logged
+from knobtune.targets.rocksdb.known import guide_config, point_lookup_configs
 from knobtune.workloads import Rung, Workload
 
 DB_BENCH = "db_bench"
@@ -134,9 +134,10 @@ class DbBenchTarget(EmbeddedTarget):
 
         Not the configs published for db_bench (``knobtune baseline rocksdb --name db-bench-leveled``): on
         put-get-delete here they were slower than the default (bench/README.md), so a study does not start there."""
-        guide = compute_baseline(self.system, Machine.from_host(), None)
-        return (KnownConfig(guide.name, dict(self.catalog.changed(self.catalog.config(guide.config))),
-                            guide.source.get("page", guide.name)),)
+        return (guide_config(self.catalog),)
+
+    def point_lookup_configs(self) -> tuple[KnownConfig, ...]:
+        return point_lookup_configs(self.catalog, self.workload)
 
     def reads_single_keys_only(self) -> bool:
         """Whether every benchmark reads or writes single keys (any other, a scan or seek say, may not) and one reads."""

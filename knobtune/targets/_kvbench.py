@@ -1,4 +1,4 @@
-"""RocksDB and LevelDB through knobtune's native driver, kvbench (``native/``).
+"""RocksDB and LevelDB through knobtune's native driver, kvbench (``native/``): a driver both systems register.
 
 One workload spec (JSON) per run: the workload's phases at the rung's size,
 the seed, and the config as option name -> text (``names.kvbench`` in the
@@ -24,12 +24,15 @@ from knobtune.errors import ConfigError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, check_driver, render_named
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
 from knobtune.targets._embedded import EmbeddedTarget, find_kvbench, read_result
+from knobtune.targets._formats import ExportFormat
 from knobtune.targets._process import run_logged
-from knobtune.targets.formats import KVBENCH_CONFIG
 from knobtune.workloads import Rung, Workload
 
 _MACHINE_FAULTS = ("No space left on device", "Too many open files", "Cannot allocate memory")
 _KILLED_AT_END = -9  # --crash-at-end: kvbench kills itself with SIGKILL once its result is written
+
+KVBENCH_CONFIG = ExportFormat("kvbench-config", "the option map kvbench takes (JSON)", None,
+                              lambda catalog, config: json.dumps(render_named(catalog, config, "kvbench"), indent=2) + "\n")
 
 
 class KvbenchTarget(EmbeddedTarget):

@@ -1,0 +1,47 @@
+"""What an export format is; each system's and each driver's formats live with it (``targets/SYSTEM/formats.py``).
+
+A format belongs to a system (RocksDB's OPTIONS file, whatever driver ran the
+study) or to a driver (kvbench's option map); the registry lists the formats a
+study exports to (``export_formats``). The CLI and the report ask for a format
+by name and never know which system or driver it came from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from knobtune.knobs import Catalog, Knob, KnobType, Value, spell_value
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    name: str
+    description: str
+    comment: str | None  # how the format starts a comment line (notes go on top), None: it has none
+    render: Callable[[Catalog, Mapping[str, Value]], str]
+
+
+def settings_with_units(catalog: Catalog, config: Mapping[str, Value], spelling: str,
+                        size: Callable[[Knob, int], str], booleans: tuple[str, str],
+                        plain_specials: bool) -> dict[str, str]:
+    """The changed knobs ``spelling`` can set, as text: sizes by ``size``, durations in ms, booleans as ``booleans``.
+
+    A special value is written as it is when ``plain_specials``; otherwise ``size`` spells it too.
+    """
+    settings = {}
+    for name, value in sorted(catalog.changed(config).items()):
+        knob = catalog.knobs[name]
+        if not knob.supports(spelling):
+            continue
+        if plain_specials and value in knob.special:
+            settings[name] = str(value)
+        elif knob.type is KnobType.BYTES:
+            settings[name] = size(knob, int(value))
+        elif knob.type is KnobType.DURATION:
+            settings[name] = f"{round(float(value) * 1000)}ms"
+        elif knob.type is KnobType.BOOL:
+            settings[name] = booleans[0] if value else booleans[1]
+        else:
+            settings[name] = spell_value(knob, value, spelling)
+    return settings

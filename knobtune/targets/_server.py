@@ -1,0 +1,291 @@
+"""Servers (PostgreSQL, Cassandra): one life for all of them; a subclass says only what is its own.
+
+Life: ``open`` checks the tools, makes the server's home, lets the subclass
+initialise a pristine data folder, starts the server under the default
+config, loads the workload's data once, stops it cleanly and keeps that folder
+as the pristine copy. ``apply`` keeps the config (a subclass may check it
+first); every run starts the server anew under it, so a knob the catalog marks
+restart and one it marks reload both take effect. Every run restores a copy of
+the pristine folder (outside the measured time), starts the server under the
+applied config (a config it refuses ends the start: a REFUSED run with the
+server's own message; the start-up time is recorded), runs the subclass's
+benchmark while the server's memory is watched, then settles: the server is
+killed with its work dirty and restarted (the time until it answers again is
+the recovery time), and the subclass's flush, checkpoint or compaction wait
+runs; recovery and that wait count in the run's time. Then the workload's data
+check, and the server is stopped. ``close`` kills the server and removes every
+folder.
+
+Guarantees: the server is knobtune's child, in its own process group, killed
+with knobtune and in ``finally`` (``_process.spawn``); its data lives in
+scratch (a home in /tmp named by knobtune's pid when another user runs the
+server, reclaimed once that pid is gone); it listens on loopback or a Unix
+socket only (each subclass's argv says so); knob values reach it as argv or
+files, never through a shell.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from knobtune.knobs import Catalog, Value
+from knobtune.knobs.units import human_bytes
+from knobtune.processes import pid_alive
+from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target, await_server
+from knobtune.targets._memory import MemoryWatch, TreeMemoryWatch
+from knobtune.targets._process import kill_tree, last_lines, spawn, stop_group
+from knobtune.workloads import Rung, Workload
+
+
+@dataclass(frozen=True)
+class Benchmarked:
+    """What a server's benchmark measured, before the settle: its phases and its own elapsed time."""
+
+    phases: tuple[Phase, ...]
+    measured: tuple[str, ...]  # the phases the objective counts
+    elapsed_s: float
+    verified: bool  # the workload's reads (or its data check) prove what it wrote
+
+
+@dataclass(frozen=True)
+class SettleWork:
+    """What the server's own settle took after its recovery: a flush or checkpoint, and compaction."""
+
+    flush_s: float
+    compaction_s: float
+
+
+class ServerTarget(Target):
+    """A server run as knobtune's child. Subclasses set the class attributes and implement the hooks below."""
+
+    label: str  # how messages name the system: "PostgreSQL"
+    noun: str = "server"  # how messages and logs name one process of it: "server", "node"
+    server_user: str | None = None  # the system user the server runs as (None: knobtune's own)
+    home_prefix: str | None = None  # a home in /tmp named "{prefix}{pid}-..."; None: scratch_dir / noun
+    ready_limit_s: float = 120.0  # start-up (or crash recovery) may take this long before the run fails
+    poll_s: float = 0.02
+    clean_stop: int = signal.SIGTERM  # the signal of a clean stop (it checkpoints or flushes)
+    stop_limit_s: float = 30.0  # a clean stop may take this long before the server is killed
+
+    def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, settle: bool = True,
+                 memory_limit_bytes: int | None = None) -> None:
+        super().__init__(catalog, workload, scratch_dir, settle=settle, memory_limit_bytes=memory_limit_bytes)
+        self._config: Mapping[str, Value] = catalog.defaults()
+        self._home: Path | None = None
+        self._server: subprocess.Popen[bytes] | None = None
+
+    # ------------------------------------------------------------ what each server says
+
+    @abc.abstractmethod
+    def check_tools(self) -> None:
+        """Raises ToolMissingError naming what to install when a program the server needs is missing."""
+
+    def init_pristine(self, pristine: Path, logs: Path) -> None:
+        """Make the pristine data folder the server starts from (PostgreSQL: initdb). Raises KnobtuneError."""
+        pristine.mkdir(parents=True, exist_ok=True)
+
+    @abc.abstractmethod
+    def start_argv(self, data: Path, config: Mapping[str, Value]) -> list[str]:
+        """The server's command line in the foreground over ``data`` under ``config`` (may write files it reads)."""
+
+    def start_env(self) -> dict[str, str] | None:
+        """The server's environment (None: knobtune's)."""
+        return None
+
+    @abc.abstractmethod
+    def answers(self) -> bool:
+        """Whether the server just started answers its clients."""
+
+    def why_exited(self, log: Path, mark: int) -> str:
+        """Why the server stopped at start-up, from its log after offset ``mark``."""
+        with open(log, "rb") as handle:
+            handle.seek(mark)
+            return last_lines(handle.read().decode(errors="replace"))
+
+    def is_default(self, config: Mapping[str, Value]) -> bool:
+        """Whether ``config`` starts the server as its defaults do (a start failing then is the machine's fault)."""
+        return not self.catalog.changed(config)
+
+    @abc.abstractmethod
+    def load(self, logs: Path) -> None:
+        """Load the workload's data into the running server, once. Raises KnobtuneError or RunFailure (TOOL)."""
+
+    def keep_pristine(self, pristine: Path) -> None:
+        """Tidy the pristine folder after the clean stop that made it."""
+
+    def check_config(self, config: Mapping[str, Value]) -> None:
+        """Raises RunFailure (REFUSED) when the server would refuse ``config``; by default it says so at start."""
+
+    @abc.abstractmethod
+    def benchmark(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
+                  server_log: Path) -> Benchmarked:
+        """Run the workload at ``rung`` against the running server. Raises RunFailure."""
+
+    def watch_memory(self) -> MemoryWatch:
+        """How the server's memory is watched during the benchmark (by default: its process tree, stopped over the
+        limit)."""
+        return TreeMemoryWatch(self._server, self.memory_limit_bytes)  # type: ignore[arg-type]
+
+    def dirty_bytes(self, data: Path) -> int:
+        """The write-ahead log the settle's restart replays (its size before the kill)."""
+        return 0
+
+    @abc.abstractmethod
+    def settle_work(self, limit_s: float | None, log_path: Path) -> SettleWork:
+        """After the recovery, flush, checkpoint or wait for compaction. Raises RunFailure (TIMEOUT at the limit)."""
+
+    def check_data(self, ran: Benchmarked, log_path: Path) -> None:
+        """The workload's data check after the run and its settle. Raises RunFailure (DATA_LOSS)."""
+
+    # ------------------------------------------------------------ life
+
+    def open(self) -> None:
+        if self._home is not None:
+            return
+        self.check_tools()
+        self.scratch_dir.mkdir(parents=True, exist_ok=True)
+        self._home = self._make_home()
+        logs, pristine = self.scratch_dir / "server", self._home / "pristine"
+        self.init_pristine(pristine, logs)
+        self._start(pristine, self.catalog.defaults(), logs / f"load-{self.noun}.log", refusal=False)
+        self.load(logs)
+        self._stop_server(clean=True)
+        self.keep_pristine(pristine)
+
+    def close(self) -> None:
+        self._stop_server(clean=False)
+        if self._home is not None:
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
+        shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
+    def apply(self, config: Mapping[str, Value]) -> None:
+        """Keep ``config`` for the next runs (each starts the server under it), once ``check_config`` passes.
+
+        Raises:
+            RunFailure: (REFUSED) the server refuses a value; its own message is the reason.
+        """
+        self._config = dict(config)
+        self.check_config(self._config)
+
+    def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
+        if self._home is None:
+            raise RunFailure(FailureKind.TOOL, "the target was not opened")
+        data = self._restore()
+        server_log = log_path.with_suffix(f".{self.noun}.log")
+        try:
+            started = time.monotonic()
+            self._start(data, self._config, server_log, refusal=True)
+            start_s = time.monotonic() - started
+            ran, peak = self._watched(rung, timeout_s, log_path, seed, server_log)
+            settle = self._settle(data, server_log, log_path, timeout_s, ran.elapsed_s) if self.settle else None
+            self.check_data(ran, log_path)
+        finally:
+            self._stop_server(clean=False)
+        elapsed = ran.elapsed_s + (settle.settle_s if settle else 0.0)
+        return Measurement(elapsed_s=elapsed, phases=ran.phases, measured=ran.measured, log_path=log_path,
+                           verified=ran.verified, settle=settle, peak_rss_bytes=peak, start_s=start_s)
+
+    def _restore(self) -> Path:
+        """A fresh copy of the pristine folder (owner and modes kept), outside the measured time.
+
+        Raises:
+            RunFailure: (TOOL) the copy failed.
+        """
+        copy = self._home / "run"  # type: ignore[operator]
+        shutil.rmtree(copy, ignore_errors=True)
+        result = subprocess.run(["cp", "-a", str(self._home / "pristine"), str(copy)],  # type: ignore[operator]
+                                capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise RunFailure(FailureKind.TOOL, f"restoring the data failed: {result.stderr.strip()[-300:]}")
+        return copy
+
+    def _watched(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
+                 server_log: Path) -> tuple[Benchmarked, int | None]:
+        """The benchmark under the memory watch, and the most memory the server held."""
+        watch = self.watch_memory()
+        try:
+            with watch:
+                ran = self.benchmark(rung, timeout_s, log_path, seed, server_log)
+        except RunFailure:
+            if not (watch.over and watch.stops_server):
+                raise
+        if watch.over:
+            raise RunFailure(FailureKind.MEMORY, f"the {self.noun} held {human_bytes(watch.peak_bytes or 0)}, over the "
+                             f"memory limit of {human_bytes(self.memory_limit_bytes or 0)}", server_log)
+        return ran, watch.peak_bytes
+
+    def _settle(self, data: Path, server_log: Path, log_path: Path, timeout_s: float | None,
+                workload_s: float) -> Settle:
+        """Kill the server with its work dirty, time its recovery, then the subclass's settle: the bill the run left."""
+        dirty = self.dirty_bytes(data)
+        self._stop_server(clean=False)
+        started = time.monotonic()
+        self._start(data, self._config, server_log, refusal=False)
+        recovery_s = time.monotonic() - started
+        limit = None if timeout_s is None else max(timeout_s - workload_s - recovery_s, 1.0)
+        work = self.settle_work(limit, log_path)
+        return Settle(recovery_s=recovery_s, settle_s=recovery_s + work.flush_s + work.compaction_s,
+                      flush_s=work.flush_s, compaction_s=work.compaction_s, files_by_level=(), sst_bytes=0,
+                      wal_bytes_at_open=dirty, reshaped=False, log_path=server_log)
+
+    # ------------------------------------------------------------ the process
+
+    def _make_home(self) -> Path:
+        if self.home_prefix is None:
+            home = self.scratch_dir / self.noun
+            home.mkdir(parents=True, exist_ok=True)
+            return home
+        remove_stale_homes(self.home_prefix)
+        home = Path(tempfile.mkdtemp(prefix=f"{self.home_prefix}{os.getpid()}-"))  # another user reaches /tmp
+        if self.server_user is not None:
+            user = pwd.getpwnam(self.server_user)
+            shutil.chown(home, user.pw_uid, user.pw_gid)
+        return home
+
+    def _start(self, data: Path, config: Mapping[str, Value], log: Path, refusal: bool = True) -> None:
+        """Start the server in the foreground and wait until it answers.
+
+        Raises:
+            RunFailure: REFUSED when it exits at start-up under a changed config (``refusal``), else CRASH;
+                TIMEOUT when it does not answer within ``ready_limit_s``.
+            KnobtuneError: under the default config (the machine or the set-up is at fault).
+        """
+        argv = self.start_argv(data, config)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        mark = log.stat().st_size if log.exists() else 0
+        self._server = spawn(argv, log_path=log, env=self.start_env(), user=self.server_user)
+        await_server(self._server, self.answers, system=self.label, why_exited=lambda: self.why_exited(log, mark),
+                     log=log, default_config=self.is_default(config), refusal=refusal, limit_s=self.ready_limit_s,
+                     poll_s=self.poll_s)
+
+    def _stop_server(self, clean: bool) -> None:
+        """Stop the server: cleanly (``clean_stop``: it checkpoints or flushes, data kept) or as a crash would.
+
+        A crash kills the server and every process of its tree at once (PostgreSQL's children leave its process
+        group), so none of them gets to write out what is still in memory.
+        """
+        if self._server is None:
+            return
+        if not clean:
+            kill_tree(self._server.pid)
+        stop_group(self._server, self.clean_stop if clean else signal.SIGKILL, wait_s=self.stop_limit_s)
+        self._server = None
+
+
+def remove_stale_homes(prefix: str) -> None:
+    """Server homes left in /tmp by a knobtune that was killed (its pid is gone); their servers died with it."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
+        pid = folder.name.removeprefix(prefix).split("-")[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,43 @@
+"""What a system offers the rest of knobtune: one entry per system, in its own package (``targets/SYSTEM/``).
+
+The registry (``targets/_registry.py``) collects the entries; the CLI, tuning
+and the report ask it, never a system's modules, and never switch on a name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from knobtune.targets._base import Target
+from knobtune.targets._formats import ExportFormat
+from knobtune.targets._heuristics import HeuristicConfig, Machine
+
+
+@dataclass(frozen=True)
+class Heuristics:
+    """The configs ``knobtune baseline SYSTEM [--profile P] [--name N]`` computes for one machine.
+
+    ``compute(name, machine, profile)`` raises UsageError for a profile the config does not take (or lacks).
+    """
+
+    names: tuple[str, ...]  # the first is the heuristic the system's users start from (the command's default)
+    compute: Callable[[str, Machine, str | None], HeuristicConfig]
+
+
+@dataclass(frozen=True)
+class System:
+    """One system: the drivers that run it, its own export formats, and its heuristics (None: it has none).
+
+    A target's known configs (``Target.known_configs``) come from the same package: what a study tries first.
+    """
+
+    name: str  # as the catalog and the command line spell it: "rocksdb"
+    default_driver: str  # one of ``targets``
+    targets: Mapping[str, type[Target]]  # driver -> the target class that runs the system through it
+    formats: tuple[ExportFormat, ...] = ()  # the system's own, whatever driver ran the study (drivers add theirs)
+    heuristics: Heuristics | None = None
+
+    def formats_through(self, driver: str) -> tuple[ExportFormat, ...]:
+        """The formats a study run through ``driver`` exports to: the system's own first, then the driver's."""
+        return self.formats + self.targets[driver].driver_formats

@@ -1,0 +1,7 @@
+"""Apache Cassandra 5.0: a scratch node driven by YCSB; its formats (cassandra.yaml, JVM options)."""
+
+from knobtune.targets._system import System
+from knobtune.targets.cassandra.formats import FORMATS
+from knobtune.targets.cassandra.target import CassandraTarget
+
+SYSTEM = System("cassandra", "ycsb", {"ycsb": CassandraTarget}, FORMATS)

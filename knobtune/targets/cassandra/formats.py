@@ -1,0 +1,67 @@
+"""Cassandra's own formats: cassandra.yaml settings (Cassandra 5.0's names and units) and JVM options."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from knobtune.knobs import Catalog, Value, spell_value
+from knobtune.targets._formats import ExportFormat, settings_with_units
+
+
+def cassandra_yaml_settings(catalog: Catalog, config: Mapping[str, Value]) -> dict[str, str]:
+    """The changed cassandra.yaml settings as Cassandra 5.0 reads them: sizes with a unit (MiB, KiB, B; a rate
+    with /s), durations in ms, booleans true/false. A value left at its default is not written."""
+    return settings_with_units(catalog, config, "cassandra-yaml",
+                               lambda knob, size: _cassandra_size(size) + ("/s" if knob.unit == "bytes/s" and size >= 0 else ""),
+                               ("true", "false"), plain_specials=False)
+
+
+def cassandra_jvm_flags(catalog: Catalog, config: Mapping[str, Value]) -> list[str]:
+    """The java command line's arguments for every JVM knob that applies (a special value: the JVM's own default).
+
+    The heap's maximum (-Xmx) is also its initial size (-Xms), as Cassandra's own scripts set it.
+    """
+    flags = []
+    for name, knob in catalog.knobs.items():
+        value = config[name]
+        if knob.supports("jvm") and knob.applies(config) and value not in knob.special:
+            flags.append(knob.names["jvm"] + spell_value(knob, value, "jvm"))
+            if knob.names["jvm"] == "-Xmx":
+                flags.append("-Xms" + spell_value(knob, value, "jvm"))
+    return flags
+
+
+def _cassandra_size(size: int) -> str:
+    """A size in the largest unit Cassandra takes that keeps it whole enough: MiB from 1 MiB up, then KiB, then B.
+
+    0 is written 0MiB (fields bound in MiB refuse 0B); a negative special value (disabled, unset) is null, as
+    Cassandra 5.0 spells it.
+    """
+    if size < 0:
+        return "null"
+    if size == 0:
+        return "0MiB"
+    if size >= 2**20:
+        return f"{round(size / 2**20)}MiB"
+    if size >= 2**10:
+        return f"{round(size / 2**10)}KiB"
+    return f"{size}B"
+
+
+def _cassandra_yaml(catalog: Catalog, config: Mapping[str, Value]) -> str:
+    lines = ["# cassandra.yaml settings written by knobtune (Cassandra 5.0 names and units): merge into cassandra.yaml"]
+    lines += [f"{name}: {text}" for name, text in cassandra_yaml_settings(catalog, config).items()]
+    return "\n".join(lines) + "\n"
+
+
+def _cassandra_jvm(catalog: Catalog, config: Mapping[str, Value]) -> str:
+    lines = ["# JVM options written by knobtune: one per line, as conf/jvm17-server.options takes them"]
+    lines += cassandra_jvm_flags(catalog, config)
+    return "\n".join(lines) + "\n"
+
+
+CASSANDRA_YAML = ExportFormat("cassandra-yaml", "cassandra.yaml settings, with Cassandra 5.0's units", "#",
+                              _cassandra_yaml)
+CASSANDRA_JVM = ExportFormat("jvm-options", "JVM options (heap, garbage collector) for conf/jvm17-server.options", "#",
+                             _cassandra_jvm)
+FORMATS = (CASSANDRA_YAML, CASSANDRA_JVM)

@@ -1,0 +1,178 @@
+"""Apache Cassandra 5.0 as a single scratch node, driven by YCSB's own CoreWorkload over our Java binding.
+
+The node's life is ``ServerTarget``'s (``targets/_server.py``): the pristine
+copy, a restore before every run, the start as knobtune's child, the settle
+and the stop. What is Cassandra's own is here and in ``node.py`` and
+``ycsb.py``: ``open`` creates the keyspace and loads the workload's records
+with YCSB under the default config (a clean stop is SIGTERM: the node drains
+and flushes); a cassandra.yaml setting or JVM option Cassandra refuses ends
+the start at once (a ``refused`` run with Cassandra's own message); YCSB runs
+the rung's operations with ``dataintegrity=true`` (a missing or wrong row
+fails the run as data loss); the settle, after the commit-log replay timed as
+the recovery, is our client polling the node's flush and compaction pools
+until they are idle (no JMX here). The node's memory is its own peak resident
+set (VmHWM) at the end of the run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
+from knobtune.knobs import Catalog, Value
+from knobtune.targets._base import FailureKind, RunFailure
+from knobtune.targets._process import last_lines, run_logged
+from knobtune.targets._memory import HighWaterMemoryWatch, MemoryWatch
+from knobtune.targets._server import Benchmarked, ServerTarget, SettleWork
+from knobtune.targets.cassandra.formats import cassandra_jvm_flags, cassandra_yaml_settings
+from knobtune.targets.cassandra.node import (
+    FETCH_HINT, answers, cache_dir, death, free_ports, java17, node_argv, startup_message, yaml_text,
+)
+from knobtune.targets.cassandra.ycsb import YcsbResult, benchmarked, client_argv, ycsb_properties
+from knobtune.workloads import Rung, Workload
+
+_IDLE = re.compile(r"settle: idle after (\d+) ms")
+_FOLDERS = ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "logs", "triggers")
+
+
+class CassandraTarget(ServerTarget):
+    system = "cassandra"
+    driver = "ycsb"
+    label = "Cassandra"
+    noun = "node"
+    ready_limit_s = 180.0  # start-up (or commit-log replay) may take this long before the run fails
+    poll_s = 0.1
+    stop_limit_s = 120.0  # a clean stop (SIGTERM) drains and flushes
+
+    def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
+                 settle: bool = True, memory_limit_bytes: int | None = None) -> None:
+        super().__init__(catalog, workload, scratch_dir, settle=settle, memory_limit_bytes=memory_limit_bytes)
+        if twin:
+            raise WorkloadError(f"workload '{workload.name}' has no verifiable twin for YCSB")
+        section = workload.driver(self.driver)
+        self.properties: dict[str, str] = {str(k): str(v) for k, v in section.get("properties", {}).items()}
+        self.threads = int(section.get("threads", 4))
+        self._ports: tuple[int, int, int] = (0, 0, 0)
+
+    @staticmethod
+    def checks_reads(section: Mapping[str, object]) -> bool:
+        return True  # dataintegrity: every read is checked against what was written
+
+    @classmethod
+    def installed(cls) -> str | None:
+        jars = sorted((cache_dir() / "lib").glob("cassandra-all-*.jar"))
+        client = cache_dir() / "client" / "knobtune-cassandra-client.jar"
+        return str(jars[-1]) if jars and client.exists() and java17() is not None else None
+
+    def version(self) -> str:
+        jars = sorted((cache_dir() / "lib").glob("cassandra-all-*.jar"))
+        return jars[-1].stem.removeprefix("cassandra-all-") if jars else "unknown"
+
+    # ------------------------------------------------------------ what ServerTarget asks
+
+    def check_tools(self) -> None:
+        if java17() is None:
+            raise ToolMissingError("Cassandra 5.0 needs Java 17, which is not installed. "
+                                   "Fix: apt-get install openjdk-17-jdk-headless (the README's set-up does this)")
+        if self.installed() is None:
+            raise ToolMissingError(f"Cassandra's jars or knobtune's YCSB client are not in {cache_dir()}. {FETCH_HINT}")
+
+    def init_pristine(self, pristine: Path, logs: Path) -> None:
+        self._ports = free_ports(3)  # type: ignore[assignment]
+
+    def start_argv(self, data: Path, config: Mapping[str, Value]) -> list[str]:
+        """The node's command line; its folders and cassandra.yaml (the config's settings) are written first."""
+        for folder in _FOLDERS:
+            (data / folder).mkdir(parents=True, exist_ok=True)
+        (data / "cassandra.yaml").write_text(yaml_text(data, self._ports, cassandra_yaml_settings(self.catalog, config)))
+        return node_argv(data, cassandra_jvm_flags(self.catalog, config))
+
+    def start_env(self) -> dict[str, str] | None:
+        return {**os.environ, "MALLOC_ARENA_MAX": "4"}
+
+    def answers(self) -> bool:
+        return answers(self._ports[0])
+
+    def why_exited(self, log: Path, mark: int) -> str:
+        return startup_message(log, mark)
+
+    def is_default(self, config: Mapping[str, Value]) -> bool:
+        defaults = self.catalog.defaults()
+        return (not cassandra_yaml_settings(self.catalog, config)
+                and cassandra_jvm_flags(self.catalog, config) == cassandra_jvm_flags(self.catalog, defaults))
+
+    def load(self, logs: Path) -> None:
+        self._client("dev.knobtune.ycsb.Schema", ["--wait-s", "60"], logs / "schema.log", "creating the table",
+                     timeout_s=300)
+        loaded = self._ycsb("-load", self.workload.records, logs / "load.log", timeout_s=3600)
+        if loaded.operations.get("INSERT", 0) != self.workload.records or loaded.failed:
+            raise KnobtuneError(f"loading {self.workload.records:,} records into Cassandra stored "
+                                f"{loaded.operations.get('INSERT', 0):,} ({loaded.failed or 'no errors'}). "
+                                f"Fix: see {logs / 'load.log'}")
+
+    def keep_pristine(self, pristine: Path) -> None:
+        shutil.rmtree(pristine / "logs", ignore_errors=True)
+
+    def benchmark(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
+                  server_log: Path) -> Benchmarked:
+        try:
+            result = self._ycsb("-t", rung.operations or rung.records, log_path, timeout_s=timeout_s)
+        except RunFailure:
+            if self._server is not None and self._server.poll() is not None:  # the node died under the client
+                raise RunFailure(FailureKind.CRASH, f"Cassandra died during the run: {death(server_log)}",
+                                 server_log) from None
+            raise
+        if result.failed:
+            raise RunFailure(FailureKind.DATA_LOSS if result.lost else FailureKind.CRASH, result.failed, log_path)
+        return benchmarked(result)
+
+    def watch_memory(self) -> MemoryWatch:
+        return HighWaterMemoryWatch(self._server, self.memory_limit_bytes)  # type: ignore[arg-type]
+
+    def dirty_bytes(self, data: Path) -> int:
+        return sum(f.stat().st_size for f in (data / "commitlog").glob("*") if f.is_file())
+
+    def settle_work(self, limit_s: float | None, log_path: Path) -> SettleWork:
+        """Wait until no flush or compaction runs or waits.
+
+        Raises:
+            RunFailure: (TIMEOUT) compaction still pending at the run's limit; CRASH when the client failed.
+        """
+        log = log_path.with_suffix(".settle.log")
+        argv = client_argv("dev.knobtune.ycsb.Settle", ["--wait-s", f"{limit_s or 0:.1f}"], self._props(0))
+        result = run_logged(argv, log_path=log, timeout_s=None if limit_s is None else limit_s + 60)
+        text = log.read_text(errors="replace")
+        idle = _IDLE.search(text)
+        if idle is None:
+            busy = next((line for line in text.splitlines() if line.startswith("settle:")), last_lines(text))
+            kind = FailureKind.TIMEOUT if result.returncode == 5 or result.timed_out else FailureKind.CRASH
+            raise RunFailure(kind, f"the node did not settle: {busy}", log)
+        return SettleWork(flush_s=0.0, compaction_s=int(idle.group(1)) / 1000)
+
+    # ------------------------------------------------------------ the client
+
+    def _props(self, operations: int) -> dict[str, str]:
+        return ycsb_properties(self.workload, self._ports[0], operations, self.properties)
+
+    def _client(self, main: str, args: list[str], log: Path, what: str, timeout_s: float) -> None:
+        result = run_logged(client_argv(main, args, self._props(0)), log_path=log, timeout_s=timeout_s)
+        if result.timed_out or result.returncode != 0:
+            raise KnobtuneError(f"{what} failed: {last_lines(log.read_text(errors='replace'), 3)}. Fix: see {log}")
+
+    def _ycsb(self, phase: str, count: int, log: Path, timeout_s: float | None) -> YcsbResult:
+        """YCSB's Client for the load (-load, ``count`` records) or a run (-t, ``count`` operations)."""
+        argv = client_argv("site.ycsb.Client", ["-db", "dev.knobtune.ycsb.CassandraDb", phase, "-threads",
+                                                str(self.threads), "-s"], self._props(count if phase == "-t" else 0))
+        result = run_logged(argv, log_path=log, timeout_s=timeout_s)
+        if result.timed_out:
+            raise RunFailure(FailureKind.TIMEOUT, f"YCSB was stopped after {timeout_s:.1f} s", log)
+        text = log.read_text(errors="replace")
+        parsed = YcsbResult(text)
+        if parsed.seconds <= 0 or parsed.total + parsed.failed_operations < count:  # YCSB exits 0 when none ran
+            raise RunFailure(FailureKind.CRASH, f"YCSB ran {parsed.total:,} of {count:,} operations "
+                             f"(status {result.returncode}): {parsed.failed or last_lines(text)}", log)
+        return parsed

@@ -1,0 +1,97 @@
+"""YCSB's CoreWorkload against the node, through knobtune's Java binding: its command line and what it printed.
+
+Every run checks each read against the value written (``dataintegrity``): a
+missing or wrong row is data loss.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from knobtune.targets._base import Phase
+from knobtune.targets._server import Benchmarked
+from knobtune.targets.cassandra.node import cache_dir, java17
+from knobtune.workloads import Workload
+
+KEYSPACE, TABLE = "ycsb", "usertable"
+_YCSB_LINE = re.compile(r"^\[([A-Z-]+)\], ([^,]+), (.+)$")
+_PERCENTILE = re.compile(r"^(\d+(?:\.\d+)?)(?:st|nd|rd|th)?PercentileLatency\(us\)$")
+
+
+def client_argv(main: str, args: list[str], properties: Mapping[str, str]) -> list[str]:
+    """``java`` running ``main`` of our client's classpath with ``args`` and YCSB ``properties``."""
+    return [str(java17()), "-cp", str(cache_dir() / "client" / "*"), main, *args,
+            *[arg for key, value in properties.items() for arg in ("-p", f"{key}={value}")]]
+
+
+def ycsb_properties(workload: Workload, port: int, operations: int, own: Mapping[str, str]) -> dict[str, str]:
+    """YCSB's properties (the workload's ``own`` last). knobtune's seed is not passed to YCSB: each run draws its
+    own keys."""
+    fields = 10
+    records = str(workload.records)
+    return {"workload": "site.ycsb.workloads.CoreWorkload", "recordcount": records,
+            "operationcount": str(operations), "insertcount": records, "fieldcount": str(fields),
+            "fieldlength": str(max(1, workload.value_size // fields)), "readallfields": "true",
+            "dataintegrity": "true", "measurementtype": "hdrhistogram",
+            "hdrhistogram.percentiles": "50,99,99.9", "cassandra.port": str(port),
+            "cassandra.keyspace": KEYSPACE, "table": TABLE, **own}
+
+
+def benchmarked(result: YcsbResult) -> Benchmarked:
+    """The run as a whole (what the objective counts), then each operation by itself."""
+    run_phase = Phase("run", result.total, result.seconds, result.total / result.seconds if result.seconds else 0.0,
+                      found=result.verified, expected=result.verified + result.verify_errors,
+                      p50_us=_worst(result, "50"), p99_us=_worst(result, "99"), p999_us=_worst(result, "99.9"),
+                      max_us=_worst(result, "max"))
+    per_operation = tuple(Phase(op.lower(), count, result.seconds, count / result.seconds if result.seconds else 0.0,
+                                p50_us=result.latency.get(op, {}).get("50"),
+                                p99_us=result.latency.get(op, {}).get("99"),
+                                p999_us=result.latency.get(op, {}).get("99.9"),
+                                max_us=result.latency.get(op, {}).get("max"))
+                          for op, count in sorted(result.operations.items()))
+    return Benchmarked(phases=(run_phase, *per_operation), measured=("run",), elapsed_s=result.seconds, verified=True)
+
+
+class YcsbResult:
+    """What YCSB printed: ``[SECTION], Metric, value`` lines."""
+
+    def __init__(self, text: str) -> None:
+        self.seconds, self.total, self.failed_operations = 0.0, 0, 0  # failed ones: YCSB's [OP-FAILED] sections
+        self.operations: dict[str, int] = {}
+        self.latency: dict[str, dict[str, float]] = {}
+        returns: dict[str, dict[str, int]] = {}
+        for line in text.splitlines():
+            match = _YCSB_LINE.match(line.strip())
+            if not match:
+                continue
+            section, metric, value = match.groups()
+            if section == "OVERALL" and metric == "RunTime(ms)":
+                self.seconds = float(value) / 1000
+            elif metric.startswith("Return="):
+                returns.setdefault(section, {})[metric.removeprefix("Return=")] = int(float(value))
+            elif metric == "Operations" and section.endswith("-FAILED"):
+                self.failed_operations += int(float(value))
+            elif metric == "Operations" and section not in ("CLEANUP", "VERIFY"):
+                self.operations[section] = int(float(value))
+            elif (percentile := _PERCENTILE.match(metric)) and not section.endswith("-FAILED"):
+                self.latency.setdefault(section, {})[percentile.group(1)] = float(value)
+            elif metric == "MaxLatency(us)" and not section.endswith("-FAILED"):
+                self.latency.setdefault(section, {})["max"] = float(value)
+        self.total = sum(self.operations.values())
+        verify = returns.pop("VERIFY", {})
+        self.verified = verify.get("OK", 0)
+        self.verify_errors = sum(n for status, n in verify.items() if status != "OK")
+        errors = {f"{section} {status}": n for section, statuses in returns.items() for status, n in statuses.items()
+                  if status != "OK" and section != "CLEANUP"}
+        self.lost = self.verify_errors > 0 or any("NOT_FOUND" in key for key in errors)
+        problems = [f"{n:,} {key}" for key, n in sorted(errors.items())]
+        if self.verify_errors:
+            problems.insert(0, f"data loss: {self.verify_errors:,} reads did not return what was written "
+                               f"({', '.join(f'{s} {n:,}' for s, n in verify.items() if s != 'OK')})")
+        self.failed = "; ".join(problems)
+
+
+def _worst(result: YcsbResult, percentile: str) -> float | None:
+    values = [v[percentile] for v in result.latency.values() if percentile in v]
+    return max(values) if values else None

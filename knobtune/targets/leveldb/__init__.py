@@ -1,0 +1,7 @@
+"""LevelDB: through knobtune's kvbench, or kvbench-tunable (LevelDB patched by knobtune: dbformat.h's constants
+as knobs). It has no export format of its own (kvbench's option map serves) and no known configs."""
+
+from knobtune.targets._kvbench import KvbenchTarget, KvbenchTunableTarget
+from knobtune.targets._system import System
+
+SYSTEM = System("leveldb", "kvbench", {"kvbench": KvbenchTarget, "kvbench-tunable": KvbenchTunableTarget})

@@ -1,0 +1,71 @@
+"""A scratch PostgreSQL server to keep studies in (``--storage``): a storage helper, not a target under test."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+from knobtune.errors import KnobtuneError
+from knobtune.targets._base import await_server
+from knobtune.targets._process import run_logged, spawn, stop_group
+from knobtune.targets._server import remove_stale_homes
+from knobtune.targets.postgresql.server import (
+    DB_NAME, DB_USER, HOME_PREFIX, PG_USER, POLL_S, READY_LIMIT_S, accepts_connections, initdb_argv, postgres_argv,
+    postgres_user, server_message,
+)
+
+
+class StorageServer:
+    """A scratch PostgreSQL server to keep studies in (``--storage``), for trying workers on one machine and for
+    tests: knobtune's child like the servers under test, on a Unix socket only, removed on exit. Studies on
+    several machines need a server they all reach, set up by its owner (docs/workers.md).
+
+    Usage: ``with StorageServer() as url: ...``; ``url`` is an Optuna (SQLAlchemy) storage URL.
+    """
+
+    def __init__(self) -> None:
+        self._home: Path | None = None
+        self._server: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> str:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> str:
+        """Start the server and return its storage URL.
+
+        Raises:
+            ToolMissingError: PostgreSQL is not installed.
+            KnobtuneError: initdb or the server failed (the message names the log).
+        """
+        user = postgres_user()
+        remove_stale_homes(HOME_PREFIX)
+        self._home = home = Path(tempfile.mkdtemp(prefix=f"{HOME_PREFIX}{os.getpid()}-storage-"))
+        shutil.chown(home, user.pw_uid, user.pw_gid)
+        data, log = home / "data", home / "server.log"
+        init = run_logged(initdb_argv(data), log_path=home / "initdb.log", timeout_s=300, user=PG_USER)
+        if init.returncode != 0:
+            raise KnobtuneError(f"initdb of the storage server failed. Fix: see {home / 'initdb.log'}")
+        self._server = spawn(postgres_argv(data, home, {"max_connections": "200"}), log_path=log, user=PG_USER)
+        await_server(self._server, lambda: accepts_connections(home), system="PostgreSQL (storage)",
+                     why_exited=lambda: server_message(log), log=log, default_config=True, refusal=False,
+                     limit_s=READY_LIMIT_S, poll_s=POLL_S)
+        return f"postgresql+psycopg://{DB_USER}@/{DB_NAME}?host={home}"
+
+    def stop(self) -> None:
+        if self._server is not None:
+            stop_group(self._server, signal.SIGINT)
+            self._server = None
+        if self._home is not None:
+            shutil.rmtree(self._home, ignore_errors=True)
+            self._home = None
