@@ -231,6 +231,7 @@ def test_an_unverifiable_workload_rechecks_its_winner_with_the_twin(rocksdb, sto
     assert summarize(study, rocksdb).result_trial is None  # nothing is recommended over the default
 
 
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
 def test_two_workers_asking_for_the_last_trial_at_once_the_higher_number_gives_way(rocksdb, store) -> None:
     """The --trials check and the ask are two steps: both workers may pass the check for the last trial. Decided by
     trial number after asking, one runs and the other is given up before it runs, uncounted."""
