@@ -56,6 +56,11 @@ def cost_lines(summary: StudySummary) -> list[str]:
         cost = summary.costs.get(role)
         if cost:
             lines.append(f"{role}: " + describe_costs(cost) + f" ({cost.get('source')})")
+    counters = summary.default_counters
+    if "checkpoints_timed" in counters:
+        timed, requested = int(counters["checkpoints_timed"]), int(counters.get("checkpoints_requested", 0))
+        lines.append(f"the default checkpointed {timed + requested} time(s) during its full-size run ({timed} timed, "
+                     f"{requested} requested by WAL volume); the settle paid the last")
     limits = summary.limits
     if limits.get("memory_limit_bytes") or limits.get("max_recovery_s"):
         lines.append("limits: " + ", ".join(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -23,9 +24,19 @@ def store(tmp_path: Path) -> StudyStore:
     return open_store(tmp_path / "studies")
 
 
+TEST_DATA_SCALE = 2  # a server workload's data at most this scale (pgbench: 200,000 accounts; TPC-C: 2 warehouses)
+TEST_CLIENTS = 4
+
+
 def tiny(name: str, records: int) -> Workload:
-    """A shipped workload shrunk to ``records`` at full size (seconds, not minutes)."""
-    return load_workload(name).scaled(records)
+    """A shipped workload shrunk to ``records`` at full size (seconds, not minutes); a server workload's data
+    (its driver's ``scale``) and clients shrunk too: the shipped sizes are for settings to matter, not for tests."""
+    workload = load_workload(name).scaled(records)
+    drivers = {driver: {**section, **({"scale": min(int(section["scale"]), TEST_DATA_SCALE)} if "scale" in section
+                                      else {}),
+                        **({"clients": min(int(section["clients"]), TEST_CLIENTS)} if "clients" in section else {})}
+               for driver, section in workload.drivers.items()}
+    return dataclasses.replace(workload, drivers=drivers)
 
 
 @pytest.fixture()

@@ -58,6 +58,27 @@ def test_a_run_counts_recovery_and_checkpoint_and_checks_tpcb(postgresql, tmp_pa
     assert measurement.settle.recovery_s > 0 and measurement.settle.settle_s >= measurement.settle.recovery_s
     assert measurement.elapsed_s == pytest.approx(measurement.workload_s + measurement.settle.settle_s)
     assert measurement.peak_rss_bytes > 1_000_000
+    counters = measurement.counters  # the server's own statistics over the run
+    assert counters["checkpoints_timed"] + counters["checkpoints_requested"] >= 0 and counters["wal_bytes"] > 0
+    assert counters["blocks_hit"] > 0 and 0 < counters["cache_hit_ratio"] <= 1
+    assert measurement.summary()["counters"] == dict(counters)
+    assert _live_servers() == []
+
+
+def test_a_later_study_reuses_the_loaded_data(postgresql, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """The load runs once for a workload at a scale and server version; the next target copies the kept data."""
+    monkeypatch.setenv("KNOBTUNE_CACHE", str(tmp_path / "cache"))
+    workload = tiny("pgbench-tpcb", 500)
+    notes = []
+    for scratch in ("first", "second"):
+        with make_target(postgresql, workload, tmp_path / scratch) as target:
+            notes.append(target.open_note())
+            target.apply(postgresql.defaults())
+            measured = target.run(workload.full, timeout_s=120, log_path=tmp_path / f"{scratch}.log", seed=1)
+            assert measured.verified and measured.phases[0].ops == 500  # the TPC-B check holds on the copy
+    assert notes[0].startswith("loaded pgbench-tpcb's data in") and "kept for later studies" in notes[0]
+    assert notes[1].startswith("reused the data loaded by an earlier study")
+    assert len(list((tmp_path / "cache" / "loaded").iterdir())) == 1
     assert _live_servers() == []
 
 

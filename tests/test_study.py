@@ -353,3 +353,15 @@ def test_a_known_starting_config_climbs_to_full_size_even_when_a_small_rung_woul
     assert started.user_attrs[attrs.STARTED_FROM] == "a slow known config"
     assert started.user_attrs["rung_0"]["value"] > default.user_attrs["rung_0"]["value"]  # halving alone would prune it
     assert started.user_attrs[attrs.OUTCOME] == Outcome.COMPLETE and started.user_attrs[attrs.REACHED_RUNG] == 2
+
+
+def test_a_time_budget_that_cannot_hold_one_trial_and_its_verification_is_refused(rocksdb, store) -> None:
+    """Once the default's ladder has shown the system's pace, a --time that leaves no room for a sampled trial and
+    its verification is refused with the budget that would, instead of ending unused; the default's runs stay."""
+    workload = tiny("put-get-delete", 4000)
+    with pytest.raises(UsageError, match=r"cannot hold a sampled trial and its verification") as caught:
+        Tuner(_settings(rocksdb, workload, trials=None, time_budget_s=5, verify_top=1, verify_repeats=5), store).run()
+    assert "Fix: --time " in str(caught.value) and "resumes the study" in str(caught.value)
+    study = store.load("s")
+    assert [t.number for t in study.trials] == [0] and attrs.is_default(study.trials[0].user_attrs)
+    assert study.trials[0].state == TrialState.COMPLETE  # the default's ladder is kept for the resume

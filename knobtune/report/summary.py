@@ -58,6 +58,7 @@ class StudySummary:
     time_s: dict[str, float] = field(default_factory=dict)  # outcome -> seconds its trials took (and "all")
     units_machine: str | None = None  # the machine whose default gives the values' units (workers: docs/workers.md)
     time_spent: dict[str, float | None] = field(default_factory=dict)  # the latest `tune`: search, verification
+    default_counters: dict[str, float] = field(default_factory=dict)  # the system's counters over the default's full run
 
     @property
     def drift(self) -> float | None:
@@ -109,6 +110,7 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         ranked_by=user.get(attrs.RANKED_BY), ranking=user.get(attrs.RANKING), machines=_machines(study, trials),
         units_machine=user.get(attrs.UNITS_MACHINE), time_s=time_by_outcome(trials),
         time_spent=dict(user.get(attrs.TIME_SPENT) or {}),
+        default_counters=_counters(study, baseline),
         rung_agreement=rung_agreement([_rung_values(r) for r in map(record_of, trials) if not r.is_default]),
     )
 
@@ -186,6 +188,12 @@ def _costs(study: optuna.Study, baseline: FrozenTrial | None, result: FrozenTria
         elif run is not None and run.ok:
             costs[role] = {**run.costs(), "source": "one full-size run"}
     return costs
+
+
+def _counters(study: optuna.Study, default: FrozenTrial | None) -> dict[str, float]:
+    """The system's own counters over the default's first full-size run (none when the system gives none)."""
+    run = record_of(default).run_at(_full_rung(study)) if default is not None else None
+    return dict(run.counters) if run is not None and run.ok else {}
 
 
 def describe_costs(cost: dict[str, Any]) -> str:

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -126,6 +126,7 @@ class Measurement:
     settle: Settle | None = None  # None: an unsettled run (the raw window)
     peak_rss_bytes: int | None = None  # the most memory the store's processes held
     start_s: float | None = None  # a server's start under the config until it answered (None: nothing to start)
+    counters: Mapping[str, float] = field(default_factory=dict)  # the system's own counters over the run (by name)
 
     @property
     def workload_s(self) -> float:
@@ -172,6 +173,7 @@ class Measurement:
             "recovery_s": round(settle.recovery_s, 4) if settle else None,
             "peak_rss_bytes": self.peak_rss_bytes,
             "start_s": None if self.start_s is None else round(self.start_s, 3),
+            **({"counters": dict(self.counters)} if self.counters else {}),
             "ops_per_s": round(self.ops_per_s, 1),
             "p99_us": self.p99_us,
             "verified": self.verified,
@@ -276,6 +278,10 @@ class Target(abc.ABC):
         Embedded stores run one process per run, which never outlives it: removing the scratch folder is all.
         """
         shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
+    def open_note(self) -> str | None:
+        """What opening did that a person should know (a server's load and its time, or a reused copy)."""
+        return None
 
     @abc.abstractmethod
     def version(self) -> str:

@@ -41,6 +41,7 @@ from pathlib import Path
 from knobtune.knobs import Catalog, Value
 from knobtune.knobs.units import human_bytes
 from knobtune.processes import pid_alive
+from knobtune.targets import _loaded as loaded
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target, await_server
 from knobtune.targets._memory import MemoryWatch, TreeMemoryWatch
 from knobtune.targets._process import kill_tree, last_lines, spawn, stop_group
@@ -83,6 +84,7 @@ class ServerTarget(Target):
         self._config: Mapping[str, Value] = catalog.defaults()
         self._home: Path | None = None
         self._server: subprocess.Popen[bytes] | None = None
+        self._open_note: str | None = None
 
     # ------------------------------------------------------------ what each server says
 
@@ -120,6 +122,22 @@ class ServerTarget(Target):
     def load(self, logs: Path) -> None:
         """Load the workload's data into the running server, once. Raises KnobtuneError or RunFailure (TOOL)."""
 
+    def loaded_inputs(self) -> Mapping[str, object] | None:
+        """Everything the loaded data depends on (system version, loader, its inputs): a later study with the same
+        reuses the copy kept for it (``_loaded``). None: never reused."""
+        return None
+
+    def loaded_state(self) -> dict[str, object]:
+        """What the load left besides the data that later runs need (kept beside the copy)."""
+        return {}
+
+    def restore_loaded_state(self, state: Mapping[str, object]) -> None:
+        """Take back what ``loaded_state`` kept, when a kept copy is reused."""
+
+    def data_bytes(self) -> int | None:
+        """About how large the loaded data will be (for the free-space check before loading); None: unknown."""
+        return None
+
     def keep_pristine(self, pristine: Path) -> None:
         """Tidy the pristine folder after the clean stop that made it."""
 
@@ -135,6 +153,15 @@ class ServerTarget(Target):
         """How the server's memory is watched during the benchmark (by default: its process tree, stopped over the
         limit)."""
         return TreeMemoryWatch(self._server, self.memory_limit_bytes)  # type: ignore[arg-type]
+
+    def read_counters(self, log: Path) -> dict[str, float]:
+        """The server's own cumulative counters now (read before and after the benchmark; the run's are the
+        differences). None by default."""
+        return {}
+
+    def counters_over_run(self, before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+        """The run's counters from the readings before and after it."""
+        return {name: after[name] - before.get(name, 0.0) for name in after}
 
     def dirty_bytes(self, data: Path) -> int:
         """The write-ahead log the settle's restart replays (its size before the kill)."""
@@ -156,11 +183,32 @@ class ServerTarget(Target):
         self.scratch_dir.mkdir(parents=True, exist_ok=True)
         self._home = self._make_home()
         logs, pristine = self.scratch_dir / "server", self._home / "pristine"
+        if (estimate := self.data_bytes()) is not None:
+            loaded.check_room(self._home, 2 * estimate + (1 << 30), f"{self.workload.name}'s data (a loaded copy "
+                              f"and a working copy of ~{human_bytes(estimate)} each, and the WAL a run writes)",
+                              "free space there, or point TMPDIR at a larger disk")
+        started = time.monotonic()
+        inputs = self.loaded_inputs()
+        key = loaded.loaded_key(inputs) if inputs is not None else None
+        kept = loaded.find(key) if key is not None else None
+        if kept is not None:
+            loaded.copy_tree(kept, pristine)
+            self.restore_loaded_state(loaded.state_of(kept))
+            self._open_note = (f"reused the data loaded by an earlier study ({kept}), copied in "
+                               f"{time.monotonic() - started:.1f} s")
+            return
         self.init_pristine(pristine, logs)
         self._start(pristine, self.catalog.defaults(), logs / f"load-{self.noun}.log", refusal=False)
         self.load(logs)
         self._stop_server(clean=True)
         self.keep_pristine(pristine)
+        load_s = time.monotonic() - started
+        where = loaded.keep(key, pristine, self.loaded_state()) if key is not None else None
+        self._open_note = f"loaded {self.workload.name}'s data in {load_s:.0f} s" + (
+            f" (kept for later studies in {where})" if where else "")
+
+    def open_note(self) -> str | None:
+        return self._open_note
 
     def close(self) -> None:
         self._stop_server(clean=False)
@@ -187,14 +235,17 @@ class ServerTarget(Target):
             started = time.monotonic()
             self._start(data, self._config, server_log, refusal=True)
             start_s = time.monotonic() - started
+            before = self.read_counters(log_path.with_suffix(".counters.log"))
             ran, peak = self._watched(rung, timeout_s, log_path, seed, server_log)
+            counters = self.counters_over_run(before, self.read_counters(log_path.with_suffix(".counters.log")))
             settle = self._settle(data, server_log, log_path, timeout_s, ran.elapsed_s) if self.settle else None
             self.check_data(ran, log_path)
         finally:
             self._stop_server(clean=False)
         elapsed = ran.elapsed_s + (settle.settle_s if settle else 0.0)
         return Measurement(elapsed_s=elapsed, phases=ran.phases, measured=ran.measured, log_path=log_path,
-                           verified=ran.verified, settle=settle, peak_rss_bytes=peak, start_s=start_s)
+                           verified=ran.verified, settle=settle, peak_rss_bytes=peak, start_s=start_s,
+                           counters=counters)
 
     def _restore(self) -> Path:
         """A fresh copy of the pristine folder (owner and modes kept), outside the measured time.

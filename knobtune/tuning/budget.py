@@ -16,6 +16,7 @@ from dataclasses import replace
 import optuna
 from optuna.trial import TrialState
 
+from knobtune.errors import UsageError
 from knobtune.tuning import attrs
 from knobtune.tuning.experiment import Experiment
 from knobtune.tuning.finish import top_trials
@@ -40,6 +41,10 @@ def fitting_verification(estimate_s: Callable[[int, bool], float], wanted: int, 
     return next((option for option in options if estimate_s(*option) <= limit_s), (min(wanted, 1), False))
 
 
+def _minutes(seconds: float) -> str:
+    return f"{max(1, -(-int(seconds) // 60))}m"
+
+
 def run_overhead_s(trial: optuna.trial.FrozenTrial) -> float | None:
     """A finished trial's wall-clock time per run beyond what its runs' records account for (starting the
     program or server, restoring or clearing its data); None while it runs or when it ran nothing."""
@@ -54,20 +59,23 @@ class Budget:
     """Owns the deadline and the verification's reserve; answers whether a trial or a run may start."""
 
     def __init__(self, experiment: Experiment, workers: Workers, reporter: Reporter, known: tuple[str, ...],
-                 twins: bool, crash_check: bool) -> None:
+                 twins: bool, crash_check: bool, started_at: float | None = None) -> None:
         """``known``: the labels of the known configs verified beside the result; ``twins``: the verification
-        re-checks candidates with the workload's twin first; ``crash_check``: it ends with the winner's."""
+        re-checks candidates with the workload's twin first; ``crash_check``: it ends with the winner's;
+        ``started_at``: when the command began (Unix time; the budget counts from there, a server's load included)."""
         e = experiment
         self.experiment, self.workers, self.reporter = e, workers, reporter
         self.known, self.twins, self.crash_check = known, twins, crash_check
         # when the search ends (Unix time): a worker joining a study reads the study's before each trial
-        self.deadline = None if e.time_budget_s is None or e.joining else time.time() + e.time_budget_s
+        started_at = time.time() if started_at is None else started_at
+        self.deadline = None if e.time_budget_s is None or e.joining else started_at + e.time_budget_s
         self.reserve_s = 0.0  # kept back from the time budget for the verification
         self.verify_top = e.verify_top  # candidates verified: fewer when a time budget cannot hold them all
         self.verify_known = e.verify_known  # the known configs beside them (not when the budget is tight)
         self.wanted_s = 0.0  # what verifying all of --verify-top and the known configs would take
         self.fitted_s = 0.0  # what the verification fitted to the budget will take
         self.overhead_s = MIN_RUN_OVERHEAD_S  # per run beyond its record, as the default's trial measured it
+        self._checked_pace = False  # whether the budget was checked against the system's pace, once the default ran
 
     def time_left_s(self) -> float | None:
         """Time left for the search: to the study's deadline, less what verification will need."""
@@ -88,7 +96,11 @@ class Budget:
             return True
         if e.trials is not None and len(self.counted_trials()) >= e.trials:
             return False
-        return self.ladder_fits()
+        fits = self.ladder_fits()
+        if not fits and not self._checked_pace:
+            self._refuse_unusable_budget()
+        self._checked_pace = True
+        return fits
 
     def counted_trials(self) -> list[TrialRecord]:
         """The sampled trials --trials counts: finished ones (not interrupted, not given up for the budget before
@@ -110,6 +122,26 @@ class Budget:
         return len([r for r in self.counted_trials() if r.number < trial.number]) >= e.trials
 
     # ------------------------------------------------------------ runs
+
+    def _refuse_unusable_budget(self) -> None:
+        """A --time that cannot hold one sampled trial and its verification at the pace the default showed is
+        refused, with the budget that would, rather than left unused (a study with candidates verifies them).
+
+        Raises:
+            UsageError: no sampled config has completed and none can climb the ladder in the time left.
+        """
+        e = self.experiment
+        if e.time_budget_s is None or e.joining or self.deadline is None or top_trials(self.workers.study, 1):
+            return
+        spent_s = e.time_budget_s - (self.deadline - time.time())
+        ladder_s = sum(self._default_cost_s(rung) for rung in e.rungs)
+        verify_s = self._verification_s(1, False) if e.verify_top > 0 and e.verify_repeats > 0 else 0.0
+        needed_s = spent_s + ladder_s + verify_s
+        raise UsageError(f"--time {_minutes(e.time_budget_s)} cannot hold a sampled trial and its verification at "
+                         f"this system's pace: {spent_s:.0f} s are spent (the load and the default's ladder), a trial "
+                         f"climbing the ladder takes ~{ladder_s:.0f} s and verifying it ~{verify_s:.0f} s. Fix: "
+                         f"--time {_minutes(needed_s * 1.1)} or more (the default's runs are kept: the same command "
+                         "resumes the study), or fewer --repeats")
 
     def rung_limit_s(self, rung: Rung) -> float | None:
         """``timeout_factor`` times this machine's default's time at ``rung`` (at least ``min_timeout_s``);
@@ -169,22 +201,27 @@ class Budget:
         if e.time_budget_s is None or default is None or e.verify_top <= 0:
             return
         self.overhead_s = self._measured_overhead_s()
-        full = e.rungs[-1].index
-        known = [run for t in top_trials(self.workers.study, e.verify_top)
-                 if (run := record_of(t).run_at(full)) is not None and run.ok]
-        cost = self._run_cost_s
-
-        def estimate_s(top: int, beside: bool) -> float:
-            candidates = known[:top] + [default] * (len(known[:top]) < top)
-            per_round = sum(map(cost, candidates)) + (1 + len(self.known) * beside) * cost(default)
-            extra = (2 * len(candidates) if self.twins else 0) + self.crash_check  # twins write, then read back
-            return (per_round * e.verify_repeats + extra * cost(default)) * RESERVE_MARGIN
-
+        estimate_s = self._verification_s
         self.verify_top, beside = fitting_verification(estimate_s, e.verify_top, e.time_budget_s / 2)
         self.verify_known = e.verify_known and beside
         self.fitted_s = estimate_s(self.verify_top, self.verify_known)
         self.reserve_s = min(self.fitted_s, e.time_budget_s / 2)
         self.wanted_s = estimate_s(e.verify_top, True)
+
+    def _verification_s(self, top: int, beside: bool) -> float:
+        """What verifying the ``top`` best candidates (``beside`` the known configs or not) will take here."""
+        e = self.experiment
+        default = self.workers.own_default(e.rungs[-1])
+        if default is None:
+            return 0.0
+        full = e.rungs[-1].index
+        known = [run for t in top_trials(self.workers.study, top)
+                 if (run := record_of(t).run_at(full)) is not None and run.ok]
+        cost = self._run_cost_s
+        candidates = known[:top] + [default] * (len(known[:top]) < top)
+        per_round = sum(map(cost, candidates)) + (1 + len(self.known) * beside) * cost(default)
+        extra = (2 * len(candidates) if self.twins else 0) + self.crash_check  # twins write, then read back
+        return (per_round * e.verify_repeats + extra * cost(default)) * RESERVE_MARGIN
 
     def fitted_verification(self) -> Experiment:
         """The experiment to verify with, fitted to half the time budget; what was given up, and any lateness, said."""

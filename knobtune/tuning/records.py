@@ -62,6 +62,11 @@ class RungRun:
         recovery = self.summary.get("recovery_s")
         return None if recovery is None else float(recovery)
 
+    @property
+    def counters(self) -> Mapping[str, float]:
+        """The system's own counters over the run (checkpoints, stalls, cache hits, ...), as its target read them."""
+        return self.summary.get("counters") or {}
+
     def costs(self) -> dict[str, Any]:
         """What the run cost besides its value: workload and settle time, recovery, peak memory."""
         return {key: self.summary.get(key) for key in COST_KEYS}

@@ -48,6 +48,7 @@ class Tuner:
         self.experiment = experiment
         self.store = store
         self.reporter = Reporter(on_progress)
+        self._started_at = time.time()  # --time counts from run(): a server's load is part of the user's wall clock
         self.trials_run = 0  # trials this process ran (the defaults included)
         self._queue: Queue | None = None  # made once the study is open; the storage's stale-trial callback uses it
 
@@ -58,10 +59,13 @@ class Tuner:
             KnobtuneError: the default config cannot run, the machine failed, or a setting conflicts.
         """
         e = self.experiment
+        self._started_at = time.time()
         self.store.remove_stale_scratch()
         target = make_target(e.catalog, e.workload, self.store.worker_scratch(), e.driver, settle=e.settle,
                              memory_limit_bytes=e.memory_limit_bytes)
         with target:  # checks the tools before anything is stored
+            if note := target.open_note():
+                self.reporter.note(note)
             e = self.experiment = self._without_impossible(target)
             known = target.known_configs()
             storage = self.store.storage(on_stale=self._requeue_stale)
@@ -70,7 +74,7 @@ class Tuner:
             queue = self._queue = Queue(workers, self.reporter)
             budget = Budget(e, workers, self.reporter, known=tuple(k.label for k in known if k.beside)
                             if e.verify_known else (), twins=target.twin() is not None,
-                            crash_check=target.has_crash_check())
+                            crash_check=target.has_crash_check(), started_at=self._started_at)
             self.reporter.time_left_s = budget.time_left_s
             facts = workers.check_machine(self.store.scratch_root, target.version())
             queue.recover_interrupted()

@@ -20,10 +20,12 @@ from pathlib import Path
 
 from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
+from knobtune.targets import _loaded as loaded
 from knobtune.targets._base import FailureKind, KnownConfig, RunFailure
 from knobtune.targets._heuristics import Machine
 from knobtune.targets._process import last_lines, run_logged, spawn, stop_group
 from knobtune.targets._server import Benchmarked, ServerTarget, SettleWork
+from knobtune.targets.postgresql import counters
 from knobtune.targets.postgresql.checks import CHECKS, DataCheck
 from knobtune.targets.postgresql.formats import postgresql_settings
 from knobtune.targets.postgresql.pgbench import SCRIPT_DIR, Pgbench, PgbenchRun, transactions
@@ -35,6 +37,8 @@ from knobtune.targets.postgresql.server import (
 from knobtune.workloads import Rung, Workload
 
 CRASH_AFTER_S = 3.0  # the crash check kills the server this long into a run
+LOADER_READS = {"pgbench": ("scale",), "tpcc": ("scale",), "ycsb": ("records",)}  # what each shipped loader reads
+LOADED_BYTES = {"pgbench": (16 << 20, "scale"), "tpcc": (125 << 20, "scale"), "ycsb": (1300, "records")}
 
 __all__ = ["PG_BIN", "PG_USER", "PostgresTarget"]
 
@@ -173,6 +177,27 @@ class PostgresTarget(ServerTarget):
         if self.check is not None and self.check.ledger is not None:
             self._ledger_rows = int(self._query(f"SELECT count(*) FROM {self.check.ledger}", logs / "ledger.log"))
 
+    def loaded_inputs(self) -> Mapping[str, object]:
+        """The server's version, the loader (its file's contents) and the inputs it reads: a later study of the same
+        reuses the loaded copy (pgbench and TPC-C read the scale, the YCSB loader the records)."""
+        reads = LOADER_READS.get(self.load_with, ("scale", "records"))
+        sizes = {"scale": self.pgbench.scale, "records": self.workload.records}
+        return {"system": self.system, "workload": self.load_with, "version": self.version(),
+                "loader": loaded.file_digest(SCRIPT_DIR / f"{self.load_with}-load.sql"),
+                **{name: sizes[name] for name in reads}}
+
+    def loaded_state(self) -> dict[str, object]:
+        return {"ledger_rows": self._ledger_rows}
+
+    def restore_loaded_state(self, state: Mapping[str, object]) -> None:
+        self._ledger_rows = int(state.get("ledger_rows", 0))  # type: ignore[call-overload]
+
+    def data_bytes(self) -> int | None:
+        """About how large the loaded data is (measured here, 2026-11-25): pgbench ~15 MB per scale unit, TPC-C
+        ~125 MB per warehouse, the YCSB usertable ~1.3 kB per record."""
+        per_unit, unit = LOADED_BYTES.get(self.load_with, (0, "scale"))
+        return per_unit * (self.pgbench.scale if unit == "scale" else self.workload.records) or None
+
     def check_config(self, config: Mapping[str, Value]) -> None:
         """Check the settings with ``postgres -C`` against the pristine data (no server started).
 
@@ -191,6 +216,20 @@ class PostgresTarget(ServerTarget):
     def benchmark(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
                   server_log: Path) -> Benchmarked:
         return self.pgbench.run(rung, timeout_s, log_path, seed, self._connection(), verified=self.check is not None)
+
+    def read_counters(self, log: Path) -> dict[str, float]:
+        """Checkpoints, buffer writes by who wrote them, cache hits, temp files, WAL (``counters.py``).
+
+        Raises:
+            RunFailure: (TOOL) psql failed or answered something else.
+        """
+        try:
+            return counters.parse(self._query(counters.QUERY, log, separator="|"))
+        except ValueError as exc:
+            raise RunFailure(FailureKind.TOOL, f"reading PostgreSQL's statistics failed: {exc}", log) from None
+
+    def counters_over_run(self, before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+        return counters.over_run(before, after)
 
     def dirty_bytes(self, data: Path) -> int:
         return sum(f.stat().st_size for f in (data / "pg_wal").glob("0*") if f.is_file())
@@ -250,7 +289,7 @@ class PostgresTarget(ServerTarget):
             raise RunFailure(FailureKind.TOOL, f"{what} failed: {last_lines(log.read_text(errors='replace'))}", log)
         return result.elapsed_s
 
-    def _query(self, sql: str, log: Path) -> str:
-        self._client([str(PG_BIN / "psql"), *self._connection(), "-v", "ON_ERROR_STOP=1", "-tA", "-c", sql], log,
-                     "the data check", timeout_s=600)
+    def _query(self, sql: str, log: Path, separator: str = "|") -> str:
+        self._client([str(PG_BIN / "psql"), *self._connection(), "-v", "ON_ERROR_STOP=1", "-tA", "-F", separator,
+                      "-c", sql], log, "the data check", timeout_s=600)
         return log.read_text().strip().splitlines()[-1]
