@@ -101,7 +101,7 @@ class PostgresQueriesTarget(PostgresTarget):
         known = self._expected.get(seed, {})
         missing = [q for q in dict.fromkeys(self.queries(rung, seed)) if q not in known]
         if missing and not self.is_default(self._config) and self._home is not None:
-            self._reference(missing, seed, log_path.with_suffix(".default"))
+            self._reference(missing, seed, log_path.with_name(f"{log_path.stem}-default.log"))
         return super().run(rung, timeout_s=timeout_s, log_path=log_path, seed=seed)
 
     def benchmark(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
@@ -144,7 +144,7 @@ class PostgresQueriesTarget(PostgresTarget):
         data = self._restore()
         try:
             self._start(data, self.catalog.defaults(), log_path.with_suffix(".server.log"), refusal=False)
-            answers, _ = self._session(tuple(queries), seed, None, log_path.with_suffix(".log"),
+            answers, _ = self._session(tuple(queries), seed, None, log_path,
                                        "the queries under the default")
         finally:
             self._stop_server(clean=False)
