@@ -48,8 +48,11 @@ class PostgresQueriesTarget(PostgresTarget):
 
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
                  settle: bool = True, memory_limit_bytes: int | None = None) -> None:
-        """Raises WorkloadError: the section names a kit or loader that is not shipped, or a scale that is no
-        positive number."""
+        """The workload's ``[drivers.queries]`` section read and checked; nothing runs yet.
+
+        Raises:
+            WorkloadError: the section names a kit or loader that is not shipped, or a scale that is no scale factor.
+        """
         if twin:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin for queries")
         # ServerTarget's set-up, not PostgresTarget's: that one reads a pgbench section, this driver has none
