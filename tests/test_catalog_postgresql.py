@@ -49,7 +49,7 @@ PAGE, KB, MB = 8192, 1024, 1024**2
 BYTES_PER_UNIT = {
     "shared_buffers": PAGE, "wal_buffers": PAGE, "effective_cache_size": PAGE, "temp_buffers": PAGE,
     "backend_flush_after": PAGE, "bgwriter_flush_after": PAGE, "checkpoint_flush_after": PAGE,
-    "wal_writer_flush_after": PAGE,
+    "wal_writer_flush_after": PAGE, "min_parallel_table_scan_size": PAGE,
     "work_mem": KB, "maintenance_work_mem": KB,
     "max_wal_size": MB, "min_wal_size": MB,
 }
