@@ -37,8 +37,9 @@ def run(args: argparse.Namespace) -> dict:
         tuned = json.loads(knobtune("show", study, "--json", home=home))
     else:
         study = f"bench-{args.workload}-s{args.seed}-{time.strftime('%H%M%S')}"
+        limit = ["--max-recovery-time", args.max_recovery_time] if args.max_recovery_time else []
         tuned = json.loads(knobtune("tune", "postgresql", "--workload", args.workload, "--time", args.time, "--study",
-                                    study, "--seed", str(args.seed), "--json", home=home))
+                                    study, "--seed", str(args.seed), *limit, "--json", home=home))
     study_s = time.monotonic() - started
     pgtune = home / "pgtune.json"
     knobtune("baseline", "postgresql", "--profile", args.profile, "-o", str(pgtune), home=None)
@@ -79,6 +80,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=7, help="interleaved runs per config in the comparison")
     parser.add_argument("--profile", default="oltp", help="PGTune's database type")
+    parser.add_argument("--max-recovery-time", help="the study's --max-recovery-time, e.g. 30s")
     parser.add_argument("--dir", help="studies folder (default: a new temporary one)")
     parser.add_argument("--study", help="compare this finished study of --dir instead of running one")
     parser.add_argument("--out", type=Path)
