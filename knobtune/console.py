@@ -132,12 +132,12 @@ def comparison_text(comparison: Comparison, goal: Objective, unsafe: dict[str, d
             continue
         versus = comparison.speedups.get(label)
         out.print(f"{label}: median {goal.show(runs.median)} over {len(runs.values)} runs"
-                  + (f"; {versus.describe()} vs {comparison.baseline.candidate.label}" if versus else ""))
+                  + (f"; {versus.describe()} vs {comparison.first.candidate.label}" if versus else ""))
         out.print("    " + describe_costs(runs.costs()) + " (medians)", markup=False)
         for phase, percentiles in runs.latency_us().items():
             out.print(f"    {phase} latency (µs, median of runs): "
                       + ", ".join(f"{k} {v:,.1f}" for k, v in percentiles.items()))
-    out.print(f"noise of {comparison.baseline.candidate.label}: {comparison.noise * 100:.1f}%; "
+    out.print(f"noise of {comparison.first.candidate.label}: {comparison.noise * 100:.1f}%; "
               + ("settled runs (each includes the work it leaves behind: restart as after a crash, flush or checkpoint, "
                  "compaction)" if settled else "UNSETTLED runs: raw window, the work a run leaves behind is not counted"))
 
@@ -165,7 +165,7 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
         out.print(f"default: {summary.objective.show(summary.default_value)} (one run at full size)")
     if summary.drift is not None:
         runs = ", ".join(summary.objective.show(v) for v in summary.default_runs)
-        out.print(f"default over the study (baseline, then controls): {runs}; drift {summary.drift * 100:+.1f}%")
+        out.print(f"default over the study (its first run, then controls): {runs}; drift {summary.drift * 100:+.1f}%")
     if len(summary.machines) > 1:
         out.print("machines: " + "; ".join(
             f"{name} ({m['trials']} trials, default {summary.objective.show(m['default_value'])})"

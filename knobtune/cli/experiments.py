@@ -64,7 +64,7 @@ def explain_command(
 def compare(
     system: str,
     workload: WorkloadOption,
-    config: Annotated[list[str], typer.Option("--config", help="'default', a JSON file, or study:NAME (its result). Repeat; the first is the baseline.")],
+    config: Annotated[list[str], typer.Option("--config", help="'default', a JSON file, or study:NAME (its result). Repeat; the others are measured against the first.")],
     repeats: Annotated[int, typer.Option(help="Interleaved runs per config.")] = 5,
     records: RecordsOption = None,
     objective: ObjectiveOption = None,

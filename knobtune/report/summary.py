@@ -44,7 +44,7 @@ class StudySummary:
     warnings: list[str] = field(default_factory=list)
     experiment: dict[str, Any] = field(default_factory=dict)
     allow_operational: bool = False  # operational values (auto-compaction off) were searched
-    default_runs: list[float] = field(default_factory=list)  # the default's full-size value, baseline then controls
+    default_runs: list[float] = field(default_factory=list)  # the default's full-size value, its first run then controls
     export_formats: tuple[str, ...] = ("json",)
     settled: bool = True  # run times include settling the store (False: the raw window, --unsettled)
     scaled_rungs: bool = False  # small rungs ran configs with their data-sized knobs scaled to the rung's share
@@ -79,19 +79,19 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
     catalog = catalog or load_catalog(user[attrs.SYSTEM])
     objective = Objective(user.get(attrs.OBJECTIVE, "elapsed_s"))
     trials = study.get_trials(deepcopy=False)
-    baseline = next((t for t in trials if t.user_attrs.get(attrs.ROLE) == attrs.ROLE_DEFAULT
+    default_trial = next((t for t in trials if t.user_attrs.get(attrs.ROLE) == attrs.ROLE_DEFAULT
                      and t.state == TrialState.COMPLETE), None)
     verification = user.get(attrs.VERIFICATION)
     outcome = study_result(study)
     result = study.trials[outcome.trial] if outcome.trial is not None else None
     config = dict(outcome.config)
     unsafe = {k: v.value for k, v in catalog.unsafe_in(catalog.config(config)).items()} if config else {}
-    speedup = (objective.speedup(result.value, baseline.value)
-               if result is not None and baseline is not None and result.value else None)
+    speedup = (objective.speedup(result.value, default_trial.value)
+               if result is not None and default_trial is not None and result.value else None)
     return StudySummary(
         study=study.study_name, system=user.get(attrs.SYSTEM, "?"),
         workload=(user.get(attrs.WORKLOAD) or {}).get("name", "?"), objective=objective,
-        counts=count_outcomes(trials), default_value=baseline.value if baseline else None,
+        counts=count_outcomes(trials), default_value=default_trial.value if default_trial else None,
         result_trial=result.number if result else None, result_value=result.value if result else None,
         result_config=config, verified=outcome.verified,
         result_tried_first=str(result.user_attrs.get(attrs.STARTED_FROM, "")) if result else "",
@@ -105,12 +105,12 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         export_formats=tuple(f.name for f in export_formats(user.get(attrs.SYSTEM, catalog.system),
                                                             user.get(attrs.DRIVER))) + ("json",),
         settled=bool(user.get(attrs.SETTLED, False)), scaled_rungs=bool(user.get(attrs.SCALED_RUNGS, False)),
-        costs=_costs(study, baseline, result, verification),
+        costs=_costs(study, default_trial, result, verification),
         limits={"memory_limit_bytes": user.get(attrs.MEMORY_LIMIT), "max_recovery_s": user.get(attrs.MAX_RECOVERY)},
         ranked_by=user.get(attrs.RANKED_BY), ranking=user.get(attrs.RANKING), machines=_machines(study, trials),
         units_machine=user.get(attrs.UNITS_MACHINE), time_s=time_by_outcome(trials),
         time_spent=dict(user.get(attrs.TIME_SPENT) or {}),
-        default_counters=_counters(study, baseline),
+        default_counters=_counters(study, default_trial),
         rung_agreement=rung_agreement([_rung_values(r) for r in map(record_of, trials) if not r.is_default]),
     )
 
@@ -171,7 +171,7 @@ def count_outcomes(trials: list[FrozenTrial]) -> dict[str, int]:
                                                                   if k not in {o.value for o in Outcome}}
 
 
-def _costs(study: optuna.Study, baseline: FrozenTrial | None, result: FrozenTrial | None,
+def _costs(study: optuna.Study, default_trial: FrozenTrial | None, result: FrozenTrial | None,
            verification: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     """Settle time, recovery time and peak memory of the default and the result at full size.
 
@@ -180,7 +180,7 @@ def _costs(study: optuna.Study, baseline: FrozenTrial | None, result: FrozenTria
     full = _full_rung(study)
     verified = {c["label"]: c.get("costs") for c in (verification or {}).get("candidates", []) if c.get("costs")}
     costs: dict[str, dict[str, Any]] = {}
-    for role, trial, label in (("default", baseline, DEFAULT_LABEL),
+    for role, trial, label in (("default", default_trial, DEFAULT_LABEL),
                                ("result", result, f"trial {result.number}" if result else None)):
         run = record_of(trial).run_at(full) if trial is not None else None
         if label in verified:

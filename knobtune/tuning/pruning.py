@@ -1,6 +1,6 @@
 """Successive halving that never stops a config beating the default at the same rung.
 
-"The default" is its latest run (the baseline or the latest control), so drift
+"The default" is its latest run (its first run or the latest control), so drift
 over a long study does not make every new config look better or worse.
 
 Optuna's asynchronous successive halving promotes a trial only when it ranks in
@@ -29,10 +29,10 @@ class DefaultAwareHalvingPruner(BasePruner):
         if not self._halving.prune(study, trial):  # also records the rung for later comparisons
             return False
         step = trial.last_step
-        baseline = next((t for t in reversed(study.get_trials(deepcopy=False))  # the latest default run
+        latest_default = next((t for t in reversed(study.get_trials(deepcopy=False))  # the latest default run
                          if attrs.is_default(t.user_attrs) and step in t.intermediate_values), None)
-        if baseline is None or step is None:
+        if latest_default is None or step is None:
             return True
-        value, default = trial.intermediate_values[step], baseline.intermediate_values[step]
+        value, default = trial.intermediate_values[step], latest_default.intermediate_values[step]
         beats_default = value > default if study.direction == StudyDirection.MAXIMIZE else value < default
         return not beats_default

@@ -2,7 +2,7 @@
 
 Interleaving spreads the machine's drift over every config alike; the
 repeats give each config a median and, against the first config (the
-baseline), a speedup with a 95% bootstrap interval (knobtune.analysis).
+one the others are measured against), a speedup with a 95% bootstrap interval (knobtune.analysis).
 """
 
 from __future__ import annotations
@@ -91,17 +91,17 @@ class CandidateRuns:
 
 @dataclass(frozen=True)
 class Comparison:
-    """The outcome of interleaved repeats: the first candidate is the baseline."""
+    """The outcome of interleaved repeats: the first candidate is what the others are measured against."""
 
     objective: Objective
     rung: Rung
     repeats: int
     runs: tuple[CandidateRuns, ...]
-    speedups: Mapping[str, Speedup]  # label -> speedup over the baseline
-    noise: float  # the baseline's relative spread
+    speedups: Mapping[str, Speedup]  # label -> speedup over the first candidate
+    noise: float  # the first candidate's relative spread
 
     @property
-    def baseline(self) -> CandidateRuns:
+    def first(self) -> CandidateRuns:
         return self.runs[0]
 
     @property
@@ -111,7 +111,7 @@ class Comparison:
         return next((r.failure for r in self.runs if r.failure is not None and not r.failure.config_fault), None)
 
     def winner(self) -> CandidateRuns | None:
-        """The candidate with the best median among those significantly better than the baseline; none when the
+        """The candidate with the best median among those significantly better than the first; none when the
         machine failed a run for good (the comparison is incomplete)."""
         if self.machine_failure is not None:
             return None
@@ -163,14 +163,14 @@ def run_interleaved(target: Target, candidates: Sequence[tuple[Candidate, Mappin
                     repeats: int, objective: Objective, seed: int, log_dir: Path,
                     timeout_s: float | None = None, timeout_factor: float | None = None,
                     on_run: Callable[[int, CandidateRuns, float | None], None] | None = None) -> Comparison:
-    """Run each candidate ``repeats`` times, round-robin; the first candidate is the baseline.
+    """Run each candidate ``repeats`` times, round-robin; the others are measured against the first.
 
     ``candidates`` pairs each Candidate with its full config. A candidate whose
     run fails (refused, data loss, timeout, memory) is dropped from later
     rounds with the reason kept; one planned above the target's memory limit
     is never run. Every run may take ``timeout_s``; without it, with
-    ``timeout_factor``, every run after the baseline's first may take that
-    factor times the baseline's first run (at least 2 s).
+    ``timeout_factor``, every run after the first candidate's first may take
+    that factor times that run (at least 2 s).
     """
     runs = [CandidateRuns(candidate) for candidate, _ in candidates]
     for (_, config), record in zip(candidates, runs):
