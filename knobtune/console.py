@@ -60,7 +60,7 @@ def cost_lines(summary: StudySummary) -> list[str]:
     if "checkpoints_timed" in counters:
         timed, requested = int(counters["checkpoints_timed"]), int(counters.get("checkpoints_requested", 0))
         lines.append(f"the default checkpointed {timed + requested} time(s) during its full-size run ({timed} timed, "
-                     f"{requested} requested by WAL volume); the settle paid the last")
+                     f"{requested} requested by WAL volume), besides the settle's own")
     limits = summary.limits
     if limits.get("memory_limit_bytes") or limits.get("max_recovery_s"):
         lines.append("limits: " + ", ".join(
