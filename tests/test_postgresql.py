@@ -247,3 +247,16 @@ def test_tpcc_runs_its_mix_and_checks_conditions_1_to_4_and_one_history_row_per_
     assert broken.value.kind is FailureKind.DATA_LOSS and "condition 1" in broken.value.reason
     assert lost.value.kind is FailureKind.DATA_LOSS and "history gained 0 rows for 3 transactions" in lost.value.reason
     assert _live_servers() == []
+
+
+@pytest.mark.parametrize("name", ["pgbench-tpcb", "pgbench-select", "tpcc"])
+def test_the_shipped_sizes_are_where_settings_can_matter(name: str, tmp_path: Path) -> None:
+    """Data larger than the default's 128 MB of shared buffers and 8 clients or more (the reasons and the measured
+    checkpoints are in each workload file and bench/README.md); nothing runs here."""
+    from knobtune.knobs import load_catalog
+    from knobtune.workloads import load_workload
+
+    catalog = load_catalog("postgresql")
+    target = make_target(catalog, load_workload(name), tmp_path / "scratch")
+    assert target.data_bytes() > catalog.knobs["shared_buffers"].default * 4
+    assert target.pgbench.clients >= 8
