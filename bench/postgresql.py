@@ -31,6 +31,7 @@ from _cli import emit, knobtune
 
 def run(args: argparse.Namespace) -> dict:
     home = Path(args.dir or tempfile.mkdtemp(prefix="knobtune-bench-pg-"))
+    driver = ["--driver", args.driver] if args.driver else []
     started = time.monotonic()
     if args.study:  # a finished study: only the comparison
         study = args.study
@@ -38,12 +39,12 @@ def run(args: argparse.Namespace) -> dict:
     else:
         study = f"bench-{args.workload}-s{args.seed}-{time.strftime('%H%M%S')}"
         limit = ["--max-recovery-time", args.max_recovery_time] if args.max_recovery_time else []
-        tuned = json.loads(knobtune("tune", "postgresql", "--workload", args.workload, "--time", args.time, "--study",
-                                    study, "--seed", str(args.seed), *limit, "--json", home=home))
+        tuned = json.loads(knobtune("tune", "postgresql", "--workload", args.workload, *driver, "--time", args.time,
+                                    "--study", study, "--seed", str(args.seed), *limit, "--json", home=home))
     study_s = time.monotonic() - started
     pgtune = home / "pgtune.json"
     knobtune("baseline", "postgresql", "--profile", args.profile, "-o", str(pgtune), home=None)
-    compared = json.loads(knobtune("compare", "postgresql", "--workload", args.workload, "--config", "default",
+    compared = json.loads(knobtune("compare", "postgresql", "--workload", args.workload, *driver, "--config", "default",
                                    "--config", str(pgtune), "--config", f"study:{study}", "--repeats",
                                    str(args.repeats), "--seed", str(args.seed + 1), "--json", home=home))
     return {"workload": args.workload, "time": args.time, "seed": args.seed, "study": study,
@@ -81,6 +82,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7, help="interleaved runs per config in the comparison")
     parser.add_argument("--profile", default="oltp", help="PGTune's database type")
     parser.add_argument("--max-recovery-time", help="the study's --max-recovery-time, e.g. 30s")
+    parser.add_argument("--driver", help="the driver (default: the system's, pgbench); queries for tpch")
     parser.add_argument("--dir", help="studies folder (default: a new temporary one)")
     parser.add_argument("--study", help="compare this finished study of --dir instead of running one")
     parser.add_argument("--out", type=Path)
