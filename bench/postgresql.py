@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def table(paths: list[Path]) -> str:
-    rows = ["| workload | study | candidate | median tps | vs default (95% CI) | p | recovery (median) | peak memory |",
+    rows = ["| workload | study | candidate | median (tps, or s for tpch) | vs default (95% CI) | p | recovery (median) | peak memory |",
             "|---|---|---|---|---|---|---|---|"]
     for path in paths:
         data = json.loads(path.read_text())
@@ -62,14 +62,15 @@ def table(paths: list[Path]) -> str:
         trials = " / ".join(f"{counts.get(k, 0)}" for k in ("complete", "pruned", "timeout"))
         for row in data["compare"]["candidates"]:
             speedup = row.get("speedup") or {}
-            ci = f"{speedup['ratio']:.2f}x ({speedup['ci_low']:.2f}-{speedup['ci_high']:.2f})" if speedup else "baseline"
+            ci = f"{speedup['ratio']:.2f}x ({speedup['ci_low']:.2f}-{speedup['ci_high']:.2f})" if speedup else "the default"
             p = f"{speedup['p_value']:.3f}" if speedup.get("p_value") is not None else ""
             costs = row.get("costs") or {}
             recovery = costs.get("recovery_s")
             memory = costs.get("peak_rss_bytes")
-            rows.append(f"| {data['workload']} | {data['time']}, trials {trials} | {row['label']} | "
-                        f"{row['median']:.0f} | {ci} | {p} | "
-                        f"{'' if recovery is None else f'{recovery:.2f} s'} | "
+            median = row["median"]
+            shown = "" if median is None else (f"{median:.0f}" if median >= 100 else f"{median:.2f}")
+            rows.append(f"| {data['workload']} | {data['time']}, trials {trials} | {row['label']} | {shown} | {ci} | "
+                        f"{p} | {'' if recovery is None else f'{recovery:.2f} s'} | "
                         f"{'' if memory is None else f'{memory / 2**20:.0f} MiB'} |")
     return "\n".join(rows)
 
