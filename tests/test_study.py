@@ -358,9 +358,10 @@ def test_a_known_starting_config_climbs_to_full_size_even_when_a_small_rung_woul
 def test_a_time_budget_that_cannot_hold_one_trial_and_its_verification_is_refused(rocksdb, store) -> None:
     """Once the default's ladder has shown the system's pace, a --time that leaves no room for a sampled trial and
     its verification is refused with the budget that would, instead of ending unused; the default's runs stay."""
-    workload = tiny("put-get-delete", 4000)
+    workload = tiny("put-get-delete", 40000)  # a ladder of seconds: half of 12 s cannot hold it after the default's
     with pytest.raises(UsageError, match=r"cannot hold a sampled trial and its verification") as caught:
-        Tuner(_settings(rocksdb, workload, trials=None, time_budget_s=5, verify_top=1, verify_repeats=5), store).run()
+        Tuner(_settings(rocksdb, workload, trials=None, time_budget_s=12, verify_top=1, verify_repeats=20),
+              store).run()
     assert "Fix: --time " in str(caught.value) and "resumes the study" in str(caught.value)
     study = store.load("s")
     assert [t.number for t in study.trials] == [0] and attrs.is_default(study.trials[0].user_attrs)
