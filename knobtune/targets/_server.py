@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from knobtune.errors import KnobtuneError
 from knobtune.knobs import Catalog, Value
 from knobtune.knobs.units import human_bytes
 from knobtune.processes import pid_alive
@@ -255,10 +256,10 @@ class ServerTarget(Target):
         """
         copy = self._home / "run"  # type: ignore[operator]
         shutil.rmtree(copy, ignore_errors=True)
-        result = subprocess.run(["cp", "-a", str(self._home / "pristine"), str(copy)],  # type: ignore[operator]
-                                capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise RunFailure(FailureKind.TOOL, f"restoring the data failed: {result.stderr.strip()[-300:]}")
+        try:
+            loaded.copy_tree(self._home / "pristine", copy)  # type: ignore[operator]
+        except KnobtuneError as exc:
+            raise RunFailure(FailureKind.TOOL, f"restoring the data failed: {exc}") from None
         return copy
 
     def _watched(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,

@@ -135,17 +135,8 @@ class TrialRecord:
         """Whether the trial runs the default config (the first run, or a control)."""
         return self.role in (attrs.ROLE_DEFAULT, attrs.ROLE_CONTROL)
 
-    @property
-    def is_known_config(self) -> bool:
-        return self.started_from is not None
-
     def run_at(self, rung: int) -> RungRun | None:
         return self.runs.get(rung)
-
-    @property
-    def label(self) -> str:
-        """How output names it: ``trial 3``, with its known config's label when the study tried it first."""
-        return f"trial {self.number}" + (f" ({self.started_from}, tried first)" if self.started_from else "")
 
 
 def record_of(trial: FrozenTrial) -> TrialRecord:
