@@ -50,6 +50,7 @@ def tune(
     memory_limit: MemoryLimitOption = None,
     max_recovery_time: Annotated[Optional[str], typer.Option("--max-recovery-time", help="Full-size runs whose reopen after a crash takes longer are infeasible, e.g. 30s.")] = None,
     start_from: Annotated[Optional[str], typer.Option("--start-from", help="A previous study of the same system: a new study tries its winner and best configs first.")] = None,
+    no_rules: Annotated[bool, typer.Option("--no-rules", help="Search without the diagnosis: no starts from the system's rules, no narrowed first search (docs/diagnosis.md).")] = False,
     ranking: Annotated[Optional[str], typer.Option("--ranking", help="A study holding a knob ranking (`knobtune rank`): search only its --top-k knobs.")] = None,
     top_k: Annotated[Optional[int], typer.Option("--top-k", help="With --ranking: how many of its top knobs to search.")] = None,
     machine: MachineOption = None,
@@ -87,7 +88,7 @@ def tune(
         verify_top=verify_top, verify_repeats=repeats, control_every=control_every, settle=not unsettled,
         scale_rungs=not unscaled_rungs, memory_limit_bytes=bytes_option("--memory-limit", memory_limit),
         max_recovery_s=duration_option(max_recovery_time, "--max-recovery-time"), ranking=ranked_by, machine=machine,
-        allow_mixed_machines=allow_mixed_machines, try_known_configs=True,
+        allow_mixed_machines=allow_mixed_machines, try_known_configs=True, use_rules=not no_rules,
         start_configs=starting_configs(store.load(start_from), catalog.system) if start_from else ())
     if dry_run:
         _print_plan(settings, store)

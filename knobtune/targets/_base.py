@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import abc
 import enum
+import os
 import shutil
 import subprocess
 import time
@@ -313,3 +314,29 @@ class Target(abc.ABC):
         """The configs known before the search, in the order a new study tries them; those ``beside`` are also
         verified beside the result."""
         return ()
+
+    def workload_shape(self) -> dict[str, float | bool]:
+        """What diagnosis rules may ask about the workload and the machine (``analysis.diagnosis.SHAPE`` says
+        what each name means): from the workload and this target's hooks."""
+        w = self.workload
+        reads, writes = self.reads_and_writes()
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return {"point_reads_only": self.reads_single_keys_only(), "reads": reads, "writes": writes,
+                "data_bytes": self.data_set_bytes(), "memory_bytes": memory, "cores": os.cpu_count() or 1,
+                "clients": self.clients(), "key_size": w.key_size, "value_size": w.value_size}
+
+    def reads_single_keys_only(self) -> bool:
+        """Whether the workload reads single keys and never scans a range (a hash memtable can serve it)."""
+        return False
+
+    def reads_and_writes(self) -> tuple[bool, bool]:
+        """Whether the workload reads, and whether it writes (both, unless the target knows better)."""
+        return True, True
+
+    def data_set_bytes(self) -> int:
+        """The data set's size: records x (key + value) unless the target knows better (a server's loaded data)."""
+        return self.workload.records * (self.workload.key_size + self.workload.value_size)
+
+    def clients(self) -> int:
+        """The clients (threads, connections) the benchmark runs at once."""
+        return 1

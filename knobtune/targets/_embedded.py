@@ -22,7 +22,7 @@ from typing import Any
 
 from knobtune.errors import ToolMissingError
 from knobtune.knobs.units import human_bytes
-from knobtune.targets._base import FailureKind, KnownConfig, Measurement, RunFailure, Settle, Target
+from knobtune.targets._base import FailureKind, Measurement, RunFailure, Settle, Target
 from knobtune.targets._process import ProcessResult, run_logged
 from knobtune.workloads import Rung
 
@@ -69,27 +69,6 @@ class EmbeddedTarget(Target):
             ToolMissingError: it is not built.
         """
         return find_kvbench()
-
-    def known_configs(self) -> tuple[KnownConfig, ...]:
-        """The system's heuristics, then, for a workload that reads single keys and never scans, the system's starts
-        for point lookups (tried first, not verified beside), unless planned over the memory limit."""
-        known = list(self.heuristic_configs())
-        if self.reads_single_keys_only():
-            known += [start for start in self.point_lookup_configs()
-                      if not self.catalog.memory.over_limit(self.catalog.config(start.changed), self.memory_limit_bytes)]
-        return tuple(known)
-
-    def heuristic_configs(self) -> tuple[KnownConfig, ...]:
-        """The heuristic configs users of this system start from (verified beside the result)."""
-        return ()
-
-    def point_lookup_configs(self) -> tuple[KnownConfig, ...]:
-        """The system's starts for a workload that reads single keys only (none unless its package has some)."""
-        return ()
-
-    def reads_single_keys_only(self) -> bool:
-        """Whether the workload reads single keys and never scans a range (a hash memtable can serve it)."""
-        return False
 
     def twin(self) -> EmbeddedTarget | None:
         if "twin" not in self.section(self.workload):

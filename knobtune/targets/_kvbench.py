@@ -108,6 +108,11 @@ class KvbenchTarget(EmbeddedTarget):
             reads = reads or phase.get("kind") == "read" or bool(mix.get("read") or mix.get("rmw"))
         return reads
 
+    def reads_and_writes(self) -> tuple[bool, bool]:
+        kinds = {p.get("kind") for p in self.phases} | {op for p in self.phases for op, share in
+                                                        (p.get("mix") or {}).items() if share}
+        return bool(kinds & {"read", "readseq", "scan", "rmw"}), bool(kinds & {"fill", "update", "insert", "delete", "rmw"})
+
     def version(self) -> str:
         probe = self.scratch_dir / "version-probe"
         spec = probe.with_suffix(".json")

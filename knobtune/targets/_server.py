@@ -139,6 +139,9 @@ class ServerTarget(Target):
         """About how large the loaded data will be (for the free-space check before loading); None: unknown."""
         return None
 
+    def data_set_bytes(self) -> int:
+        return self.data_bytes() or super().data_set_bytes()
+
     def keep_pristine(self, pristine: Path) -> None:
         """Tidy the pristine folder after the clean stop that made it."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from knobtune.targets._base import Target
 from knobtune.targets._formats import ExportFormat
@@ -37,6 +38,8 @@ class System:
     targets: Mapping[str, type[Target]]  # driver -> the target class that runs the system through it
     formats: tuple[ExportFormat, ...] = ()  # the system's own, whatever driver ran the study (drivers add theirs)
     heuristics: Heuristics | None = None
+    rules: Path | None = None  # the diagnosis rules (targets/SYSTEM/rules.toml; docs/diagnosis.md)
+    counters: Path | None = None  # what each of the system's run counters means (targets/SYSTEM/counters.toml)
 
     def formats_through(self, driver: str) -> tuple[ExportFormat, ...]:
         """The formats a study run through ``driver`` exports to: the system's own first, then the driver's."""

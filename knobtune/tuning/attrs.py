@@ -32,6 +32,7 @@ SETTINGS = "settings"  # how the study searches (sampler, budget, ladder limits)
 DEADLINE = "deadline"  # Unix time when the search of a --time budget ends, for every worker (absent: --trials only)
 UNITS_MACHINE = "baseline_machine"  # the machine whose default is DEFAULT_BY_RUNG: the study's units
 TIME_SPENT = "time_spent"  # this run of `tune`: search_s, verification_s, reserved_s (kept back for it), budget_s
+DIAGNOSIS = "diagnosis"  # the rules read over the default's full-size run, what fired since, the focus (tuning.guide)
 MACHINE_PREFIX = "machine:"  # "machine:<name>" -> that machine's facts (tuning.machine), one key per machine
 
 # trial
@@ -52,6 +53,8 @@ UNSAFE = "unsafe_knobs"  # knob -> safety class of the values this config holds
 PLANNED_MEMORY = "planned_memory_bytes"  # the catalog's memory model applied to this config
 INFEASIBLE = "infeasible"  # why a complete trial breaks a limit (recovery time); never the result
 RECOVERY_OVER_S = "recovery_over_s"  # full-size recovery time minus --max-recovery-time (<= 0: feasible)
+FINDINGS = "findings"  # the diagnosis rules that fired on the trial's full-size run
+FOCUSED = "focused"  # the knobs a trial searched, narrowed (tuning.guide), while the rest kept their defaults
 ROLE_DEFAULT = "baseline"  # the stored spelling of earlier releases: the default's first run
 ROLE_CONTROL = "control"
 CONTROLS = "controls"  # study: the default's full-size value at each of its runs (first and controls), in order (drift)

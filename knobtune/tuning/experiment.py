@@ -59,6 +59,7 @@ class Experiment:
     joining: bool = False  # a worker joining a study: it searches, never verifies, and keeps the study's budget
     sampler_seed: int | None = None  # the sampler's seed when it is not ``seed`` (each worker draws its own configs)
     try_known_configs: bool = False  # a new study tries the target's known configs first (PGTune, the guide, ...)
+    use_rules: bool = False  # read the system's diagnosis rules: starts and a narrowed first search (tuning.guide)
     start_configs: tuple[tuple[str, dict], ...] = ()  # (label, changed knobs) a new study tries first (--start-from)
 
     # what a worker joining the study needs besides the experiment's record

@@ -81,6 +81,10 @@ class Queue:
         self._pending = [(k.label, dict(k.changed)) for k in known] if e.try_known_configs else []
         self._pending += list(e.start_configs)
 
+    def hold(self, starts: list[tuple[str, dict]]) -> None:
+        """Queue ``starts`` (label, changed knobs) with the next release: configs the diagnosis suggests."""
+        self._pending += starts
+
     def release_known_configs(self) -> None:
         """Queue the known configs held back (once this machine's default has run); none that the space makes the
         default, or another of them."""

@@ -54,13 +54,18 @@ class SearchSpace:
         return (f"not searched, driver {self.driver} cannot set them (they keep their defaults): "
                 f"{', '.join(self.other_drivers)}; add --driver {' or '.join(needed)} to search them")
 
-    def suggest(self, trial: optuna.Trial) -> tuple[dict[str, Value], list[str]]:
-        """A full config for ``trial`` and the relation repairs applied to it."""
+    def suggest(self, trial: optuna.Trial, focus: Mapping[str, tuple[float, float]] | None = None
+                ) -> tuple[dict[str, Value], list[str]]:
+        """A full config for ``trial`` and the relation repairs applied to it. With a ``focus`` (knob -> narrowed
+        range, ``tuning.guide``), only its knobs are searched, a numeric one within its range; the rest keep their
+        defaults."""
         config = self.catalog.defaults()
         for name in self.knobs:
             knob = self.catalog.knobs[name]
+            if focus is not None and name not in focus:
+                continue
             if knob.applies(config):
-                config[name] = _suggest_knob(trial, knob, self._choices(knob))
+                config[name] = _suggest_knob(trial, knob, self._choices(knob), focus.get(name) if focus else None)
         return mend(self.catalog, config)
 
     def param_names(self) -> list[str]:
@@ -225,7 +230,8 @@ def config_hash(changed: Mapping[str, Value]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _suggest_knob(trial: optuna.Trial, knob: Knob, choices: list[Value] | None) -> Value:
+def _suggest_knob(trial: optuna.Trial, knob: Knob, choices: list[Value] | None,
+                  bounds: tuple[float, float] | None = None) -> Value:
     if choices is not None:
         if len(choices) == 1:
             return choices[0]
@@ -235,9 +241,10 @@ def _suggest_knob(trial: optuna.Trial, knob: Knob, choices: list[Value] | None) 
         mode = trial.suggest_categorical(knob.name + SPECIAL_SUFFIX, options)
         if mode != VALUE_CHOICE:
             return next(v for v in knob.special if str(v) == mode)
+    low, high = bounds if bounds is not None else (knob.min, knob.max)
     if knob.type in (KnobType.FLOAT, KnobType.DURATION):
-        return trial.suggest_float(knob.name, float(knob.min), float(knob.max), log=knob.log)
-    return trial.suggest_int(knob.name, int(knob.min), int(knob.max), log=knob.log)
+        return trial.suggest_float(knob.name, float(low), float(high), log=knob.log)
+    return trial.suggest_int(knob.name, math.ceil(low), math.floor(high), log=knob.log)
 
 
 def _parents_first(catalog: Catalog, names: list[str]) -> list[str]:

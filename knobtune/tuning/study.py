@@ -25,6 +25,7 @@ from knobtune.tuning import attrs
 from knobtune.tuning.budget import Budget
 from knobtune.tuning.experiment import Experiment
 from knobtune.tuning.finish import verify_study
+from knobtune.tuning.guide import Guide
 from knobtune.tuning.outcomes import Outcome
 from knobtune.tuning.progress import Progress, Reporter
 from knobtune.tuning.pruning import DefaultAwareHalvingPruner
@@ -80,7 +81,9 @@ class Tuner:
             queue.recover_interrupted()
             self._record(study, budget, target, facts, workers)
             queue.hold_known_configs(known)
-            runner = TrialRunner(workers, budget, queue, self.reporter, self.store)
+            guide = Guide(study, e.space, target, self.reporter, memory_limit_bytes=e.memory_limit_bytes,
+                          trials=e.trials, enabled=e.use_rules and not e.joining)
+            runner = TrialRunner(workers, budget, queue, self.reporter, self.store, guide)
             try:
                 self._search(target, workers, budget, queue, runner)
             finally:

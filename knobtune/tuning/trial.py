@@ -21,6 +21,7 @@ from knobtune.storage import HEARTBEAT_S, StudyStore
 from knobtune.targets import RunFailure, Target
 from knobtune.tuning import attrs
 from knobtune.tuning.budget import Budget
+from knobtune.tuning.guide import Guide
 from knobtune.tuning.outcomes import Outcome
 from knobtune.tuning.progress import Reporter
 from knobtune.tuning.records import RungRun, record_of, records, store_run
@@ -33,8 +34,10 @@ from knobtune.workloads import Rung
 class TrialRunner:
     """Runs the trials Optuna asks for through one target, and tells Optuna how each ended."""
 
-    def __init__(self, workers: Workers, budget: Budget, queue: Queue, reporter: Reporter, store: StudyStore) -> None:
+    def __init__(self, workers: Workers, budget: Budget, queue: Queue, reporter: Reporter, store: StudyStore,
+                 guide: Guide) -> None:
         self.workers, self.budget, self.queue, self.reporter, self.store = workers, budget, queue, reporter, store
+        self.guide = guide
         self.experiment = workers.experiment
         self.study = workers.study
         self.trials_run = 0  # trials this process ran (the default's included)
@@ -71,7 +74,10 @@ class TrialRunner:
         e = self.experiment
         trial.set_user_attr(attrs.WORKER, self.workers.worker)
         trial.set_user_attr(attrs.TRIAL_MACHINE, self.workers.machine)
-        config, repairs = e.space.suggest(trial)
+        focus = None if _enqueued(trial) else self.guide.focus(self._focused_trials())
+        config, repairs = e.space.suggest(trial, focus)
+        if focus is not None:
+            trial.set_user_attr(attrs.FOCUSED, sorted(focus))
         changed = e.catalog.changed(config)
         trial.set_user_attr(attrs.CONFIG, changed)
         trial.set_user_attr(attrs.CONFIG_HASH, config_hash(changed))
@@ -139,6 +145,7 @@ class TrialRunner:
                 self.workers.keep_units_default(rung, run)
             self.reporter.rung(f"{_label(trial)} {rung}: {e.objective.show(value)}", trial.number, rung.index, value)
             if rung is rungs[-1]:
+                self._read_rules(trial, run, config, is_default)
                 if self._feasible(trial, run, is_default):
                     best = self.reporter.best
                     self.reporter.best = value if best is None or e.objective.better(value, best) else best
@@ -147,6 +154,16 @@ class TrialRunner:
             if trial.should_prune() and not is_default and attrs.STARTED_FROM not in trial.user_attrs:
                 return self.finish(trial, Outcome.PRUNED, f"successive halving stopped it after {rung}")
         raise KnobtuneError(f"workload '{e.workload.name}' has an empty fidelity ladder. Fix: give it a ladder")
+
+    def _read_rules(self, trial: optuna.Trial, run: RungRun, config: dict, is_default: bool) -> None:
+        """The diagnosis over a full-size run: the starts it suggests are queued (``tuning.guide``)."""
+        left = self.budget.time_left_s()
+        search_end = None if left is None else time.time() + left
+        starts = self.guide.after_full_run(trial, run, config, is_default=is_default, search_end=search_end)
+        self.queue.hold(starts)
+
+    def _focused_trials(self) -> int:
+        return sum(1 for t in self.study.get_trials(deepcopy=False) if attrs.FOCUSED in t.user_attrs)
 
     def _measure(self, target: Target, trial: optuna.Trial, rung: Rung, is_default: bool) -> RungRun:
         """Run the applied config at ``rung``; the run (or its failure, with its kind) is stored on the trial."""
@@ -227,6 +244,12 @@ class TrialRunner:
         ratio = max((self.budget.limit_s(rung) or 0.0) / base.elapsed_s, 1.0)
         raw = base.value / ratio if self.experiment.objective.maximize else base.value * ratio
         return self.workers.in_study_units(rung, raw)
+
+
+def _enqueued(trial: optuna.Trial) -> bool:
+    """Whether the trial's config was fixed before it was asked for (the default, a start, a retry)."""
+    return attrs.is_default(trial.user_attrs) or attrs.STARTED_FROM in trial.user_attrs \
+        or attrs.RETRY_OF in trial.user_attrs
 
 
 def _label(trial: optuna.Trial) -> str:

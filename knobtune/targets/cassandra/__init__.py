@@ -1,7 +1,11 @@
 """Apache Cassandra 5.0: a scratch node driven by YCSB; its formats (cassandra.yaml, JVM options)."""
 
+from pathlib import Path
+
 from knobtune.targets._system import System
 from knobtune.targets.cassandra.formats import FORMATS
 from knobtune.targets.cassandra.target import CassandraTarget
 
-SYSTEM = System("cassandra", "ycsb", {"ycsb": CassandraTarget}, FORMATS)
+HERE = Path(__file__).parent
+SYSTEM = System("cassandra", "ycsb", {"ycsb": CassandraTarget}, FORMATS,
+                rules=HERE / "rules.toml", counters=HERE / "counters.toml")

@@ -68,6 +68,9 @@ class CassandraTarget(ServerTarget):
         client = cache_dir() / "client" / "knobtune-cassandra-client.jar"
         return str(jars[-1]) if jars and client.exists() and java17() is not None else None
 
+    def clients(self) -> int:
+        return self.threads
+
     def version(self) -> str:
         jars = sorted((cache_dir() / "lib").glob("cassandra-all-*.jar"))
         return jars[-1].stem.removeprefix("cassandra-all-") if jars else "unknown"

@@ -192,6 +192,9 @@ class PostgresTarget(ServerTarget):
     def restore_loaded_state(self, state: Mapping[str, object]) -> None:
         self._ledger_rows = int(state.get("ledger_rows", 0))  # type: ignore[call-overload]
 
+    def clients(self) -> int:
+        return self.pgbench.clients
+
     def data_bytes(self) -> int | None:
         """About how large the loaded data is (measured here, 2026-11-25): pgbench ~15 MB per scale unit, TPC-C
         ~125 MB per warehouse, the YCSB usertable ~1.3 kB per record."""

@@ -21,7 +21,7 @@ from knobtune.knobs import Catalog, Value, render_flags
 from knobtune.targets._base import FailureKind, KnownConfig, Measurement, Phase, RunFailure
 from knobtune.targets._embedded import EmbeddedTarget
 from knobtune.targets._process import run_logged
-from knobtune.targets.rocksdb.known import guide_config, point_lookup_configs
+from knobtune.targets.rocksdb.known import guide_config
 from knobtune.workloads import Rung, Workload
 
 DB_BENCH = "db_bench"
@@ -129,19 +129,22 @@ class DbBenchTarget(EmbeddedTarget):
     def settle_config(self) -> dict[str, str]:
         return {"block_cache_size": str(self._cache_bytes)}  # the rest is in the OPTIONS file db_bench wrote
 
-    def heuristic_configs(self) -> tuple[KnownConfig, ...]:
+    def known_configs(self) -> tuple[KnownConfig, ...]:
         """The RocksDB wiki's starting point ("Setup Options and Basic Tuning"), the same on every machine.
 
         Not the configs published for db_bench (``knobtune baseline rocksdb --name db-bench-leveled``): on
         put-get-delete here they were slower than the default (bench/README.md), so a study does not start there."""
         return (guide_config(self.catalog),)
 
-    def point_lookup_configs(self) -> tuple[KnownConfig, ...]:
-        return point_lookup_configs(self.catalog, self.workload)
-
     def reads_single_keys_only(self) -> bool:
         """Whether every benchmark reads or writes single keys (any other, a scan or seek say, may not) and one reads."""
         return set(self.benchmarks) <= _POINT_READS | _POINT_WRITES and bool(set(self.benchmarks) & _POINT_READS)
+
+    def reads_and_writes(self) -> tuple[bool, bool]:
+        return bool(set(self.benchmarks) & (_POINT_READS | _READS)), bool(set(self.benchmarks) - _POINT_READS - _READS)
+
+    def clients(self) -> int:
+        return 1  # --threads=1
 
     def version(self) -> str:
         out = subprocess.run([find_db_bench(), "--version"], capture_output=True, text=True, check=False).stdout

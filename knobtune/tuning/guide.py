@@ -1,0 +1,245 @@
+"""The diagnosis in the search: what the system's rules say about a run decides where the search looks first.
+
+When this machine's default has run at full size, the system's rules
+(``targets/SYSTEM/rules.toml``, read by ``analysis.diagnosis``) are read over
+its counters and the workload's shape. What fires becomes:
+
+- **starts**, tried right after the known configs (never pruned): each rule's
+  own whole configs (``[[rules.starts]]``), and one config composed of every
+  fired suggestion (each knob moved in its direction, to the middle of its
+  narrowed range: the geometric middle for a log-scale knob);
+- **a focus**: the knobs the fired rules name, each narrowed to its direction
+  (``up``: from the default to the rule's ``high`` or the knob's top), searched
+  alone (the other knobs keep their defaults) during the first third of the
+  search (of ``--time`` left when the default finished, or of ``--trials``);
+  then the whole space is searched. Only numeric ranges narrow: a bool or enum
+  knob keeps its choices (Optuna refuses a categorical whose choices change).
+
+After every full-size run of a sampled config the rules are read again on its
+counters: a rule that fires there and had not fired before (a second
+bottleneck, once the first is gone) queues that config with the new rule's
+suggestions applied, and adds its knobs to the focus.
+
+Everything is stored on the study (``attrs.DIAGNOSIS``) and on each trial
+(``attrs.FINDINGS``, ``attrs.FOCUSED``), so a resumed study and the report
+read the same story.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import optuna
+
+from knobtune.analysis.diagnosis import Diagnosis, Finding, Rule, Suggestion, diagnose, load_rules
+from knobtune.datafile import read_toml
+from knobtune.errors import CatalogError
+from knobtune.knobs import Knob, KnobType, Value
+from knobtune.knobs.catalog import load_catalog
+from knobtune.knobs.display import knob_value
+from knobtune.targets import Target
+from knobtune.targets._registry import SYSTEMS
+from knobtune.tuning import attrs
+from knobtune.tuning.progress import Reporter
+from knobtune.tuning.records import RungRun
+from knobtune.tuning.space import SearchSpace
+
+FOCUS_SHARE = 1 / 3  # the share of the search the focus lasts
+MIN_FOCUSED_TRIALS = 3  # with --trials, the focus lasts at least this many sampled trials
+Ranges = dict[str, tuple[float, float]]
+
+
+def counter_meanings(system: str) -> dict[str, dict[str, str]]:
+    """What each counter of ``system`` means, its unit and how it is read (the system's ``counters.toml``)."""
+    path = SYSTEMS[system].counters
+    return dict(read_toml(path, CatalogError, "counters").get("counters", {})) if path and path.exists() else {}
+
+
+def rules_of(system: str) -> tuple[Rule, ...]:
+    """``system``'s diagnosis rules, checked against its counters (none when it has no rules file).
+
+    Raises:
+        CatalogError: the rules file is malformed or names an unknown counter or knob.
+    """
+    path = SYSTEMS[system].rules
+    if path is None or not path.exists():
+        return ()
+    rules = load_rules(path, counter_meanings(system) or None)
+    catalog = load_catalog(system)
+    for rule in rules:
+        for knob in [s.knob for s in rule.suggest] + [k for s in rule.starts for k in (*s.config, *s.sized)]:
+            if knob not in catalog.knobs:
+                raise CatalogError(f"{path}: rule {rule.name} names knob {knob!r}, which the {system} catalog lacks. "
+                                   "Fix: use a knob of `knobtune knobs " + system + "`")
+    return rules
+
+
+def diagnose_run(rules: tuple[Rule, ...], shape: Mapping[str, Any], run: RungRun,
+                 config: Mapping[str, Value]) -> Diagnosis:
+    """The rules read over one stored run (its counters, the workload's seconds) and the config it ran."""
+    workload_s = run.summary.get("workload_s")
+    return diagnose(rules, run.counters, {**shape, **({"workload_s": workload_s} if workload_s else {})}, config)
+
+
+class Guide:
+    """Reads the rules over full-size runs and turns what fires into starts and a focus (see the module doc)."""
+
+    def __init__(self, study: optuna.Study, space: SearchSpace, target: Target, reporter: Reporter, *,
+                 memory_limit_bytes: int | None, trials: int | None, enabled: bool) -> None:
+        self.study, self.space, self.catalog, self.reporter = study, space, space.catalog, reporter
+        self.memory_limit_bytes, self.trials = memory_limit_bytes, trials
+        self.rules = rules_of(self.catalog.system) if enabled else ()
+        self.shape = target.workload_shape() if self.rules else {}
+
+    @property
+    def _state(self) -> dict[str, Any]:
+        return dict(self.study.user_attrs.get(attrs.DIAGNOSIS) or {})
+
+    def after_full_run(self, trial: optuna.Trial, run: RungRun, config: Mapping[str, Value], *, is_default: bool,
+                       search_end: float | None) -> list[tuple[str, dict]]:
+        """Read the rules over ``trial``'s full-size run; the starts to queue (label, changed knobs)."""
+        if not self.rules or not run.ok:
+            return []
+        found = diagnose_run(self.rules, self.shape, run, config)
+        trial.set_user_attr(attrs.FINDINGS, [f.rule for f in found.findings])
+        state = self._state
+        if is_default:
+            if "default" in state:  # a control, or a resumed study: the default's story is told once
+                return []
+            return self._first(found, config, search_end)
+        new = [f for f in found.findings if f.rule not in state.get("fired", [])]
+        if not new:
+            return []
+        state["fired"] = [*state.get("fired", []), *(f.rule for f in new)]
+        focus = {**state.get("focus", {}), **{k: list(v) for k, v in self._ranges(new, config).items()}}
+        state["focus"] = focus
+        self.study.set_user_attr(attrs.DIAGNOSIS, state)
+        names = "+".join(f.rule for f in new)
+        self.reporter.note(f"trial {trial.number}'s run shows another bottleneck: "
+                           + "; ".join(f.text for f in new))
+        composed = self._composed(new, config)
+        return [(f"rules after trial {trial.number}: {names}", composed)] if composed else []
+
+    def focus(self, sampled_trials: int) -> Ranges | None:
+        """The narrowed ranges a sampled trial searches now (None: the whole space)."""
+        state = self._state
+        focus = state.get("focus")
+        if not focus:
+            return None
+        until_s, until_trials = state.get("until_s"), state.get("until_trials")
+        if until_s is not None and time.time() >= until_s:
+            return None
+        if until_trials is not None and sampled_trials >= until_trials:
+            return None
+        return {k: (float(lo), float(hi)) for k, (lo, hi) in focus.items()}
+
+    # ------------------------------------------------------------ the default's story
+
+    def _first(self, found: Diagnosis, config: Mapping[str, Value], search_end: float | None) -> list[tuple[str, dict]]:
+        ranges = self._ranges(found.findings, config)
+        now = time.time()
+        state: dict[str, Any] = {"default": found.to_dict(), "fired": sorted(found.fired()),
+                                 "focus": {k: list(v) for k, v in ranges.items()}}
+        if search_end is not None:
+            state["until_s"] = now + max(search_end - now, 0.0) * FOCUS_SHARE
+        if self.trials is not None:
+            state["until_trials"] = max(MIN_FOCUSED_TRIALS, math.ceil(self.trials * FOCUS_SHARE))
+        self.study.set_user_attr(attrs.DIAGNOSIS, state)
+        for finding in found.findings:
+            self.reporter.note(f"the default's run: {finding.text} (rule {finding.rule})")
+        if ranges:
+            self.reporter.note("searched first, narrowed: " + ", ".join(
+                f"{k} {self._shown(k, lo)}..{self._shown(k, hi)}" for k, (lo, hi) in ranges.items()))
+        starts = [(start.label, changed) for finding in found.findings for start in finding.starts
+                  if (changed := self._fitted(start.config | start.sized))]
+        composed = self._composed(found.findings, config)
+        if composed:
+            starts.append(("rules: " + "+".join(f.rule for f in found.findings if f.suggest), composed))
+        return [(label, changed) for label, changed in starts if self._within_memory(label, changed)]
+
+    # ------------------------------------------------------------ suggestions to values
+
+    def _ranges(self, findings: tuple[Finding, ...] | list[Finding], config: Mapping[str, Value]) -> Ranges:
+        """Each suggested numeric knob's narrowed range (the first rule that names a knob decides it)."""
+        ranges: Ranges = {}
+        for suggestion in (s for f in findings for s in f.suggest):
+            if suggestion.knob in ranges or suggestion.knob not in self.space.knobs:
+                continue  # decided by an earlier rule, or not searched (not settable through this driver, say)
+            bounds = narrowed(self.catalog[suggestion.knob], suggestion, config.get(suggestion.knob))
+            if bounds is not None:
+                ranges[suggestion.knob] = bounds
+        return ranges
+
+    def _composed(self, findings: tuple[Finding, ...] | list[Finding], config: Mapping[str, Value]) -> dict:
+        """``config`` with every suggestion applied: a knob to its value, or to the middle of its narrowed range."""
+        moved: dict[str, Any] = {}
+        for suggestion in (s for f in findings for s in f.suggest):
+            if suggestion.knob in moved:
+                continue
+            knob = self.catalog[suggestion.knob]
+            if suggestion.direction == "to":
+                moved[knob.name] = suggestion.value
+            elif (bounds := narrowed(knob, suggestion, config.get(knob.name))) is not None:
+                moved[knob.name] = middle(knob, *bounds)
+        return self._fitted({**self.catalog.changed(self.catalog.config(dict(config))), **moved}) if moved else {}
+
+    def _fitted(self, values: Mapping[str, Any]) -> dict:
+        """The changed knobs of a config built from ``values`` (clamped into each knob's range); {} if refused."""
+        fitted = {}
+        for name, value in values.items():
+            knob = self.catalog[name]
+            if knob.type in (KnobType.INT, KnobType.BYTES) and isinstance(value, (int, float)) \
+                    and not isinstance(value, bool) and value not in knob.special:
+                value = int(round(min(max(value, knob.min), knob.max)))
+            elif knob.type in (KnobType.FLOAT, KnobType.DURATION) and isinstance(value, (int, float)):
+                value = float(min(max(value, knob.min), knob.max))
+            fitted[name] = value
+        try:
+            return self.catalog.changed(self.catalog.config(fitted))
+        except (ValueError, TypeError, KeyError) as exc:
+            self.reporter.note(f"a rule's start was left out: {exc}")
+            return {}
+
+    def _within_memory(self, label: str, changed: Mapping[str, Value]) -> bool:
+        over = self.catalog.memory.over_limit(self.catalog.config(dict(changed)), self.memory_limit_bytes)
+        if over:
+            self.reporter.note(f"{label} is not tried: {over}")
+        return not over
+
+    def _shown(self, name: str, value: float) -> str:
+        knob = self.catalog[name]
+        return knob_value(knob, int(value) if knob.type in (KnobType.INT, KnobType.BYTES) else value)
+
+
+def narrowed(knob: Knob, suggestion: Suggestion, current: Value | None) -> tuple[float, float] | None:
+    """The range a suggestion narrows a numeric knob to, from its value in the run (``current``) in the rule's
+    direction, within the rule's bounds and the knob's range; None for a bool or enum knob or an empty range."""
+    if knob.type in (KnobType.BOOL, KnobType.ENUM) or knob.min is None or knob.max is None:
+        return None
+    lowest, highest = float(knob.min), float(knob.max)
+    base = current if isinstance(current, (int, float)) and current not in knob.special else None
+    if suggestion.direction == "up":
+        low = max(float(base) if base is not None else lowest, _number(suggestion.low, lowest))
+        high = min(_number(suggestion.high, highest), highest)
+    elif suggestion.direction == "down":
+        low = max(_number(suggestion.low, lowest), lowest)
+        high = min(float(base) if base is not None else highest, _number(suggestion.high, highest))
+    else:
+        return None
+    low, high = max(low, lowest), min(high, highest)
+    if knob.type in (KnobType.INT, KnobType.BYTES):
+        low, high = math.ceil(low), math.floor(high)
+    return (low, high) if low < high else None
+
+
+def middle(knob: Knob, low: float, high: float) -> Value:
+    """The middle of a range in the knob's scale (geometric for a log-scale knob), in its type."""
+    value = math.sqrt(low * high) if knob.log and low > 0 else (low + high) / 2
+    return int(round(value)) if knob.type in (KnobType.INT, KnobType.BYTES) else value
+
+
+def _number(value: Any, otherwise: float) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else otherwise
