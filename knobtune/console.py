@@ -14,7 +14,7 @@ from knobtune.knobs import Catalog
 from knobtune.knobs.display import knob_range, knob_value
 from knobtune.knobs.units import human_bytes
 from knobtune.report import StudySummary
-from knobtune.report.summary import describe_costs
+from knobtune.report.summary import describe_costs, diagnosis_lines
 from knobtune.tuning import Progress
 from knobtune.tuning.space import left_out_line
 from knobtune.tuning.verify import Comparison
@@ -183,7 +183,7 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
             knob = catalog.knobs[name]
             table.add_row(name, knob_value(knob, knob.default), knob_value(knob, value))
         out.print(table)
-    for line in cost_lines(summary):
+    for line in cost_lines(summary) + diagnosis_lines(summary.diagnosis):
         out.print(line, markup=False)
     style = "bold green" if summary.verified else "bold yellow"
     out.print(f"[{style}]verdict: {summary.verdict}[/{style}]")

@@ -2,7 +2,7 @@
 
 One module per command group, each command a function registered here in the order ``--help`` lists them:
 ``catalog`` (systems, knobs, baseline), ``tuning`` (tune, worker, rank), ``studies`` (show, export, report),
-``experiments`` (explain, compare, sweep); ``options`` holds the options they share and their parsing.
+``experiments`` (explain, compare, diagnose, sweep); ``options`` holds the options they share and their parsing.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("export", studies.export),
     ("explain", experiments.explain_command),
     ("compare", experiments.compare),
+    ("diagnose", experiments.diagnose_command),
     ("sweep", experiments.sweep_command),
     ("baseline", catalog.baseline),
     ("report", studies.report),

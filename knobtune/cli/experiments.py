@@ -10,13 +10,16 @@ import typer
 
 from knobtune import console
 from knobtune.errors import UsageError
+from knobtune.analysis.diagnosis import Suggestion, diagnose
 from knobtune.knobs import Catalog, Value, load_catalog
+from knobtune.knobs.display import knob_value
 from knobtune.report import load_config_file, summarize
 from knobtune.report.sweep import point_lines, write_sweep
 from knobtune.storage import StudyStore, open_store
-from knobtune.targets import make_target
+from knobtune.targets import RunFailure, make_target
 from knobtune.tuning.around import held_result
 from knobtune.tuning.explain import explain_study
+from knobtune.tuning.guide import counter_meanings, rules_of
 from knobtune.tuning.sweep import plan_sweep, run_sweep
 from knobtune.tuning.verify import Candidate, CandidateRuns, run_interleaved
 from knobtune.workloads import Objective, load_workload
@@ -162,6 +165,78 @@ def sweep_command(
         for line in point_lines(data) + [data["verdict"]]:
             console.out.print(line, markup=False)
     info.print(f"wrote {html_path} and {json_path}", markup=False)
+
+
+def diagnose_command(
+    system: str,
+    workload: WorkloadOption,
+    config: Annotated[Optional[str], typer.Option("--config", help="'default' (the default), a JSON file, or study:NAME (its result).")] = None,
+    records: RecordsOption = None,
+    driver: DriverOption = None,
+    seed: Annotated[int, typer.Option(help="Seed of the workload's keys.")] = 42,
+    unsettled: UnsettledOption = False,
+    memory_limit: MemoryLimitOption = None,
+    storage: StorageOption = None,
+    directory: DirOption = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Run one config at full size and say what the system's rules find in its counters, with the evidence.
+
+    Example: knobtune diagnose rocksdb --workload put-get-delete --config best.json
+    """
+    at_least("--records", records, 1, "e.g. --records 100000, or leave it out for the workload's own size")
+    catalog = load_catalog(system)
+    rules = rules_of(catalog.system)
+    spec, driver = workload_for(catalog, workload, records, driver)
+    store = open_store(directory, storage)
+    candidate, full = _candidate(config or "default", catalog, store)
+    if not json_output:
+        console.out.print(f"running {system} / {spec.name} under {candidate.label} at {spec.full}", markup=False)
+    with make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
+                     memory_limit_bytes=bytes_option("--memory-limit", memory_limit)) as target:
+        try:
+            target.apply(full)
+            measurement = target.run(spec.full, timeout_s=None, log_path=store.home / "diagnose" / "run.log", seed=seed)
+        except RunFailure as failure:
+            raise UsageError(f"{candidate.label} did not run ({failure.kind}): {failure.reason}. Fix: diagnose "
+                             "another config; its log is " + str(failure.log_path or store.home / "diagnose")) from None
+        shape = {**target.workload_shape(), "workload_s": measurement.workload_s}
+    found = diagnose(rules, measurement.counters, shape, full)
+    if json_output:
+        console.print_json({"system": system, "workload": spec.name, "driver": driver, "config": candidate.label,
+                            "changed": dict(candidate.config), "measurement": measurement.summary(),
+                            "shape": shape, **found.to_dict()})
+        return
+    meanings = counter_meanings(catalog.system)
+    console.out.print(f"{candidate.label}: {spec.objective.show(measurement.value(spec.objective))}; "
+                      f"{len(measurement.counters)} counters read (their meanings: knobtune/targets/{system}/"
+                      "counters.toml)", markup=False)
+    for finding in found.findings:
+        console.out.print(f"finding [{finding.rule}]: {finding.text}", markup=False)
+        for suggestion in finding.suggest:
+            console.out.print(f"  suggests {_suggested(suggestion, catalog)}", markup=False)
+        for start in finding.starts:
+            console.out.print(f"  offers the start {start.label}", markup=False)
+        console.out.print(f"  source: {finding.source}", markup=False)
+    if not found.findings:
+        console.out.print("no rule fired: nothing in this run's counters points at a knob", markup=False)
+    for rule, why in found.skipped.items():
+        console.out.print(f"not read: {rule} ({why})", markup=False)
+    read = sorted({n for r in rules for n in r.names} & set(measurement.counters))
+    for name in read:
+        meaning = meanings.get(name, {}).get("meaning", "")
+        console.out.print(f"  {name} = {measurement.counters[name]:.4g}" + (f"  ({meaning})" if meaning else ""),
+                          markup=False)
+
+
+def _suggested(suggestion: Suggestion, catalog: Catalog) -> str:
+    """``write_buffer_size up (64.0 MiB..1.0 GiB)`` as a person reads it."""
+    knob = catalog.knobs.get(suggestion.knob)
+    if suggestion.direction == "to" or knob is None:
+        return f"{suggestion.knob} = {suggestion.value}"
+    bounds = [b for b in (suggestion.low, suggestion.high) if isinstance(b, (int, float))]
+    shown = "..".join(knob_value(knob, int(b) if knob.type.value in ("int", "bytes") else b) for b in bounds)
+    return f"{suggestion.knob} {suggestion.direction}" + (f" (bound {shown})" if shown else "")
 
 
 def _print_run(goal: Objective) -> Callable[[int, CandidateRuns, float | None], None]:

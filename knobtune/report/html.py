@@ -17,7 +17,7 @@ import optuna
 from knobtune.analysis.importance import evaluator_name
 from knobtune.errors import UsageError
 from knobtune.report.report_data import report_data
-from knobtune.report.summary import describe_costs
+from knobtune.report.summary import describe_costs, diagnosis_lines
 
 OUTCOME_STYLE = {  # outcome -> (marker symbol, colour)
     "complete": ("circle", "#1f77b4"), "pruned": ("triangle-down", "#999999"), "timeout": ("x", "#d62728"),
@@ -106,7 +106,7 @@ def _header(data: dict[str, Any]) -> str:
                                        + ", ".join(ranked["knobs"])))
     table = "".join(f"<tr><th>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
     return (f"<h1>Study {html.escape(s['study'])}</h1><p class='verdict'>{html.escape(s['verdict'])}</p>"
-            f"<table>{table}</table>{_costs(s)}{safety}{warnings}{_ranking(s.get('ranking'))}")
+            f"<table>{table}</table>{_costs(s)}{_diagnosis(s)}{safety}{warnings}{_ranking(s.get('ranking'))}")
 
 
 def _ranking(ranking: dict[str, Any] | None) -> str:
@@ -123,6 +123,13 @@ def _ranking(ranking: dict[str, Any] | None) -> str:
     return (f"<h2>Which knobs matter</h2><p>{ranking['samples']} Latin-hypercube configs at rung {ranking['rung']}, "
             f"ranked by {len(methods)} methods. Agreement (Kendall's tau): {agreement}. Top k unchanged under "
             f"bootstrap resampling: {stable}.</p><table><tr><th>rank</th><th>knob</th>{head}</tr>{rows}</table>")
+
+
+def _diagnosis(s: dict[str, Any]) -> str:
+    """The default's bottleneck, its evidence, and what the result changed about it (docs/diagnosis.md)."""
+    lines = diagnosis_lines(s.get("diagnosis") or {})
+    return ("<h2>Where the default's time goes</h2><ul>" + "".join(f"<li>{html.escape(line.strip())}</li>"
+                                                                  for line in lines) + "</ul>") if lines else ""
 
 
 def _costs(s: dict[str, Any]) -> str:

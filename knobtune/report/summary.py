@@ -17,7 +17,9 @@ from knobtune.knobs import Catalog, load_catalog
 from knobtune.knobs.units import human_bytes
 from knobtune.targets import export_formats
 from knobtune.tuning import attrs
+from knobtune.errors import CatalogError
 from knobtune.tuning.finish import DEFAULT_LABEL, study_result
+from knobtune.tuning.guide import compare_findings, rules_of
 from knobtune.tuning.outcomes import Outcome
 from knobtune.tuning.records import TrialRecord, record_of
 from knobtune.workloads import Objective
@@ -59,6 +61,7 @@ class StudySummary:
     units_machine: str | None = None  # the machine whose default gives the values' units (workers: docs/workers.md)
     time_spent: dict[str, float | None] = field(default_factory=dict)  # the latest `tune`: search, verification
     default_counters: dict[str, float] = field(default_factory=dict)  # the system's counters over the default's full run
+    diagnosis: dict[str, Any] = field(default_factory=dict)  # the rules over the default's and the result's full runs
 
     @property
     def drift(self) -> float | None:
@@ -111,6 +114,7 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         units_machine=user.get(attrs.UNITS_MACHINE), time_s=time_by_outcome(trials),
         time_spent=dict(user.get(attrs.TIME_SPENT) or {}),
         default_counters=_counters(study, default_trial),
+        diagnosis=_diagnosis(study, catalog, default_trial, result),
         rung_agreement=rung_agreement([_rung_values(r) for r in map(record_of, trials) if not r.is_default]),
     )
 
@@ -190,10 +194,63 @@ def _costs(study: optuna.Study, default_trial: FrozenTrial | None, result: Froze
     return costs
 
 
+def _diagnosis(study: optuna.Study, catalog: Catalog, default: FrozenTrial | None,
+               result: FrozenTrial | None) -> dict[str, Any]:
+    """The default's bottleneck by the system's rules and what the result changed about it (``tuning.guide``);
+    {} when the system has no rules or the default has no full-size run."""
+    full = _full_rung(study)
+    run = record_of(default).run_at(full) if default is not None else None
+    try:
+        rules = rules_of(catalog.system)
+    except CatalogError:
+        return {}
+    if not rules or run is None or not run.ok:
+        return {}
+    state = study.user_attrs.get(attrs.DIAGNOSIS) or {}
+    result_run = record_of(result).run_at(full) if result is not None else None
+    story = compare_findings(rules, state.get("shape", {}), (run, catalog.defaults()),
+                             (result_run, catalog.config(result.user_attrs.get(attrs.CONFIG, {})))
+                             if result_run is not None else None)
+    return {**story, "guided": bool(state), "fired_during_search": state.get("fired", [])}
+
+
 def _counters(study: optuna.Study, default: FrozenTrial | None) -> dict[str, float]:
     """The system's own counters over the default's first full-size run (none when the system gives none)."""
     run = record_of(default).run_at(_full_rung(study)) if default is not None else None
     return dict(run.counters) if run is not None and run.ok else {}
+
+
+def diagnosis_lines(diagnosis: dict[str, Any]) -> list[str]:
+    """The default's bottleneck with its evidence, and what the result changed about it, as lines a person reads."""
+    if not diagnosis:
+        return []
+    found = diagnosis.get("default", [])
+    if not found:
+        lines = ["the default's bottleneck: no rule of the system's rules fired on its full-size run"]
+    else:
+        lines = ["the default's bottleneck (its full-size run, read by the system's rules):"]
+        lines += [f"  {f['finding']} [{f['rule']}]" for f in found]
+    result = diagnosis.get("result")
+    if result and found:
+        for rule in result.get("gone", []):
+            lines.append(f"  the result: {rule} no longer fires ({_evidence(result['evidence'].get(rule, {}))})")
+        for rule in result.get("still", []):
+            lines.append(f"  the result: {rule} still fires ({_evidence(result['evidence'].get(rule, {}))})")
+    for finding in (result or {}).get("new", []):
+        lines.append(f"  the result's own: {finding['finding']} [{finding['rule']}]")
+    if diagnosis.get("guided"):
+        lines.append("the search started from these findings (docs/diagnosis.md); --no-rules searches without them")
+    return lines
+
+
+def _evidence(evidence: dict[str, list[Any]]) -> str:
+    shown = [f"{name} {_number(before)} -> {_number(after)}" for name, (before, after) in evidence.items()
+             if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before != after]
+    return ", ".join(shown) or "its evidence unchanged"
+
+
+def _number(value: float) -> str:
+    return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 
 def describe_costs(cost: dict[str, Any]) -> str:

@@ -20,7 +20,9 @@ from knobtune.targets import RunFailure, Target
 from knobtune.tuning import attrs
 from knobtune.tuning.experiment import Experiment
 from knobtune.tuning.records import RungRun, winner_trial
-from knobtune.tuning.verify import MACHINE_RETRIES, Candidate, Comparison, relative_limit_s, run_interleaved
+from knobtune.tuning.verify import (
+    MACHINE_RETRIES, Candidate, CandidateRuns, Comparison, relative_limit_s, run_interleaved,
+)
 
 DEFAULT_LABEL = "default"
 
@@ -171,6 +173,20 @@ def verdict(comparison: Comparison) -> str:
         for r in comparison.runs if r.candidate.known_config)
 
 
+TAIL_WORSE = 1.10  # a p99.9 latency this much above the default's is named in the verdict
+
+
+def tail_latency_note(comparison: Comparison, winner: CandidateRuns) -> str:
+    """"; but its p99.9 latency is worse ..." for every measured phase where the winner's median p99.9 is more than
+    ``TAIL_WORSE`` times the default's (the objective may be throughput or time while users feel the tail)."""
+    default = comparison.first.latency_us()
+    worse = [f"{phase} {mine['p99.9']:,.0f} us against {theirs['p99.9']:,.0f} us"
+             for phase, mine in winner.latency_us().items()
+             if "p99.9" in mine and (theirs := default.get(phase, {})).get("p99.9")
+             and mine["p99.9"] > TAIL_WORSE * theirs["p99.9"]]
+    return f"; but its p99.9 latency is worse than the default's: {', '.join(worse)}" if worse else ""
+
+
 def _tuned_verdict(comparison: Comparison) -> str:
     noise = f"noise {comparison.noise * 100:.1f}%"
     if (broken := comparison.machine_failure) is not None:
@@ -182,7 +198,7 @@ def _tuned_verdict(comparison: Comparison) -> str:
     if winner is not None:
         s = comparison.speedups[winner.candidate.label]
         return (f"{winner.candidate.named} is {s.ratio:.2f}x the default "
-                f"(95% CI {s.ci_low:.2f}-{s.ci_high:.2f}, {noise}, {runs})")
+                f"(95% CI {s.ci_low:.2f}-{s.ci_high:.2f}, {noise}, {runs})") + tail_latency_note(comparison, winner)
     measured = {r.candidate.named: comparison.speedups[r.candidate.label] for r in comparison.runs[1:]
                 if not r.candidate.known_config and r.candidate.label in comparison.speedups}
     if not measured:

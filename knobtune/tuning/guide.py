@@ -84,6 +84,23 @@ def diagnose_run(rules: tuple[Rule, ...], shape: Mapping[str, Any], run: RungRun
     return diagnose(rules, run.counters, {**shape, **({"workload_s": workload_s} if workload_s else {})}, config)
 
 
+def compare_findings(rules: tuple[Rule, ...], shape: Mapping[str, Any], default: tuple[RungRun, Mapping[str, Value]],
+                     result: tuple[RungRun, Mapping[str, Value]] | None) -> dict[str, Any]:
+    """The default's findings over its full-size run and what the result changed about them: each default finding
+    gone or still there (with its evidence under both), and findings only the result has."""
+    before = diagnose_run(rules, shape, *default)
+    story: dict[str, Any] = {"default": [f.to_dict() for f in before.findings]}
+    if result is None or not result[0].ok:
+        return story
+    after = diagnose_run(rules, shape, *result)
+    names = {**shape, **result[0].counters}
+    story["result"] = {
+        "still": sorted(before.fired() & after.fired()), "gone": sorted(before.fired() - after.fired()),
+        "new": [f.to_dict() for f in after.findings if f.rule not in before.fired()],
+        "evidence": {f.rule: {n: [v, names.get(n)] for n, v in f.evidence.items()} for f in before.findings}}
+    return story
+
+
 class Guide:
     """Reads the rules over full-size runs and turns what fires into starts and a focus (see the module doc)."""
 
@@ -141,7 +158,7 @@ class Guide:
     def _first(self, found: Diagnosis, config: Mapping[str, Value], search_end: float | None) -> list[tuple[str, dict]]:
         ranges = self._ranges(found.findings, config)
         now = time.time()
-        state: dict[str, Any] = {"default": found.to_dict(), "fired": sorted(found.fired()),
+        state: dict[str, Any] = {"default": found.to_dict(), "shape": dict(self.shape), "fired": sorted(found.fired()),
                                  "focus": {k: list(v) for k, v in ranges.items()}}
         if search_end is not None:
             state["until_s"] = now + max(search_end - now, 0.0) * FOCUS_SHARE
