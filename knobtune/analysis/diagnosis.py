@@ -92,7 +92,8 @@ class Rule:
     source: str
     suggest: tuple[Suggestion, ...] = ()
     starts: tuple[Start, ...] = ()
-    names: tuple[str, ...] = ()  # every name ``when`` and ``finding`` read
+    names: tuple[str, ...] = ()  # every name the rule reads (its condition, finding, bounds and sizes)
+    evidence: tuple[str, ...] = ()  # the names its condition and finding read: what a finding shows
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,8 @@ def load_rules(path: Path, counters: Mapping[str, Any] | None = None) -> tuple[R
         if raw["name"] in seen:
             raise fail("repeats a rule name", "give every rule a name of its own")
         seen.add(raw["name"])
-        names = _names(raw["when"], fail) | _format_names(raw["finding"], fail)
+        evidence = _names(raw["when"], fail) | _format_names(raw["finding"], fail)
+        names = set(evidence)
         suggest = tuple(_suggestion(s, fail) for s in raw.get("suggest", []))
         starts = tuple(_start(s, fail) for s in raw.get("starts", []))
         for expression in [v for s in suggest for v in (s.low, s.high, s.value) if isinstance(v, str)] \
@@ -170,7 +172,7 @@ def load_rules(path: Path, counters: Mapping[str, Any] | None = None) -> tuple[R
             raise fail(f"reads {', '.join(sorted(unknown_names))}, neither a counter of the system nor a shape name",
                        f"use the names of the system's counters.toml or of the shape ({', '.join(SHAPE)})")
         rules.append(Rule(raw["name"], raw["when"], raw["finding"], raw["source"], suggest, starts,
-                          tuple(sorted(names - {"config"}))))
+                          tuple(sorted(names - {"config"})), tuple(sorted(evidence - {"config"}))))
     return tuple(rules)
 
 
@@ -199,7 +201,7 @@ def diagnose(rules: tuple[Rule, ...], counters: Mapping[str, float], shape: Mapp
         except (ArithmeticError, TypeError, ValueError) as exc:
             skipped[rule.name] = f"could not be read: {exc}"
             continue
-        evidence = {n: float(names[n]) for n in rule.names if isinstance(names[n], (int, float))}
+        evidence = {n: float(names[n]) for n in rule.evidence if isinstance(names[n], (int, float))}
         findings.append(Finding(rule.name, text, evidence, rule.source, suggest, starts))
     return Diagnosis(tuple(findings), skipped)
 

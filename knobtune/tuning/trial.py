@@ -35,7 +35,7 @@ class TrialRunner:
     """Runs the trials Optuna asks for through one target, and tells Optuna how each ended."""
 
     def __init__(self, workers: Workers, budget: Budget, queue: Queue, reporter: Reporter, store: StudyStore,
-                 guide: Guide) -> None:
+                 guide: Guide | None = None) -> None:
         self.workers, self.budget, self.queue, self.reporter, self.store = workers, budget, queue, reporter, store
         self.guide = guide
         self.experiment = workers.experiment
@@ -74,7 +74,7 @@ class TrialRunner:
         e = self.experiment
         trial.set_user_attr(attrs.WORKER, self.workers.worker)
         trial.set_user_attr(attrs.TRIAL_MACHINE, self.workers.machine)
-        focus = None if _enqueued(trial) else self.guide.focus(self._focused_trials())
+        focus = None if _enqueued(trial) or self.guide is None else self.guide.focus(self._focused_trials())
         config, repairs = e.space.suggest(trial, focus)
         if focus is not None:
             trial.set_user_attr(attrs.FOCUSED, sorted(focus))
@@ -157,6 +157,8 @@ class TrialRunner:
 
     def _read_rules(self, trial: optuna.Trial, run: RungRun, config: dict, is_default: bool) -> None:
         """The diagnosis over a full-size run: the starts it suggests are queued (``tuning.guide``)."""
+        if self.guide is None:
+            return
         left = self.budget.time_left_s()
         search_end = None if left is None else time.time() + left
         starts = self.guide.after_full_run(trial, run, config, is_default=is_default, search_end=search_end)

@@ -1,0 +1,157 @@
+"""Diagnosis rules as data: every shipped rules file loads, a broken one names its field and the fix, rules fire on
+counters with their evidence, suggestions narrow the search (nothing run but Optuna in memory)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from knobtune.analysis.diagnosis import Suggestion, diagnose, load_rules
+from knobtune.errors import CatalogError
+from knobtune.knobs import load_catalog
+from knobtune.targets._registry import SYSTEMS
+from knobtune.tuning import build_space
+from knobtune.tuning.guide import counter_meanings, middle, narrowed, rules_of
+
+GIB = 1 << 30
+SHAPE = {"point_reads_only": False, "reads": True, "writes": True, "data_bytes": 2 * GIB, "memory_bytes": 24 * GIB,
+         "cores": 2, "clients": 8, "key_size": 0, "value_size": 0, "workload_s": 90.0}
+
+
+@pytest.mark.parametrize("system", sorted(SYSTEMS))
+def test_every_shipped_rules_file_loads_with_its_sources_and_names_only_known_knobs(system: str) -> None:
+    rules = rules_of(system)  # checked against the catalog's knobs and, where it exists, the counters file
+    assert rules, f"{system} has no diagnosis rules"
+    assert all(rule.source.strip() and rule.finding.strip() for rule in rules)
+    meanings = counter_meanings(system)
+    for name, meaning in meanings.items():
+        assert {"meaning", "unit", "read"} <= set(meaning), f"{system} counter {name} lacks meaning, unit or read"
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "rules.toml"
+    path.write_text(text)
+    return path
+
+
+GOOD = '''
+[[rules]]
+name = "stalls"
+when = "stall_share > 0.1"
+finding = "writes stalled {stall_share:.0%} of the run"
+source = "a page"
+[[rules.suggest]]
+knob = "max_background_jobs"
+direction = "up"
+high = "2 * cores"
+'''
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (('name = "stalls"\n', ''), "has no name"),
+    (('source = "a page"\n', ''), "has no source"),
+    (('"stall_share > 0.1"', '"stall_share >"'), "cannot parse"),
+    (('"stall_share > 0.1"', '"open(stall_share)"'), "calls open"),
+    (('"stall_share > 0.1"', '"stal_share > 0.1"'), "stal_share, neither a counter"),
+    (('direction = "up"', 'direction = "higher"'), "direction 'higher'"),
+    (('high = "2 * cores"', 'highest = 4'), "unknown fields highest"),
+    (('{stall_share:.0%}', '{stall_share:.0%'), "cannot be formatted"),
+])
+def test_a_broken_rules_file_names_the_rule_the_field_and_the_fix(tmp_path: Path, edit: tuple[str, str],
+                                                                   message: str) -> None:
+    assert edit[0] in GOOD
+    path = _write(tmp_path, GOOD.replace(*edit))
+    with pytest.raises(CatalogError, match="rules.toml") as caught:
+        load_rules(path, {"stall_share": {}})
+    text = str(caught.value)
+    assert message in text and "Fix:" in text and "\n" not in text
+
+
+def test_a_rule_fires_with_its_evidence_and_a_missing_counter_skips_it_with_the_reason(tmp_path: Path) -> None:
+    rules = load_rules(_write(tmp_path, GOOD), {"stall_share": {}})
+    found = diagnose(rules, {"stall_share": 0.38}, SHAPE, {})
+    [finding] = found.findings
+    assert finding.text == "writes stalled 38% of the run" and finding.evidence == {"stall_share": 0.38}
+    assert finding.suggest == (Suggestion("max_background_jobs", "up", None, 4),)  # "2 * cores", resolved
+    assert not diagnose(rules, {"stall_share": 0.01}, SHAPE, {}).findings
+    skipped = diagnose(rules, {}, SHAPE, {})
+    assert not skipped.findings and "stall_share" in skipped.skipped["stalls"]
+
+
+def test_the_postgresql_rules_read_checkpoints_and_backend_writes_at_the_shipped_sizes() -> None:
+    catalog = load_catalog("postgresql")
+    counters = {"checkpoints_timed": 0, "checkpoints_requested": 3, "wal_bytes": 1.85e9,
+                "buffers_written_by_backends": 537944, "buffers_written_by_bgwriter": 40000,
+                "buffers_written_by_checkpoints": 300000, "bgwriter_stopped_at_limit": 0, "blocks_hit": 9.47e7,
+                "blocks_read": 5.3e6, "cache_hit_ratio": 0.947, "temp_files": 0, "temp_bytes": 0,
+                "wal_buffers_full": 0}  # the default's TPC-C run at 10 warehouses (bench/README.md)
+    found = diagnose(rules_of("postgresql"), counters, SHAPE, catalog.defaults())
+    assert {"checkpoints-forced-by-wal", "backends-write-buffers", "data-beyond-shared-buffers"} <= found.fired()
+    assert "queries-spill-to-temp-files" not in found.fired()
+    text = next(f.text for f in found.findings if f.rule == "checkpoints-forced-by-wal")
+    assert text.startswith("3 checkpoints were forced by WAL volume") and "GiB of WAL" in text
+
+
+def test_a_suggestion_narrows_a_numeric_knob_from_its_value_in_its_direction() -> None:
+    catalog = load_catalog("rocksdb")
+    jobs = catalog["max_background_jobs"]
+    assert narrowed(jobs, Suggestion("max_background_jobs", "up", high=4), 2) == (2, 4)
+    assert narrowed(jobs, Suggestion("max_background_jobs", "down"), 2) == (1, 2)
+    assert narrowed(jobs, Suggestion("max_background_jobs", "up", high=2), 2) is None  # nothing left above
+    assert narrowed(catalog["compaction_style"], Suggestion("compaction_style", "to", value="universal"), None) is None
+    buffers = catalog["write_buffer_size"]  # log scale: the middle is geometric
+    assert middle(buffers, 64 << 20, 1 << 30) == 256 << 20
+    pg = load_catalog("postgresql")  # a default that is a special value (-1: auto) narrows from the knob's range
+    assert narrowed(pg["wal_buffers"], Suggestion("wal_buffers", "up", low=16 << 20, high=128 << 20), -1) \
+        == (16 << 20, 128 << 20)
+
+
+def test_a_focus_searches_only_its_knobs_within_their_ranges_and_the_rest_keep_their_defaults() -> None:
+    catalog = load_catalog("rocksdb")
+    space = build_space(catalog, driver="db_bench")
+    focus = {"max_background_jobs": (2.0, 4.0), "write_buffer_size": (float(64 << 20), float(1 << 30))}
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    for _ in range(10):
+        trial = study.ask()
+        config, _ = space.suggest(trial, focus)
+        changed = catalog.changed(config)
+        assert set(changed) <= set(focus)
+        assert 2 <= config["max_background_jobs"] <= 4 and 64 << 20 <= config["write_buffer_size"] <= 1 << 30
+        study.tell(trial, 1.0)
+    trial = study.ask()  # then the whole space, in the same study: Optuna takes the wider ranges
+    config, _ = space.suggest(trial)
+    assert len(catalog.changed(config)) > len(focus)
+
+
+@pytest.mark.slow
+def test_a_study_starts_from_what_fires_on_the_default_and_searches_its_knobs_narrowed_first(store) -> None:
+    """A real tiny LevelDB study: the default's run fires the rules on its shape (the data beyond the 8 MiB block
+    cache; point reads without a filter), their suggestions are queued as one start, and the first sampled
+    trials search only the suggested numeric knob (the block cache) within its narrowed range."""
+    from knobtune.tuning import Experiment, Tuner, attrs
+
+    from conftest import tiny
+
+    catalog = load_catalog("leveldb")
+    workload = tiny("ycsb-c", 12000)
+    experiment = Experiment(study_name="guided", catalog=catalog, workload=workload,
+                            space=build_space(catalog, driver="kvbench"), objective=workload.objective,
+                            driver="kvbench", sampler="random", seed=3, trials=4, verify_top=0, verify_repeats=0,
+                            control_every=0, use_rules=True)
+    study = Tuner(experiment, store).run()
+    story = study.user_attrs[attrs.DIAGNOSIS]
+    assert {"data-beyond-block-cache", "point-reads-without-bloom-filter"} <= set(story["fired"])
+    assert story["shape"]["point_reads_only"] is True and story["until_trials"] == 3
+    low, high = story["focus"]["block_cache_size"]
+    assert low == catalog["block_cache_size"].default and high > low
+    [start] = [t for t in study.trials if attrs.STARTED_FROM in t.user_attrs]
+    assert start.user_attrs[attrs.STARTED_FROM].startswith("rules: ")
+    assert start.user_attrs[attrs.CONFIG]["bloom_bits"] == 10 and start.user_attrs[attrs.CONFIG]["block_cache_size"] > low
+    focused = [t for t in study.trials if attrs.FOCUSED in t.user_attrs]
+    assert len(focused) == 3 and all(t.user_attrs[attrs.FOCUSED] == ["block_cache_size"] for t in focused)
+    for trial in focused:
+        assert set(trial.user_attrs[attrs.CONFIG]) <= {"block_cache_size"}
+        assert low <= trial.user_attrs[attrs.CONFIG].get("block_cache_size", low) <= high
+    assert all(attrs.FINDINGS in t.user_attrs for t in study.trials if t.user_attrs.get(attrs.REACHED_RUNG) == 2)
