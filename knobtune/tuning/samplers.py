@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -22,11 +22,7 @@ SAMPLERS = ("tpe", "local", "forest", "random", "qmc", "cmaes", "gp", "lhs")
 LHS_ROW = "lhs_row"  # trial system attribute: the row of the Latin hypercube design the trial took
 
 
-Constraints = Callable[[FrozenTrial], Sequence[float]]
-
-
 def make_sampler(name: str, seed: int | None, expected_trials: int | None = None,
-                 constraints: Constraints | None = None,
                  param_names: Sequence[str] = (), full_step: int = 1) -> optuna.samplers.BaseSampler:
     """The sampler called ``name`` (see ``_make``); Optuna's experimental warnings are expected and silenced.
 
@@ -40,21 +36,21 @@ def make_sampler(name: str, seed: int | None, expected_trials: int | None = None
     with warnings.catch_warnings():  # TPE's `group`, QMC and GP are marked experimental; we choose them knowingly
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if name == "local":
-            return LocalMovesSampler(_make("tpe", seed, expected_trials, constraints), seed,
+            return LocalMovesSampler(_make("tpe", seed, expected_trials), seed,
                                      n_startup_trials=_startup(expected_trials))
-        return _make(name, seed, expected_trials, constraints)
+        return _make(name, seed, expected_trials)
 
 
-def _make(name: str, seed: int | None, expected_trials: int | None,
-          constraints: Constraints | None) -> optuna.samplers.BaseSampler:
+def _make(name: str, seed: int | None, expected_trials: int | None) -> optuna.samplers.BaseSampler:
     """The sampler called ``name``.
 
     TPE starts from a third of the expected trials drawn at random (at least 4,
     at most 10) and models knobs jointly (``multivariate``, ``group`` for
     conditional knobs). CMA-ES and GP need optional packages; the error says which.
-    ``constraints`` (values <= 0 are feasible) steer TPE and GP away from
-    infeasible configs; the other samplers ignore them, and knobtune never
-    reports an infeasible config as the result whichever sampler ran.
+    The constraint a full-size run sets on its trial (``Trial.set_constraint``:
+    recovery time over ``--max-recovery-time``, <= 0 feasible) steers TPE and
+    GP away from infeasible configs; the other samplers ignore it, and knobtune
+    never reports an infeasible config as the result whichever sampler ran.
 
     Raises:
         UsageError: an unknown name, or a sampler whose package is missing.
@@ -62,7 +58,7 @@ def _make(name: str, seed: int | None, expected_trials: int | None,
     startup = _startup(expected_trials)
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True, group=True,
-                                          constant_liar=True, constraints_func=constraints)
+                                          constant_liar=True)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "qmc":
@@ -73,7 +69,7 @@ def _make(name: str, seed: int | None, expected_trials: int | None,
                                             independent_sampler=optuna.samplers.RandomSampler(seed=seed))
     if name == "gp":
         _require("torch", "torch")
-        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup, constraints_func=constraints)
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
     raise UsageError(f"unknown sampler '{name}'. Fix: use one of {', '.join(SAMPLERS)}")
 
 

@@ -36,7 +36,7 @@ from knobtune.tuning.workers import Workers, optuna_warnings_silenced
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-__all__ = ["Progress", "Tuner", "recovery_constraint"]
+__all__ = ["Progress", "Tuner"]
 
 
 class Tuner:
@@ -109,7 +109,6 @@ class Tuner:
     def _open_study(self, storage: optuna.storages.BaseStorage) -> optuna.Study:
         e = self.experiment
         sampler = make_sampler(e.sampler, e.seed if e.sampler_seed is None else e.sampler_seed, e.trials,
-                               constraints=recovery_constraint if e.max_recovery_s is not None else None,
                                param_names=e.space.param_names(), full_step=e.reduction_factor ** e.rungs[-1].index)
         with optuna_warnings_silenced():
             study = optuna.create_study(study_name=e.study_name, storage=storage, sampler=sampler,
@@ -181,7 +180,3 @@ class Tuner:
                                                "verification_s": self.reporter.elapsed_s() - searched_s,
                                                "budget_s": self.experiment.time_budget_s})
 
-
-def recovery_constraint(trial: optuna.trial.FrozenTrial) -> list[float]:
-    """Optuna's constraint value (<= 0: feasible): full-size recovery time over --max-recovery-time."""
-    return [float(trial.user_attrs.get(attrs.RECOVERY_OVER_S, 0.0))]

@@ -223,10 +223,12 @@ class TrialRunner:
     def _feasible(self, trial: optuna.Trial, run: RungRun, is_default: bool) -> bool:
         """Check a full-size run against --max-recovery-time; record why it is infeasible if it is not."""
         limit, recovery = self.experiment.max_recovery_s, run.recovery_s
-        if limit is None or recovery is None:
+        if limit is None:
             return True
-        trial.set_user_attr(attrs.RECOVERY_OVER_S, recovery - limit)
-        if recovery <= limit:
+        over = recovery - limit if recovery is not None else 0.0
+        trial.set_user_attr(attrs.RECOVERY_OVER_S, over)
+        trial.set_constraint(attrs.RECOVERY_OVER_S, over)  # TPE and GP steer away from values > 0 (Optuna 5)
+        if over <= 0:
             return True
         reason = f"recovery after a crash took {recovery:.2f} s, over --max-recovery-time {limit:g} s"
         trial.set_user_attr(attrs.INFEASIBLE, reason)
