@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ import pytest
 
 from knobtune.knobs import load_catalog
 from knobtune.targets import FailureKind, RunFailure, make_target
+from knobtune.targets.cassandra import counters
 from knobtune.targets.cassandra.target import CassandraTarget
 
 from conftest import tiny
@@ -34,6 +36,24 @@ def _nodes(marker: str) -> list[str]:
             if "CassandraDaemon" in line and marker in line and not line.strip().startswith("Z")]
 
 
+def test_every_counter_is_described_with_a_unit_and_where_it_is_read() -> None:
+    for name, entry in counters.described().items():
+        assert set(entry) == {"meaning", "unit", "read"} and all(entry.values()), name
+        assert entry["unit"] in ("s", "bytes", "count", "ratio"), name
+
+
+def _check_counters(run_counters: dict[str, float]) -> None:
+    """A write workload's counters from the node itself: each described, each finite and plausible."""
+    described = counters.described()
+    assert set(run_counters) <= set(described), f"undescribed: {set(run_counters) - set(described)}"
+    assert {"pending_compactions_end", "compactions_completed", "compacted_bytes", "memtable_flushes",
+            "memtable_switches", "gc_pause_s", "gc_pause_share", "dropped_mutations",
+            "key_cache_hit_ratio"} <= set(run_counters)
+    assert all(math.isfinite(value) and value >= 0 for value in run_counters.values()), run_counters
+    assert run_counters["gc_pause_share"] < 1 and run_counters["key_cache_hit_ratio"] <= 1
+    assert "row_cache_hit_ratio" not in run_counters, "the row cache is off by default: no ratio, not 0"
+
+
 def test_a_node_runs_ycsb_with_every_read_checked_refuses_what_cassandra_refuses_and_catches_lost_rows(
         cassandra, tmp_path: Path) -> None:
     workload = tiny("ycsb-a", 1000)  # 1,000 records loaded once, 2,000 operations at full size
@@ -49,6 +69,8 @@ def test_a_node_runs_ycsb_with_every_read_checked_refuses_what_cassandra_refuses
         assert "settle: idle after" in (tmp_path / "run.settle.log").read_text(), "flush and compaction waited for"
         node_yaml = (scratch / "node" / "run" / "cassandra.yaml").read_text()
         assert "concurrent_reads: 16" in node_yaml and "compaction_throughput: 32MiB/s" in node_yaml
+        _check_counters(dict(measurement.counters))
+        assert "Using G1" in (scratch / "node" / "run" / "logs" / "gc.log").read_text(), "the JVM writes its GC log"
 
         target.apply(cassandra.config({"commitlog_sync": "group"}))  # group sync needs a window: Cassandra says so
         with pytest.raises(RunFailure) as refused:

@@ -67,12 +67,23 @@ def node_argv(node: Path, jvm: list[str]) -> list[str]:
         ToolMissingError: the jamm agent jar is not in the cache.
     """
     gc_flags = G1_ONLY if "-XX:+UseG1GC" in jvm else []
-    return [str(java17()), *jvm, *gc_flags, *JVM_BASE,
+    return [str(java17()), *jvm, *gc_flags, *JVM_BASE, f"-Xlog:gc*:file=\"{gc_log(node)}\":uptime,tags:filecount=0",
             f"-javaagent:{jamm_jar()}", f"-Dcassandra.config=file://{node / 'cassandra.yaml'}",
             f"-Dcassandra.storagedir={node}", f"-Dcassandra.logdir={node / 'logs'}",
             f"-Dcassandra.triggers_dir={node / 'triggers'}",
             f"-Dlogback.configurationFile=file://{CONF_DIR / 'logback.xml'}",
             "-cp", str(cache_dir() / "lib" / "*"), "org.apache.cassandra.service.CassandraDaemon"]
+
+
+def gc_log(node: Path) -> Path:
+    """The JVM's own GC log of the node over folder ``node`` (unified logging, every gc tag at info, one file that
+    each start of the node writes anew): its pause lines are the node's GC pauses."""
+    return node / "logs" / "gc.log"
+
+
+def system_log(node: Path) -> Path:
+    """Cassandra's own log of the node over folder ``node`` (native/cassandra/conf/logback.xml: INFO and above)."""
+    return node / "logs" / "system.log"
 
 
 def yaml_text(node: Path, ports: tuple[int, int, int], settings: Mapping[str, str]) -> str:

@@ -11,7 +11,9 @@ the rung's operations with ``dataintegrity=true`` (a missing or wrong row
 fails the run as data loss); the settle, after the commit-log replay timed as
 the recovery, is our client polling the node's flush and compaction pools
 until they are idle (no JMX here). The node's memory is its own peak resident
-set (VmHWM) at the end of the run.
+set (VmHWM) at the end of the run. Its own counters over the run (flushes,
+compactions, GC pauses, dropped messages, cache hits: ``counters.toml``) are
+read before and after the benchmark through one CQL connection and its logs.
 """
 
 from __future__ import annotations
@@ -28,9 +30,12 @@ from knobtune.targets._base import FailureKind, RunFailure
 from knobtune.targets._process import last_lines, run_logged
 from knobtune.targets._memory import HighWaterMemoryWatch, MemoryWatch
 from knobtune.targets._server import Benchmarked, ServerTarget, SettleWork
+from knobtune.targets.cassandra import counters
+from knobtune.targets.cassandra.cql import CqlError
 from knobtune.targets.cassandra.formats import cassandra_jvm_flags, cassandra_yaml_settings
 from knobtune.targets.cassandra.node import (
-    FETCH_HINT, answers, cache_dir, death, free_ports, java17, node_argv, startup_message, yaml_text,
+    FETCH_HINT, answers, cache_dir, death, free_ports, gc_log, java17, node_argv, startup_message, system_log,
+    yaml_text,
 )
 from knobtune.targets.cassandra.ycsb import YcsbResult, benchmarked, client_argv, ycsb_properties
 from knobtune.workloads import Rung, Workload
@@ -57,6 +62,7 @@ class CassandraTarget(ServerTarget):
         self.properties: dict[str, str] = {str(k): str(v) for k, v in section.get("properties", {}).items()}
         self.threads = int(section.get("threads", 4))
         self._ports: tuple[int, int, int] = (0, 0, 0)
+        self._node: Path | None = None  # the folder of the node started last (its logs hold some counters)
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
@@ -89,6 +95,7 @@ class CassandraTarget(ServerTarget):
 
     def start_argv(self, data: Path, config: Mapping[str, Value]) -> list[str]:
         """The node's command line; its folders and cassandra.yaml (the config's settings) are written first."""
+        self._node = data
         for folder in _FOLDERS:
             (data / folder).mkdir(parents=True, exist_ok=True)
         (data / "cassandra.yaml").write_text(yaml_text(data, self._ports, cassandra_yaml_settings(self.catalog, config)))
@@ -132,6 +139,22 @@ class CassandraTarget(ServerTarget):
         if result.failed:
             raise RunFailure(FailureKind.DATA_LOSS if result.lost else FailureKind.CRASH, result.failed, log_path)
         return benchmarked(result)
+
+    def read_counters(self, log: Path) -> dict[str, float]:
+        """Flushes, compactions, GC pauses, dropped messages and cache hits so far (``counters.py``).
+
+        Raises:
+            RunFailure: (TOOL) the node did not answer the query or its logs could not be read.
+        """
+        if self._node is None:
+            raise RunFailure(FailureKind.TOOL, "Cassandra's counters were read before the node started")
+        try:
+            return counters.read(self._ports[0], gc_log(self._node), system_log(self._node))
+        except (CqlError, OSError) as exc:
+            raise RunFailure(FailureKind.TOOL, f"reading Cassandra's counters failed: {exc}") from None
+
+    def counters_over_run(self, before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+        return counters.over_run(before, after)
 
     def watch_memory(self) -> MemoryWatch:
         return HighWaterMemoryWatch(self._server, self.memory_limit_bytes)  # type: ignore[arg-type]

@@ -1,0 +1,102 @@
+"""Cassandra's own counters over a run: flushes, compactions, GC pauses, dropped messages, cache hits.
+
+Read right after the node started and right after the benchmark, before the
+settle kills it; the run's counters are the differences (``counters.toml``
+says what each means and where it is read). One reading is one CQL connection
+(``cql.py``) asking three of the node's own tables, plus a pass over the node's
+GC log and its system.log: tens of milliseconds, where a ``nodetool`` call
+starts a JVM for seconds (and needs JMX, which the node runs without).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+
+from knobtune.targets.cassandra.cql import CqlConnection
+
+COUNTERS_FILE = Path(__file__).with_name("counters.toml")
+_THREAD_POOLS = "SELECT name, active_tasks, pending_tasks, completed_tasks FROM system_views.thread_pools"
+_CACHES = "SELECT name, hit_count, request_count FROM system_views.caches"
+_COMPACTIONS = "SELECT count(*), sum(bytes_in) FROM system.compaction_history"
+# [1.234s][gc          ] GC(3) Pause Young (Normal) (G1 Evacuation Pause) 58M->28M(1024M) 18.690ms  (G1: tag gc)
+# [1.357s][gc,phases   ] GC(0) Pause Mark Start 0.010ms                                              (ZGC: gc,phases)
+_GC_PAUSE = re.compile(r"^\[[^\]]*\]\[gc(?:,phases)?\s*\] GC\(\d+\) Pause .* (\d+(?:\.\d+)?)ms$", re.MULTILINE)
+# MUTATION_REQ messages were dropped in last 5000 ms: 3 internal and 0 cross node. ...  (every 5 s, when any)
+_DROPPED = re.compile(r"(MUTATION_REQ|READ_REQ) messages were dropped in last \d+ ms: (\d+) internal and (\d+) cross")
+# Enqueuing flush of ycsb.usertable, Reason: MEMTABLE_LIMIT, Usage: ...
+_SWITCH = re.compile(r"Enqueuing flush of \S+, Reason: (\w+)")
+
+
+def read(port: int, gc_log: Path, system_log: Path) -> dict[str, float]:
+    """The node's cumulative readings now (names ending ``_total``), its compaction tasks now, and when.
+
+    Raises:
+        CqlError: the node did not answer a query.
+        OSError: a log could not be read (the GC log is written from the JVM's start).
+    """
+    reading: dict[str, float] = {"reading_s": time.monotonic()}
+    with CqlConnection(port) as cql:
+        pools = {str(row["name"]): row for row in cql.rows(_THREAD_POOLS)}
+        caches = {str(row["name"]): row for row in cql.rows(_CACHES)}
+        compactions = cql.rows(_COMPACTIONS)[0]
+    compaction = pools.get("CompactionExecutor", {})
+    reading["compaction_tasks_now"] = float(_number(compaction.get("active_tasks"))
+                                            + _number(compaction.get("pending_tasks")))
+    reading["flushes_total"] = float(sum(_number(row["completed_tasks"]) for name, row in pools.items()
+                                         if name.startswith("PerDiskMemtableFlushWriter")))
+    counts = list(compactions.values())
+    reading["compactions_total"], reading["compacted_bytes_total"] = float(_number(counts[0])), float(_number(counts[1]))
+    for cache in ("keys", "rows"):
+        if cache in caches:
+            reading[f"{cache}_hits_total"] = float(_number(caches[cache]["hit_count"]))
+            reading[f"{cache}_requests_total"] = float(_number(caches[cache]["request_count"]))
+    reading["gc_pause_s_total"] = sum(float(ms) for ms in _GC_PAUSE.findall(gc_log.read_text(errors="replace"))) / 1000
+    reading.update(_from_system_log(system_log.read_text(errors="replace") if system_log.exists() else ""))
+    return reading
+
+
+def over_run(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
+    """The run's counters (the names ``counters.toml`` describes) from two readings of ``read``."""
+    def grew(name: str) -> float:
+        return after[name] - before.get(name, 0.0)
+
+    seconds = after["reading_s"] - before["reading_s"]
+    run = {"pending_compactions_end": after["compaction_tasks_now"],
+           "compactions_completed": grew("compactions_total"), "compacted_bytes": grew("compacted_bytes_total"),
+           "memtable_flushes": grew("flushes_total"), "memtable_switches": grew("switches_total"),
+           "memtable_switches_commitlog_full": grew("commitlog_switches_total"),
+           "gc_pause_s": grew("gc_pause_s_total"),
+           "dropped_mutations": grew("dropped_mutations_total"), "dropped_reads": grew("dropped_reads_total")}
+    if seconds > 0:
+        run["gc_pause_share"] = run["gc_pause_s"] / seconds
+    for cache, name in (("keys", "key_cache_hit_ratio"), ("rows", "row_cache_hit_ratio")):
+        if f"{cache}_requests_total" in after and (requests := grew(f"{cache}_requests_total")) > 0:
+            run[name] = grew(f"{cache}_hits_total") / requests  # none asked (a cache switched off): no ratio
+    return {name: value for name, value in run.items() if math.isfinite(value)}
+
+
+def described() -> dict[str, dict[str, str]]:
+    """Every counter ``over_run`` may emit, as ``counters.toml`` describes it (meaning, unit, read)."""
+    with open(COUNTERS_FILE, "rb") as handle:
+        return tomllib.load(handle)["counters"]
+
+
+def _from_system_log(text: str) -> dict[str, float]:
+    """Memtable switches (all, and those a full commit log forced) and dropped mutations and reads, as logged."""
+    reasons = _SWITCH.findall(text)
+    dropped = {"MUTATION_REQ": 0, "READ_REQ": 0}
+    for verb, internal, cross_node in _DROPPED.findall(text):
+        dropped[verb] += int(internal) + int(cross_node)
+    return {"switches_total": float(len(reasons)),
+            "commitlog_switches_total": float(sum(reason == "COMMITLOG_DIRTY" for reason in reasons)),
+            "dropped_mutations_total": float(dropped["MUTATION_REQ"]), "dropped_reads_total": float(dropped["READ_REQ"])}
+
+
+def _number(value: object) -> float:
+    """A count from a CQL row (None, a null sum over no rows, is 0)."""
+    return float(value) if isinstance(value, (int, float)) else 0.0
