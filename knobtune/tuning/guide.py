@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import optuna
@@ -101,13 +101,81 @@ def compare_findings(rules: tuple[Rule, ...], shape: Mapping[str, Any], default:
     return story
 
 
+class Advice:
+    """What fired findings ask of a search space: narrowed ranges, a composed config, whole starts, as knob values
+    of the space's catalog (the search's ``Guide`` and the bench's peers use the same)."""
+
+    def __init__(self, space: SearchSpace, memory_limit_bytes: int | None, note: Callable[[str], None]) -> None:
+        self.space, self.catalog, self.memory_limit_bytes, self.note = space, space.catalog, memory_limit_bytes, note
+
+    def starts(self, findings: tuple[Finding, ...], config: Mapping[str, Value]) -> list[tuple[str, dict]]:
+        """The fired rules' own starts, then every suggestion composed into one (label, changed knobs), each within
+        the memory limit."""
+        starts = [(start.label, changed) for finding in findings for start in finding.starts
+                  if (changed := self.fitted(start.config | start.sized))]
+        if composed := self.composed(findings, config):
+            starts.append(("rules: " + "+".join(f.rule for f in findings if f.suggest), composed))
+        return [(label, changed) for label, changed in starts if self.within_memory(label, changed)]
+
+    def ranges(self, findings: tuple[Finding, ...] | list[Finding], config: Mapping[str, Value]) -> Ranges:
+        """Each suggested numeric knob's narrowed range (the first rule that names a knob decides it)."""
+        ranges: Ranges = {}
+        for suggestion in (s for f in findings for s in f.suggest):
+            if suggestion.knob in ranges or suggestion.knob not in self.space.knobs:
+                continue  # decided by an earlier rule, or not searched (not settable through this driver, say)
+            bounds = narrowed(self.catalog[suggestion.knob], suggestion, config.get(suggestion.knob))
+            if bounds is not None:
+                ranges[suggestion.knob] = bounds
+        return ranges
+
+    def composed(self, findings: tuple[Finding, ...] | list[Finding], config: Mapping[str, Value]) -> dict:
+        """``config`` with every suggestion applied: a knob to its value, or to the middle of its narrowed range."""
+        moved: dict[str, Any] = {}
+        for suggestion in (s for f in findings for s in f.suggest):
+            if suggestion.knob in moved:
+                continue
+            knob = self.catalog[suggestion.knob]
+            if suggestion.direction == "to":
+                moved[knob.name] = suggestion.value
+            elif (bounds := narrowed(knob, suggestion, config.get(knob.name))) is not None:
+                moved[knob.name] = middle(knob, *bounds)
+        return self.fitted({**self.catalog.changed(self.catalog.config(dict(config))), **moved}) if moved else {}
+
+    def fitted(self, values: Mapping[str, Any]) -> dict:
+        """The changed knobs of a config built from ``values`` (clamped into each knob's range); {} if refused."""
+        fitted = {}
+        for name, value in values.items():
+            knob = self.catalog[name]
+            if knob.type in (KnobType.INT, KnobType.BYTES) and isinstance(value, (int, float)) \
+                    and not isinstance(value, bool) and value not in knob.special:
+                value = int(round(min(max(value, knob.min), knob.max)))
+            elif knob.type in (KnobType.FLOAT, KnobType.DURATION) and isinstance(value, (int, float)):
+                value = float(min(max(value, knob.min), knob.max))
+            fitted[name] = value
+        try:
+            return self.catalog.changed(self.catalog.config(fitted))
+        except (ValueError, TypeError, KeyError) as exc:
+            self.note(f"a rule's start was left out: {exc}")
+            return {}
+
+    def within_memory(self, label: str, changed: Mapping[str, Value]) -> bool:
+        over = self.catalog.memory.over_limit(self.catalog.config(dict(changed)), self.memory_limit_bytes)
+        if over:
+            self.note(f"{label} is not tried: {over}")
+        return not over
+
+    def shown(self, name: str, value: float) -> str:
+        knob = self.catalog[name]
+        return knob_value(knob, int(value) if knob.type in (KnobType.INT, KnobType.BYTES) else value)
+
+
 class Guide:
     """Reads the rules over full-size runs and turns what fires into starts and a focus (see the module doc)."""
 
     def __init__(self, study: optuna.Study, space: SearchSpace, target: Target, reporter: Reporter, *,
                  memory_limit_bytes: int | None, trials: int | None, enabled: bool) -> None:
-        self.study, self.space, self.catalog, self.reporter = study, space, space.catalog, reporter
-        self.memory_limit_bytes, self.trials = memory_limit_bytes, trials
+        self.study, self.catalog, self.reporter, self.trials = study, space.catalog, reporter, trials
+        self.advice = Advice(space, memory_limit_bytes, reporter.note)
         self.rules = rules_of(self.catalog.system) if enabled else ()
         self.shape = target.workload_shape() if self.rules else {}
 
@@ -131,13 +199,13 @@ class Guide:
         if not new:
             return []
         state["fired"] = [*state.get("fired", []), *(f.rule for f in new)]
-        focus = {**state.get("focus", {}), **{k: list(v) for k, v in self._ranges(new, config).items()}}
+        focus = {**state.get("focus", {}), **{k: list(v) for k, v in self.advice.ranges(new, config).items()}}
         state["focus"] = focus
         self.study.set_user_attr(attrs.DIAGNOSIS, state)
         names = "+".join(f.rule for f in new)
         self.reporter.note(f"trial {trial.number}'s run shows another bottleneck: "
                            + "; ".join(f.text for f in new))
-        composed = self._composed(new, config)
+        composed = self.advice.composed(new, config)
         return [(f"rules after trial {trial.number}: {names}", composed)] if composed else []
 
     def focus(self, sampled_trials: int) -> Ranges | None:
@@ -156,7 +224,7 @@ class Guide:
     # ------------------------------------------------------------ the default's story
 
     def _first(self, found: Diagnosis, config: Mapping[str, Value], search_end: float | None) -> list[tuple[str, dict]]:
-        ranges = self._ranges(found.findings, config)
+        ranges = self.advice.ranges(found.findings, config)
         now = time.time()
         state: dict[str, Any] = {"default": found.to_dict(), "shape": dict(self.shape), "fired": sorted(found.fired()),
                                  "focus": {k: list(v) for k, v in ranges.items()}}
@@ -169,67 +237,8 @@ class Guide:
             self.reporter.note(f"the default's run: {finding.text} (rule {finding.rule})")
         if ranges:
             self.reporter.note("searched first, narrowed: " + ", ".join(
-                f"{k} {self._shown(k, lo)}..{self._shown(k, hi)}" for k, (lo, hi) in ranges.items()))
-        starts = [(start.label, changed) for finding in found.findings for start in finding.starts
-                  if (changed := self._fitted(start.config | start.sized))]
-        composed = self._composed(found.findings, config)
-        if composed:
-            starts.append(("rules: " + "+".join(f.rule for f in found.findings if f.suggest), composed))
-        return [(label, changed) for label, changed in starts if self._within_memory(label, changed)]
-
-    # ------------------------------------------------------------ suggestions to values
-
-    def _ranges(self, findings: tuple[Finding, ...] | list[Finding], config: Mapping[str, Value]) -> Ranges:
-        """Each suggested numeric knob's narrowed range (the first rule that names a knob decides it)."""
-        ranges: Ranges = {}
-        for suggestion in (s for f in findings for s in f.suggest):
-            if suggestion.knob in ranges or suggestion.knob not in self.space.knobs:
-                continue  # decided by an earlier rule, or not searched (not settable through this driver, say)
-            bounds = narrowed(self.catalog[suggestion.knob], suggestion, config.get(suggestion.knob))
-            if bounds is not None:
-                ranges[suggestion.knob] = bounds
-        return ranges
-
-    def _composed(self, findings: tuple[Finding, ...] | list[Finding], config: Mapping[str, Value]) -> dict:
-        """``config`` with every suggestion applied: a knob to its value, or to the middle of its narrowed range."""
-        moved: dict[str, Any] = {}
-        for suggestion in (s for f in findings for s in f.suggest):
-            if suggestion.knob in moved:
-                continue
-            knob = self.catalog[suggestion.knob]
-            if suggestion.direction == "to":
-                moved[knob.name] = suggestion.value
-            elif (bounds := narrowed(knob, suggestion, config.get(knob.name))) is not None:
-                moved[knob.name] = middle(knob, *bounds)
-        return self._fitted({**self.catalog.changed(self.catalog.config(dict(config))), **moved}) if moved else {}
-
-    def _fitted(self, values: Mapping[str, Any]) -> dict:
-        """The changed knobs of a config built from ``values`` (clamped into each knob's range); {} if refused."""
-        fitted = {}
-        for name, value in values.items():
-            knob = self.catalog[name]
-            if knob.type in (KnobType.INT, KnobType.BYTES) and isinstance(value, (int, float)) \
-                    and not isinstance(value, bool) and value not in knob.special:
-                value = int(round(min(max(value, knob.min), knob.max)))
-            elif knob.type in (KnobType.FLOAT, KnobType.DURATION) and isinstance(value, (int, float)):
-                value = float(min(max(value, knob.min), knob.max))
-            fitted[name] = value
-        try:
-            return self.catalog.changed(self.catalog.config(fitted))
-        except (ValueError, TypeError, KeyError) as exc:
-            self.reporter.note(f"a rule's start was left out: {exc}")
-            return {}
-
-    def _within_memory(self, label: str, changed: Mapping[str, Value]) -> bool:
-        over = self.catalog.memory.over_limit(self.catalog.config(dict(changed)), self.memory_limit_bytes)
-        if over:
-            self.reporter.note(f"{label} is not tried: {over}")
-        return not over
-
-    def _shown(self, name: str, value: float) -> str:
-        knob = self.catalog[name]
-        return knob_value(knob, int(value) if knob.type in (KnobType.INT, KnobType.BYTES) else value)
-
+                f"{k} {self.advice.shown(k, lo)}..{self.advice.shown(k, hi)}" for k, (lo, hi) in ranges.items()))
+        return self.advice.starts(found.findings, config)
 
 def narrowed(knob: Knob, suggestion: Suggestion, current: Value | None) -> tuple[float, float] | None:
     """The range a suggestion narrows a numeric knob to, from its value in the run (``current``) in the rule's
