@@ -9,7 +9,9 @@ restart and one it marks reload both take effect. Every run restores a copy of
 the pristine folder (outside the measured time), starts the server under the
 applied config (a config it refuses ends the start: a REFUSED run with the
 server's own message; the start-up time is recorded), runs the subclass's
-benchmark while the server's memory is watched, then settles: the server is
+benchmark while the server's memory is watched (and, when the subclass samples
+something while it runs, such as PostgreSQL's wait events, with its sampler
+around it, always stopped), then settles: the server is
 killed with its work dirty and restarted (the time until it answers again is
 the recovery time), and the subclass's flush, checkpoint or compaction wait
 runs; recovery and that wait count in the run's time. Then the workload's data
@@ -27,6 +29,7 @@ files, never through a shell.
 from __future__ import annotations
 
 import abc
+import contextlib
 import os
 import pwd
 import shutil
@@ -167,6 +170,19 @@ class ServerTarget(Target):
         """The run's counters from the readings before and after it."""
         return {name: after[name] - before.get(name, 0.0) for name in after}
 
+    def start_sampling(self, log: Path) -> None:
+        """Start watching the server while the benchmark runs (PostgreSQL: its wait events), output into ``log``.
+        Nothing by default."""
+
+    def stop_sampling(self) -> dict[str, float]:
+        """Stop what ``start_sampling`` started and return its counters over the run. Idempotent; called in
+        ``finally`` and by ``close``, so nothing it started outlives the run.
+
+        Raises:
+            RunFailure: (TOOL) the sampling failed while the run went well.
+        """
+        return {}
+
     def dirty_bytes(self, data: Path) -> int:
         """The write-ahead log the settle's restart replays (its size before the kill)."""
         return 0
@@ -215,6 +231,8 @@ class ServerTarget(Target):
         return self._open_note
 
     def close(self) -> None:
+        with contextlib.suppress(RunFailure):
+            self.stop_sampling()
         self._stop_server(clean=False)
         if self._home is not None:
             shutil.rmtree(self._home, ignore_errors=True)
@@ -240,8 +258,9 @@ class ServerTarget(Target):
             self._start(data, self._config, server_log, refusal=True)
             start_s = time.monotonic() - started
             before = self.read_counters(log_path.with_suffix(".counters.log"))
-            ran, peak = self._watched(rung, timeout_s, log_path, seed, server_log)
-            counters = self.counters_over_run(before, self.read_counters(log_path.with_suffix(".counters.log")))
+            ran, peak, sampled = self._sampled(rung, timeout_s, log_path, seed, server_log)
+            counters = {**self.counters_over_run(before, self.read_counters(log_path.with_suffix(".counters.log"))),
+                        **sampled}
             settle = self._settle(data, server_log, log_path, timeout_s, ran.elapsed_s) if self.settle else None
             self.check_data(ran, log_path)
         finally:
@@ -264,6 +283,19 @@ class ServerTarget(Target):
         except KnobtuneError as exc:
             raise RunFailure(FailureKind.TOOL, f"restoring the data failed: {exc}") from None
         return copy
+
+    def _sampled(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
+                 server_log: Path) -> tuple[Benchmarked, int | None, dict[str, float]]:
+        """The watched benchmark with the subclass's sampling around it, stopped whatever happens; a failure of the
+        benchmark wins over one of the sampling."""
+        self.start_sampling(log_path.with_suffix(".samples.log"))
+        try:
+            ran, peak = self._watched(rung, timeout_s, log_path, seed, server_log)
+        except BaseException:
+            with contextlib.suppress(RunFailure):
+                self.stop_sampling()
+            raise
+        return ran, peak, self.stop_sampling()
 
     def _watched(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
                  server_log: Path) -> tuple[Benchmarked, int | None]:

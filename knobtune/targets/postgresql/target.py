@@ -25,7 +25,7 @@ from knobtune.targets._base import FailureKind, KnownConfig, RunFailure
 from knobtune.targets._heuristics import Machine
 from knobtune.targets._process import last_lines, run_logged, spawn, stop_group
 from knobtune.targets._server import Benchmarked, ServerTarget, SettleWork
-from knobtune.targets.postgresql import counters
+from knobtune.targets.postgresql import counters, waits
 from knobtune.targets.postgresql.checks import CHECKS, DataCheck
 from knobtune.targets.postgresql.formats import postgresql_settings
 from knobtune.targets.postgresql.pgbench import SCRIPT_DIR, Pgbench, PgbenchRun, transactions
@@ -80,6 +80,7 @@ class PostgresTarget(ServerTarget):
             raise WorkloadError(f"workload '{workload.name}': check = '{check}' counts the commits of script "
                                 f"'{self.check.ledger_script}', which the workload does not run. Fix: add it to scripts")
         self._ledger_rows = 0  # the ledger table's rows in the loaded data
+        self._sampler: waits.WaitSampler | None = None  # sampling the wait events while a run goes
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
@@ -233,6 +234,21 @@ class PostgresTarget(ServerTarget):
 
     def counters_over_run(self, before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
         return counters.over_run(before, after)
+
+    def start_sampling(self, log: Path) -> None:
+        """One psql sampling the active backends' wait events every ``waits.INTERVAL_S`` (``waits.py``)."""
+        self.stop_sampling()
+        self._sampler = waits.WaitSampler(self._connection(), log)
+        self._sampler.start()
+
+    def stop_sampling(self) -> dict[str, float]:
+        """The wait events' counters over the run (``waits.counters``).
+
+        Raises:
+            RunFailure: (TOOL) the sampler's psql ended during the run.
+        """
+        sampler, self._sampler = self._sampler, None
+        return sampler.stop() if sampler is not None else {}
 
     def dirty_bytes(self, data: Path) -> int:
         return sum(f.stat().st_size for f in (data / "pg_wal").glob("0*") if f.is_file())
