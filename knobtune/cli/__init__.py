@@ -40,15 +40,21 @@ for _name, _command in COMMANDS:
 
 def main() -> None:
     """Entry point: a KnobtuneError becomes one line on stderr and exit status 2; Ctrl-C exits 130."""
-    try:
-        code = app(standalone_mode=False)  # typer returns 130 for Ctrl-C, and the code of an explicit Exit
+    try:  # click's own main, so that its usage errors reach us as exceptions (typer's would print three lines)
+        code = typer.main.get_command(app).main(prog_name="knobtune", standalone_mode=False)
     except KnobtuneError as exc:
         console.err.print(f"error: {exc}", markup=False)
         sys.exit(2)
     except typer.Abort:
         code = 130
-    except typer.TyperException as exc:  # usage errors (unknown option, missing argument): typer shows them
-        exc.show()  # type: ignore[attr-defined]
+    except typer.TyperException as exc:  # click's usage errors (unknown option, a value of the wrong type)
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `knobtune` or `knobtune tune` alone: the help
+            console.err.print(ctx.get_help() if ctx else str(exc), markup=False)
+        else:  # one line, as every other error
+            message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+            console.err.print(f"error: {message.rstrip('.')}. Fix: see `{ctx.command_path if ctx else 'knobtune'} "
+                              "--help`", markup=False)
         sys.exit(getattr(exc, "exit_code", 2))
     if code == 130:
         console.err.print("interrupted: finished trials are kept; run the same command to resume", markup=False)

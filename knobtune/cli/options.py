@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -33,7 +34,10 @@ MixedOption = Annotated[bool, typer.Option("--allow-mixed-machines", help="Let a
 
 
 def at_least(option: str, value: float | None, least: float, fix: str) -> None:
-    """Raises UsageError when ``option``'s ``value`` is given and below ``least``; ``fix`` says what to write."""
+    """Raises UsageError when ``option``'s ``value`` is given and below ``least`` or not a finite number (inf,
+    nan); ``fix`` says what to write."""
+    if value is not None and not math.isfinite(value):
+        raise UsageError(f"{option} {value} is not a finite number. Fix: {fix}")
     if value is not None and value < least:
         raise UsageError(f"{option} {value:g} is below {least:g}. Fix: {fix}")
 
@@ -108,7 +112,8 @@ def _positive(option: str, text: str | None, parse: Callable[[str], Any], what: 
     try:
         value = parse(text)
     except ValueError as exc:
-        raise UsageError(f"{option} {exc}") from None
+        text = str(exc)
+        raise UsageError(f"{option} {text}" + ("" if "Fix:" in text else f". Fix: write e.g. {option} {example}")) from None
     if value <= 0:
         raise UsageError(f"{option} {text!r} is not a positive {what}. Fix: write e.g. {example}")
     return value

@@ -62,8 +62,6 @@ def tune(
 
     Example: knobtune tune rocksdb --workload put-get-delete --time 20m --study pgd
     """
-    if trials is None and time is None:
-        raise UsageError("no budget given. Fix: add --trials N or --time 20m")
     at_least("--trials", trials, 1, "e.g. --trials 50")
     at_least("--records", records, 1, "e.g. --records 100000, or leave it out for the workload's own size")
     at_least("--repeats", repeats, 0, "e.g. --repeats 5 (0: no verification)")
@@ -90,6 +88,11 @@ def tune(
         max_recovery_s=duration_option(max_recovery_time, "--max-recovery-time"), ranking=ranked_by, machine=machine,
         allow_mixed_machines=allow_mixed_machines, try_known_configs=True, use_rules=not no_rules,
         start_configs=starting_configs(store.load(start_from), catalog.system) if start_from else ())
+    if sampler not in SAMPLERS:
+        raise UsageError(f"unknown sampler '{sampler}'. Fix: use one of {', '.join(SAMPLERS)}")
+    store.storage()  # a storage URL that cannot be opened says so now, before anything is announced
+    if trials is None and time is None:  # what was named is checked first, then what is missing
+        raise UsageError("no budget given. Fix: add --trials N or --time 20m")
     if dry_run:
         _print_plan(settings, store)
         return

@@ -91,7 +91,11 @@ class Queue:
         e, pending = self.workers.experiment, self._pending
         self._pending = []
         queued = {json.dumps(e.space.params_of(e.catalog.defaults()), sort_keys=True, default=str)}  # the default ran
+        room = None if e.trials is None else e.trials - sum(not r.is_default for r in records(self.workers.study))
         for label, changed in pending:
+            if room is not None and room <= 0:
+                self.reporter.note(f"not tried, --trials {e.trials} is reached: {label}")
+                continue
             params = e.space.params_of(e.space.within(e.catalog.config(changed)))
             key = json.dumps(params, sort_keys=True, default=str)
             if key in queued:
@@ -99,3 +103,4 @@ class Queue:
             queued.add(key)
             self.workers.study.enqueue_trial(params, user_attrs={attrs.STARTED_FROM: label})
             self.reporter.note(f"queued first: {label}")
+            room = None if room is None else room - 1
