@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from knobtune.analysis.ranking import Ranking
-from knobtune.knobs import Catalog
+from knobtune.knobs import Catalog, load_catalog
 from knobtune.knobs.display import knob_range, knob_value
 from knobtune.knobs.units import human_bytes
 from knobtune.report import StudySummary
@@ -202,4 +202,4 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
         out.print("[bold red]operational values (never settle by themselves) were allowed in this study "
                   "(--allow-operational)[/bold red]")
     if summary.left_out and not summary.allow_unsafe:
-        out.print(left_out_line(summary.left_out), markup=False)
+        out.print(left_out_line(summary.left_out, load_catalog(summary.system)), markup=False)

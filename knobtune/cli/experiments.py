@@ -51,6 +51,9 @@ def explain_command(
     loaded = store.load(study)
     summary = summarize(loaded)
     winner = trial_config(loaded, study, trial) if trial is not None else summary.result_config
+    if not winner and trial is not None:
+        raise UsageError(f"trial {trial} of study '{study}' changed no knob (it ran the default): there is nothing "
+                         f"to explain. Fix: name a trial that changed knobs (`knobtune show {study}` lists them)")
     if not winner:
         raise UsageError(f"study '{study}' has no verified result to explain ({summary.verdict}). "
                          "Fix: name a trial with --trial N")
@@ -125,7 +128,7 @@ def sweep_command(
     allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe", help="Also sweep knobs and values that trade durability or data.")] = False,
     unsettled: UnsettledOption = False,
     memory_limit: MemoryLimitOption = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="The HTML file to write, its JSON beside it (default: in the studies folder).")] = None,
+    out: Annotated[Optional[Path], typer.Option("-o", "--output", "--out", help="The HTML file to write, its JSON beside it (default: in the studies folder); --out is the older spelling.")] = None,
     storage: StorageOption = None,
     directory: DirOption = None,
     json_output: JsonOption = False,

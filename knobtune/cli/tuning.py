@@ -98,7 +98,7 @@ def tune(
         return
     info = console.err if json_output else console.out  # keep stdout pure JSON under --json
     if space.left_out:
-        info.print(left_out_line(space.left_out), markup=False)
+        info.print(left_out_line(space.left_out, catalog), markup=False)
     if space.driver_note():
         info.print(space.driver_note(), markup=False)
     info.print(f"study [bold]{settings.study_name}[/bold] in {store.url}; raw output in "

@@ -59,14 +59,13 @@ def format_bytes(value: int) -> str:
 
 
 def approx_bytes(value: int) -> str:
-    """67108864 -> "64 MiB"; 925344657 -> "925344657 (~882.5 MiB)": the exact number and a readable size."""
+    """67108864 -> "64 MiB"; 925344657 -> "882.5 MiB" and 409600000 -> "390.6 MiB" (not "400000 KiB"): a size as a
+    person reads it, exact when it is a round number of its largest unit; exports keep the exact bytes."""
     exact = format_bytes(value)
-    if exact != str(value) or value < 1024:
+    number = exact.split()[0]
+    if value < 1024 or (exact != str(value) and int(number) < 1024):
         return exact
-    for unit, size in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if value >= size:
-            return f"{value} (~{value / size:,.1f} {unit})"
-    return exact
+    return human_bytes(value)
 
 
 def human_bytes(value: int | float) -> str:

@@ -179,11 +179,19 @@ def opt_in_flag(safety: Safety) -> str:
     return "--allow-operational" if safety is Safety.OPERATIONAL else "--allow-unsafe"
 
 
-def left_out_line(left_out: Mapping[str, Safety]) -> str:
-    """One line naming what the search keeps out and the flags that let it in."""
+def left_out_line(left_out: Mapping[str, Safety], catalog: Catalog | None = None) -> str:
+    """One line naming what the search keeps out and the flags that let it in: a whole knob by its name, the unsafe
+    values of a knob whose other values are searched as ``knob=value`` (``compaction_style=fifo``)."""
     flags = " or ".join(sorted({opt_in_flag(Safety(s)) for s in left_out.values()}))  # the narrow flag first (a study stores str)
     return ("kept out of the search (would trade durability or data, or never settle; " + flags + " to include): "
-            + ", ".join(f"{k} ({Safety(v).value})" for k, v in left_out.items()))
+            + ", ".join(f"{_kept_out(k, catalog)} ({Safety(v).value})" for k, v in left_out.items()))
+
+
+def _kept_out(name: str, catalog: Catalog | None) -> str:
+    knob = catalog.knobs.get(name) if catalog is not None else None
+    if knob is None or knob.unsafe_values is None or knob.type is not KnobType.ENUM:
+        return name
+    return f"{name}={'/'.join(map(str, knob.unsafe_values))}"
 
 
 def mend(catalog: Catalog, config: dict[str, Value]) -> tuple[dict[str, Value], list[str]]:
