@@ -13,7 +13,8 @@ the recovery, is our client polling the node's flush and compaction pools
 until they are idle (no JMX here). The node's memory is its own peak resident
 set (VmHWM) at the end of the run. Its own counters over the run (flushes,
 compactions, GC pauses, dropped messages, cache hits: ``counters.toml``) are
-read before and after the benchmark through one CQL connection and its logs.
+read before and after the benchmark from its tables (with the DataStax Python
+driver) and its logs.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from knobtune.targets._process import last_lines, run_logged
 from knobtune.targets._memory import HighWaterMemoryWatch, MemoryWatch
 from knobtune.targets._server import Benchmarked, ServerTarget, SettleWork
 from knobtune.targets.cassandra import counters
-from knobtune.targets.cassandra.cql import CqlError
 from knobtune.targets.cassandra.formats import cassandra_jvm_flags, cassandra_yaml_settings
 from knobtune.targets.cassandra.node import (
     FETCH_HINT, answers, cache_dir, death, free_ports, gc_log, java17, node_argv, startup_message, system_log,
@@ -150,7 +150,7 @@ class CassandraTarget(ServerTarget):
             raise RunFailure(FailureKind.TOOL, "Cassandra's counters were read before the node started")
         try:
             return counters.read(self._ports[0], gc_log(self._node), system_log(self._node))
-        except (CqlError, OSError) as exc:
+        except (counters.CountersUnanswered, OSError) as exc:
             raise RunFailure(FailureKind.TOOL, f"reading Cassandra's counters failed: {exc}") from None
 
     def counters_over_run(self, before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
