@@ -15,6 +15,12 @@
 namespace kvbench {
 namespace {
 
+// A number in one of RocksDB's map properties (0 when the map has no such key).
+uint64_t map_number(const std::map<std::string, std::string>& map, const std::string& key) {
+  auto it = map.find(key);
+  return it == map.end() ? 0 : static_cast<uint64_t>(std::stod(it->second));
+}
+
 std::string engine_version() {
   return std::to_string(ROCKSDB_MAJOR) + "." + std::to_string(ROCKSDB_MINOR) + "." + std::to_string(ROCKSDB_PATCH);
 }
@@ -51,14 +57,33 @@ class RocksDbEngine : public Engine {
     return seen;
   }
   std::string version() const override { return engine_version(); }
+  // RocksDB's own counters over the run (knobtune/targets/rocksdb/counters.toml says what each is): tickers of the
+  // Statistics object, the write-stall counts of the "rocksdb.cfstats" map, level-0 files and pending compaction
+  // bytes now. Ratios are left to the reader.
   nlohmann::json stats() const override {
     auto t = [&](rocksdb::Tickers ticker) { return stats_->getTickerCount(ticker); };
-    uint64_t user = t(rocksdb::BYTES_WRITTEN), flushed = t(rocksdb::FLUSH_WRITE_BYTES);
-    uint64_t compacted = t(rocksdb::COMPACT_WRITE_BYTES);
-    return {{"stall_micros", t(rocksdb::STALL_MICROS)}, {"compact_read_bytes", t(rocksdb::COMPACT_READ_BYTES)},
-            {"compact_write_bytes", compacted}, {"flush_write_bytes", flushed}, {"user_bytes_written", user},
-            {"write_amplification", user ? static_cast<double>(flushed + compacted) / user : 0.0},
-            {"block_cache_hit", t(rocksdb::BLOCK_CACHE_HIT)}, {"block_cache_miss", t(rocksdb::BLOCK_CACHE_MISS)}};
+    std::map<std::string, std::string> cf;
+    db_->GetMapProperty(rocksdb::DB::Properties::kCFStats, &cf);
+    auto stalls = [&](const char* a, const char* b) {
+      return map_number(cf, std::string("io_stalls.") + a) + map_number(cf, std::string("io_stalls.") + b);
+    };
+    uint64_t pending = 0;
+    db_->GetIntProperty(rocksdb::DB::Properties::kEstimatePendingCompactionBytes, &pending);
+    std::string level0;
+    db_->GetProperty(rocksdb::DB::Properties::kNumFilesAtLevelPrefix + "0", &level0);
+    return {{"stall_s", static_cast<double>(t(rocksdb::STALL_MICROS)) / 1e6},
+            {"stalls_level0", stalls("level0_slowdown", "level0_numfiles")},  // the *_with_compaction are subsets
+            {"stalls_pending_compaction", stalls("stop_for_pending_compaction_bytes",
+                                                 "slowdown_for_pending_compaction_bytes")},
+            {"stalls_memtable", stalls("memtable_compaction", "memtable_slowdown")},
+            {"l0_files_end", level0.empty() ? 0 : std::stoull(level0)}, {"pending_compaction_bytes_end", pending},
+            {"block_cache_hit", t(rocksdb::BLOCK_CACHE_HIT)}, {"block_cache_miss", t(rocksdb::BLOCK_CACHE_MISS)},
+            {"bloom_useful", t(rocksdb::BLOOM_FILTER_USEFUL)},
+            {"bloom_full_positive", t(rocksdb::BLOOM_FILTER_FULL_POSITIVE)},
+            {"memtable_hit", t(rocksdb::MEMTABLE_HIT)}, {"memtable_miss", t(rocksdb::MEMTABLE_MISS)},
+            {"user_bytes_written", t(rocksdb::BYTES_WRITTEN)}, {"flush_write_bytes", t(rocksdb::FLUSH_WRITE_BYTES)},
+            {"compact_write_bytes", t(rocksdb::COMPACT_WRITE_BYTES)},
+            {"compact_read_bytes", t(rocksdb::COMPACT_READ_BYTES)}};
   }
 
  private:
