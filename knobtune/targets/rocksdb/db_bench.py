@@ -6,6 +6,11 @@ in the target's scratch directory, which is removed after the run. db_bench
 closes the store without flushing its memtables (the WAL holds them), as a
 crash would leave it; kvbench's settle mode then reopens and settles it
 (``targets/_embedded.py``).
+
+Every run also gives RocksDB's own counters over the workload
+(``db_bench_counters.py``): db_bench keeps its tickers (``COUNTER_FLAGS``) and
+ends the benchmark list with ``stats``, which prints the store's stall counts
+and level-0 files before it exits.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ from pathlib import Path
 from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_flags
 from knobtune.targets._base import FailureKind, KnownConfig, Measurement, Phase, RunFailure
+from knobtune.targets._counters import with_ratios
 from knobtune.targets._embedded import EmbeddedTarget
 from knobtune.targets._process import run_logged
+from knobtune.targets.rocksdb.db_bench_counters import parse_counters
 from knobtune.targets.rocksdb.known import guide_config, point_lookup_configs
 from knobtune.workloads import Rung, Workload
 
@@ -41,6 +48,10 @@ _POINT_READS = frozenset({"readrandom", "readwhilewriting", "readrandomwriterand
 _NO_RESULT = {"flush", "waitforcompaction", "compact"}  # db_bench prints no result line for these
 _POINT_WRITES = frozenset({"fillrandom", "filluniquerandom", "fillseq", "overwrite", "updaterandom", "deleterandom",
                            "deleteseq", *_NO_RESULT})  # that write single keys, or maintain the store
+# RocksDB's tickers, without its histograms and timers (stats level 1, kExceptHistogramOrTimers): their cost
+# is within the noise of a run (docs/rocksdb.md, "Counters"), unlike db_bench's default level 3.
+COUNTER_FLAGS = ("--statistics", "--stats_level=1")
+STATS_BENCHMARK = "stats"  # prints the rocksdb.stats property: stall counts, files per level; no result line
 _HELP_DEFAULT = re.compile(r"^\s+-(\w+) \(.*?\) type: \w+\s+default: (.*)$")
 
 
@@ -149,10 +160,11 @@ class DbBenchTarget(EmbeddedTarget):
 
     def argv(self, rung: Rung, db_dir: Path, seed: int, report_file: Path | None = None) -> list[str]:
         """The full db_bench command line for one run (workload flags, then knob flags)."""
-        argv = [self._binary, f"--db={db_dir}", f"--benchmarks={','.join(self.benchmarks)}",
+        benchmarks = ",".join([*self.benchmarks, STATS_BENCHMARK])
+        argv = [self._binary, f"--db={db_dir}", f"--benchmarks={benchmarks}",
                 f"--num={rung.records}", f"--key_size={self.workload.key_size}",
                 f"--value_size={self.workload.value_size}", f"--seed={seed}", "--threads=1",
-                "--histogram=1", "--progress_reports=false", "--use_existing_db=false"]
+                "--histogram=1", "--progress_reports=false", "--use_existing_db=false", *COUNTER_FLAGS]
         if report_file is not None:
             argv += ["--report_interval_seconds=1", f"--report_file={report_file}"]
         return argv + self._flags
@@ -179,8 +191,10 @@ class DbBenchTarget(EmbeddedTarget):
                 if phase.found < phase.expected:
                     raise RunFailure(FailureKind.DATA_LOSS, f"data loss: {phase.found:,} of {phase.expected:,} "
                                      f"keys found by {phase.name}", log_path)
+        counters = with_ratios(parse_counters(text), workload_s=sum(p.seconds for p in phases))
         return Measurement(elapsed_s=elapsed_s, phases=tuple(phases), measured=self.measure,
-                           log_path=log_path, verified=bool(self.verify), peak_rss_bytes=peak_rss_bytes)
+                           log_path=log_path, verified=bool(self.verify), peak_rss_bytes=peak_rss_bytes,
+                           counters=counters)
 
 
 def _classify_exit(returncode: int, text: str) -> tuple[FailureKind, str]:
