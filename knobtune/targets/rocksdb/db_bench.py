@@ -8,9 +8,11 @@ crash would leave it; kvbench's settle mode then reopens and settles it
 (``targets/_embedded.py``).
 
 Every run also gives RocksDB's own counters over the workload
-(``db_bench_counters.py``): db_bench keeps its tickers (``COUNTER_FLAGS``) and
-ends the benchmark list with ``stats``, which prints the store's stall counts
-and level-0 files before it exits.
+(``db_bench_counters.py``): the benchmark list ends with ``stats``, which
+prints the store's stall counts, level-0 files and write bytes before db_bench
+exits, and the store's LOG gives the flush and compaction bytes. RocksDB's
+tickers (block cache, bloom filter and memtable counts) cost a run's time, so
+db_bench keeps them only when asked (``ticker_counters=True``).
 """
 
 from __future__ import annotations
@@ -48,9 +50,10 @@ _POINT_READS = frozenset({"readrandom", "readwhilewriting", "readrandomwriterand
 _NO_RESULT = {"flush", "waitforcompaction", "compact"}  # db_bench prints no result line for these
 _POINT_WRITES = frozenset({"fillrandom", "filluniquerandom", "fillseq", "overwrite", "updaterandom", "deleterandom",
                            "deleteseq", *_NO_RESULT})  # that write single keys, or maintain the store
-# RocksDB's tickers, without its histograms and timers (stats level 1, kExceptHistogramOrTimers): their cost
-# is within the noise of a run (docs/rocksdb.md, "Counters"), unlike db_bench's default level 3.
-COUNTER_FLAGS = ("--statistics", "--stats_level=1")
+# RocksDB's tickers without its histograms and timers (stats level 1, kExceptHistogramOrTimers, half the cost of
+# db_bench's default level 3): still about 2% of a fill's instructions and 6% of a point read's (docs/rocksdb.md,
+# "Counters"), so only when asked.
+TICKER_FLAGS = ("--statistics", "--stats_level=1")
 STATS_BENCHMARK = "stats"  # prints the rocksdb.stats property: stall counts, files per level; no result line
 _HELP_DEFAULT = re.compile(r"^\s+-(\w+) \(.*?\) type: \w+\s+default: (.*)$")
 
@@ -112,9 +115,11 @@ class DbBenchTarget(EmbeddedTarget):
         return bool(section.get("verify"))
 
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
-                 **options: object) -> None:
-        """``twin=True`` runs the workload's verifiable twin (each key written once, every read checked)."""
+                 ticker_counters: bool = False, **options: object) -> None:
+        """``twin=True`` runs the workload's verifiable twin (each key written once, every read checked);
+        ``ticker_counters=True`` has db_bench keep RocksDB's tickers (at a cost) for the counters only they give."""
         super().__init__(catalog, workload, scratch_dir, **options)  # type: ignore[arg-type]
+        self.ticker_counters = ticker_counters
         section = workload.driver(self.driver)
         if twin and "twin" not in section:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin. Fix: add `twin` to its db_bench section")
@@ -132,6 +137,12 @@ class DbBenchTarget(EmbeddedTarget):
     def open(self) -> None:
         self._binary = find_db_bench()
         super().open()
+
+    def twin(self) -> DbBenchTarget | None:
+        twin = super().twin()
+        if isinstance(twin, DbBenchTarget):
+            twin.ticker_counters = self.ticker_counters
+        return twin
 
     def apply(self, config: Mapping[str, Value]) -> None:
         self._flags = render_flags(self.catalog, config, self.driver)
@@ -164,7 +175,8 @@ class DbBenchTarget(EmbeddedTarget):
         argv = [self._binary, f"--db={db_dir}", f"--benchmarks={benchmarks}",
                 f"--num={rung.records}", f"--key_size={self.workload.key_size}",
                 f"--value_size={self.workload.value_size}", f"--seed={seed}", "--threads=1",
-                "--histogram=1", "--progress_reports=false", "--use_existing_db=false", *COUNTER_FLAGS]
+                "--histogram=1", "--progress_reports=false", "--use_existing_db=false",
+                *(TICKER_FLAGS if self.ticker_counters else ())]
         if report_file is not None:
             argv += ["--report_interval_seconds=1", f"--report_file={report_file}"]
         return argv + self._flags
@@ -177,9 +189,12 @@ class DbBenchTarget(EmbeddedTarget):
         text = log_path.read_text(errors="replace")
         if result.returncode != 0:
             raise RunFailure(*_classify_exit(result.returncode, text), log_path)
-        return self._measurement(text, result.elapsed_s, log_path, result.peak_rss_bytes)
+        store_log = db_dir / "LOG"  # read before the settle reopens the store and starts a LOG of its own
+        event_log = store_log.read_text(errors="replace") if store_log.is_file() else ""
+        return self._measurement(text, result.elapsed_s, log_path, result.peak_rss_bytes, event_log)
 
-    def _measurement(self, text: str, elapsed_s: float, log_path: Path, peak_rss_bytes: int) -> Measurement:
+    def _measurement(self, text: str, elapsed_s: float, log_path: Path, peak_rss_bytes: int,
+                     event_log: str = "") -> Measurement:
         phases = parse_output(text)
         missing = [b for b in self.benchmarks if b not in {p.name for p in phases} and b not in _NO_RESULT]
         if missing:
@@ -191,7 +206,7 @@ class DbBenchTarget(EmbeddedTarget):
                 if phase.found < phase.expected:
                     raise RunFailure(FailureKind.DATA_LOSS, f"data loss: {phase.found:,} of {phase.expected:,} "
                                      f"keys found by {phase.name}", log_path)
-        counters = with_ratios(parse_counters(text), workload_s=sum(p.seconds for p in phases))
+        counters = with_ratios(parse_counters(text, event_log), workload_s=sum(p.seconds for p in phases))
         return Measurement(elapsed_s=elapsed_s, phases=tuple(phases), measured=self.measure,
                            log_path=log_path, verified=bool(self.verify), peak_rss_bytes=peak_rss_bytes,
                            counters=counters)
