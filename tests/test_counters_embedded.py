@@ -9,6 +9,7 @@ import pytest
 from knobtune.knobs import load_catalog
 from knobtune.targets import Measurement, make_target
 from knobtune.targets._counters import UNITS, described_counters, with_ratios
+from knobtune.targets.rocksdb.db_bench import parse_output
 from knobtune.targets.rocksdb.db_bench_counters import parse_counters, parse_event_log
 
 from conftest import tiny
@@ -144,3 +145,17 @@ def test_rocksdb_log_gives_flush_and_compaction_bytes() -> None:
     assert parse_event_log(log) == {"flush_write_bytes": 446616, "compact_read_bytes": 1777135,
                                     "compact_write_bytes": 1376530}
     assert parse_event_log("") == {}
+
+
+def test_the_stats_benchmarks_histograms_are_not_the_last_phases_latency() -> None:
+    text = """\
+readrandom   :       6.041 micros/op 165447 ops/sec 0.121 seconds 20000 operations;   11.8 MB/s (12860 of 20000 found)
+Min: 0  Median: 2.3  Max: 4400
+Percentiles: P50: 2.36 P75: 3.34 P99: 9.98 P99.9: 96.40 P99.99: 4400.00
+** File Read Latency Histogram By Level [default] **
+** Level 0 read latency histogram (micros):
+Min: 1  Median: 1.0  Max: 25
+Percentiles: P50: 1.00 P75: 1.14 P99: 5.31 P99.9: 25.00 P99.99: 25.00
+"""
+    (read,) = parse_output(text)
+    assert (read.p50_us, read.p99_us, read.max_us) == (2.36, 9.98, 4400)

@@ -78,11 +78,17 @@ def db_bench_defaults() -> dict[str, str]:
 
 
 def parse_output(text: str) -> list[Phase]:
-    """The phases of a db_bench run: one per benchmark result line, with its histogram if printed."""
+    """The phases of a db_bench run: one per benchmark result line, with its histogram if printed.
+
+    The histograms of the ``stats`` benchmark's sections (``** ... **``: file read latency by level) are not a phase's.
+    """
     phases: list[Phase] = []
     pending: dict[str, float] = {}
+    in_section = False  # inside the stats benchmark's sections, until the next result line
     for line in text.splitlines():
+        in_section = in_section or line.startswith("** ")
         if match := _RESULT.match(line.strip()):
+            in_section = False
             if phases and pending:
                 phases[-1] = _with_latency(phases[-1], pending)
             pending = {}
@@ -91,6 +97,8 @@ def parse_output(text: str) -> list[Phase]:
                 name=match.group("name"), ops=int(match.group("ops")), seconds=float(match.group("secs")),
                 ops_per_s=float(match.group("ops_s")),
                 found=int(found.group(1)) if found else None, expected=int(found.group(2)) if found else None))
+        elif in_section:
+            continue
         elif match := _PERCENTILES.match(line.strip()):
             pending.update(p50=float(match.group(1)), p99=float(match.group(2)), p999=float(match.group(3)))
         elif match := _MAX.match(line.strip()):
