@@ -77,13 +77,18 @@ def test_db_bench_run_asked_for_tickers_counts_the_reads_too(tmp_path: Path) -> 
     _check_rocksdb_reads(counters)
 
 
-def test_kvbench_rocksdb_run_counts_in_the_same_names(tmp_path: Path) -> None:
-    measurement = _run("rocksdb", "kvbench", tmp_path, {**SMALL_MEMTABLES, "bloom_bits": 10})
+@pytest.mark.parametrize("tickers", [False, True], ids=["free", "tickers"])
+def test_kvbench_rocksdb_run_counts_in_the_same_names(tickers: bool, tmp_path: Path) -> None:
+    measurement = _run("rocksdb", "kvbench", tmp_path, {**SMALL_MEMTABLES, "bloom_bits": 10}, ticker_counters=tickers)
     counters = dict(measurement.counters)
     _check_described("rocksdb", counters)
     _check_rocksdb_writes(counters)
-    _check_rocksdb_reads(counters)
     assert counters["pending_compaction_bytes_end"] >= 0
+    if tickers:
+        _check_rocksdb_reads(counters)
+    else:
+        assert "block_cache_hit" not in counters  # not asked
+    assert ('"statistics": true' in (tmp_path / "run.spec.json").read_text()) is tickers
 
 
 def test_kvbench_leveldb_run_counts(tmp_path: Path) -> None:
@@ -159,3 +164,10 @@ Percentiles: P50: 1.00 P75: 1.14 P99: 5.31 P99.9: 25.00 P99.99: 25.00
 """
     (read,) = parse_output(text)
     assert (read.p50_us, read.p99_us, read.max_us) == (2.36, 9.98, 4400)
+
+
+@pytest.mark.parametrize("driver", ["db_bench", "kvbench"])
+def test_a_twin_keeps_the_ask_for_tickers(driver: str, tmp_path: Path) -> None:
+    target = make_target(load_catalog("rocksdb"), tiny("fillrandom", 100), tmp_path, driver, ticker_counters=True)
+    twin = target.twin()
+    assert twin is not None and twin.ticker_counters

@@ -146,12 +146,6 @@ class DbBenchTarget(EmbeddedTarget):
         self._binary = find_db_bench()
         super().open()
 
-    def twin(self) -> DbBenchTarget | None:
-        twin = super().twin()
-        if isinstance(twin, DbBenchTarget):
-            twin.ticker_counters = self.ticker_counters
-        return twin
-
     def apply(self, config: Mapping[str, Value]) -> None:
         self._flags = render_flags(self.catalog, config, self.driver)
         self._cache_bytes = int(config.get("cache_size", self._cache_bytes))
