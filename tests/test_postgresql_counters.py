@@ -13,6 +13,7 @@ import pytest
 from knobtune.errors import CatalogError
 from knobtune.knobs import load_catalog
 from knobtune.targets import FailureKind, RunFailure, make_target
+from knobtune.targets._counters import UNITS, counters_file, described_counters
 from knobtune.targets._process import process_tree
 from knobtune.targets.postgresql import counters, waits
 from knobtune.targets.postgresql.target import PG_BIN
@@ -54,7 +55,7 @@ def test_a_run_records_its_wait_events_and_every_counter_is_described(postgresql
     assert got["wait_share_wal_write"] <= got["wait_share_io"] + got["wait_share_lwlock"] + 1e-9
     polls = len(waits.samples((tmp_path / "run.samples.log").read_text()))
     assert polls >= 2 and got["wait_samples"] == pytest.approx(got["active_backends_mean"] * polls)
-    assert set(got) <= set(counters.described()), "every counter a run gives is described in counters.toml"
+    assert set(got) <= set(described_counters(counters_file("postgresql"))), "every counter a run gives is described in counters.toml"
     assert measurement.summary()["counters"] == dict(got)
 
 
@@ -83,8 +84,8 @@ def test_samples_count_by_type_and_event() -> None:
 
 def test_the_described_counters_are_exactly_those_postgresql_gives() -> None:
     gives = {*counters.COUNTERS, "cache_hit_ratio", *waits.NAMES}
-    assert set(counters.described()) == gives
-    assert all(entry.unit in counters.UNITS for entry in counters.described().values())
+    assert set(described_counters(counters_file("postgresql"))) == gives
+    assert all(entry.unit in UNITS for entry in described_counters(counters_file("postgresql")).values())
 
 
 @pytest.mark.parametrize(("entry", "says"), [
@@ -96,5 +97,5 @@ def test_a_bad_description_names_the_counter_and_the_fix(tmp_path: Path, entry: 
     path = tmp_path / "counters.toml"
     path.write_text(entry)
     with pytest.raises(CatalogError, match=says) as caught:
-        counters.described(path)
+        described_counters(path)
     assert "counter 'x'" in str(caught.value) and "Fix:" in str(caught.value)

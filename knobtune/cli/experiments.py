@@ -197,6 +197,7 @@ def diagnose_command(
         console.out.print(f"running {system} / {spec.name} under {candidate.label} at {spec.full}", markup=False)
     with make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
                      memory_limit_bytes=bytes_option("--memory-limit", memory_limit)) as target:
+        target.keep_costly_counters()  # one run, compared with none: every counter a rule may read
         try:
             target.apply(full)
             measurement = target.run(spec.full, timeout_s=None, log_path=store.home / "diagnose" / "run.log", seed=seed)
@@ -227,7 +228,7 @@ def diagnose_command(
         console.out.print(f"not read: {rule} ({why})", markup=False)
     read = sorted({n for r in rules for n in r.names} & set(measurement.counters))
     for name in read:
-        meaning = meanings.get(name, {}).get("meaning", "")
+        meaning = meanings[name].meaning if name in meanings else ""
         console.out.print(f"  {name} = {measurement.counters[name]:.4g}" + (f"  ({meaning})" if meaning else ""),
                           markup=False)
 

@@ -315,6 +315,10 @@ class Target(abc.ABC):
         verified beside the result."""
         return ()
 
+    def keep_costly_counters(self) -> None:
+        """Also collect the counters that cost run time (RocksDB's tickers: ~6% of a point read): for a single
+        diagnosis run, never for runs that are compared (a study's runs do without them)."""
+
     def workload_shape(self) -> dict[str, float | bool]:
         """What diagnosis rules may ask about the workload and the machine (``analysis.diagnosis.SHAPE`` says
         what each name means): from the workload and this target's hooks."""

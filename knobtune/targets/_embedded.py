@@ -55,6 +55,7 @@ class EmbeddedTarget(Target):
     """A target whose run builds a database, runs the workload on it, then settles it (see the module doc)."""
 
     key_format: str  # how the driver spells record i's key: "kvbench" or "db_bench"
+    ticker_counters = False  # RocksDB's drivers, asked: keep its tickers (a cost per operation) for the counters
     _runs = 0  # runs so far: each builds its database in a folder of its own
 
     def open(self) -> None:
@@ -70,11 +71,16 @@ class EmbeddedTarget(Target):
         """
         return find_kvbench()
 
+    def keep_costly_counters(self) -> None:
+        self.ticker_counters = True
+
     def twin(self) -> EmbeddedTarget | None:
         if "twin" not in self.section(self.workload):
             return None
-        return type(self)(self.catalog, self.workload, self.scratch_dir / "twin", twin=True,  # type: ignore[call-arg]
+        twin = type(self)(self.catalog, self.workload, self.scratch_dir / "twin", twin=True,  # type: ignore[call-arg]
                           settle=self.settle, memory_limit_bytes=self.memory_limit_bytes)
+        twin.ticker_counters = self.ticker_counters
+        return twin
 
     def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
         self._runs += 1

@@ -5,6 +5,11 @@ the seed, and the config as option name -> text (``names.kvbench`` in the
 catalog). kvbench prints one JSON result with exact found / not-found counts
 per phase, which is how a run proves it read back what it wrote.
 
+The result's ``stats`` are the store's own counters over the workload (read
+before the crash that ends it, so the settle is not in them), named as
+``targets/SYSTEM/counters.toml`` describes; they become the measurement's
+``counters`` with the ratios of ``targets/_counters.py``.
+
 ``kvbench-tunable`` runs LevelDB through kvbench-leveldb-tunable: the same
 kvbench linked with LevelDB patched by knobtune (native/leveldb/), whose
 compile-time constants of db/dbformat.h are options; the catalog's
@@ -23,6 +28,7 @@ from typing import Any
 from knobtune.errors import ConfigError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, check_driver, render_named
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
+from knobtune.targets._counters import numbers, with_ratios
 from knobtune.targets._embedded import EmbeddedTarget, find_kvbench, read_result
 from knobtune.targets._formats import ExportFormat
 from knobtune.targets._process import run_logged
@@ -164,8 +170,10 @@ class KvbenchTarget(EmbeddedTarget):
                                 ops_per_s=measured["ops_per_s"], found=measured["found"] if read else None,
                                 expected=read or None, p50_us=worst.get("p50"), p99_us=worst.get("p99"),
                                 p999_us=worst.get("p99.9"), max_us=worst.get("max")))
+        counters = with_ratios(numbers(result.get("stats", {})), workload_s=sum(p.seconds for p in phases))
         return Measurement(elapsed_s=elapsed_s, phases=tuple(phases), measured=self.measure, log_path=log_path,
-                           verified=any("expect" in p for p in self.phases), peak_rss_bytes=peak_rss_bytes)
+                           verified=any("expect" in p for p in self.phases), peak_rss_bytes=peak_rss_bytes,
+                           counters=counters)
 
 
 class KvbenchTunableTarget(KvbenchTarget):

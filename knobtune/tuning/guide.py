@@ -35,12 +35,12 @@ from typing import Any
 import optuna
 
 from knobtune.analysis.diagnosis import Diagnosis, Finding, Rule, Suggestion, diagnose, load_rules
-from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError
 from knobtune.knobs import Knob, KnobType, Value
 from knobtune.knobs.catalog import load_catalog
 from knobtune.knobs.display import knob_value
 from knobtune.targets import Target
+from knobtune.targets._counters import CounterDoc, described_counters
 from knobtune.targets._registry import SYSTEMS
 from knobtune.tuning import attrs
 from knobtune.tuning.progress import Reporter
@@ -52,10 +52,14 @@ MIN_FOCUSED_TRIALS = 3  # with --trials, the focus lasts at least this many samp
 Ranges = dict[str, tuple[float, float]]
 
 
-def counter_meanings(system: str) -> dict[str, dict[str, str]]:
-    """What each counter of ``system`` means, its unit and how it is read (the system's ``counters.toml``)."""
+def counter_meanings(system: str) -> Mapping[str, CounterDoc]:
+    """What each counter of ``system`` means, its unit and how it is read (the system's ``counters.toml``).
+
+    Raises:
+        CatalogError: the file is malformed.
+    """
     path = SYSTEMS[system].counters
-    return dict(read_toml(path, CatalogError, "counters").get("counters", {})) if path and path.exists() else {}
+    return described_counters(path) if path is not None else {}
 
 
 def rules_of(system: str) -> tuple[Rule, ...]:

@@ -43,7 +43,8 @@ class Engine {
 using Config = std::map<std::string, std::string>;
 
 // Destroy whatever is at `path`, then open a new store there under `config`.
-std::unique_ptr<Engine> open_rocksdb(const std::string& path, const Config& config, bool sync);
+// `statistics`: keep RocksDB's tickers (block cache, bloom filter, memtable counts), at a cost per operation.
+std::unique_ptr<Engine> open_rocksdb(const std::string& path, const Config& config, bool sync, bool statistics);
 std::unique_ptr<Engine> open_leveldb(const std::string& path, const Config& config, bool sync);
 // Whether this binary's LevelDB is the patched one (native/leveldb/): db/dbformat.h's constants as options.
 bool leveldb_tunable();

@@ -4,6 +4,7 @@
 #include <leveldb/write_batch.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
@@ -29,6 +30,9 @@ namespace {
 
 constexpr int kLevels = 7;  // LevelDB 1.23's config::kNumLevels (a constant in both builds)
 constexpr uint64_t kSampleEvery = 1024;  // writes between two looks at the level-0 file count
+// A write this slow waited for LevelDB: its level-0 slowdown sleeps 1 ms per write, and a full memtable whose
+// predecessor is still being written, or level 0 at its stop trigger, blocks the write until compaction frees it.
+constexpr double kSlowWriteS = 0.001;
 
 // The options the patched build adds (LevelDB's constant each replaces, in brackets).
 const char* const kTunableOptions[] = {
@@ -46,6 +50,29 @@ uint64_t property_number(leveldb::DB* db, const std::string& name) {
   return std::stoull(text);
 }
 
+struct CompactionBytes {
+  uint64_t read = 0, written = 0;
+};
+
+// The bytes LevelDB's compactions read and wrote, summed over the levels of its "leveldb.stats" text (one line
+// per level: level, files, size, time, read and written in whole MiB). LevelDB counts a memtable written to a
+// table as a compaction too: `written` holds the flushes.
+CompactionBytes compaction_bytes(leveldb::DB* db) {
+  std::string text;
+  if (!db->GetProperty("leveldb.stats", &text)) throw IoError("cannot read the LevelDB property leveldb.stats");
+  CompactionBytes bytes;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    int level = 0;
+    double files = 0, size_mib = 0, seconds = 0, read_mib = 0, written_mib = 0;
+    if (!(fields >> level >> files >> size_mib >> seconds >> read_mib >> written_mib)) continue;  // a heading
+    bytes.read += static_cast<uint64_t>(read_mib * 1048576.0);
+    bytes.written += static_cast<uint64_t>(written_mib * 1048576.0);
+  }
+  return bytes;
+}
+
 class LevelDbEngine : public Engine {
  public:
   LevelDbEngine(leveldb::DB* db, leveldb::Cache* cache, const leveldb::FilterPolicy* filter, bool sync)
@@ -53,8 +80,9 @@ class LevelDbEngine : public Engine {
   ~LevelDbEngine() override { delete db_; delete cache_; delete filter_; }
 
   void put(std::string_view key, std::string_view value) override {
+    const auto begin = std::chrono::steady_clock::now();
     check(db_->Put(write_, leveldb::Slice(key.data(), key.size()), leveldb::Slice(value.data(), value.size())));
-    wrote();
+    wrote(begin, key.size() + value.size());
   }
   Lookup get(std::string_view key) override {
     leveldb::Status s = db_->Get(leveldb::ReadOptions(), leveldb::Slice(key.data(), key.size()), &value_);
@@ -63,8 +91,9 @@ class LevelDbEngine : public Engine {
     return Lookup::kFound;
   }
   void remove(std::string_view key) override {
+    const auto begin = std::chrono::steady_clock::now();
     check(db_->Delete(write_, leveldb::Slice(key.data(), key.size())));
-    wrote();
+    wrote(begin, key.size());
   }
   uint64_t scan(const std::string& start, uint64_t limit) override {
     std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
@@ -76,18 +105,30 @@ class LevelDbEngine : public Engine {
     return std::to_string(leveldb::kMajorVersion) + "." + std::to_string(leveldb::kMinorVersion) +
            (leveldb_tunable() ? "+tunable-constants" : "");
   }
-  // LevelDB's own counts: files per level now ("leveldb.num-files-at-levelN") and the most level-0
-  // files seen during the run (looked at every kSampleEvery writes and now).
+  // LevelDB's own counts (knobtune/targets/leveldb/counters.toml says what each is): files per level now
+  // ("leveldb.num-files-at-levelN"), the most level-0 files seen during the run (looked at every kSampleEvery
+  // writes and now), the compaction bytes of "leveldb.stats"; and kvbench's: the bytes of keys and values
+  // written, the writes slower than kSlowWriteS and their time.
   nlohmann::json stats() const override {
     std::vector<uint64_t> files;
     for (int level = 0; level < kLevels; ++level)
       files.push_back(property_number(db_, "leveldb.num-files-at-level" + std::to_string(level)));
-    return {{"files_by_level", files}, {"max_level0_files", std::max(max_level0_files_, files[0])}};
+    const CompactionBytes compaction = compaction_bytes(db_);
+    return {{"files_by_level", files}, {"l0_files_end", files[0]},
+            {"max_level0_files", std::max(max_level0_files_, files[0])},
+            {"compact_read_bytes", compaction.read}, {"compact_write_bytes", compaction.written},
+            {"user_bytes_written", user_bytes_}, {"slow_writes", slow_writes_}, {"stall_s", slow_write_s_}};
   }
 
  private:
   static void check(const leveldb::Status& s) { if (!s.ok()) throw IoError(s.ToString()); }
-  void wrote() {
+  void wrote(std::chrono::steady_clock::time_point begin, uint64_t bytes) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    if (seconds >= kSlowWriteS) {
+      ++slow_writes_;
+      slow_write_s_ += seconds;
+    }
+    user_bytes_ += bytes;
     if (++writes_ % kSampleEvery == 0)
       max_level0_files_ = std::max(max_level0_files_, property_number(db_, "leveldb.num-files-at-level0"));
   }
@@ -98,6 +139,9 @@ class LevelDbEngine : public Engine {
   std::string value_;  // LevelDB copies every value out; one buffer, reused
   uint64_t writes_ = 0;
   uint64_t max_level0_files_ = 0;
+  uint64_t user_bytes_ = 0;
+  uint64_t slow_writes_ = 0;
+  double slow_write_s_ = 0.0;
 };
 
 // One of the patched build's options into `options`; false when `key` is none of them. The system's

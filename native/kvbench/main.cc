@@ -103,7 +103,8 @@ int main(int argc, char** argv) {
   if (!read_json_file(args["spec"], [&](const nlohmann::json& j) { spec = kvbench::parse_spec(j); }, &error))
     return fail(2, error);
   try {
-    auto engine = engine_name == "rocksdb" ? kvbench::open_rocksdb(args["db"], spec.config, spec.write_sync)
+    auto engine = engine_name == "rocksdb" ? kvbench::open_rocksdb(args["db"], spec.config, spec.write_sync,
+                                                                           spec.statistics)
                                            : kvbench::open_leveldb(args["db"], spec.config, spec.write_sync);
     nlohmann::json result = kvbench::run(*engine, spec, interval_s, std::cerr);
     result["engine"] = engine_name;

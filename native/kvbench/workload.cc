@@ -128,6 +128,7 @@ Spec parse_spec(const nlohmann::json& json) {
   spec.value_size = field<uint64_t>(json, "value_size", spec.value_size, "");
   spec.record_count = field<uint64_t>(json, "record_count", 0, "");
   spec.write_sync = field<bool>(json, "write_sync", false, "");
+  spec.statistics = field<bool>(json, "statistics", false, "");
   if (spec.key_size < 8) throw SpecError("field 'key_size' must be at least 8");
   if (spec.record_count == 0) throw SpecError("field 'record_count' must be a positive integer");
   if (!json.contains("phases") || !json["phases"].is_array() || json["phases"].empty())

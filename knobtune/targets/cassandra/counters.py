@@ -15,13 +15,11 @@ import logging
 import math
 import re
 import time
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
 from knobtune.errors import KnobtuneError
 
-COUNTERS_FILE = Path(__file__).with_name("counters.toml")
 _THREAD_POOLS = "SELECT name, active_tasks, pending_tasks, completed_tasks FROM system_views.thread_pools"
 _CACHES = "SELECT name, hit_count, request_count FROM system_views.caches"
 _COMPACTIONS = "SELECT count(*), sum(bytes_in) FROM system.compaction_history"
@@ -86,12 +84,6 @@ def over_run(before: Mapping[str, float], after: Mapping[str, float]) -> dict[st
         if f"{cache}_requests_total" in after and (requests := grew(f"{cache}_requests_total")) > 0:
             run[name] = grew(f"{cache}_hits_total") / requests  # none asked (a cache switched off): no ratio
     return {name: value for name, value in run.items() if math.isfinite(value)}
-
-
-def described() -> dict[str, dict[str, str]]:
-    """Every counter ``over_run`` may emit, as ``counters.toml`` describes it (meaning, unit, read)."""
-    with open(COUNTERS_FILE, "rb") as handle:
-        return tomllib.load(handle)["counters"]
 
 
 def _ask(port: int, queries: list[str], timeout_s: float = TIMEOUT_S) -> list[list[dict[str, object]]]:

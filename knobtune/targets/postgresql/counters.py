@@ -11,15 +11,8 @@ in ``counters.toml``: its meaning, unit and where it is read (``described``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 
-from knobtune.datafile import read_toml
-from knobtune.errors import CatalogError
 
-DESCRIBED = Path(__file__).with_name("counters.toml")
-UNITS = ("s", "bytes", "count", "ratio")
 
 # name -> the SQL expression that reads it (cumulative since the statistics were last reset)
 COUNTERS: Mapping[str, str] = {
@@ -56,36 +49,3 @@ def over_run(before: Mapping[str, float], after: Mapping[str, float]) -> dict[st
     if reads > 0:
         run["cache_hit_ratio"] = run["blocks_hit"] / reads
     return run
-
-
-@dataclass(frozen=True)
-class Described:
-    """What one counter means, its unit (one of ``UNITS``) and where it is read."""
-
-    meaning: str
-    unit: str
-    read: str
-
-
-@cache
-def described(path: Path = DESCRIBED) -> Mapping[str, Described]:
-    """Every counter PostgreSQL's runs give, by name, from ``counters.toml``.
-
-    Raises:
-        CatalogError: the file cannot be read, or an entry lacks a field or names an unknown unit.
-    """
-    entries = read_toml(path, CatalogError, "counter descriptions").get("counters", {})
-    result: dict[str, Described] = {}
-    for name, entry in entries.items():
-        if not isinstance(entry, dict):
-            raise CatalogError(f"{path}: counter '{name}' is not a table. Fix: write it as [counters.{name}]")
-        fields = {key: entry.get(key) for key in ("meaning", "unit", "read")}
-        missing = [key for key, value in fields.items() if not isinstance(value, str) or not value]
-        if missing or set(entry) - set(fields):
-            raise CatalogError(f"{path}: counter '{name}' needs meaning, unit and read as text, and nothing else "
-                               f"(has {sorted(entry)}). Fix: write the missing fields")
-        if fields["unit"] not in UNITS:
-            raise CatalogError(f"{path}: counter '{name}': unit '{fields['unit']}' is unknown. "
-                               f"Fix: use one of {', '.join(UNITS)}")
-        result[name] = Described(**fields)
-    return result

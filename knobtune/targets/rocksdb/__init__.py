@@ -6,9 +6,9 @@ from knobtune.targets._system import Heuristics, System
 from knobtune.targets.rocksdb import known
 from knobtune.targets.rocksdb.db_bench import DbBenchTarget
 from knobtune.targets.rocksdb.formats import FORMATS
-from knobtune.targets._kvbench import KvbenchTarget
+from knobtune.targets.rocksdb.kvbench import RocksdbKvbenchTarget
 
 HERE = Path(__file__).parent
-SYSTEM = System("rocksdb", "db_bench", {"db_bench": DbBenchTarget, "kvbench": KvbenchTarget}, FORMATS,
+SYSTEM = System("rocksdb", "db_bench", {"db_bench": DbBenchTarget, "kvbench": RocksdbKvbenchTarget}, FORMATS,
                 Heuristics((known.GUIDE, *known.PUBLISHED), known.compute),
                 rules=HERE / "rules.toml", counters=HERE / "counters.toml")

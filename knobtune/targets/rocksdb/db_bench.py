@@ -6,6 +6,13 @@ in the target's scratch directory, which is removed after the run. db_bench
 closes the store without flushing its memtables (the WAL holds them), as a
 crash would leave it; kvbench's settle mode then reopens and settles it
 (``targets/_embedded.py``).
+
+Every run also gives RocksDB's own counters over the workload
+(``db_bench_counters.py``): the benchmark list ends with ``stats``, which
+prints the store's stall counts, level-0 files and write bytes before db_bench
+exits, and the store's LOG gives the flush and compaction bytes. RocksDB's
+tickers (block cache, bloom filter and memtable counts) cost a run's time, so
+db_bench keeps them only when asked (``ticker_counters=True``).
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ from pathlib import Path
 from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_flags
 from knobtune.targets._base import FailureKind, KnownConfig, Measurement, Phase, RunFailure
+from knobtune.targets._counters import with_ratios
 from knobtune.targets._embedded import EmbeddedTarget
 from knobtune.targets._process import run_logged
+from knobtune.targets.rocksdb.db_bench_counters import parse_counters
 from knobtune.targets.rocksdb.known import guide_config
 from knobtune.workloads import Rung, Workload
 
@@ -41,6 +50,11 @@ _POINT_READS = frozenset({"readrandom", "readwhilewriting", "readrandomwriterand
 _NO_RESULT = {"flush", "waitforcompaction", "compact"}  # db_bench prints no result line for these
 _POINT_WRITES = frozenset({"fillrandom", "filluniquerandom", "fillseq", "overwrite", "updaterandom", "deleterandom",
                            "deleteseq", *_NO_RESULT})  # that write single keys, or maintain the store
+# RocksDB's tickers without its histograms and timers (stats level 1, kExceptHistogramOrTimers, half the cost of
+# db_bench's default level 3): still about 2% of a fill's instructions and 6% of a point read's (docs/rocksdb.md,
+# "Counters"), so only when asked.
+TICKER_FLAGS = ("--statistics", "--stats_level=1")
+STATS_BENCHMARK = "stats"  # prints the rocksdb.stats property: stall counts, files per level; no result line
 _HELP_DEFAULT = re.compile(r"^\s+-(\w+) \(.*?\) type: \w+\s+default: (.*)$")
 
 
@@ -64,11 +78,17 @@ def db_bench_defaults() -> dict[str, str]:
 
 
 def parse_output(text: str) -> list[Phase]:
-    """The phases of a db_bench run: one per benchmark result line, with its histogram if printed."""
+    """The phases of a db_bench run: one per benchmark result line, with its histogram if printed.
+
+    The histograms of the ``stats`` benchmark's sections (``** ... **``: file read latency by level) are not a phase's.
+    """
     phases: list[Phase] = []
     pending: dict[str, float] = {}
+    in_section = False  # inside the stats benchmark's sections, until the next result line
     for line in text.splitlines():
+        in_section = in_section or line.startswith("** ")
         if match := _RESULT.match(line.strip()):
+            in_section = False
             if phases and pending:
                 phases[-1] = _with_latency(phases[-1], pending)
             pending = {}
@@ -77,6 +97,8 @@ def parse_output(text: str) -> list[Phase]:
                 name=match.group("name"), ops=int(match.group("ops")), seconds=float(match.group("secs")),
                 ops_per_s=float(match.group("ops_s")),
                 found=int(found.group(1)) if found else None, expected=int(found.group(2)) if found else None))
+        elif in_section:
+            continue
         elif match := _PERCENTILES.match(line.strip()):
             pending.update(p50=float(match.group(1)), p99=float(match.group(2)), p999=float(match.group(3)))
         elif match := _MAX.match(line.strip()):
@@ -101,9 +123,11 @@ class DbBenchTarget(EmbeddedTarget):
         return bool(section.get("verify"))
 
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
-                 **options: object) -> None:
-        """``twin=True`` runs the workload's verifiable twin (each key written once, every read checked)."""
+                 ticker_counters: bool = False, **options: object) -> None:
+        """``twin=True`` runs the workload's verifiable twin (each key written once, every read checked);
+        ``ticker_counters=True`` has db_bench keep RocksDB's tickers (at a cost) for the counters only they give."""
         super().__init__(catalog, workload, scratch_dir, **options)  # type: ignore[arg-type]
+        self.ticker_counters = ticker_counters
         section = workload.driver(self.driver)
         if twin and "twin" not in section:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin. Fix: add `twin` to its db_bench section")
@@ -152,10 +176,12 @@ class DbBenchTarget(EmbeddedTarget):
 
     def argv(self, rung: Rung, db_dir: Path, seed: int, report_file: Path | None = None) -> list[str]:
         """The full db_bench command line for one run (workload flags, then knob flags)."""
-        argv = [self._binary, f"--db={db_dir}", f"--benchmarks={','.join(self.benchmarks)}",
+        benchmarks = ",".join([*self.benchmarks, STATS_BENCHMARK])
+        argv = [self._binary, f"--db={db_dir}", f"--benchmarks={benchmarks}",
                 f"--num={rung.records}", f"--key_size={self.workload.key_size}",
                 f"--value_size={self.workload.value_size}", f"--seed={seed}", "--threads=1",
-                "--histogram=1", "--progress_reports=false", "--use_existing_db=false"]
+                "--histogram=1", "--progress_reports=false", "--use_existing_db=false",
+                *(TICKER_FLAGS if self.ticker_counters else ())]
         if report_file is not None:
             argv += ["--report_interval_seconds=1", f"--report_file={report_file}"]
         return argv + self._flags
@@ -168,9 +194,12 @@ class DbBenchTarget(EmbeddedTarget):
         text = log_path.read_text(errors="replace")
         if result.returncode != 0:
             raise RunFailure(*_classify_exit(result.returncode, text), log_path)
-        return self._measurement(text, result.elapsed_s, log_path, result.peak_rss_bytes)
+        store_log = db_dir / "LOG"  # read before the settle reopens the store and starts a LOG of its own
+        event_log = store_log.read_text(errors="replace") if store_log.is_file() else ""
+        return self._measurement(text, result.elapsed_s, log_path, result.peak_rss_bytes, event_log)
 
-    def _measurement(self, text: str, elapsed_s: float, log_path: Path, peak_rss_bytes: int) -> Measurement:
+    def _measurement(self, text: str, elapsed_s: float, log_path: Path, peak_rss_bytes: int,
+                     event_log: str = "") -> Measurement:
         phases = parse_output(text)
         missing = [b for b in self.benchmarks if b not in {p.name for p in phases} and b not in _NO_RESULT]
         if missing:
@@ -182,8 +211,10 @@ class DbBenchTarget(EmbeddedTarget):
                 if phase.found < phase.expected:
                     raise RunFailure(FailureKind.DATA_LOSS, f"data loss: {phase.found:,} of {phase.expected:,} "
                                      f"keys found by {phase.name}", log_path)
+        counters = with_ratios(parse_counters(text, event_log), workload_s=sum(p.seconds for p in phases))
         return Measurement(elapsed_s=elapsed_s, phases=tuple(phases), measured=self.measure,
-                           log_path=log_path, verified=bool(self.verify), peak_rss_bytes=peak_rss_bytes)
+                           log_path=log_path, verified=bool(self.verify), peak_rss_bytes=peak_rss_bytes,
+                           counters=counters)
 
 
 def _classify_exit(returncode: int, text: str) -> tuple[FailureKind, str]:

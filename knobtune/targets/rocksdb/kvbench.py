@@ -1,0 +1,26 @@
+"""RocksDB through kvbench.
+
+Asked (``ticker_counters=True``), kvbench keeps RocksDB's tickers (a ``Statistics`` object, about 6% of a point
+read's instructions: docs/rocksdb.md, "Counters") for the counters only they give: block cache, bloom filter and
+memtable counts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from knobtune.knobs import Catalog
+from knobtune.targets._kvbench import KvbenchTarget
+from knobtune.workloads import Rung, Workload
+
+
+class RocksdbKvbenchTarget(KvbenchTarget):
+    def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, ticker_counters: bool = False,
+                 **options: object) -> None:
+        """``ticker_counters=True`` has kvbench keep RocksDB's tickers (at a cost) for the counters only they give."""
+        super().__init__(catalog, workload, scratch_dir, **options)
+        self.ticker_counters = ticker_counters
+
+    def spec(self, rung: Rung, seed: int) -> dict[str, Any]:
+        return {**super().spec(rung, seed), "statistics": self.ticker_counters}
