@@ -1,13 +1,20 @@
-"""Benchmark: knobtune, SMAC3 and a hand-written Optuna script, same budget, same knobs, same runs (issue 17).
+"""Benchmark: knobtune, SMAC3 and a hand-written Optuna script, same budget, same knobs, same runs (issues 17, 32).
 
-For each seed the three tools search one workload, each for the same wall-clock budget B, one after the other
-(their order rotated from seed to seed, so the machine's drift favours none):
+For each seed the chosen tools (``--tools``; the arms) search one workload, each for the same wall-clock budget B,
+one after the other (their order rotated from seed to seed, so the machine's drift favours none):
 
-- knobtune: ``knobtune tune --time B --seed S``; its own verification (top 3 x 5 interleaved runs) is inside B.
-- SMAC3: its multi-fidelity facade (random-forest BO, Hyperband with knobtune's reduction factor 3) over
+- knobtune: ``knobtune tune --time B --seed S`` as shipped (the diagnosis rules' starts and narrowed first
+  search, then TPE); its own verification (top 3 x 5 interleaved runs) is inside B.
+- knobtune-alone: the same with ``--no-rules``: the search alone (no starts from the rules, no narrowing).
+- rules-random: the same with ``--sampler random``: the rules' starts and narrowing, then random search.
+- SMAC3 (smac): its multi-fidelity facade (random-forest BO, Hyperband with knobtune's reduction factor 3) over
   knobtune's own search space written as a ConfigSpace; SMAC's budgets 1, 3, 9 are the ladder's rungs 0, 1, 2.
-- The hand-written Optuna script (``handwritten_optuna.search``: random sampling, successive halving) over the
-  same space.
+- smac-starts: the same SMAC3 given the rules' starts as its initial design's ``additional_configs``: the starts
+  ``tune`` would queue, read from the default's full-size run in this harness (``rules_starts``). SMAC runs them
+  after its own random initial configs, inside its Hyperband brackets (it may stop them at a small rung, where
+  knobtune never prunes a start). The record lists the starts given and those its ConfigSpace cannot hold.
+- The hand-written Optuna script (optuna: ``handwritten_optuna.search``: random sampling, successive halving) over
+  the same space.
 
 SMAC3 and the script run every config through knobtune's own target (the same settled measurement), after the
 default has run at every rung, and under knobtune's time rules: a run may take 3x the default's time at its rung,
@@ -17,12 +24,14 @@ prunes it, as such scripts do. Only the search differs. knobtune runs its small 
 data-sized knobs at the rung's share of the data); the peers run them as the config is, as their users would,
 unless ``--peers-scaled-rungs``.
 
-Then the three winners and the default are measured side by side by one ``knobtune compare`` per seed (5
+Then the arms' winners and the default are measured side by side by one ``knobtune compare`` per seed (5
 interleaved full-size runs each). Recorded per tool and seed: the verified speedup with its 95% CI, the tool's
 own claim, its trials and runs, when it reached 95% of its final best, and the unsafe values its winner holds.
 
     .venv/bin/python -m pip install -e ".[bench]"      # SMAC3 and matplotlib
     .venv/bin/python bench/peers.py --budget 10m --seeds 1 2 3 --out bench/results/peers-YYYYMMDD.json
+    .venv/bin/python bench/peers.py --budget 10m --seeds 1 2 3 \
+        --tools knobtune knobtune-alone rules-random smac smac-starts optuna --out bench/results/peers-YYYYMMDD.json
     .venv/bin/python bench/peers.py --table bench/results/peers-YYYYMMDD.json
     .venv/bin/python bench/peers.py --plot bench/results/peers-YYYYMMDD.json bench/results/peers-YYYYMMDD.png
 """
@@ -32,6 +41,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import shlex
 import statistics
@@ -39,7 +49,7 @@ import tempfile
 import time
 import warnings
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -50,6 +60,7 @@ from optuna.trial import TrialState
 import handwritten_optuna
 from _cli import as_speedups, best_so_far, emit, first_reached_s, knobtune_json, study_timeline, verified_speedup
 from knobtune.analysis import speedup
+from knobtune.analysis.diagnosis import diagnose
 from knobtune.errors import KnobtuneError
 from knobtune.knobs import Catalog, Knob, KnobType, Value, load_catalog
 from knobtune.knobs.units import parse_duration_s
@@ -58,11 +69,16 @@ from knobtune.targets import (
     FailureKind, Machine, Measurement, RunFailure, Target, heuristic_config, make_target, resolve_driver,
 )
 from knobtune.tuning import Experiment, attrs, build_space
+from knobtune.tuning.guide import Advice, rules_of
 from knobtune.tuning.space import SPECIAL_SUFFIX, VALUE_CHOICE, SearchSpace
 from knobtune.workloads import Rung, Workload, load_workload
 
-TOOLS = ("knobtune", "smac", "optuna")
-NAMES = {"knobtune": "knobtune", "smac": "SMAC3", "optuna": "hand-written Optuna"}
+TOOLS = ("knobtune", "knobtune-alone", "rules-random", "smac", "smac-starts", "optuna")  # every arm, the table's order
+DEFAULT_TOOLS = ("knobtune", "smac", "optuna")  # issue 17's three arms
+NAMES = {"knobtune": "knobtune", "knobtune-alone": "knobtune, search alone (--no-rules)",
+         "rules-random": "knobtune's rules, then random search", "smac": "SMAC3",
+         "smac-starts": "SMAC3 with the rules' starts", "optuna": "hand-written Optuna"}
+KNOBTUNE_ARMS = {"knobtune": (), "knobtune-alone": ("--no-rules",), "rules-random": ("--sampler", "random")}
 # knobtune's own time rules and halving, as `tune` uses them by default
 KNOBTUNE = {f.name: f.default for f in dataclasses.fields(Experiment) if f.default is not dataclasses.MISSING}
 SMAC_INITIAL_CONFIGS = 10  # random configs before SMAC's forest proposes any: as many as knobtune's TPE starts from
@@ -130,6 +146,16 @@ class Harness:
             self.default[rung.index] = self.target.run(rung, timeout_s=self.time_left_s(),
                                                        log_path=self.log_dir / f"default-rung-{rung.index}.log",
                                                        seed=self.seed)
+
+    @contextlib.contextmanager
+    def clock_stopped(self) -> Iterator[None]:
+        """The time spent inside is not the budget's: a peer's own setup (SMAC's facade, built once the default's
+        runs are known), kept out of the budget as it was when it was built before the default ran."""
+        stopped = time.monotonic()
+        try:
+            yield
+        finally:
+            self.started += time.monotonic() - stopped
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started
@@ -224,12 +250,14 @@ def tool_record(bench: Bench, tool: str, seed: int, *, wall_s: float, default_va
 # ---------------------------------------------------------------- knobtune
 
 
-def run_knobtune(bench: Bench, seed: int) -> dict[str, Any]:
-    """One ``knobtune tune`` as a user runs it; its winner is its verified result (the default when it keeps it)."""
-    study = f"knobtune-s{seed}"
+def run_knobtune(bench: Bench, seed: int, tool: str = "knobtune") -> dict[str, Any]:
+    """One ``knobtune tune`` as a user runs it, with the arm's options (``KNOBTUNE_ARMS``); its winner is its
+    verified result (the default when it keeps it)."""
+    study = f"{tool}-s{seed}"
+    arm_args = KNOBTUNE_ARMS[tool]
     started = time.monotonic()
     summary = knobtune_json("tune", bench.catalog.system, *bench.workload_args(), "--time", f"{bench.budget_s:g}s",
-                            "--seed", str(seed), "--study", study, *bench.knobtune_args,
+                            "--seed", str(seed), "--study", study, *bench.knobtune_args, *arm_args,
                             *(["--allow-unsafe"] if bench.space.allow_unsafe else []), home=bench.home)
     wall_s = time.monotonic() - started
     stored = optuna.load_study(study_name=study, storage=f"sqlite:///{bench.home / 'studies.db'}")
@@ -238,12 +266,14 @@ def run_knobtune(bench: Bench, seed: int) -> dict[str, Any]:
     verified = verified_speedup(summary)
     won = bool(verified and verified["won"])
     claim = {"ratio": verified["ratio"] if won else None, "text": summary["verdict"]}
-    record = tool_record(bench, "knobtune", seed, wall_s=wall_s, default_value=summary["default_value"],
+    record = tool_record(bench, tool, seed, wall_s=wall_s, default_value=summary["default_value"],
                          trials=len(sampled), runs=runs, outcomes={"trials": summary["counts"]},
                          timeline=study_timeline(bench.home, study, bench.maximize),
                          winner=bench.catalog.config(summary["result_config"]), claim=claim,
                          no_winner=None if won else "it keeps the default (measured again as an A/A check)")
-    return record | {"study": study, "time_spent": summary.get("time_spent")}
+    started_from = [t.user_attrs[attrs.STARTED_FROM] for t in sampled if attrs.STARTED_FROM in t.user_attrs]
+    return record | {"study": study, "tune_args": [*bench.knobtune_args, *arm_args], "started_from": started_from,
+                     "time_spent": summary.get("time_spent")}
 
 
 # ---------------------------------------------------------------- SMAC3
@@ -377,13 +407,80 @@ def check_configspace(space: SearchSpace, space_cs: Any, items: dict[str, dict[s
                              f"{sorted(set(trial.params) - set(params))}")
 
 
+def rules_starts(h: Harness) -> tuple[list[str], list[tuple[str, dict[str, Value]]]]:
+    """The rules fired on the default's full-size run in ``h`` and the starts ``tune`` would queue from them
+    (``tuning.guide.Advice``), each as a full config within the harness's space; as ``tune`` queues them, none that
+    the space makes the default or an earlier start (values it keeps out go back to their defaults)."""
+    catalog, full = h.bench.catalog, h.default[h.rungs[-1].index]
+    rules = rules_of(catalog.system)
+    if not rules:
+        return [], []
+    shape = {**h.target.workload_shape(), "workload_s": full.workload_s}
+    found = diagnose(rules, full.counters, shape, catalog.defaults())
+    seen = [h.space.params_of(catalog.defaults())]
+    starts = []
+    for label, changed in Advice(h.space, None, print).starts(found.findings, catalog.defaults()):
+        config = h.space.within(catalog.config(changed))
+        if h.space.params_of(config) not in seen:
+            seen.append(h.space.params_of(config))
+            starts.append((label, config))
+    return [f.rule for f in found.findings], starts
+
+
+def configuration_of(space_cs: Any, items: dict[str, dict[str, Value]], params: dict[str, object]) -> Any:
+    """Optuna params knobtune's ``suggest`` reads (``SearchSpace.params_of``) as a ConfigSpace configuration: the
+    inverse of ``params_of`` above.
+
+    Raises:
+        ValueError: the ConfigSpace cannot hold a value (names the param and the value).
+    """
+    cs = import_smac().cs
+    values: dict[str, object] = {}
+    for name, value in params.items():
+        if name not in space_cs:
+            raise ValueError(f"{name} = {value!r}: SMAC's space has no {name}")
+        if name in items:
+            if str(value) not in items[name]:
+                raise ValueError(f"{name} = {value!r}: not one of SMAC's choices {list(items[name])}")
+            values[name] = str(value)
+        elif isinstance(space_cs[name], cs.hyperparameters.FloatHyperparameter):
+            values[name] = float(value)
+        else:
+            values[name] = int(value)
+    return cs.Configuration(space_cs, values=values)
+
+
+def smac_starts(h: Harness, space_cs: Any, items: dict[str, dict[str, Value]]) -> tuple[list[Any], dict[str, Any]]:
+    """The rules' starts (``rules_starts``) as configurations of SMAC's space, and what the record keeps of them:
+    the rules fired, each start given (its changed knobs as SMAC's space makes it) and each left out, with why."""
+    fired, starts = rules_starts(h)
+    given, record = [], {"fired": fired, "given": [], "left_out": [], "rungs_asked": {}}
+    for label, config in starts:
+        try:
+            configuration = configuration_of(space_cs, items, h.space.params_of(config))
+        except ValueError as exc:
+            print(f"smac-starts: start {label} is left out: {exc}", flush=True)
+            record["left_out"].append({"label": label, "changed": h.bench.catalog.changed(config), "why": str(exc)})
+            continue
+        configuration.origin = f"rules: {label}"
+        given.append(configuration)
+        record["given"].append({"label": label,
+                                "changed": h.bench.catalog.changed(h.config_of(params_of(configuration, items)))})
+    return given, record
+
+
 def _asked_and_told(config: Any, seed: int = 0, budget: float | None = None) -> float:
     """SMAC's facade wants a target function; this bench runs SMAC by ask and tell instead."""
     raise RuntimeError("SMAC runs through ask and tell here")
 
 
-def run_smac(bench: Bench, seed: int) -> dict[str, Any]:
-    """SMAC3's multi-fidelity facade (random forest, Hyperband), asked and told, every run through the harness.
+def run_smac(bench: Bench, seed: int, tool: str = "smac") -> dict[str, Any]:
+    """SMAC3's multi-fidelity facade (random forest, Hyperband), asked and told, every run through the harness;
+    as ``smac-starts``, its initial design also holds the rules' starts (``smac_starts``).
+
+    The facade is built once the default has run at every rung (the starts are read from its full-size run), with
+    the budget's clock stopped: SMAC's setup stays outside the budget, as it was when built before the default.
+    SMAC's own clock is not used (no walltime limit; the harness decides what fits).
 
     Its winner is its best full-size run, as for the script (and as knobtune's candidates are): SMAC's own
     incumbent may be a config it has seen only at a smaller budget, or one whose later full-size run was worse
@@ -391,18 +488,22 @@ def run_smac(bench: Bench, seed: int) -> dict[str, Any]:
     """
     sm = import_smac()
     eta = KNOBTUNE["reduction_factor"]
-    with harness(bench, "smac", seed) as h:
+    with harness(bench, tool, seed) as h:
         space_cs, items = configspace_of(h.space, seed)
         check_configspace(h.space, space_cs, items)
         rung_of = {float(eta ** rung.index): rung for rung in h.rungs}  # Hyperband's budgets 1, eta, eta^2, ...
-        scenario = sm.smac.Scenario(space_cs, name=f"smac-s{seed}", output_directory=bench.home / "smac",
+        scenario = sm.smac.Scenario(space_cs, name=f"{tool}-s{seed}", output_directory=bench.home / "smac",
                                     deterministic=True, n_trials=1_000_000, seed=seed,
                                     min_budget=min(rung_of), max_budget=max(rung_of))
-        facade = sm.smac.MultiFidelityFacade
-        optimizer = facade(scenario, _asked_and_told, overwrite=True, logging_level=40,
-                           initial_design=facade.get_initial_design(scenario, n_configs=SMAC_INITIAL_CONFIGS),
-                           intensifier=facade.get_intensifier(scenario, eta=eta))
         h.measure_default()
+        additional, starts = smac_starts(h, space_cs, items) if tool == "smac-starts" else ([], None)
+        with h.clock_stopped():
+            facade = sm.smac.MultiFidelityFacade
+            optimizer = facade(scenario, _asked_and_told, overwrite=True, logging_level=40,
+                               initial_design=facade.get_initial_design(scenario, n_configs=SMAC_INITIAL_CONFIGS,
+                                                                        additional_configs=additional),
+                               intensifier=facade.get_intensifier(scenario, eta=eta))
+        extra = {} if starts is None else {"smac_starts": starts}
         asked, full_values = set(), {}
         while h.fits(h.rungs[0]):
             with warnings.catch_warnings():  # SMAC's local search logs the mean time of an empty list of its steps
@@ -413,6 +514,8 @@ def run_smac(bench: Bench, seed: int) -> dict[str, Any]:
             if rung is None:
                 raise SystemExit(f"SMAC asked for budget {info.budget}, not a rung of the ladder ({sorted(rung_of)})")
             asked.add(info.config)
+            if starts is not None and str(info.config.origin).startswith("rules: "):  # which rungs each start ran
+                starts["rungs_asked"].setdefault(str(info.config.origin)[len("rules: "):], []).append(rung.index)
             started = time.monotonic()
             try:
                 value = h.run(h.config_of(params_of(info.config, items)), rung)
@@ -428,9 +531,9 @@ def run_smac(bench: Bench, seed: int) -> dict[str, Any]:
             optimizer.tell(info, told)
         incumbent = optimizer.intensifier.get_incumbent()
         if not full_values:
-            return h.record(len(asked), None, None, "no config reached full size")
+            return h.record(len(asked), None, None, "no config reached full size") | extra
         best = (max if bench.maximize else min)(full_values, key=full_values.get)
-        return h.record(len(asked), h.config_of(params_of(best, items)), full_values[best]) | {
+        return h.record(len(asked), h.config_of(params_of(best, items)), full_values[best]) | extra | {
             "smac_incumbent": "its best full-size run" if incumbent == best else
             "another config" + (f" (full size: {bench.workload.objective.show(full_values[incumbent])})"
                                 if incumbent in full_values else ", never run at full size")}
@@ -493,7 +596,7 @@ def verify(bench: Bench, seed: int, records: list[dict[str, Any]]) -> dict[str, 
                               else {k: candidate["speedup"][k] for k in ("ratio", "ci_low", "ci_high", "p_value")}
                               | {"significant": candidate["significant"]})
     pairs = {}
-    order = list(values)  # knobtune's arm first, then the peers, then winners kept from an earlier result
+    order = sorted(values, key=_rank)  # the arms in TOOLS' order, then earlier winners and known configs
     for better, other in [(a, b) for i, a in enumerate(order) for b in order[i + 1:]]:
         a, b = values.get(better), values.get(other)
         if a and b and a["values"] and b["values"] and not a["failure"] and not b["failure"]:
@@ -505,6 +608,16 @@ def verify(bench: Bench, seed: int, records: list[dict[str, Any]]) -> dict[str, 
 
 
 # ---------------------------------------------------------------- the table and the plot
+
+
+def _rank(tool: str) -> int:
+    return TOOLS.index(tool) if tool in TOOLS else len(TOOLS)
+
+
+def _shown(tool: str) -> str:
+    """An arm's name as the table writes it; an earlier result's winner as ``NAME (earlier)``."""
+    name, at, source = tool.partition("@")
+    return NAMES.get(name, name) + (f" ({source})" if at else "")
 
 
 def table(path: Path) -> str:
@@ -548,9 +661,25 @@ def table(path: Path) -> str:
         for name, s in (seed.get("pairwise") or {}).items():
             pairs.setdefault(name, []).append(
                 f"seed {seed['seed']}: {s['ratio']:.2f}x ({s['ci_low']:.2f}-{s['ci_high']:.2f})")
-    lines = [f"- {name.replace('smac', 'SMAC3').replace('optuna', 'the Optuna script')}: {'; '.join(v)}"
-             for name, v in pairs.items()]
-    return "\n".join(rows + ([""] + ["Side by side, same interleaved runs:"] + lines if lines else []))
+    lines = [f"- {' over '.join(map(_shown, name.split(' over ')))}: {'; '.join(v)}" for name, v in pairs.items()]
+    starts = [line for r in data["results"] if (line := _starts(r))]
+    return "\n".join(rows + ([""] + ["Side by side, same interleaved runs:"] + lines if lines else [])
+                     + ([""] + ["Starts from the rules:"] + starts if starts else []))
+
+
+def _starts(record: dict[str, Any]) -> str | None:
+    """One line saying which starts an arm was given (knobtune's arms: what its study tried first)."""
+    where = f"- {_shown(record['tool'])}, seed {record['seed']}: "
+    if "started_from" in record:
+        return where + f"tried first: {', '.join(record['started_from']) or 'none'}"
+    if "smac_starts" in record:
+        given = record["smac_starts"]
+        asked = given.get("rungs_asked", {})
+        return (where + f"rules fired: {', '.join(given['fired']) or 'none'}; given: "
+                + (", ".join(f"{s['label']} (asked at rungs {asked.get(s['label'], [])})" for s in given["given"])
+                   or "none")
+                + "".join(f"; left out {s['label']}: {s['why']}" for s in given["left_out"]))
+    return None
 
 
 def _claim(record: dict[str, Any]) -> str:
@@ -559,7 +688,7 @@ def _claim(record: dict[str, Any]) -> str:
         return "none"
     if claim["ratio"] is None:
         return "keeps the default"
-    return f"{claim['ratio']:.2f}x" + (" verified" if record["tool"] == "knobtune" else " single run")
+    return f"{claim['ratio']:.2f}x" + (" verified" if record["tool"] in KNOBTUNE_ARMS else " single run")
 
 
 def _verified(record: dict[str, Any]) -> str:
@@ -599,7 +728,10 @@ def plot(path: Path, out: Path) -> None:
 # ---------------------------------------------------------------- main
 
 
-RUNNERS = {"knobtune": run_knobtune, "smac": run_smac, "optuna": run_optuna}
+RUNNERS: dict[str, Callable[[Bench, int], dict[str, Any]]] = {
+    "knobtune": run_knobtune, "knobtune-alone": functools.partial(run_knobtune, tool="knobtune-alone"),
+    "rules-random": functools.partial(run_knobtune, tool="rules-random"), "smac": run_smac,
+    "smac-starts": functools.partial(run_smac, tool="smac-starts"), "optuna": run_optuna}
 
 
 def earlier_winners(path: Path, seed: int) -> list[dict[str, Any]]:
@@ -635,7 +767,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, help="the workload's full size (default: its own)")
     parser.add_argument("--budget", default="10m", help="wall-clock budget of each tool, e.g. 90s, 10m")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
+    parser.add_argument("--tools", nargs="+", choices=TOOLS, default=list(DEFAULT_TOOLS),
+                        help="the arms to run, each its own search (default: knobtune smac optuna; see above)")
     parser.add_argument("--repeats", type=int, default=5, help="interleaved runs per winner when verifying")
     parser.add_argument("--allow-unsafe", action="store_true", help="every tool also searches unsafe values")
     parser.add_argument("--knobtune-args", default="", help="more options for knobtune's `tune`, e.g. '--sampler forest'; one starting with -- "
@@ -663,7 +796,8 @@ def main() -> None:
     if args.plot:
         plot(*args.plot)
         return
-    if "smac" in args.tools:
+    refuse_conflicts(args.tools, shlex.split(args.knobtune_args))
+    if {"smac", "smac-starts"} & set(args.tools):
         import_smac()  # before anything runs: a missing SMAC3 is said at once
     home = args.dir or Path(tempfile.mkdtemp(prefix="knobtune-bench-peers-"))
     bench = make_bench(args, home)
@@ -674,8 +808,9 @@ def main() -> None:
         "beside": [str(p) for p in args.beside], "known": args.known, "searched_knobs": list(bench.space.knobs), "home": str(home),
         "smac_budgets": {KNOBTUNE["reduction_factor"] ** r.index: r.records for r in bench.workload.rungs},
         "results": [], "verification": []}
+    chosen = [t for t in TOOLS if t in args.tools]
     for turn, seed in enumerate(args.seeds):
-        tools = [t for t in TOOLS[turn % 3:] + TOOLS[:turn % 3] if t in args.tools]
+        tools = chosen[turn % len(chosen):] + chosen[:turn % len(chosen)]
         seed_records = []
         for tool in tools:
             print(f"== {NAMES[tool]}, seed {seed}, {args.budget}", flush=True)
@@ -692,6 +827,20 @@ def main() -> None:
         result["results"] += known  # with their verified figures: rows of the table
         _save(result, args.out)
     emit(result, args.out)
+
+
+def refuse_conflicts(tools: list[str], knobtune_args: list[str]) -> None:
+    """Refuse ``--knobtune-args`` that undo a knobtune arm's own options (the arm would not be what it is named).
+
+    Raises:
+        SystemExit: names the arm and the option.
+    """
+    for tool in tools:
+        for option in KNOBTUNE_ARMS.get(tool, ())[:1]:
+            if any(arg == option or arg.startswith(option + "=") for arg in knobtune_args):
+                raise SystemExit(f"--knobtune-args gives {option}, which arm {tool} sets itself "
+                                 f"({' '.join(KNOBTUNE_ARMS[tool])}). "
+                                 f"Fix: drop it from --knobtune-args, or leave {tool} out of --tools")
 
 
 def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
