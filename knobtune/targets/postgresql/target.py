@@ -52,6 +52,7 @@ class PostgresTarget(ServerTarget):
     ready_limit_s = READY_LIMIT_S
     poll_s = POLL_S
     clean_stop = signal.SIGINT  # a fast shutdown: a checkpoint, data kept
+    _sampler: waits.WaitSampler | None = None  # sampling the wait events while a run goes (every driver)
 
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
                  settle: bool = True, memory_limit_bytes: int | None = None) -> None:
@@ -80,7 +81,6 @@ class PostgresTarget(ServerTarget):
             raise WorkloadError(f"workload '{workload.name}': check = '{check}' counts the commits of script "
                                 f"'{self.check.ledger_script}', which the workload does not run. Fix: add it to scripts")
         self._ledger_rows = 0  # the ledger table's rows in the loaded data
-        self._sampler: waits.WaitSampler | None = None  # sampling the wait events while a run goes
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
