@@ -22,7 +22,7 @@ from pathlib import Path
 import optuna
 
 from knobtune.errors import StorageError, StudyNotFoundError
-from knobtune.processes import pid_alive
+from knobtune.processes import remove_left_behind
 
 DEFAULT_HOME = "knobtune-studies"
 # a running trial's process writes a heartbeat this often; a trial without one for 6 times as long has lost its
@@ -93,18 +93,10 @@ class StudyStore:
                                      "Fix: check --study, --storage and --dir")
         return optuna.load_study(study_name=study_name, storage=storage)
 
-    def remove_stale_scratch(self) -> list[Path]:
-        """Remove scratch folders of processes on this host that are gone (after a SIGKILL)."""
-        import shutil
-
-        removed = []
-        host = socket.gethostname()
-        for folder in self.scratch_root.glob(f"{host}-*"):
-            pid = folder.name.rsplit("-", 1)[-1]
-            if pid.isdigit() and not pid_alive(int(pid)):
-                shutil.rmtree(folder, ignore_errors=True)
-                removed.append(folder)
-        return removed
+    def remove_stale_scratch(self) -> int:
+        """Remove scratch folders of processes on this host that are gone (after a SIGKILL); the bytes freed."""
+        return sum(remove_left_behind(folder, folder.name.rsplit("-", 1)[-1])
+                   for folder in self.scratch_root.glob(f"{socket.gethostname()}-*"))
 
 
 def open_store(home: str | Path | None = None, url: str | None = None) -> StudyStore:

@@ -172,6 +172,11 @@ def test_error_bad_limits(tmp_path: Path) -> None:
     ("--repeats", "-1", "--repeats -1 is below 0"),
     ("--timeout-factor", "0", "--timeout-factor 0 is below 1"),
     ("--time", "0s", "--time '0s' is not a positive duration"),
+    ("--timeout-factor", "1e309", "--timeout-factor inf is not a finite number"),
+    ("--timeout-factor", "nan", "--timeout-factor nan is not a finite number"),
+    ("--seed", "abc", "Invalid value for '--seed'"),  # click's own usage errors are one line too
+    ("--nosuch", "1", "No such option: --nosuch"),
+    ("--records", "99999999999999", "not enough free space"),  # the data set against the scratch disk, up front
 ])
 def test_error_bad_numbers_are_one_line(option: str, value: str, message: str, tmp_path: Path) -> None:
     args = ["tune", "rocksdb", "--workload", "put-get-delete", "--dir", str(tmp_path), option, value]
@@ -180,7 +185,43 @@ def test_error_bad_numbers_are_one_line(option: str, value: str, message: str, t
     assert message in _error(*args)
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (("tune", "nosuchdb", "--workload", "fillrandom"), "no knob catalog for system 'nosuchdb'"),
+    (("tune", "rocksdb", "--workload", "nosuch"), "unknown workload 'nosuch'"),
+    (("tune", "rocksdb", "--workload", "fillrandom", "--knobs", "nosuch_knob"), "unknown knob 'nosuch_knob'"),
+    (("tune", "rocksdb", "--workload", "fillrandom", "--sampler", "nosuch"), "unknown sampler 'nosuch'"),
+    (("tune", "rocksdb", "--workload", "fillrandom", "--top-k", "3"), "--ranking and --top-k go together"),
+    (("tune", "postgresql", "--workload", "fillrandom"), "is for rocksdb, leveldb, not postgresql"),
+    (("tune", "rocksdb", "--workload", "fillrandom", "--storage", "bogus://x"), "cannot open storage 'bogus://x'"),
+])
+def test_what_was_named_is_checked_before_the_missing_budget(tmp_path: Path, args: tuple[str, ...],
+                                                              message: str) -> None:
+    assert message in _error(*args, "--dir", str(tmp_path))  # no --trials, no --time: that error comes after
+
+
 def test_error_unopenable_storage_is_one_line(tmp_path: Path) -> None:
     line = _error("tune", "rocksdb", "--workload", "put-get-delete", "--trials", "1", "--dir", str(tmp_path),
                   "--storage", "sqlite:////proc/nope/s.db")
     assert "cannot open storage" in line and "sqlalche.me" not in line
+
+
+def test_a_command_reclaims_what_killed_processes_left_and_says_how_much(tmp_path: Path) -> None:
+    """A scratch folder and a server home of a pid that cannot be alive (pid_max itself) are removed by the next
+    command that could run something, which says how much it freed; a live process's folder stays."""
+    import os
+    import socket
+    import tempfile
+
+    dead = Path("/proc/sys/kernel/pid_max").read_text().strip()
+    scratch = tmp_path / "scratch" / f"{socket.gethostname()}-{dead}"
+    scratch.mkdir(parents=True)
+    (scratch / "db").write_bytes(b"x" * 300_000)
+    home = Path(tempfile.mkdtemp(prefix=f"knobtune-pg-{dead}-"))
+    (home / "data").write_bytes(b"y" * 200_000)
+    alive = tmp_path / "scratch" / f"{socket.gethostname()}-{os.getpid()}"
+    alive.mkdir()
+    result = subprocess.run([sys.executable, "-m", "knobtune.cli", "explain", "nosuch", "--dir", str(tmp_path)],
+                            capture_output=True, text=True)
+    assert "reclaimed 488.3 KiB left by knobtune processes that were killed" in result.stdout
+    assert not scratch.exists() and not home.exists() and alive.exists()
+    assert "no study 'nosuch'" in result.stderr

@@ -76,7 +76,12 @@ def test_sigkill_then_resume(tmp_path: Path) -> None:
     assert _db_bench_under(home) == []
 
 
-def test_ctrl_c_keeps_finished_trials_and_leaves_nothing_running(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("stop", "status", "said"), [
+    (signal.SIGINT, 130, "interrupted: finished trials are kept"),
+    (signal.SIGTERM, 143, "stopped (SIGTERM): finished trials are kept"),  # a service manager's or a job's stop
+])
+def test_ctrl_c_or_sigterm_keeps_finished_trials_and_leaves_nothing_running(tmp_path: Path, stop: int, status: int,
+                                                                           said: str) -> None:
     home = tmp_path / "studies"
     log = tmp_path / "out.log"
     # Ctrl-C must reach it even when the tests run where SIGINT is ignored (a background job): Python keeps
@@ -86,9 +91,9 @@ def test_ctrl_c_keeps_finished_trials_and_leaves_nothing_running(tmp_path: Path)
     deadline = time.monotonic() + 60
     while log.read_text().count("rung") < 6 and time.monotonic() < deadline:
         time.sleep(0.1)
-    process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=30) == 130
-    assert "interrupted: finished trials are kept" in log.read_text()
+    process.send_signal(stop)
+    assert process.wait(timeout=30) == status
+    assert said in log.read_text()
     assert _db_bench_under(home) == []
     assert list((home / "scratch").glob("*")) == [], "Ctrl-C left scratch data behind"
     study = open_store(home).load("resume")

@@ -7,6 +7,7 @@ One module per command group, each command a function registered here in the ord
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable
 
@@ -38,8 +39,22 @@ for _name, _command in COMMANDS:
     app.command(_name)(_command)
 
 
+class _Stopped:
+    """Whether SIGTERM stopped this process (it then ends as Ctrl-C does, with its own status and words)."""
+
+    by_sigterm = False
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM (a service manager's or a batch system's stop) ends knobtune as Ctrl-C does: the trial in progress is
+    marked interrupted and queued again, every server and driver is stopped, the scratch data removed."""
+    _Stopped.by_sigterm = True
+    raise KeyboardInterrupt
+
+
 def main() -> None:
-    """Entry point: a KnobtuneError becomes one line on stderr and exit status 2; Ctrl-C exits 130."""
+    """Entry point: a KnobtuneError becomes one line on stderr and exit status 2; Ctrl-C exits 130, SIGTERM 143."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:  # click's own main, so that its usage errors reach us as exceptions (typer's would print three lines)
         code = typer.main.get_command(app).main(prog_name="knobtune", standalone_mode=False)
     except KnobtuneError as exc:
@@ -56,6 +71,9 @@ def main() -> None:
             console.err.print(f"error: {message.rstrip('.')}. Fix: see `{ctx.command_path if ctx else 'knobtune'} "
                               "--help`", markup=False)
         sys.exit(getattr(exc, "exit_code", 2))
+    if code == 130 and _Stopped.by_sigterm:
+        console.err.print("stopped (SIGTERM): finished trials are kept; run the same command to resume", markup=False)
+        sys.exit(143)
     if code == 130:
         console.err.print("interrupted: finished trials are kept; run the same command to resume", markup=False)
     sys.exit(code if isinstance(code, int) else 0)

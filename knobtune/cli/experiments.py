@@ -25,8 +25,8 @@ from knobtune.tuning.verify import Candidate, CandidateRuns, run_interleaved
 from knobtune.workloads import Objective, load_workload
 from knobtune.cli.options import (
     DirOption, DriverOption, JsonOption, MemoryLimitOption, ObjectiveOption, RecordsOption, StorageOption,
-    TimeoutFactorOption, UnsettledOption, WorkloadOption, at_least, bytes_option, objective_option, trial_config,
-    workload_for,
+    TimeoutFactorOption, UnsettledOption, WorkloadOption, at_least, bytes_option, objective_option, reclaim,
+    trial_config, workload_for,
 )
 
 
@@ -48,6 +48,7 @@ def explain_command(
     if not 0 < keep <= 1:
         raise UsageError(f"--keep {keep:g} is not a share. Fix: e.g. --keep 0.95")
     store = open_store(directory, storage)
+    reclaim(store, json_output)
     loaded = store.load(study)
     summary = summarize(loaded)
     winner = trial_config(loaded, study, trial) if trial is not None else summary.result_config
@@ -97,6 +98,7 @@ def compare(
     spec = spec.scaled(records) if records else spec
     goal = objective_option(objective) or spec.objective
     store = open_store(directory, storage)
+    reclaim(store, json_output)
     candidates = [_candidate(label, catalog, store) for label in config]
     with make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
                      memory_limit_bytes=bytes_option("--memory-limit", memory_limit)) as target:
@@ -143,6 +145,7 @@ def sweep_command(
     at_least("--timeout-factor", timeout_factor, 1.0, "e.g. --timeout-factor 3")
     catalog = load_catalog(system)
     store = open_store(directory, storage)
+    reclaim(store, json_output)
     held, held_from, goal = {}, None, objective_option(objective)
     if around is not None:
         centre = held_result(store.load(around), catalog.system, workload)
@@ -192,6 +195,7 @@ def diagnose_command(
     rules = rules_of(catalog.system)
     spec, driver = workload_for(catalog, workload, records, driver)
     store = open_store(directory, storage)
+    reclaim(store, json_output)
     candidate, full = _candidate(config or "default", catalog, store)
     if not json_output:
         console.out.print(f"running {system} / {spec.name} under {candidate.label} at {spec.full}", markup=False)

@@ -10,10 +10,12 @@ from typing import Annotated, Any, Optional
 import optuna
 import typer
 
+from knobtune import console
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog
-from knobtune.knobs.units import parse_bytes, parse_duration_s
-from knobtune.targets import resolve_driver, workload_section
+from knobtune.knobs.units import human_bytes, parse_bytes, parse_duration_s
+from knobtune.storage import StudyStore
+from knobtune.targets import reclaim_server_homes, resolve_driver, workload_section
 from knobtune.tuning.records import record_of
 from knobtune.workloads import Objective, Workload, load_workload
 
@@ -118,3 +120,12 @@ def _positive(option: str, text: str | None, parse: Callable[[str], Any], what: 
         raise UsageError(f"{option} {text!r} is not a positive {what}. Fix: write e.g. {example}")
     return value
 
+
+
+def reclaim(store: StudyStore, json_output: bool = False) -> None:
+    """Before a command runs anything: remove what killed knobtune processes on this host left (their scratch
+    folders, their servers' data in /tmp), and say how much that freed."""
+    freed = store.remove_stale_scratch() + reclaim_server_homes()
+    if freed:
+        (console.err if json_output else console.out).print(
+            f"reclaimed {human_bytes(freed)} left by knobtune processes that were killed", markup=False)

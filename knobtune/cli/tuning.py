@@ -20,7 +20,7 @@ from knobtune.tuning.experiment import join_experiment
 from knobtune.cli.options import (
     AllowOperationalOption, DirOption, DriverOption, JsonOption, MachineOption, MemoryLimitOption, MixedOption,
     ObjectiveOption, RecordsOption, StorageOption, TimeoutFactorOption, UnscaledRungsOption, UnsettledOption,
-    WorkloadOption, at_least, bytes_option, duration_option, knob_list, objective_option, workload_for,
+    WorkloadOption, at_least, bytes_option, duration_option, knob_list, objective_option, reclaim, workload_for,
 )
 
 
@@ -96,6 +96,7 @@ def tune(
     if dry_run:
         _print_plan(settings, store)
         return
+    reclaim(store, json_output)
     info = console.err if json_output else console.out  # keep stdout pure JSON under --json
     if space.left_out:
         info.print(left_out_line(space.left_out, catalog), markup=False)
@@ -147,6 +148,7 @@ def worker(
     Example: knobtune worker --study pgd --storage postgresql+psycopg://knobtune@db-host/studies
     """
     store = open_store(directory, storage)
+    reclaim(store)
     settings = join_experiment(store, study, machine, allow_mixed_machines)
     console.out.print(f"joined study [bold]{study}[/bold] in {store.url} ({settings.catalog.system}, "
                       f"{settings.workload.name}, {len(settings.space.knobs)} knobs); raw output in "
@@ -188,6 +190,7 @@ def rank(
     at_least("--timeout-factor", timeout_factor, 1.0, "e.g. --timeout-factor 3")
     catalog = load_catalog(system)
     store = open_store(directory, storage)
+    reclaim(store, json_output)
     info = console.err if json_output else console.out
     if from_study is not None:
         loaded = store.load(from_study)

@@ -8,12 +8,13 @@ from knobtune.targets._base import FailureKind, KnownConfig, Measurement, Phase,
 from knobtune.targets._formats import ExportFormat
 from knobtune.targets._heuristics import HeuristicConfig, Machine, disk_detection
 from knobtune.targets._registry import (
-    SYSTEMS, TARGETS, described_systems, export_format, export_formats, heuristic_config, make_target, resolve_driver,
-    target_class, workload_section,
+    SYSTEMS, TARGETS, described_systems, export_format, export_formats, heuristic_config, make_target,
+    reclaim_server_homes, resolve_driver, target_class, workload_section,
 )
 from knobtune.targets._system import Heuristics, System
 
 __all__ = ["ExportFormat", "FailureKind", "HeuristicConfig", "Heuristics", "KnownConfig", "Machine", "Measurement",
            "Phase", "RunFailure", "SYSTEMS", "System", "TARGETS", "Target", "described_systems", "disk_detection",
-           "export_format", "export_formats", "heuristic_config", "make_target", "resolve_driver", "target_class",
+           "export_format", "export_formats", "heuristic_config", "make_target", "reclaim_server_homes", "resolve_driver",
+           "target_class",
            "workload_section"]

@@ -23,6 +23,7 @@ from typing import Any
 from knobtune.errors import ToolMissingError
 from knobtune.knobs.units import human_bytes
 from knobtune.targets._base import FailureKind, Measurement, RunFailure, Settle, Target
+from knobtune.targets._loaded import check_room
 from knobtune.targets._process import ProcessResult, run_logged
 from knobtune.workloads import Rung
 
@@ -59,7 +60,17 @@ class EmbeddedTarget(Target):
     _runs = 0  # runs so far: each builds its database in a folder of its own
 
     def open(self) -> None:
+        """Check the scratch folder's disk can hold the data set (records x (key + value), before compression);
+        find the settler.
+
+        Raises:
+            KnobtuneError: not enough free space (one line with both sizes and the fix).
+            ToolMissingError: the settler is not built.
+        """
         self.scratch_dir.mkdir(parents=True, exist_ok=True)
+        check_room(self.scratch_dir, self.data_set_bytes(), f"the workload's data set ({self.workload.records:,} "
+                   f"records of {self.workload.key_size + self.workload.value_size:,} bytes)",
+                   "a smaller --records, or --dir on a disk with room")
         if self.settle:
             self._settler = self.find_settler()
 

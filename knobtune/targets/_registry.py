@@ -16,6 +16,7 @@ from knobtune.targets import cassandra, leveldb, postgresql, rocksdb
 from knobtune.targets._base import Target
 from knobtune.targets._formats import ExportFormat
 from knobtune.targets._heuristics import HeuristicConfig, Machine
+from knobtune.targets._server import remove_stale_homes
 from knobtune.targets._system import System
 from knobtune.workloads import Workload
 
@@ -38,6 +39,13 @@ def described_systems() -> tuple[System, ...]:
 SYSTEMS: Mapping[str, System] = {entry.name: entry for entry in (*BUILT_IN, *described_systems())}
 TARGETS: Mapping[tuple[str, str], type[Target]] = {
     (entry.name, driver): target for entry in SYSTEMS.values() for driver, target in entry.targets.items()}
+
+
+def reclaim_server_homes() -> int:
+    """Remove the server homes (data folders in /tmp) that knobtune processes on this host left when they were
+    killed, for every system; the bytes freed."""
+    prefixes = {prefix for target in TARGETS.values() if (prefix := getattr(target, "home_prefix", None))}
+    return sum(remove_stale_homes(prefix) for prefix in sorted(prefixes))
 
 
 def resolve_driver(system: str, driver: str | None) -> str:

@@ -44,7 +44,7 @@ from pathlib import Path
 from knobtune.errors import KnobtuneError
 from knobtune.knobs import Catalog, Value
 from knobtune.knobs.units import human_bytes
-from knobtune.processes import pid_alive
+from knobtune.processes import remove_left_behind
 from knobtune.targets import _loaded as loaded
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target, await_server
 from knobtune.targets._memory import MemoryWatch, TreeMemoryWatch
@@ -370,9 +370,8 @@ class ServerTarget(Target):
         self._server = None
 
 
-def remove_stale_homes(prefix: str) -> None:
-    """Server homes left in /tmp by a knobtune that was killed (its pid is gone); their servers died with it."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"):
-        pid = folder.name.removeprefix(prefix).split("-")[0]
-        if pid.isdigit() and not pid_alive(int(pid)):
-            shutil.rmtree(folder, ignore_errors=True)
+def remove_stale_homes(prefix: str) -> int:
+    """Server homes left in /tmp by a knobtune that was killed (its pid is gone; their servers died with it)
+    removed; the bytes freed."""
+    return sum(remove_left_behind(folder, folder.name.removeprefix(prefix).split("-")[0])
+               for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"))

@@ -244,6 +244,7 @@ class Guide:
                 f"{k} {self.advice.shown(k, lo)}..{self.advice.shown(k, hi)}" for k, (lo, hi) in ranges.items()))
         return self.advice.starts(found.findings, config)
 
+
 def narrowed(knob: Knob, suggestion: Suggestion, current: Value | None) -> tuple[float, float] | None:
     """The range a suggestion narrows a numeric knob to, from its value in the run (``current``) in the rule's
     direction, within the rule's bounds and the knob's range; None for a bool or enum knob or an empty range."""
