@@ -228,14 +228,15 @@ def diagnosis_lines(diagnosis: dict[str, Any]) -> list[str]:
     if not found:
         lines = ["the default's bottleneck: no rule of the system's rules fired on its full-size run"]
     else:
-        lines = ["the default's bottleneck (its full-size run, read by the system's rules):"]
+        lines = ["what the system's rules found in the default's full-size run:"]
         lines += [f"  {f['finding']} [{f['rule']}]" for f in found]
     result = diagnosis.get("result")
     if result and found:
         for rule in result.get("gone", []):
             lines.append(f"  the result: {rule} no longer fires ({_evidence(result['evidence'].get(rule, {}))})")
-        for rule in result.get("still", []):
-            lines.append(f"  the result: {rule} still fires ({_evidence(result['evidence'].get(rule, {}))})")
+        for rule in result.get("still", []):  # a rule on the workload's shape alone fires for every config: not said
+            if (moved := _evidence(result["evidence"].get(rule, {}))) != UNMOVED:
+                lines.append(f"  the result: {rule} still fires ({moved})")
     for finding in (result or {}).get("new", []):
         lines.append(f"  the result's own: {finding['finding']} [{finding['rule']}]")
     if diagnosis.get("guided"):
@@ -243,10 +244,13 @@ def diagnosis_lines(diagnosis: dict[str, Any]) -> list[str]:
     return lines
 
 
+UNMOVED = "its evidence unchanged"
+
+
 def _evidence(evidence: dict[str, list[Any]]) -> str:
     shown = [f"{name} {_number(before)} -> {_number(after)}" for name, (before, after) in evidence.items()
              if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before != after]
-    return ", ".join(shown) or "its evidence unchanged"
+    return ", ".join(shown) or UNMOVED
 
 
 def _number(value: float) -> str:
