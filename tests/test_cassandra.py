@@ -15,7 +15,7 @@ import pytest
 
 from knobtune.knobs import load_catalog
 from knobtune.targets import FailureKind, RunFailure, make_target
-from knobtune.targets._counters import counters_file, described_counters
+from knobtune.tuning.guide import counter_meanings
 from knobtune.targets.cassandra.target import CassandraTarget
 
 from conftest import tiny
@@ -37,13 +37,13 @@ def _nodes(marker: str) -> list[str]:
 
 
 def test_every_counter_is_described_with_a_unit_and_where_it_is_read() -> None:
-    for name, entry in described_counters(counters_file("cassandra")).items():
+    for name, entry in counter_meanings("cassandra").items():
         assert entry.meaning and entry.read and entry.unit in ("s", "bytes", "count", "ratio"), name
 
 
 def _check_counters(run_counters: dict[str, float]) -> None:
     """A write workload's counters from the node itself: each described, each finite and plausible."""
-    described = described_counters(counters_file("cassandra"))
+    described = counter_meanings("cassandra")
     assert set(run_counters) <= set(described), f"undescribed: {set(run_counters) - set(described)}"
     assert {"pending_compactions_end", "compactions_completed", "compacted_bytes", "memtable_flushes",
             "memtable_switches", "gc_pause_s", "gc_pause_share", "dropped_mutations",

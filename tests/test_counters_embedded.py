@@ -8,7 +8,8 @@ import pytest
 
 from knobtune.knobs import load_catalog
 from knobtune.targets import Measurement, make_target
-from knobtune.targets._counters import UNITS, counters_file, described_counters, with_ratios
+from knobtune.targets._counters import UNITS, with_ratios
+from knobtune.tuning.guide import counter_meanings
 from knobtune.targets.rocksdb.db_bench import parse_output
 from knobtune.targets.rocksdb.db_bench_counters import parse_counters, parse_event_log
 
@@ -28,7 +29,7 @@ def _run(system: str, driver: str, tmp_path: Path, changes: dict, **options: obj
 
 
 def _check_described(system: str, counters: dict[str, float]) -> None:
-    described = described_counters(counters_file(system))
+    described = counter_meanings(system)
     assert set(counters) <= set(described), f"not in {system}/counters.toml: {set(counters) - set(described)}"
     for name, value in counters.items():
         assert value >= 0, (name, value)
@@ -54,7 +55,7 @@ def _check_rocksdb_reads(counters: dict[str, float]) -> None:
 
 def test_every_counter_file_is_valid() -> None:
     for system in ("rocksdb", "leveldb", "postgresql", "cassandra"):
-        described = described_counters(counters_file(system))
+        described = counter_meanings(system)
         assert described and all(doc.unit in UNITS for doc in described.values())
 
 

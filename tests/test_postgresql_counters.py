@@ -13,7 +13,8 @@ import pytest
 from knobtune.errors import CatalogError
 from knobtune.knobs import load_catalog
 from knobtune.targets import FailureKind, RunFailure, make_target
-from knobtune.targets._counters import UNITS, counters_file, described_counters
+from knobtune.targets._counters import UNITS, described_counters
+from knobtune.tuning.guide import counter_meanings
 from knobtune.targets._process import process_tree
 from knobtune.targets.postgresql import counters, waits
 from knobtune.targets.postgresql.target import PG_BIN
@@ -55,7 +56,7 @@ def test_a_run_records_its_wait_events_and_every_counter_is_described(postgresql
     assert got["wait_share_wal_write"] <= got["wait_share_io"] + got["wait_share_lwlock"] + 1e-9
     polls = len(waits.samples((tmp_path / "run.samples.log").read_text()))
     assert polls >= 2 and got["wait_samples"] == pytest.approx(got["active_backends_mean"] * polls)
-    assert set(got) <= set(described_counters(counters_file("postgresql"))), "every counter a run gives is described in counters.toml"
+    assert set(got) <= set(counter_meanings("postgresql")), "every counter a run gives is described in counters.toml"
     assert measurement.summary()["counters"] == dict(got)
 
 
@@ -84,8 +85,8 @@ def test_samples_count_by_type_and_event() -> None:
 
 def test_the_described_counters_are_exactly_those_postgresql_gives() -> None:
     gives = {*counters.COUNTERS, "cache_hit_ratio", *waits.NAMES}
-    assert set(described_counters(counters_file("postgresql"))) == gives
-    assert all(entry.unit in UNITS for entry in described_counters(counters_file("postgresql")).values())
+    assert set(counter_meanings("postgresql")) == gives
+    assert all(entry.unit in UNITS for entry in counter_meanings("postgresql").values())
 
 
 @pytest.mark.parametrize(("entry", "says"), [

@@ -31,11 +31,6 @@ class CounterDoc:
     read: str
 
 
-def counters_file(system: str) -> Path:
-    """A built-in system's ``targets/SYSTEM/counters.toml``."""
-    return Path(__file__).parent / system / "counters.toml"
-
-
 @cache
 def described_counters(path: Path) -> Mapping[str, CounterDoc]:
     """The counters a ``counters.toml`` describes, by name (empty when there is no such file). Every system's run

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import time
+from functools import cache
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -62,8 +63,9 @@ def counter_meanings(system: str) -> Mapping[str, CounterDoc]:
     return described_counters(path) if path is not None else {}
 
 
+@cache
 def rules_of(system: str) -> tuple[Rule, ...]:
-    """``system``'s diagnosis rules, checked against its counters (none when it has no rules file).
+    """``system``'s diagnosis rules (package data: read and checked once per process), checked against its counters (none when it has no rules file).
 
     Raises:
         CatalogError: the rules file is malformed or names an unknown counter or knob.
