@@ -3,7 +3,7 @@
 By default both are in ``./knobtune-studies`` (override with ``--dir`` or
 ``KNOBTUNE_HOME``): ``studies.db`` (SQLite), ``artifacts/<study>/`` with each
 trial's raw output, and ``scratch/`` for the databases under test. Any Optuna
-storage URL (PostgreSQL, MySQL, ...) may replace the SQLite file; the study
+storage URL (any database SQLAlchemy and Optuna reach) may replace the SQLite file; the study
 name plus that URL is all it takes to come back to a study.
 """
 

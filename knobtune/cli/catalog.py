@@ -12,7 +12,7 @@ from knobtune.errors import UsageError
 from knobtune.knobs import load_catalog
 from knobtune.targets import TARGETS, Machine, disk_detection, export_formats, heuristic_config, target_class
 from knobtune.workloads import available_workloads, load_workload
-from knobtune.cli.options import JsonOption
+from knobtune.cli.options import JsonOption, SystemArgument
 
 
 def systems(json_output: JsonOption = False) -> None:
@@ -60,7 +60,7 @@ def _workload_rows() -> list[dict[str, Any]]:
     return workloads
 
 
-def knobs(system: str, json_output: JsonOption = False) -> None:
+def knobs(system: SystemArgument, json_output: JsonOption = False) -> None:
     """The knob catalog of SYSTEM, with each knob's safety class.
 
     Example: knobtune knobs rocksdb --json
@@ -75,7 +75,7 @@ def knobs(system: str, json_output: JsonOption = False) -> None:
 
 
 def baseline(
-    system: str,
+    system: SystemArgument,
     profile: Annotated[Optional[str], typer.Option(help="PostgreSQL (PGTune): the database type, web, oltp, dw, desktop or mixed.")] = None,
     disk: Annotated[Optional[str], typer.Option(help="ssd, hdd or san (default: hdd when a disk here says it spins, else ssd).")] = None,
     connections: Annotated[Optional[int], typer.Option(help="Client connections expected (default: the profile's max_connections).")] = None,

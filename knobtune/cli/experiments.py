@@ -24,6 +24,7 @@ from knobtune.tuning.sweep import plan_sweep, run_sweep
 from knobtune.tuning.verify import Candidate, CandidateRuns, run_interleaved
 from knobtune.workloads import Objective, load_workload
 from knobtune.cli.options import (
+    SystemArgument,
     DirOption, DriverOption, JsonOption, MemoryLimitOption, ObjectiveOption, RecordsOption, StorageOption,
     TimeoutFactorOption, UnsettledOption, WorkloadOption, at_least, bytes_option, objective_option, reclaim,
     trial_config, workload_for,
@@ -69,7 +70,7 @@ def explain_command(
 
 
 def compare(
-    system: str,
+    system: SystemArgument,
     workload: WorkloadOption,
     config: Annotated[list[str], typer.Option("--config", help="'default', a JSON file, or study:NAME (its result). Repeat; the others are measured against the first.")],
     repeats: Annotated[int, typer.Option(help="Interleaved runs per config.")] = 5,
@@ -116,7 +117,7 @@ def compare(
 
 
 def sweep_command(
-    system: str,
+    system: SystemArgument,
     workload: WorkloadOption,
     knob: Annotated[list[str], typer.Option("--knob", help="The knob to sweep; a second --knob sweeps a 2-D grid.")],
     around: Annotated[Optional[str], typer.Option("--around", help="Hold the other knobs at this study's result (its verified winner) instead of the defaults.")] = None,
@@ -174,7 +175,7 @@ def sweep_command(
 
 
 def diagnose_command(
-    system: str,
+    system: SystemArgument,
     workload: WorkloadOption,
     config: Annotated[Optional[str], typer.Option("--config", help="'default' (the default), a JSON file, or study:NAME (its result).")] = None,
     records: RecordsOption = None,

@@ -11,11 +11,12 @@ import optuna
 import typer
 
 from knobtune import console
-from knobtune.errors import UsageError
+from knobtune.datafile import read_toml
+from knobtune.errors import CatalogError, UsageError
 from knobtune.knobs import Catalog
 from knobtune.knobs.units import human_bytes, parse_bytes, parse_duration_s
 from knobtune.storage import StudyStore
-from knobtune.targets import reclaim_server_homes, resolve_driver, workload_section
+from knobtune.targets import reclaim_server_homes, resolve_driver, use_system_file, workload_section
 from knobtune.tuning.records import record_of
 from knobtune.workloads import Objective, Workload, load_workload
 
@@ -33,6 +34,29 @@ MachineOption = Annotated[Optional[str], typer.Option("--machine", help="This ma
 UnscaledRungsOption = Annotated[bool, typer.Option("--unscaled-rungs", help="Run small rungs with the config as it is, not with its memtables, caches and file sizes scaled to the rung's share of the data.")]
 AllowOperationalOption = Annotated[bool, typer.Option("--allow-operational", help="Also search operational values (auto-compaction off): nothing is lost, but the store never settles by itself.")]
 MixedOption = Annotated[bool, typer.Option("--allow-mixed-machines", help="Let a machine of another kind (CPU, memory, disk, OS, version) work on the study.")]
+
+
+def system_argument(value: str) -> str:
+    """A system's name, or the path of a system file (``*.toml``): the system it describes, known from now on to
+    every command of this process like a shipped one (docs/system-file.md).
+
+    Raises:
+        UsageError: the file does not exist.
+        CatalogError: the file is not a valid system file.
+    """
+    if not value.endswith(".toml"):
+        return value
+    path = Path(value)
+    if not path.is_file():
+        raise UsageError(f"no system file {value}. Fix: give the path of a system file (docs/system-file.md) or a "
+                         "system's name (`knobtune systems`)")
+    if "knobs" in read_toml(path, CatalogError, "system file"):
+        return value  # a catalog file (`knobtune knobs FILE`), not a system file
+    return use_system_file(path)
+
+
+SystemArgument = Annotated[str, typer.Argument(help="A system's name (see `knobtune systems`) or a system file "
+                                                    "(.toml, docs/system-file.md).", callback=system_argument)]
 
 
 def at_least(option: str, value: float | None, least: float, fix: str) -> None:

@@ -18,6 +18,7 @@ from knobtune.tuning.samplers import SAMPLERS
 from knobtune.tuning.space import left_out_line
 from knobtune.tuning.experiment import join_experiment
 from knobtune.cli.options import (
+    SystemArgument,
     AllowOperationalOption, DirOption, DriverOption, JsonOption, MachineOption, MemoryLimitOption, MixedOption,
     ObjectiveOption, RecordsOption, StorageOption, TimeoutFactorOption, UnscaledRungsOption, UnsettledOption,
     WorkloadOption, at_least, bytes_option, duration_option, knob_list, objective_option, reclaim, workload_for,
@@ -25,7 +26,7 @@ from knobtune.cli.options import (
 
 
 def tune(
-    system: str,
+    system: SystemArgument,
     workload: WorkloadOption,
     trials: Annotated[Optional[int], typer.Option(help="Total sampled trials of the study (the default not counted).")] = None,
     time: Annotated[Optional[str], typer.Option("--time", help="Wall-clock budget of this run, e.g. 90s, 20m.")] = None,
@@ -159,7 +160,7 @@ def worker(
 
 
 def rank(
-    system: str,
+    system: SystemArgument,
     workload: WorkloadOption,
     samples: Annotated[int, typer.Option(help="Latin-hypercube configs to run (a resumed study adds up to this total).")] = 100,
     rung: Annotated[int, typer.Option(help="The ladder rung every sample runs at (0: the smallest, the cheapest).")] = 0,

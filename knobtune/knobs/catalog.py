@@ -22,7 +22,7 @@ from knobtune.knobs.model import Catalog, Implication, Relation
 
 # The model's names are read from here too (``from knobtune.knobs.catalog import Catalog, Knob``).
 __all__ = ["CATALOG_DIR", "Catalog", "Condition", "Implication", "Knob", "KnobType", "MemoryModel", "Relation",
-           "Safety", "Value", "available_systems", "catalog_path", "load_catalog"]
+           "Safety", "Value", "available_systems", "catalog_path", "load_catalog", "register_catalog"]
 
 CATALOG_DIR = Path(__file__).parent / "catalogs"
 
@@ -35,12 +35,25 @@ _KNOWN_FIELDS = {
 }
 
 
+_DESCRIBED: dict[str, Path] = {}  # systems described by a system file: their catalogs, wherever they live
+
+
+def register_catalog(system: str, path: Path) -> None:
+    """Make ``system``'s catalog the file ``path`` (a system file's catalog: ``targets._system_file``)."""
+    _DESCRIBED[system] = path
+
+
+SYSTEMS_DIR = Path(__file__).resolve().parents[1] / "systems"  # shipped system files: systems/NAME/catalog.toml
+
+
 def catalog_path(system: str) -> Path:
-    return CATALOG_DIR / f"{system}.toml"
+    shipped = SYSTEMS_DIR / system / "catalog.toml"
+    return _DESCRIBED.get(system) or (shipped if shipped.exists() else CATALOG_DIR / f"{system}.toml")
 
 
 def available_systems() -> list[str]:
-    return sorted(p.stem for p in CATALOG_DIR.glob("*.toml"))
+    return sorted({p.stem for p in CATALOG_DIR.glob("*.toml")} | {p.parent.name for p in SYSTEMS_DIR.glob("*/catalog.toml")}
+                  | set(_DESCRIBED))
 
 
 def load_catalog(system_or_path: str | Path) -> Catalog:

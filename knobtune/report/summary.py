@@ -15,7 +15,7 @@ from optuna.trial import FrozenTrial, TrialState
 from knobtune.analysis.stats import rung_agreement
 from knobtune.knobs import Catalog, load_catalog
 from knobtune.knobs.units import human_bytes
-from knobtune.targets import export_formats
+from knobtune.targets import export_formats, know_system
 from knobtune.tuning import attrs
 from knobtune.errors import CatalogError
 from knobtune.tuning.finish import DEFAULT_LABEL, study_result
@@ -79,6 +79,7 @@ class StudySummary:
 def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySummary:
     """Everything a person needs to judge a study, from what is stored on it."""
     user = study.user_attrs
+    know_system(user[attrs.SYSTEM], user.get(attrs.SYSTEM_FILE))
     catalog = catalog or load_catalog(user[attrs.SYSTEM])
     objective = Objective(user.get(attrs.OBJECTIVE, "elapsed_s"))
     trials = study.get_trials(deepcopy=False)

@@ -9,12 +9,12 @@ from knobtune.targets._formats import ExportFormat
 from knobtune.targets._heuristics import HeuristicConfig, Machine, disk_detection
 from knobtune.targets._registry import (
     SYSTEMS, TARGETS, described_systems, export_format, export_formats, heuristic_config, make_target,
-    reclaim_server_homes, resolve_driver, target_class, workload_section,
+    know_system, reclaim_server_homes, resolve_driver, target_class, use_system_file, user_system_file,
+    workload_section,
 )
 from knobtune.targets._system import Heuristics, System
 
 __all__ = ["ExportFormat", "FailureKind", "HeuristicConfig", "Heuristics", "KnownConfig", "Machine", "Measurement",
            "Phase", "RunFailure", "SYSTEMS", "System", "TARGETS", "Target", "described_systems", "disk_detection",
            "export_format", "export_formats", "heuristic_config", "make_target", "reclaim_server_homes", "resolve_driver",
-           "target_class",
-           "workload_section"]
+           "target_class", "know_system", "use_system_file", "user_system_file", "workload_section"]

@@ -12,12 +12,15 @@ from typing import Any
 
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog
+from knobtune.knobs.catalog import register_catalog
 from knobtune.targets import cassandra, leveldb, postgresql, rocksdb
 from knobtune.targets._base import Target
+from knobtune.targets._described import target_classes
 from knobtune.targets._formats import ExportFormat
 from knobtune.targets._heuristics import HeuristicConfig, Machine
 from knobtune.targets._server import remove_stale_homes
 from knobtune.targets._system import System
+from knobtune.targets._system_file import SystemFile, load_system_file
 from knobtune.workloads import Workload
 
 BUILT_IN: tuple[System, ...] = (
@@ -28,17 +31,75 @@ BUILT_IN: tuple[System, ...] = (
 )
 
 
-def described_systems() -> tuple[System, ...]:
-    """Systems described by a data file (a system file: init, start argv, readiness, load, benchmark, settle,
-    checks, formats) rather than a package of their own. None yet: the issue "a system described as data" finds
-    them here, each run by one generic server target.
+SHIPPED_FILES = Path(__file__).resolve().parents[1] / "systems"  # knobtune/systems/NAME/system.toml
+
+
+def described_system(path: Path) -> System:
+    """The system a system file describes (``_system_file.py``), run by the one generic server target
+    (``_described.py``); its catalog is registered under its name, so every command finds it by name.
+
+    Raises:
+        CatalogError: the file (or its catalog) is not valid; one line naming the field and the fix.
     """
-    return ()
+    return _described(load_system_file(path))
 
 
-SYSTEMS: Mapping[str, System] = {entry.name: entry for entry in (*BUILT_IN, *described_systems())}
-TARGETS: Mapping[tuple[str, str], type[Target]] = {
+def _described(files: SystemFile) -> System:
+    register_catalog(files.name, files.catalog_path)
+    return System(files.name, files.default_driver, target_classes(files), files.formats,
+                  rules=files.rules, counters=files.counters_doc)
+
+
+def described_systems() -> tuple[System, ...]:
+    """The systems knobtune ships as data only (``knobtune/systems/*/system.toml``)."""
+    return tuple(described_system(path) for path in sorted(SHIPPED_FILES.glob("*/system.toml")))
+
+
+SYSTEMS: dict[str, System] = {entry.name: entry for entry in (*BUILT_IN, *described_systems())}
+TARGETS: dict[tuple[str, str], type[Target]] = {
     (entry.name, driver): target for entry in SYSTEMS.values() for driver, target in entry.targets.items()}
+
+
+_USER_FILES: dict[str, Path] = {}
+
+
+def use_system_file(path: Path) -> str:
+    """Make the system a user's file describes known to every command of this process, like a shipped one; its
+    name.
+
+    Raises:
+        CatalogError: the file is not valid.
+        UsageError: it names a system knobtune ships as code.
+    """
+    files = load_system_file(path)
+    if files.name in {s.name for s in BUILT_IN}:
+        raise UsageError(f"{path} describes '{files.name}', which knobtune runs as a package of its own. "
+                         "Fix: give the system another name")
+    entry = _described(files)
+    SYSTEMS[entry.name] = entry
+    TARGETS.update({(entry.name, d): t for d, t in entry.targets.items()})
+    _USER_FILES[entry.name] = path.resolve()
+    return entry.name
+
+
+def user_system_file(system: str) -> Path | None:
+    """The user's system file ``system`` came from in this process (None: a shipped system)."""
+    return _USER_FILES.get(system)
+
+
+def know_system(system: str, file: str | None) -> None:
+    """Make a study's system known again from the user's system file it recorded, when this process does not know
+    it (``show`` of a study tuned with ``tune path/to/system.toml``).
+
+    Raises:
+        UsageError: the file is gone.
+    """
+    if system in SYSTEMS or file is None:
+        return
+    if not Path(file).is_file():
+        raise UsageError(f"the study's system '{system}' came from {file}, which is gone. Fix: put the system file "
+                         "back there")
+    use_system_file(Path(file))
 
 
 def reclaim_server_homes() -> int:

@@ -8,6 +8,7 @@ what was run and measured. ``optuna-dashboard`` shows them as they are.
 TOOL_VERSION = "knobtune_version"
 SYSTEM = "system"
 SYSTEM_VERSION = "system_version"
+SYSTEM_FILE = "system_file"  # the user's system file a study's system came from (absent: shipped)
 DRIVER = "driver"
 MACHINE = "machine"
 WORKLOAD = "workload"

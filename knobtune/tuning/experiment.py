@@ -23,6 +23,7 @@ import knobtune
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog, load_catalog
 from knobtune.storage import StudyStore
+from knobtune.targets import know_system, user_system_file
 from knobtune.tuning import attrs
 from knobtune.tuning.space import SearchSpace, build_space
 from knobtune.tuning.verify import DEFAULT_TIMEOUT_FACTOR, MIN_TIMEOUT_S
@@ -87,6 +88,7 @@ class Experiment:
         return {
             attrs.TOOL_VERSION: knobtune.__version__,
             attrs.SYSTEM: self.catalog.system,
+            **({attrs.SYSTEM_FILE: str(f)} if (f := user_system_file(self.catalog.system)) else {}),
             attrs.SYSTEM_VERSION: system_version,
             attrs.DRIVER: driver,
             attrs.MACHINE: machine,
@@ -177,6 +179,7 @@ def read_experiment(study: optuna.Study, *, machine: str | None = None, joining:
     if joining and attrs.ONLY_RUNG in recorded:
         raise UsageError(f"study '{name}' is a knob ranking: its Latin hypercube is drawn by one process. "
                          "Fix: resume it with `knobtune rank`, or join a tuning study")
+    know_system(recorded[attrs.SYSTEM], recorded.get(attrs.SYSTEM_FILE))
     catalog = load_catalog(recorded[attrs.SYSTEM])
     driver = recorded.get(attrs.DRIVER)
     space = build_space(catalog, recorded[attrs.SEARCHED_KNOBS], recorded.get(attrs.ALLOW_UNSAFE, False),
