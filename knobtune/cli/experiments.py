@@ -16,7 +16,7 @@ from knobtune.knobs.display import knob_value
 from knobtune.report import load_config_file, summarize
 from knobtune.report.sweep import point_lines, write_sweep
 from knobtune.storage import StudyStore, open_store
-from knobtune.targets import RunFailure, make_target
+from knobtune.targets import SYSTEMS, RunFailure, make_target
 from knobtune.tuning.around import held_result
 from knobtune.tuning.explain import explain_study
 from knobtune.tuning.guide import counter_meanings, rules_of
@@ -218,8 +218,8 @@ def diagnose_command(
         return
     meanings = counter_meanings(catalog.system)
     console.out.print(f"{candidate.label}: {spec.objective.show(measurement.value(spec.objective))}; "
-                      f"{len(measurement.counters)} counters read (their meanings: knobtune/targets/{system}/"
-                      "counters.toml)", markup=False)
+                      f"{len(measurement.counters)} counters read (their meanings: {SYSTEMS[catalog.system].counters})",
+                      markup=False)
     for finding in found.findings:
         console.out.print(f"finding [{finding.rule}]: {finding.text}", markup=False)
         for suggestion in finding.suggest:
