@@ -4,6 +4,7 @@ run for real at a small size, from where it ships and as a user's copy outside t
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import shutil
 import subprocess
@@ -106,10 +107,10 @@ def _small(name: str, events: int = 400):
     return dataclasses.replace(workload, drivers={"sysbench": section})
 
 
-def _servers() -> set[int]:
-    """The servers knobtune started for these tests (their homes are named knobtune-SYSTEM-PID-...)."""
-    out = subprocess.run(["pgrep", "-f", "mariadbd.*knobtune-(mariadb|mymaria)-"], capture_output=True, text=True,
-                         check=False).stdout
+def _servers(home: str = f"knobtune-mariadb-{os.getpid()}-") -> set[int]:
+    """The servers started for these tests: their homes are named knobtune-SYSTEM-PID-... (this process's, or the
+    user's copy's, ``mymaria``), so a study running beside the tests is not counted."""
+    out = subprocess.run(["pgrep", "-f", f"mariadbd.*{home}"], capture_output=True, text=True, check=False).stdout
     return {int(p) for p in out.split()}
 
 
@@ -156,7 +157,7 @@ def test_a_users_system_file_outside_the_repository_tunes_like_a_shipped_one(tmp
     text = (Path(load_workload("oltp_point_select").source)).read_text()  # type: ignore[arg-type]
     text = text.replace('systems = ["mariadb"]', 'systems = ["mymaria"]').replace("table_size = 250000", "table_size = 2000")
     workload_file.write_text(re.sub(r"^records = \d+", "records = 600", text, flags=re.M))
-    before = _servers()
+    before = _servers("knobtune-mymaria-")
     home = tmp_path / "studies"
     done = subprocess.run([sys.executable, "-m", "knobtune.cli", "tune", str(system), "--workload", str(workload_file),
                            "--trials", "2", "--verify-top", "0", "--dir", str(home), "--study", "u"],
@@ -166,7 +167,7 @@ def test_a_users_system_file_outside_the_repository_tunes_like_a_shipped_one(tmp
     shown = subprocess.run([sys.executable, "-m", "knobtune.cli", "show", "u", "--dir", str(home)],
                            capture_output=True, text=True, timeout=120, check=False)
     assert shown.returncode == 0 and "mymaria" in shown.stdout, shown.stdout + shown.stderr
-    assert _servers() <= before
+    assert _servers("knobtune-mymaria-") <= before
 
 
 def test_a_user_file_cannot_take_a_shipped_systems_name(tmp_path) -> None:

@@ -6,15 +6,7 @@ the workload's section for the driver (docs/system-file.md). A described
 system's class is made per system file and driver (``target_classes``), so the
 registry runs it like any system's target.
 
-A workload section for a described system's driver:
-``run`` (argv, required) and ``load`` (argv, once, after the system's own load
-SQL); ``operations`` (a pattern whose group is the count of operations the run
-did, required) and ``p99_ms`` / ``p95_ms`` (patterns, optional); ``clients``;
-``check`` = { sql, expect } (a query whose answer's columns must equal the
-expressions in ``expect``, over the section's numbers); ``data_bytes`` (an
-expression over them: the loaded data's size, for the free-space check and the
-diagnosis); ``point_reads_only``, ``reads``, ``writes`` (the workload's shape);
-any other number or text is a placeholder its argv may name.
+The workload's section is run by ``_command.CommandDriver``.
 """
 
 from __future__ import annotations
@@ -28,23 +20,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from simpleeval import SimpleEval
-
 from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_named
-from knobtune.knobs.units import parse_bytes
 from knobtune.targets import _loaded as loaded
-from knobtune.targets._base import FailureKind, KnownConfig, Phase, RunFailure, Target
+from knobtune.targets._base import FailureKind, KnownConfig, RunFailure, Target
 from knobtune.targets._heuristics import Machine, clamp_into_range
 from knobtune.targets._process import last_lines, run_logged, spawn, stop_group
+from knobtune.targets._command import CommandDriver
 from knobtune.targets._server import Benchmarked, ServerTarget, SettleWork
-from knobtune.targets._system_file import PLACES, SystemFile, fill, known_value, placeholders
+from knobtune.targets._system_file import PLACES, SystemFile, fill, known_value
 from knobtune.workloads import Rung, Workload
 
 CRASH_AFTER_S = 3.0  # the durability check kills the server this long into a run
-RUN_PLACES = ("connection", "operations", "records", "seed", "clients")  # what a workload's argv may name
-SECTION_KEYS = ("run", "load", "operations", "p99_ms", "p95_ms", "clients", "check", "data_bytes",
-                "point_reads_only", "reads", "writes", "description")
 _SQL_LIMIT_S = 600.0
 
 
@@ -58,7 +45,7 @@ class DescribedServerTarget(ServerTarget):
         super().__init__(catalog, workload, scratch_dir, settle=settle, memory_limit_bytes=memory_limit_bytes)
         if twin:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin for {self.driver}")
-        self.spec = _section(workload, self.driver, self.files)
+        self.command = CommandDriver(workload, self.driver, set(PLACES) | set(self.files.paths))
 
     # ------------------------------------------------------------ the system's facts
 
@@ -69,7 +56,7 @@ class DescribedServerTarget(ServerTarget):
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
-        return isinstance(section.get("check"), dict)
+        return CommandDriver.checks_reads(section)
 
     def version(self) -> str:
         try:
@@ -93,17 +80,16 @@ class DescribedServerTarget(ServerTarget):
         return tuple(configs)
 
     def clients(self) -> int:
-        return int(self.spec.get("clients", 1))
+        return self.command.clients
 
     def reads_single_keys_only(self) -> bool:
-        return bool(self.spec.get("point_reads_only", False))
+        return self.command.point_reads_only
 
     def reads_and_writes(self) -> tuple[bool, bool]:
-        return bool(self.spec.get("reads", True)), bool(self.spec.get("writes", True))
+        return self.command.reads_and_writes
 
     def data_bytes(self) -> int | None:
-        expression = self.spec.get("data_bytes")
-        return None if expression is None else int(_evaluate(expression, self.spec))
+        return self.command.data_bytes()
 
     # ------------------------------------------------------------ what ServerTarget asks
 
@@ -153,43 +139,17 @@ class DescribedServerTarget(ServerTarget):
     def load(self, logs: Path) -> None:
         for statement in self.files.load_sql:
             self._sql(statement, logs / "load-sql.log", "the system's load SQL")
-        if "load" in self.spec:
-            argv = fill(self.spec["load"], self._run_places(self.workload.records, 1))
-            result = run_logged(argv, log_path=logs / "load.log", timeout_s=3600)
-            if result.returncode != 0:
-                raise KnobtuneError(f"loading {self.workload.name}'s data failed ({Path(argv[0]).name} status "
-                                    f"{result.returncode}): {last_lines((logs / 'load.log').read_text(errors='replace'))}"
-                                    f". Fix: see {logs / 'load.log'}")
+        self.command.load(self._run_places(self.workload.records, 1), logs / "load.log")
 
     def loaded_inputs(self) -> Mapping[str, object]:
         """The system, its version and the load (its SQL, the workload's load argv and section): a later study of
         the same reuses the loaded copy."""
         return {"system": self.system, "file": loaded.file_digest(self.files.path), "version": self.version(),
-                "load_sql": list(self.files.load_sql), "load": list(self.spec.get("load", [])),
-                "section": {k: v for k, v in self.spec.items() if k not in ("run", "check", "description")}}
+                "load_sql": list(self.files.load_sql), **self.command.loaded_inputs()}
 
     def benchmark(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
                   server_log: Path) -> Benchmarked:
-        operations = max(1, rung.operations or rung.records)
-        argv = fill(self.spec["run"], self._run_places(operations, seed))
-        result = run_logged(argv, log_path=log_path, timeout_s=timeout_s)
-        if result.timed_out:
-            raise RunFailure(FailureKind.TIMEOUT, f"{Path(argv[0]).name} was stopped after {timeout_s:.1f} s (the "
-                             f"limit at {rung})", log_path)
-        text = log_path.read_text(errors="replace")
-        if result.returncode != 0:
-            raise RunFailure(FailureKind.CRASH, f"{Path(argv[0]).name} failed (status {result.returncode}): "
-                             f"{last_lines(text)}", log_path)
-        done = re.search(self.spec["operations"], text)
-        if done is None:
-            raise RunFailure(FailureKind.TOOL, f"{Path(argv[0]).name}'s output has no match for the workload's "
-                             f"operations pattern {self.spec['operations']!r}", log_path)
-        count, elapsed = int(float(done.group(1))), result.elapsed_s
-        p99 = _latency_us(self.spec.get("p99_ms"), text)
-        phase = Phase(self.workload.name, count, elapsed, count / elapsed if elapsed else 0.0, p99_us=p99,
-                      p50_us=None)
-        return Benchmarked(phases=(phase,), measured=(self.workload.name,), elapsed_s=elapsed,
-                           verified=self.checks_reads(self.spec))
+        return self.command.run(rung, timeout_s, log_path, self._run_places(max(1, rung.operations or rung.records), seed))
 
     def read_counters(self, log: Path) -> dict[str, float]:
         """The system's counters now, as its file's query answers them (name, number rows).
@@ -239,21 +199,8 @@ class DescribedServerTarget(ServerTarget):
         return SettleWork(flush_s=time.monotonic() - started, compaction_s=0.0)
 
     def check_data(self, ran: Benchmarked, log_path: Path) -> None:
-        """The workload's check after the run and the settle's crash and recovery: every column of the query's
-        answer equals its expected expression.
-
-        Raises:
-            RunFailure: (DATA_LOSS) a column differs.
-        """
-        check = self.spec.get("check")
-        if not isinstance(check, dict):
-            return
-        answer = self._sql(check["sql"], log_path.with_suffix(".check.log"), "the data check").split("\t")
-        expected = [str(int(_evaluate(e, self.spec))) for e in check["expect"]]
-        got = [a.strip() for a in answer]
-        if got != expected:
-            raise RunFailure(FailureKind.DATA_LOSS, f"data loss: the workload's check ({check['sql']}) answered "
-                             f"{' '.join(got)}, expected {' '.join(expected)}", log_path)
+        """The workload's check after the run and the settle's crash and recovery (``CommandDriver.check``)."""
+        self.command.check(lambda sql, log: self._sql(sql, log, "the data check"), log_path)
 
     def has_crash_check(self) -> bool:
         return self.files.durability is not None
@@ -273,7 +220,7 @@ class DescribedServerTarget(ServerTarget):
             for statement in durability.setup:
                 self._sql(statement, log, "the durability check's setup")
             full = self.workload.rungs[-1]
-            bench = spawn(fill(self.spec["run"], self._run_places(max(1, full.operations or full.records), 1)),
+            bench = spawn(self.command.run_argv(self._run_places(max(1, full.operations or full.records), 1)),
                           log_path=log_dir / "crash-check.run.log")
             ledger = _Ledger(self, durability.commit)
             ledger.start()
@@ -303,11 +250,7 @@ class DescribedServerTarget(ServerTarget):
 
     def _run_places(self, operations: int, seed: int) -> dict[str, str | list[str]]:
         places = self._places()
-        places["connection"] = fill(self.files.drivers[self.driver], places)
-        places.update({"operations": str(operations), "records": str(self.workload.records), "seed": str(seed),
-                       "clients": str(self.clients())})
-        places.update({k: str(v) for k, v in self.spec.items() if k not in SECTION_KEYS and not isinstance(v, dict)})
-        return places
+        return self.command.places(places, fill(self.files.drivers[self.driver], places), operations, seed)
 
     def _sql(self, statement: str, log: Path, what: str, all_rows: bool = False) -> Any:
         """One statement through the system's client; its last line (or every line)."""
@@ -356,81 +299,4 @@ def target_classes(files: SystemFile) -> dict[str, type[Target]]:
                           "clean_stop": files.clean_stop})
             for driver in files.drivers}
 
-
-def _section(workload: Workload, driver: str, files: SystemFile) -> Mapping[str, Any]:
-    """The workload's section for ``driver``, checked.
-
-    Raises:
-        WorkloadError: one line naming the workload, the field and the fix.
-    """
-    section = workload.driver(driver)
-    where = f"workload '{workload.name}': [drivers.{driver}]"
-    places = set(PLACES) | set(files.paths) | set(RUN_PLACES) | {
-        k for k, v in section.items() if k not in SECTION_KEYS and isinstance(v, str | int | float)}
-    for key in ("run", "load"):
-        value = section.get(key)
-        if value is None and key == "load":
-            continue
-        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-            raise WorkloadError(f"{where} {key} must be a non-empty argv list of text. Fix: write {key} = "
-                                "[\"/usr/bin/prog\", \"{connection}\", ...]")
-        unknown = placeholders(value) - places
-        if unknown:
-            raise WorkloadError(f"{where} {key} names unknown placeholder {{{sorted(unknown)[0]}}}. Fix: use one of "
-                                + ", ".join("{" + p + "}" for p in sorted(places)))
-    for key in ("operations", "p99_ms", "p95_ms"):
-        pattern = section.get(key)
-        if pattern is None and key != "operations":
-            continue
-        try:
-            ok = isinstance(pattern, str) and re.compile(pattern).groups >= 1
-        except re.error:
-            ok = False
-        if not ok:
-            raise WorkloadError(f"{where} {key} must be a pattern with one group around the number. Fix: e.g. "
-                                f"{key} = \"transactions:\\\\s+(\\\\d+)\"")
-    clients = section.get("clients", 1)
-    if isinstance(clients, bool) or not isinstance(clients, int) or clients < 1:
-        raise WorkloadError(f"{where} clients must be a whole number of at least 1. Fix: e.g. clients = 8")
-    check = section.get("check")
-    if check is not None:
-        expect = check.get("expect") if isinstance(check, dict) else None
-        if not isinstance(check, dict) or not isinstance(check.get("sql"), str) or not isinstance(expect, list) \
-                or not expect:
-            raise WorkloadError(f"{where} check must be a table with sql (a query) and expect (a list of "
-                                "expressions, one per column). Fix: check = { sql = \"SELECT COUNT(*) FROM t\", "
-                                "expect = [\"rows\"] }")
-        for expression in expect:
-            _checked_expression(expression, section, f"{where} check.expect")
-    if "data_bytes" in section:
-        _checked_expression(section["data_bytes"], section, f"{where} data_bytes")
-    return section
-
-
-def _checked_expression(expression: object, section: Mapping[str, Any], where: str) -> None:
-    try:
-        _evaluate(expression, section)
-    except Exception as exc:  # simpleeval raises many kinds; each is the same mistake here
-        raise WorkloadError(f"{where}: {expression!r} cannot be computed ({exc}). Fix: write an expression over "
-                            "the section's numbers, e.g. \"tables * table_size\"") from None
-
-
-def _evaluate(expression: object, section: Mapping[str, Any]) -> float:
-    """A number, a size ("2GiB"), or an expression over the section's numbers (simpleeval, never eval)."""
-    if isinstance(expression, bool):
-        raise ValueError("a true/false is not a number")
-    if isinstance(expression, int | float):
-        return float(expression)
-    names = {k: v for k, v in section.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    with contextlib.suppress(ValueError):
-        return float(parse_bytes(str(expression)))
-    value = SimpleEval(names=names).eval(str(expression))
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError("it is not a number")
-    return float(value)
-
-
-def _latency_us(pattern: str | None, text: str) -> float | None:
-    found = re.search(pattern, text) if pattern else None
-    return float(found.group(1)) * 1000 if found else None
 

@@ -1,0 +1,214 @@
+"""A benchmark run as an argv from a workload's driver section: its load, its run, its result, its data check.
+
+The section (docs/system-file.md, "The workload's driver section") says
+``run`` (argv, required) and ``load`` (argv, once); ``operations`` (a pattern
+whose group is the count of operations the run did, required), ``p99_ms`` /
+``p95_ms`` (patterns, optional); ``clients``; ``check`` = { sql, expect } (a
+query whose answer's columns must equal the expressions in ``expect``, over
+the section's numbers); ``data_bytes`` (the loaded data's size: a size or an
+expression over them); ``point_reads_only``, ``reads``, ``writes`` (the
+workload's shape); any other number or text is a placeholder its argv may
+name. A system described by a file runs it (``_described.py``), and so may a
+system's package (PostgreSQL runs the same sysbench workloads through it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from simpleeval import SimpleEval
+
+from knobtune.errors import KnobtuneError, WorkloadError
+from knobtune.knobs.units import parse_bytes
+from knobtune.targets._base import FailureKind, Phase, RunFailure
+from knobtune.targets._process import last_lines, run_logged
+from knobtune.targets._server import Benchmarked
+from knobtune.targets._system_file import fill, placeholders
+from knobtune.workloads import Rung, Workload
+
+RUN_PLACES = ("connection", "operations", "records", "seed", "clients")  # what a workload's argv may name
+SECTION_KEYS = ("run", "load", "operations", "p99_ms", "p95_ms", "clients", "check", "data_bytes",
+                "point_reads_only", "reads", "writes", "description")
+
+Places = dict[str, "str | list[str]"]
+
+
+class CommandDriver:
+    """How one workload runs through one driver whose benchmark is an argv (``sysbench``)."""
+
+    def __init__(self, workload: Workload, driver: str, places: Iterable[str]) -> None:
+        """Check the workload's section for ``driver``; ``places`` are the system's own placeholders.
+
+        Raises:
+            WorkloadError: one line naming the workload, the field and the fix.
+        """
+        self.workload, self.driver = workload, driver
+        self.section = _checked(workload, driver, set(places))
+
+    @staticmethod
+    def checks_reads(section: Mapping[str, object]) -> bool:
+        return isinstance(section.get("check"), dict)
+
+    @property
+    def clients(self) -> int:
+        return int(self.section.get("clients", 1))
+
+    @property
+    def point_reads_only(self) -> bool:
+        return bool(self.section.get("point_reads_only", False))
+
+    @property
+    def reads_and_writes(self) -> tuple[bool, bool]:
+        return bool(self.section.get("reads", True)), bool(self.section.get("writes", True))
+
+    def data_bytes(self) -> int | None:
+        expression = self.section.get("data_bytes")
+        return None if expression is None else int(_evaluate(expression, self.section))
+
+    def loaded_inputs(self) -> dict[str, Any]:
+        """What the loaded data depends on, from the section (its load and sizes, not how it runs)."""
+        return {"load": list(self.section.get("load", [])),
+                "section": {k: v for k, v in self.section.items() if k not in ("run", "check", "description")}}
+
+    def places(self, system: Places, connection: list[str], operations: int, seed: int) -> Places:
+        """``system``'s places plus the run's: the connection, the rung's operations, the seed, the section's values."""
+        places: Places = dict(system)
+        places.update({"connection": connection, "operations": str(operations), "records": str(self.workload.records),
+                       "seed": str(seed), "clients": str(self.clients)})
+        places.update({k: str(v) for k, v in self.section.items() if k not in SECTION_KEYS and not isinstance(v, dict)})
+        return places
+
+    def run_argv(self, places: Places) -> list[str]:
+        return fill(self.section["run"], places)
+
+    def load(self, places: Places, log: Path) -> None:
+        """The section's load, once (nothing when it has none).
+
+        Raises:
+            KnobtuneError: the load failed (the set-up or the machine is at fault: the default config ran it).
+        """
+        if "load" not in self.section:
+            return
+        argv = fill(self.section["load"], places)
+        result = run_logged(argv, log_path=log, timeout_s=3600)
+        if result.returncode != 0:
+            raise KnobtuneError(f"loading {self.workload.name}'s data failed ({Path(argv[0]).name} status "
+                                f"{result.returncode}): {last_lines(log.read_text(errors='replace'))}. Fix: see {log}")
+
+    def run(self, rung: Rung, timeout_s: float | None, log_path: Path, places: Places) -> Benchmarked:
+        """Run the benchmark for the rung's operations (``places`` from ``places``).
+
+        Raises:
+            RunFailure: TIMEOUT at ``timeout_s``; CRASH when it failed; TOOL when its output has no count.
+        """
+        argv = self.run_argv(places)
+        program = Path(argv[0]).name
+        result = run_logged(argv, log_path=log_path, timeout_s=timeout_s)
+        if result.timed_out:
+            raise RunFailure(FailureKind.TIMEOUT, f"{program} was stopped after {timeout_s:.1f} s (the limit at {rung})",
+                             log_path)
+        text = log_path.read_text(errors="replace")
+        if result.returncode != 0:
+            raise RunFailure(FailureKind.CRASH, f"{program} failed (status {result.returncode}): {last_lines(text)}",
+                             log_path)
+        done = re.search(self.section["operations"], text)
+        if done is None:
+            raise RunFailure(FailureKind.TOOL, f"{program}'s output has no match for the workload's operations pattern "
+                             f"{self.section['operations']!r}", log_path)
+        count, elapsed = int(float(done.group(1))), result.elapsed_s
+        phase = Phase(self.workload.name, count, elapsed, count / elapsed if elapsed else 0.0,
+                      p99_us=_latency_us(self.section.get("p99_ms"), text))
+        return Benchmarked(phases=(phase,), measured=(self.workload.name,), elapsed_s=elapsed,
+                           verified=self.checks_reads(self.section))
+
+    def check(self, answer: Callable[[str, Path], str], log_path: Path) -> None:
+        """The section's data check: every column of ``answer(sql, log)`` equals its expected expression.
+
+        Raises:
+            RunFailure: (DATA_LOSS) a column differs.
+        """
+        check = self.section.get("check")
+        if not isinstance(check, dict):
+            return
+        got = [a.strip() for a in answer(check["sql"], log_path.with_suffix(".check.log")).split("\t")]
+        expected = [str(int(_evaluate(e, self.section))) for e in check["expect"]]
+        if got != expected:
+            raise RunFailure(FailureKind.DATA_LOSS, f"data loss: the workload's check ({check['sql']}) answered "
+                             f"{' '.join(got)}, expected {' '.join(expected)}", log_path)
+
+
+def _checked(workload: Workload, driver: str, system_places: set[str]) -> Mapping[str, Any]:
+    section = workload.driver(driver)
+    where = f"workload '{workload.name}': [drivers.{driver}]"
+    places = system_places | set(RUN_PLACES) | {
+        k for k, v in section.items() if k not in SECTION_KEYS and isinstance(v, str | int | float)}
+    for key in ("run", "load"):
+        value = section.get(key)
+        if value is None and key == "load":
+            continue
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+            raise WorkloadError(f"{where} {key} must be a non-empty argv list of text. Fix: write {key} = "
+                                "[\"/usr/bin/prog\", \"{connection}\", ...]")
+        unknown = placeholders(value) - places
+        if unknown:
+            raise WorkloadError(f"{where} {key} names unknown placeholder {{{sorted(unknown)[0]}}}. Fix: use one of "
+                                + ", ".join("{" + p + "}" for p in sorted(places)))
+    for key in ("operations", "p99_ms", "p95_ms"):
+        pattern = section.get(key)
+        if pattern is None and key != "operations":
+            continue
+        try:
+            ok = isinstance(pattern, str) and re.compile(pattern).groups >= 1
+        except re.error:
+            ok = False
+        if not ok:
+            raise WorkloadError(f"{where} {key} must be a pattern with one group around the number. Fix: e.g. "
+                                f"{key} = \"transactions:\\\\s+(\\\\d+)\"")
+    clients = section.get("clients", 1)
+    if isinstance(clients, bool) or not isinstance(clients, int) or clients < 1:
+        raise WorkloadError(f"{where} clients must be a whole number of at least 1. Fix: e.g. clients = 8")
+    check = section.get("check")
+    if check is not None:
+        expect = check.get("expect") if isinstance(check, dict) else None
+        if not isinstance(check, dict) or not isinstance(check.get("sql"), str) or not isinstance(expect, list) \
+                or not expect:
+            raise WorkloadError(f"{where} check must be a table with sql (a query) and expect (a list of "
+                                "expressions, one per column). Fix: check = { sql = \"SELECT COUNT(*) FROM t\", "
+                                "expect = [\"rows\"] }")
+        for expression in expect:
+            _checked_expression(expression, section, f"{where} check.expect")
+    if "data_bytes" in section:
+        _checked_expression(section["data_bytes"], section, f"{where} data_bytes")
+    return section
+
+
+def _checked_expression(expression: object, section: Mapping[str, Any], where: str) -> None:
+    try:
+        _evaluate(expression, section)
+    except Exception as exc:  # simpleeval raises many kinds; each is the same mistake here
+        raise WorkloadError(f"{where}: {expression!r} cannot be computed ({exc}). Fix: write an expression over "
+                            "the section's numbers, e.g. \"tables * table_size\"") from None
+
+
+def _evaluate(expression: object, section: Mapping[str, Any]) -> float:
+    """A number, a size ("2GiB"), or an expression over the section's numbers (simpleeval, never eval)."""
+    if isinstance(expression, bool):
+        raise ValueError("a true/false is not a number")
+    if isinstance(expression, int | float):
+        return float(expression)
+    names = {k: v for k, v in section.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    with contextlib.suppress(ValueError):
+        return float(parse_bytes(str(expression)))
+    value = SimpleEval(names=names).eval(str(expression))
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("it is not a number")
+    return float(value)
+
+
+def _latency_us(pattern: str | None, text: str) -> float | None:
+    found = re.search(pattern, text) if pattern else None
+    return float(found.group(1)) * 1000 if found else None
