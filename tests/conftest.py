@@ -26,6 +26,7 @@ def store(tmp_path: Path) -> StudyStore:
 
 TEST_DATA_SCALE = 2  # a server workload's data at most this scale (pgbench: 200,000 accounts; TPC-C: 2 warehouses)
 TEST_CLIENTS = 4
+TEST_TABLE_ROWS = 2000  # a sysbench workload's rows per table
 
 
 def tiny(name: str, records: int) -> Workload:
@@ -34,7 +35,9 @@ def tiny(name: str, records: int) -> Workload:
     workload = load_workload(name).scaled(records)
     drivers = {driver: {**section, **({"scale": min(int(section["scale"]), TEST_DATA_SCALE)} if "scale" in section
                                       else {}),
-                        **({"clients": min(int(section["clients"]), TEST_CLIENTS)} if "clients" in section else {})}
+                        **({"clients": min(int(section["clients"]), TEST_CLIENTS)} if "clients" in section else {}),
+                        **({"table_size": min(int(section["table_size"]), TEST_TABLE_ROWS)} if "table_size" in section
+                           else {})}
                for driver, section in workload.drivers.items()}
     return dataclasses.replace(workload, drivers=drivers)
 

@@ -27,7 +27,8 @@ def _runs(system: str, driver: str, workload) -> bool:  # noqa: ANN001
 
 def _workload(system: str, driver: str):
     """A shipped workload the pair runs, at 1,000 records; else the corpus's tiny analytic one (scale factor 0.01)."""
-    name = next((n for n in ("put-get-delete", "ycsb-a", "pgbench-tpcb") if _runs(system, driver, load_workload(n))),
+    name = next((n for n in ("put-get-delete", "ycsb-a", "pgbench-tpcb", "oltp_point_select")
+                 if _runs(system, driver, load_workload(n))),
                 None)
     return tiny(name, 1000) if name else load_workload(CORPUS / "workloads" / "tpch-tiny.toml")
 

@@ -440,6 +440,8 @@ class _SettingsFile:
         for knob, value in changed.items():
             if catalog.knobs[knob].type is KnobType.BOOL:
                 named[catalog.knobs[knob].names.get(self.spelling, knob)] = self.booleans[0 if value else 1]
+        if not named:
+            return f"{self.comment} nothing differs from the defaults\n" if self.comment else "\n"
         lines = list(self.header)
         lines += [self.line.replace("{name}", name).replace("{value}", text) for name, text in sorted(named.items())]
         return "\n".join(lines) + "\n"

@@ -1,0 +1,94 @@
+"""PostgreSQL 15 under sysbench: the OLTP workloads a system file's server runs too, through sysbench's pgsql driver.
+
+The workload files are shared (``oltp_read_write``, ``oltp_point_select``,
+``oltp_write_only``: ``[drivers.sysbench]``), run by the command driver
+(``targets/_command.py``) as a system file's server runs them; what is
+PostgreSQL's own is the connection (the server's socket folder, libpq reads a
+host that starts with ``/`` as one) and where the tables go: a schema
+``sbtest`` first on the benchmark role's search path, so that the workloads'
+data check (``sbtest.sbtestN``) reads the same tables on both systems.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from knobtune.errors import WorkloadError
+from knobtune.knobs import Catalog
+from knobtune.targets._command import CommandDriver
+from knobtune.targets._server import Benchmarked
+from knobtune.targets.postgresql.server import DB_NAME, DB_USER, PG_BIN
+from knobtune.targets.postgresql.target import PostgresTarget
+from knobtune.workloads import Rung, Workload
+
+SYSBENCH = Path("/usr/bin/sysbench")
+SCHEMA = ["CREATE SCHEMA sbtest", f"ALTER ROLE {DB_USER} SET search_path = sbtest, public"]
+
+
+class PostgresSysbenchTarget(PostgresTarget):
+    """PostgreSQL 15 driven by sysbench (``[drivers.sysbench]``: load, run, result patterns, data check)."""
+
+    driver = "sysbench"
+
+    def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
+                 settle: bool = True, memory_limit_bytes: int | None = None) -> None:
+        """The workload's ``[drivers.sysbench]`` section read and checked; nothing runs yet.
+
+        Raises:
+            WorkloadError: the section is not one the command driver runs (one line, with the fix).
+        """
+        if twin:
+            raise WorkloadError(f"workload '{workload.name}' has no verifiable twin for sysbench")
+        # ServerTarget's set-up, not PostgresTarget's: that one reads a pgbench section, this driver has none
+        super(PostgresTarget, self).__init__(catalog, workload, scratch_dir, settle=settle,
+                                             memory_limit_bytes=memory_limit_bytes)
+        self.command = CommandDriver(workload, self.driver, ("home",))
+        self.check = None  # no pgbench invariant or ledger: the section's check is the data check
+        self._ledger_rows = 0
+
+    @staticmethod
+    def checks_reads(section: Mapping[str, object]) -> bool:
+        return CommandDriver.checks_reads(section)
+
+    @classmethod
+    def installed(cls) -> str | None:
+        return str(SYSBENCH) if SYSBENCH.exists() and (PG_BIN / "postgres").exists() else None
+
+    def has_crash_check(self) -> bool:
+        return False  # sysbench reports no per-commit log to count acknowledged commits against (pgbench does)
+
+    def clients(self) -> int:
+        return self.command.clients
+
+    def reads_single_keys_only(self) -> bool:
+        return self.command.point_reads_only
+
+    def reads_and_writes(self) -> tuple[bool, bool]:
+        return self.command.reads_and_writes
+
+    def data_bytes(self) -> int | None:
+        return self.command.data_bytes()
+
+    def loaded_inputs(self) -> Mapping[str, object]:
+        return {"system": self.system, "driver": self.driver, "version": self.version(), "schema": SCHEMA,
+                **self.command.loaded_inputs()}
+
+    def load(self, logs: Path) -> None:
+        for statement in SCHEMA:
+            self._client([str(PG_BIN / "psql"), *self._connection(), "-v", "ON_ERROR_STOP=1", "-c", statement],
+                         logs / "schema.log", "making the sbtest schema", timeout_s=60)
+        self.command.load(self._places(self.workload.records, 1), logs / "load.log")
+
+    def benchmark(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
+                  server_log: Path) -> Benchmarked:
+        return self.command.run(rung, timeout_s, log_path, self._places(max(1, rung.operations or rung.records), seed))
+
+    def check_data(self, ran: Benchmarked, log_path: Path) -> None:
+        """The workload's check after the run and the settle's crash and recovery (``CommandDriver.check``)."""
+        self.command.check(lambda sql, log: self._query(sql, log, separator="\t"), log_path)
+
+    def _places(self, operations: int, seed: int) -> dict[str, str | list[str]]:
+        home = str(self._home)
+        connection = ["--db-driver=pgsql", f"--pgsql-host={home}", f"--pgsql-user={DB_USER}", f"--pgsql-db={DB_NAME}"]
+        return self.command.places({"home": home}, connection, operations, seed)
