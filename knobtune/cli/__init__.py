@@ -38,6 +38,18 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
 for _name, _command in COMMANDS:
     app.command(_name)(_command)
 
+# What a command stopped by Ctrl-C or SIGTERM has kept, said in its last line; a study's commands keep their
+# finished trials and resume, the others measure afresh when run again.
+KEPT_WHEN_STOPPED: dict[str, str] = {
+    "compare": "the comparison did not finish (its finished runs' raw output is kept); run the same command to "
+               "measure again",
+    "sweep": "the sweep did not finish and wrote no result (its finished runs' raw output is kept); run the same "
+             "command to measure again",
+    "explain": "the explanation did not finish and was not stored; run the same command to measure again",
+    "diagnose": "the run did not finish; run the same command to run it again",
+}
+KEPT_BY_A_STUDY = "finished trials are kept; run the same command to resume"
+
 
 class _Stopped:
     """Whether SIGTERM stopped this process (it then ends as Ctrl-C does, with its own status and words)."""
@@ -71,9 +83,13 @@ def main() -> None:
             console.err.print(f"error: {message.rstrip('.')}. Fix: see `{ctx.command_path if ctx else 'knobtune'} "
                               "--help`", markup=False)
         sys.exit(getattr(exc, "exit_code", 2))
-    if code == 130 and _Stopped.by_sigterm:
-        console.err.print("stopped (SIGTERM): finished trials are kept; run the same command to resume", markup=False)
-        sys.exit(143)
     if code == 130:
-        console.err.print("interrupted: finished trials are kept; run the same command to resume", markup=False)
+        kept = KEPT_WHEN_STOPPED.get(_command_name(sys.argv[1:]), KEPT_BY_A_STUDY)
+        console.err.print(f"{'stopped (SIGTERM)' if _Stopped.by_sigterm else 'interrupted'}: {kept}", markup=False)
+        sys.exit(143 if _Stopped.by_sigterm else 130)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _command_name(args: list[str]) -> str:
+    """The command of a command line (the first word that is not an option: knobtune has no global options)."""
+    return next((arg for arg in args if not arg.startswith("-")), "")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
+INTERRUPTED_MARK = "knobtune: stopped (Ctrl-C or SIGTERM) before this program ended; its output above is incomplete"
 _POLL_S = 0.005
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
@@ -71,6 +72,11 @@ def run_logged(argv: list[str], *, log_path: Path, timeout_s: float | None, cwd:
     process = spawn(argv, log_path=log_path, cwd=cwd, env=env, user=user)
     try:
         return _watch(process, start, timeout_s, memory_limit_bytes)
+    except KeyboardInterrupt:
+        _kill_group(process)
+        with open(log_path, "a") as log:  # a cut log says so: no reader takes it for a run's whole output
+            log.write(f"\n{INTERRUPTED_MARK}\n")
+        raise
     finally:
         _kill_group(process)  # Ctrl-C or any error: never leave the child behind
 

@@ -19,6 +19,7 @@ import optuna
 from optuna.trial import TrialState
 
 from knobtune.errors import UsageError
+from knobtune.interrupts import InterruptsHeld
 from knobtune.storage import HEARTBEAT_S, StudyStore
 from knobtune.targets import Target, make_target
 from knobtune.tuning import attrs
@@ -133,24 +134,34 @@ class Tuner:
         """Ask for trials and run them while the budget allows; then wait for other workers' trials to end."""
         while True:
             while budget.may_start_trial():
-                trial = self._ask(workers, budget, queue)
-                if budget.over_trial_budget(trial):
-                    runner.finish(trial, Outcome.BUDGET, "other workers' trials reached --trials first")
-                    break
-                runner.run(target, trial)
+                self._tidy(workers, queue)
+                # Ctrl-C or SIGTERM before the trial is recorded as this process's would leave it RUNNING for good
+                # (no heartbeat yet; another machine never looks for this pid): held until the runner has recorded
+                # its worker and config, then delivered there (the trial is marked interrupted, its config queued)
+                with InterruptsHeld() as held:
+                    trial = self._ask(workers, budget, queue)
+                    if budget.over_trial_budget(trial):
+                        runner.finish(trial, Outcome.BUDGET, "other workers' trials reached --trials first")
+                        break
+                    runner.run(target, trial, owned=held.release)
             if self.experiment.joining or not self._await_other_workers(workers, queue) \
                     or not budget.may_start_trial():
                 return  # a worker leaves verifying to the study's process; nothing (more) may run
 
-    def _ask(self, workers: Workers, budget: Budget, queue: Queue) -> optuna.Trial:
-        """The next trial: this machine's default when it has none or a control is due, else the queue's (known
-        configs, interrupted trials) or the sampler's next config. Dead workers' trials are queued again first."""
+    def _tidy(self, workers: Workers, queue: Queue) -> None:
+        """Before asking: dead workers' trials queued again; a sibling process measuring this machine's default
+        waited for (it may take minutes: Ctrl-C must stop this wait, so it is not part of the ask)."""
         workers.fail_stale()
         queue.recover_interrupted()  # a dead process on this host is seen at once, without waiting for staleness
         full = self.experiment.rungs[-1]
-        while (default := workers.own_default(full)) is None and workers.default_running_elsewhere():
+        while workers.own_default(full) is None and workers.default_running_elsewhere():
             time.sleep(HEARTBEAT_S / 5)  # the default of this machine is being measured by a sibling process
-        if default is None:
+
+    def _ask(self, workers: Workers, budget: Budget, queue: Queue) -> optuna.Trial:
+        """The next trial: this machine's default when it has none or a control is due, else the queue's (known
+        configs, interrupted trials) or the sampler's next config."""
+        full = self.experiment.rungs[-1]
+        if workers.own_default(full) is None:
             return workers.ask_default(attrs.ROLE_DEFAULT)
         queue.release_known_configs()
         if workers.control_due() and budget.fits(full):

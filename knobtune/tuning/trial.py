@@ -12,6 +12,7 @@ How each trial ended is told to Optuna in one place (``finish``), through
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import optuna
 from optuna.trial import TrialState
@@ -42,8 +43,10 @@ class TrialRunner:
         self.study = workers.study
         self.trials_run = 0  # trials this process ran (the default's included)
 
-    def run(self, target: Target, trial: optuna.Trial) -> None:
-        """Run ``trial`` to its end; a failure of the machine or of knobtune queues its config again.
+    def run(self, target: Target, trial: optuna.Trial, owned: Callable[[], None] = lambda: None) -> None:
+        """Run ``trial`` to its end; a failure of the machine or of knobtune queues its config again. ``owned`` is
+        called once the trial's worker and config are recorded (``InterruptsHeld.release``: a Ctrl-C held while it
+        was asked for lands here, where it is handled).
 
         Raises:
             UsageError: the default itself does not fit the time budget or the memory limit.
@@ -51,8 +54,9 @@ class TrialRunner:
         """
         is_default = attrs.is_default(trial.user_attrs)  # never pruned, never reused
         self.trials_run += 1
-        config = self._record_config(trial)
         try:
+            config = self._record_config(trial)
+            owned()
             with self.workers.heartbeat(trial):
                 outcome = self._start(target, trial, config, is_default)
         except BaseException:  # Ctrl-C or a failure of ours: keep the trial, queue the config again

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_flags
@@ -30,6 +31,7 @@ from knobtune.targets._counters import with_ratios
 from knobtune.targets._embedded import EmbeddedTarget
 from knobtune.targets._process import run_logged
 from knobtune.targets.rocksdb.db_bench_counters import parse_counters
+from knobtune.targets.rocksdb.db_bench_workload import WorkloadFlags, knob_flags, read_section
 from knobtune.targets.rocksdb.known import guide_config
 from knobtune.workloads import Rung, Workload
 
@@ -122,6 +124,17 @@ class DbBenchTarget(EmbeddedTarget):
     def checks_reads(section: Mapping[str, object]) -> bool:
         return bool(section.get("verify"))
 
+    @classmethod
+    def section(cls, workload: Workload) -> Mapping[str, Any]:
+        """The workload's db_bench section, its ``threads`` and ``flags`` checked (``db_bench_workload.py``).
+
+        Raises:
+            WorkloadError: no db_bench section, or one line naming the file, the field and the fix.
+        """
+        section = workload.driver(cls.driver)
+        read_section(workload, section, knob_flags(cls.system))
+        return section
+
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
                  ticker_counters: bool = False, **options: object) -> None:
         """``twin=True`` runs the workload's verifiable twin (each key written once, every read checked);
@@ -129,6 +142,7 @@ class DbBenchTarget(EmbeddedTarget):
         super().__init__(catalog, workload, scratch_dir, **options)  # type: ignore[arg-type]
         self.ticker_counters = ticker_counters
         section = workload.driver(self.driver)
+        self.workload_flags: WorkloadFlags = read_section(workload, section, knob_flags(catalog.system))
         if twin and "twin" not in section:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin. Fix: add `twin` to its db_bench section")
         self.benchmarks: list[str] = list(section["twin"] if twin else section["benchmarks"])
@@ -168,18 +182,20 @@ class DbBenchTarget(EmbeddedTarget):
         return bool(set(self.benchmarks) & (_POINT_READS | _READS)), bool(set(self.benchmarks) - _POINT_READS - _READS)
 
     def clients(self) -> int:
-        return 1  # --threads=1
+        return self.workload_flags.threads
 
     def version(self) -> str:
         out = subprocess.run([find_db_bench(), "--version"], capture_output=True, text=True, check=False).stdout
         return out.strip().split()[-1] if out.strip() else "unknown"
 
     def argv(self, rung: Rung, db_dir: Path, seed: int, report_file: Path | None = None) -> list[str]:
-        """The full db_bench command line for one run (workload flags, then knob flags)."""
+        """The full db_bench command line for one run: workload flags (the workload's own ``threads`` and ``flags``
+        among them), then knob flags. Every element is one argument: nothing passes through a shell."""
         benchmarks = ",".join([*self.benchmarks, STATS_BENCHMARK])
         argv = [self._binary, f"--db={db_dir}", f"--benchmarks={benchmarks}",
                 f"--num={rung.records}", f"--key_size={self.workload.key_size}",
-                f"--value_size={self.workload.value_size}", f"--seed={seed}", "--threads=1",
+                f"--value_size={self.workload.value_size}", f"--seed={seed}",
+                *self.workload_flags.argv(self.benchmarks, rung.records),
                 "--histogram=1", "--progress_reports=false", "--use_existing_db=false",
                 *(TICKER_FLAGS if self.ticker_counters else ())]
         if report_file is not None:

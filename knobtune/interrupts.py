@@ -1,0 +1,49 @@
+"""Ctrl-C and SIGTERM held back across a step that must not be split, then delivered where it can be handled.
+
+knobtune turns both into ``KeyboardInterrupt`` (SIGTERM through ``cli.main``'s handler), which lands between any
+two bytecodes. Most places handle it where it lands (a trial in progress is marked interrupted and queued again),
+but a few steps leave a half-made record when split: a trial asked for is RUNNING in the storage before the process
+has written that it is its own, and a config half-suggested cannot be queued again. Such a step runs inside
+``InterruptsHeld``; a signal that arrives meanwhile is delivered, to the handler that was there before, when the
+step is over (``release``), at a point that handles it.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType, TracebackType
+
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class InterruptsHeld:
+    """Hold SIGINT and SIGTERM from ``with`` until ``release()`` (or the block's end), then deliver the first held.
+
+    Outside the main thread (where Python runs signal handlers) it holds nothing. ``release`` is idempotent.
+    """
+
+    def __init__(self) -> None:
+        self._saved: dict[int, object] = {}
+        self._arrived: list[int] = []
+
+    def __enter__(self) -> InterruptsHeld:
+        if threading.current_thread() is threading.main_thread():
+            for signum in HELD_SIGNALS:
+                self._saved[signum] = signal.signal(signum, self._hold)
+        return self
+
+    def _hold(self, signum: int, frame: FrameType | None) -> None:
+        self._arrived.append(signum)
+
+    def release(self) -> None:
+        """Put the handlers back; a signal that arrived meanwhile reaches its handler now (it may raise here)."""
+        saved, self._saved = self._saved, {}
+        for signum, handler in saved.items():  # None: a handler not set from Python, which Python cannot restore
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # type: ignore[arg-type]
+        if saved and self._arrived:
+            signal.raise_signal(self._arrived[0])
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.release()
