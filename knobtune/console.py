@@ -66,6 +66,11 @@ def cost_lines(summary: StudySummary) -> list[str]:
         lines.append("limits: " + ", ".join(
             part for part in (f"memory {human_bytes(limits['memory_limit_bytes'])}" if limits.get("memory_limit_bytes") else "",
                               f"recovery {limits['max_recovery_s']:g} s" if limits.get("max_recovery_s") else "") if part))
+    if production := limits.get("production"):
+        lines.append(f"memory-to-data ratio assumed: production's {human_bytes(production['memory_bytes'])} for "
+                     f"{human_bytes(production['data_bytes'])} of data (1:{production['data_bytes'] / production['memory_bytes']:.3g}); "
+                     f"configs planned at most {human_bytes(production.get('planned_limit_bytes') or 0)} of caches and "
+                     "buffers for the benchmark's data")
     return lines
 
 

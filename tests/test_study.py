@@ -371,3 +371,24 @@ def test_a_time_budget_that_cannot_hold_one_trial_and_its_verification_is_refuse
     study = store.load("s")
     assert [t.number for t in study.trials] == [0] and attrs.is_default(study.trials[0].user_attrs)
     assert study.trials[0].state == TrialState.COMPLETE  # the default's ladder is kept for the resume
+
+
+def test_a_production_ratio_holds_configs_to_its_memory_for_the_benchmarks_data(rocksdb, store) -> None:
+    """--production-data 100GiB --production-memory 1GiB on a benchmark of ~80 MiB: configs may plan no more caches
+    and buffers than the default's own plan; one planning a 512 MiB cache is infeasible (memory), never run, and
+    the study records the ratio it assumed."""
+    workload = tiny("put-get-delete", 8000)
+    big = (("a big cache", {"cache_size": 512 << 20}),)
+    study = Tuner(_settings(rocksdb, workload, trials=1, production=(100 << 30, 1 << 30), start_configs=big),
+                  store).run()
+    production = study.user_attrs[attrs.PRODUCTION]
+    default_plan = rocksdb.memory.planned_bytes(rocksdb.defaults())
+    assert production["data_bytes"] == 100 << 30 and production["planned_limit_bytes"] == default_plan
+    started = study.trials[1]
+    assert started.user_attrs[attrs.OUTCOME] == Outcome.MEMORY
+    assert "over the memory limit" in started.user_attrs[attrs.REASON]
+    summary = summarize(study, rocksdb)
+    assert summary.limits["production"]["memory_bytes"] == 1 << 30
+    from knobtune.console import cost_lines  # noqa: PLC0415
+
+    assert any("memory-to-data ratio assumed" in line for line in cost_lines(summary))

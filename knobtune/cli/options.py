@@ -93,6 +93,22 @@ def bytes_option(option: str, text: str | None) -> int | None:
     return _positive(option, text, parse_bytes, "size", "2GiB")
 
 
+def production_ratio(data: str | None, memory: str | None) -> tuple[int, int] | None:
+    """(data bytes, memory bytes) in production, or None when neither is given.
+
+    Raises:
+        UsageError: one given without the other, or a size that is not a positive size.
+    """
+    if data is None and memory is None:
+        return None
+    if data is None or memory is None:
+        given, missing = ("--production-data", "--production-memory") if memory is None else \
+            ("--production-memory", "--production-data")
+        raise UsageError(f"{given} needs {missing}: the ratio is memory to data. Fix: give both, e.g. "
+                         "--production-data 500GiB --production-memory 64GiB")
+    return bytes_option("--production-data", data), bytes_option("--production-memory", memory)  # type: ignore[return-value]
+
+
 def knob_list(knobs: str | None) -> list[str] | None:
     """--knobs as a list of names (None: not given)."""
     return [k.strip() for k in knobs.split(",") if k.strip()] if knobs else None

@@ -18,6 +18,7 @@ from knobtune.tuning.samplers import SAMPLERS
 from knobtune.tuning.space import left_out_line
 from knobtune.tuning.experiment import join_experiment
 from knobtune.cli.options import (
+    production_ratio,
     SystemArgument,
     AllowOperationalOption, DirOption, DriverOption, JsonOption, MachineOption, MemoryLimitOption, MixedOption,
     ObjectiveOption, RecordsOption, StorageOption, TimeoutFactorOption, UnscaledRungsOption, UnsettledOption,
@@ -49,6 +50,8 @@ def tune(
     unsettled: UnsettledOption = False,
     unscaled_rungs: UnscaledRungsOption = False,
     memory_limit: MemoryLimitOption = None,
+    production_data: Annotated[Optional[str], typer.Option("--production-data", help="The data size in production, e.g. 500GiB: with --production-memory, configs are held to production's memory-to-data ratio on the benchmark's data.")] = None,
+    production_memory: Annotated[Optional[str], typer.Option("--production-memory", help="The memory the system gets in production, e.g. 64GiB (with --production-data).")] = None,
     max_recovery_time: Annotated[Optional[str], typer.Option("--max-recovery-time", help="Full-size runs whose reopen after a crash takes longer are infeasible, e.g. 30s.")] = None,
     start_from: Annotated[Optional[str], typer.Option("--start-from", help="A previous study of the same system: a new study tries its winner and best configs first.")] = None,
     no_rules: Annotated[bool, typer.Option("--no-rules", help="Search without the diagnosis: no starts from the system's rules, no narrowed first search (docs/diagnosis.md).")] = False,
@@ -86,6 +89,7 @@ def tune(
         time_budget_s=duration_option(time), timeout_factor=timeout_factor, reduction_factor=reduction_factor,
         verify_top=verify_top, verify_repeats=repeats, control_every=control_every, settle=not unsettled,
         scale_rungs=not unscaled_rungs, memory_limit_bytes=bytes_option("--memory-limit", memory_limit),
+        production=production_ratio(production_data, production_memory),
         max_recovery_s=duration_option(max_recovery_time, "--max-recovery-time"), ranking=ranked_by, machine=machine,
         allow_mixed_machines=allow_mixed_machines, try_known_configs=True, use_rules=not no_rules,
         start_configs=starting_configs(store.load(start_from), catalog.system) if start_from else ())
@@ -111,8 +115,11 @@ def tune(
         console.print_json(summary.to_dict())
     else:
         console.summary_text(summary, catalog)
-        console.out.print(f"export: knobtune export {settings.study_name} --format {summary.export_formats[0]}"
-                          + (f" --dir {store.home}" if directory else ""))
+        where = f" --dir {store.home}" if directory else ""
+        console.out.print(f"export: knobtune export {settings.study_name} --format {summary.export_formats[0]}{where}")
+        if summary.verified and len(summary.result_config) > 3:
+            console.out.print(f"which of its {len(summary.result_config)} changes carry the gain: knobtune explain "
+                              f"{settings.study_name}{where}, then export --minimal", markup=False)
 
 
 def _searched_knobs(store: StudyStore, knobs: str | None, ranking: str | None,

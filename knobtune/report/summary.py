@@ -99,7 +99,8 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         result_trial=result.number if result else None, result_value=result.value if result else None,
         result_config=config, verified=outcome.verified,
         result_tried_first=str(result.user_attrs.get(attrs.STARTED_FROM, "")) if result else "",
-        verdict=outcome.verdict, single_run_speedup=speedup, verification=verification,
+        verdict=outcome.verdict + _holds_the_data(study, catalog, config, outcome.verified),
+        single_run_speedup=speedup, verification=verification,
         allow_unsafe=bool(user.get(attrs.ALLOW_UNSAFE)),
         allow_operational=bool(user.get(attrs.ALLOW_OPERATIONAL)), left_out=dict(user.get(attrs.LEFT_OUT, {})),
         unsafe_in_result=unsafe, warnings=_warnings(catalog, config, unsafe) + _fits_in_memory(study, catalog, config),
@@ -110,7 +111,8 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
                                                             user.get(attrs.DRIVER))) + ("json",),
         settled=bool(user.get(attrs.SETTLED, False)), scaled_rungs=bool(user.get(attrs.SCALED_RUNGS, False)),
         costs=_costs(study, default_trial, result, verification),
-        limits={"memory_limit_bytes": user.get(attrs.MEMORY_LIMIT), "max_recovery_s": user.get(attrs.MAX_RECOVERY)},
+        limits={"memory_limit_bytes": user.get(attrs.MEMORY_LIMIT), "max_recovery_s": user.get(attrs.MAX_RECOVERY),
+                "production": user.get(attrs.PRODUCTION)},
         ranked_by=user.get(attrs.RANKED_BY), ranking=user.get(attrs.RANKING), machines=_machines(study, trials),
         units_machine=user.get(attrs.UNITS_MACHINE), time_s=time_by_outcome(trials),
         time_spent=dict(user.get(attrs.TIME_SPENT) or {}),
@@ -273,22 +275,48 @@ def _fits_in_memory(study: optuna.Study, catalog: Catalog, config: dict[str, Any
     to its share of the data when the study scaled its rungs)."""
     if not config:
         return []
-    workload = study.user_attrs.get(attrs.WORKLOAD) or {}
-    record_bytes = workload.get("key_size", 0) + workload.get("value_size", 0)
+    data, scales = _data_bytes(study, catalog)
     full = catalog.config(config)
     buffers = catalog.memory.write_buffer_bytes(full)
     scaled = bool(study.user_attrs.get(attrs.SCALED_RUNGS))
-    records, ladder = workload.get("records", 0), workload.get("ladder", [])
+    ladder = (study.user_attrs.get(attrs.WORKLOAD) or {}).get("ladder", [])
     fitting = [f"{fraction:g}" for fraction in ladder
                if (at := catalog.memory.write_buffer_bytes(catalog.at_fraction(full, fraction) if scaled else full))
-               and round(records * fraction) * record_bytes <= at]
+               and data * (fraction if scales else 1) <= at]
     if not fitting:
         return []
     settled = "its settled time counts the flush" if study.user_attrs.get(attrs.SETTLED) else \
         "this study measured the raw window (--unsettled), so that flush was never counted"
     return [f"the result's write buffers ({human_bytes(buffers)}) hold the whole data set at rung(s) "
-            f"{', '.join(fitting)} of the ladder (up to {human_bytes(records * record_bytes)}): nothing needs to reach "
+            f"{', '.join(fitting)} of the ladder (up to {human_bytes(data)}): nothing needs to reach "
             f"a table file during the run; {settled}"]
+
+
+def _data_bytes(study: optuna.Study, catalog: Catalog) -> tuple[int, bool]:
+    """The benchmark's data at full size (the diagnosis's shape when the study read one: a server's loaded data;
+    else records x (key + value)), and whether a rung holds its fraction of it (a store whose catalog scales
+    rungs) or all of it (a server: its rungs scale the transactions, not the data)."""
+    user = study.user_attrs
+    workload = user.get(attrs.WORKLOAD) or {}
+    shape = (user.get(attrs.DIAGNOSIS) or {}).get("shape") or {}
+    records = workload.get("records", 0) * (workload.get("key_size", 0) + workload.get("value_size", 0))
+    return int(shape.get("data_bytes") or records), catalog.scales_rungs
+
+
+def _holds_the_data(study: optuna.Study, catalog: Catalog, config: dict[str, Any], verified: bool) -> str:
+    """The verdict's note when the verified result plans caches and buffers as large as the whole benchmark's data
+    and no production ratio held it: a fair answer for data that fits in memory, a wrong one for production data
+    many times larger (``--production-data``/``--production-memory`` hold the search to production's ratio)."""
+    user = study.user_attrs
+    if not (config and verified) or user.get(attrs.PRODUCTION):
+        return ""
+    data, _ = _data_bytes(study, catalog)
+    planned = catalog.memory.planned_bytes(catalog.config(config))
+    if not data or planned < data:
+        return ""
+    return (f"; note: its caches and buffers ({human_bytes(planned)}) hold the whole benchmark's data "
+            f"({human_bytes(data)}): right if production's memory holds its data too; otherwise tune with "
+            "--production-data and --production-memory")
 
 
 def _warnings(catalog: Catalog, config: dict[str, Any], unsafe: dict[str, str]) -> list[str]:

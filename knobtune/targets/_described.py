@@ -12,6 +12,7 @@ The workload's section is run by ``_command.CommandDriver``.
 from __future__ import annotations
 
 import contextlib
+import pwd
 import re
 import subprocess
 import threading
@@ -99,8 +100,6 @@ class DescribedServerTarget(ServerTarget):
                 raise ToolMissingError(f"{self.label}'s {Path(tool).name} is not installed ({tool}). "
                                        f"Fix: {self.files.install}")
         if self.files.user is not None:
-            import pwd
-
             try:
                 pwd.getpwnam(self.files.user)
             except KeyError:

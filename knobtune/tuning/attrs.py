@@ -25,6 +25,7 @@ SETTLED = "settled"  # True: every run's time includes settling the store (False
 SCALED_RUNGS = "scaled_rungs"  # True: small rungs ran configs with data-sized knobs scaled (False: --unscaled-rungs)
 MEMORY_LIMIT = "memory_limit_bytes"  # --memory-limit, or None
 MAX_RECOVERY = "max_recovery_s"  # --max-recovery-time, or None
+PRODUCTION = "production"  # --production-data/--production-memory: {data_bytes, memory_bytes, planned_limit_bytes}
 ONLY_RUNG = "only_rung"  # a ranking study: every config ran at this rung index only (absent: the whole ladder)
 RANKING = "ranking"  # a ranking study: the knob ranking computed from its samples (analysis.ranking.Ranking)
 EXPLANATION = "explanation"  # `knobtune explain`: the ablation path from the default to the winner, the minimal config

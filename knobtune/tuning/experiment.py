@@ -62,10 +62,18 @@ class Experiment:
     try_known_configs: bool = False  # a new study tries the target's known configs first (PGTune, the guide, ...)
     use_rules: bool = False  # read the system's diagnosis rules: starts and a narrowed first search (tuning.guide)
     start_configs: tuple[tuple[str, dict], ...] = ()  # (label, changed knobs) a new study tries first (--start-from)
+    production: tuple[int, int] | None = None  # (data bytes, memory bytes) in production: the ratio trials are held to
+    planned_limit_bytes: int | None = None  # the production ratio's planned memory for the benchmark (set on open)
 
     # what a worker joining the study needs besides the experiment's record
     SEARCH = ("sampler", "trials", "time_budget_s", "timeout_factor", "min_timeout_s", "reduction_factor",
               "verify_top", "verify_repeats", "control_every")
+
+    def planned_memory_limit(self) -> int | None:
+        """The planned memory (caches, buffers) a config may hold: the lower of --memory-limit and the production
+        ratio's share of the benchmark's data (None: neither)."""
+        limits = [limit for limit in (self.memory_limit_bytes, self.planned_limit_bytes) if limit is not None]
+        return min(limits) if limits else None
 
     @property
     def rungs(self) -> tuple[Rung, ...]:
@@ -105,9 +113,15 @@ class Experiment:
             attrs.SCALED_RUNGS: self.scaled_rungs,
             attrs.MEMORY_LIMIT: self.memory_limit_bytes,
             attrs.MAX_RECOVERY: self.max_recovery_s,
+            **({attrs.PRODUCTION: self.production_record()} if self.production is not None else {}),
             **({attrs.ONLY_RUNG: self.only_rung} if self.only_rung is not None else {}),
             **({attrs.RANKED_BY: self.ranking} if self.ranking is not None else {}),
         }
+
+    def production_record(self) -> dict[str, Any]:
+        """The production ratio a study holds its trials to, as stored (``show`` prints it)."""
+        data, memory = self.production  # type: ignore[misc]
+        return {"data_bytes": data, "memory_bytes": memory, "planned_limit_bytes": self.planned_limit_bytes}
 
     def check_matches(self, recorded: dict[str, Any]) -> None:
         """Refuse to go on with a study created for another experiment: its values would not compare.
@@ -191,6 +205,9 @@ def read_experiment(study: optuna.Study, *, machine: str | None = None, joining:
         objective=Objective(recorded[attrs.OBJECTIVE]), driver=driver, seed=seed,
         settle=recorded.get(attrs.SETTLED, True), scale_rungs=recorded.get(attrs.SCALED_RUNGS, False),
         memory_limit_bytes=recorded.get(attrs.MEMORY_LIMIT), max_recovery_s=recorded.get(attrs.MAX_RECOVERY),
+        production=(production["data_bytes"], production["memory_bytes"]) if (
+            production := recorded.get(attrs.PRODUCTION)) else None,
+        planned_limit_bytes=production.get("planned_limit_bytes") if production else None,
         only_rung=recorded.get(attrs.ONLY_RUNG), ranking=recorded.get(attrs.RANKED_BY), machine=machine,
         allow_mixed_machines=allow_mixed_machines, joining=joining,
         sampler_seed=seed + zlib.crc32(worker.encode()) % 100_000 + 1 if joining else None,

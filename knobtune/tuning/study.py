@@ -20,6 +20,7 @@ from optuna.trial import TrialState
 
 from knobtune.errors import UsageError
 from knobtune.interrupts import InterruptsHeld
+from knobtune.knobs.units import human_bytes
 from knobtune.storage import HEARTBEAT_S, StudyStore
 from knobtune.targets import Target, make_target
 from knobtune.tuning import attrs
@@ -68,7 +69,7 @@ class Tuner:
         with target:  # checks the tools before anything is stored
             if note := target.open_note():
                 self.reporter.note(note)
-            e = self.experiment = self._without_impossible(target)
+            e = self.experiment = self._held_to_production(self._without_impossible(target), target)
             known = target.known_configs()
             storage = self.store.storage(on_stale=self._requeue_stale)
             study = self._open_study(storage)
@@ -82,7 +83,7 @@ class Tuner:
             queue.recover_interrupted()
             self._record(study, budget, target, facts, workers)
             queue.hold_known_configs(known)
-            guide = Guide(study, e.space, target, self.reporter, memory_limit_bytes=e.memory_limit_bytes,
+            guide = Guide(study, e.space, target, self.reporter, memory_limit_bytes=e.planned_memory_limit(),
                           trials=e.trials, enabled=e.use_rules and not e.joining)
             runner = TrialRunner(workers, budget, queue, self.reporter, self.store, guide)
             try:
@@ -106,6 +107,22 @@ class Tuner:
         self.reporter.note("left out, this machine refuses them: "
                            + ", ".join(f"{k}={'/'.join(map(str, v))}" for k, v in impossible.items()))
         return replace(e, space=e.space.excluding(impossible))
+
+    def _held_to_production(self, e: Experiment, target: Target) -> Experiment:
+        """With a production ratio (--production-data, --production-memory): the planned memory a config may hold
+        on the benchmark's data, at the same memory-to-data ratio (never below the default's own plan: the default
+        is what production runs anyway). Said once."""
+        if e.production is None or e.planned_limit_bytes is not None:
+            return e
+        data, memory = e.production
+        benchmark = target.data_set_bytes()
+        default_plan = e.catalog.memory.planned_bytes(e.catalog.defaults())
+        limit = max(int(benchmark * memory / data), default_plan)
+        self.reporter.note(f"held to production's memory-to-data ratio ({human_bytes(memory)} for "
+                           f"{human_bytes(data)} of data, 1:{data / memory:.3g}): configs may plan "
+                           f"{human_bytes(limit)} of caches and buffers for the benchmark's {human_bytes(benchmark)}"
+                           + (" (the default's own plan)" if limit == default_plan else ""))
+        return replace(e, planned_limit_bytes=limit)
 
     def _open_study(self, storage: optuna.storages.BaseStorage) -> optuna.Study:
         e = self.experiment

@@ -113,7 +113,7 @@ class TrialRunner:
     def _start(self, target: Target, trial: optuna.Trial, config: dict, is_default: bool) -> Outcome:
         """Apply ``config`` unless its memory plan is over the limit, then climb; a refusal ends the trial."""
         e = self.experiment
-        if over := e.catalog.memory.over_limit(config, e.memory_limit_bytes):
+        if over := e.catalog.memory.over_limit(config, e.planned_memory_limit()):
             return self._fail(trial, Outcome.MEMORY, over, e.rungs[0], is_default)
         try:
             target.apply(config)
