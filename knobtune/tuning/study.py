@@ -70,7 +70,7 @@ class Tuner:
                 self.reporter.note(note)
             e = self.experiment = self._without_impossible(target)
             known = target.known_configs()
-            storage = self.store.storage(on_stale=self._requeue_stale)
+            storage = self.store.storage(on_stale=self._requeue_stale, on_note=self.reporter.note)
             study = self._open_study(storage)
             workers = Workers(study, storage, e, self.reporter)
             queue = self._queue = Queue(workers, self.reporter)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import optuna
 from optuna.trial import TrialState
 
-from knobtune.errors import KnobtuneError, UsageError
+from knobtune.errors import KnobtuneError, StorageError, UsageError
 from knobtune.storage import HEARTBEAT_S, StudyStore
 from knobtune.targets import RunFailure, Target, disk_full_of, is_disk_full
 from knobtune.tuning import attrs
@@ -59,6 +59,8 @@ class TrialRunner:
             owned()
             with self.workers.heartbeat(trial):
                 outcome = self._start(target, trial, config, is_default)
+        except StorageError:  # the storage is gone: the trial stays running there, and is run again when the next
+            raise  # process on this host finds its pid gone, or another machine finds its heartbeat stopped
         except BaseException:  # Ctrl-C or a failure of ours: keep the trial, queue the config again
             if self.workers.still_running(trial.number):  # Ctrl-C may land after Optuna recorded its end
                 trial.set_user_attr(attrs.OUTCOME, Outcome.INTERRUPTED.value)
