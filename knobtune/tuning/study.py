@@ -28,6 +28,7 @@ from knobtune.tuning.experiment import Experiment
 from knobtune.tuning.finish import verify_study
 from knobtune.tuning.guide import Guide
 from knobtune.tuning.outcomes import Outcome
+from knobtune.tuning.owner import running
 from knobtune.tuning.progress import Progress, Reporter
 from knobtune.tuning.pruning import DefaultAwareHalvingPruner
 from knobtune.tuning.resume import Queue
@@ -58,8 +59,15 @@ class Tuner:
         """Run the study to its budget, then verify. Finished trials are never lost.
 
         Raises:
+            UsageError: another live process runs the study in its SQLite storage (``tuning.owner``).
             KnobtuneError: the default config cannot run, the machine failed, or a setting conflicts.
         """
+        if self.experiment.joining:
+            return self._run()
+        with running(self.store, self.experiment.study_name):  # one `tune` at a time on a study kept in SQLite
+            return self._run()
+
+    def _run(self) -> optuna.Study:
         e = self.experiment
         self._started_at = time.time()
         self.store.remove_stale_scratch()
