@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 from pathlib import Path
 
 
@@ -24,6 +25,20 @@ def remove_left_behind(folder: Path, pid: str) -> int:
     (0 when it lives or is not a pid)."""
     if not pid.isdigit() or pid_alive(int(pid)):
         return 0
-    freed = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
+    freed = _bytes_in(folder)
     shutil.rmtree(folder, ignore_errors=True)
     return freed
+
+
+def _bytes_in(folder: Path) -> int:
+    """The bytes of the files under ``folder``; files and folders that vanish meanwhile (another knobtune process
+    reclaiming the same folder at once) count as nothing."""
+    total = 0
+    for root, _, files in os.walk(folder):  # os.walk skips a folder removed under it; rglob raises
+        for name in files:
+            try:
+                status = os.lstat(os.path.join(root, name))
+            except FileNotFoundError:
+                continue
+            total += status.st_size if stat.S_ISREG(status.st_mode) else 0  # symlinks: not their targets
+    return total

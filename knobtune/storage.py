@@ -23,6 +23,7 @@ import optuna
 
 from knobtune.errors import StorageError, StudyNotFoundError
 from knobtune.processes import remove_left_behind
+from knobtune.reconnecting import ReconnectingStorage
 
 DEFAULT_HOME = "knobtune-studies"
 # a running trial's process writes a heartbeat this often; a trial without one for 6 times as long has lost its
@@ -49,8 +50,14 @@ class StudyStore:
         """This process's own scratch folder (removed when the target stops)."""
         return self.scratch_root / f"{socket.gethostname()}-{os.getpid()}"
 
-    def storage(self, on_stale: StaleTrialCallback | None = None) -> optuna.storages.BaseStorage:
+    @property
+    def is_sqlite(self) -> bool:
+        return self.url.startswith("sqlite:")
+
+    def storage(self, on_stale: StaleTrialCallback | None = None,
+                on_note: Callable[[str], None] | None = None) -> optuna.storages.BaseStorage:
         """The Optuna storage behind ``url``, with heartbeats; ``on_stale`` is called for a trial whose heartbeat stopped.
+        A server's storage retries a lost connection for a while (``knobtune.reconnecting``), saying so to ``on_note``.
 
         Raises:
             StorageError: the URL cannot be opened.
@@ -58,13 +65,14 @@ class StudyStore:
         try:
             with self._creation_lock(), warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: chosen knowingly
-                return optuna.storages.get_storage(optuna.storages.RDBStorage(
+                storage = optuna.storages.get_storage(optuna.storages.RDBStorage(
                     self.url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
                     heartbeat_stale_trial_callback=on_stale))
         except Exception as exc:  # Optuna raises many kinds for a bad URL
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StorageError(f"cannot open storage '{self.url}': {first_line}. "
                                "Fix: give a valid Optuna storage URL (e.g. sqlite:///studies.db)") from None
+        return storage if self.is_sqlite else ReconnectingStorage(storage, self.url, on_note)
 
     @contextlib.contextmanager
     def _creation_lock(self) -> Iterator[None]:

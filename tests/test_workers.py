@@ -248,3 +248,79 @@ def test_a_worker_without_the_studys_own_workload_file_is_told_to_copy_it(tmp_pa
     assert len(joined.stderr.strip().splitlines()) == 1
     assert f"workload 'my-fill' is a file of its first machine ({mine}), not here" in joined.stderr
     assert "Fix: copy it" in joined.stderr
+
+
+def _running_of(url: str, name: str, pid: int) -> list[int]:
+    """The trials process ``pid`` is running, by number."""
+    study = _study(url, name)
+    return [] if study is None else [
+        t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+        if t.user_attrs.get(attrs.WORKER, "").endswith(f":{pid}")]
+
+
+def test_a_storage_restarted_under_two_workers_costs_no_trial(study_name: str, tmp_path: Path) -> None:
+    """The storage server stops and starts again (its owner's fast shutdown: every connection cut) while both
+    workers run trials: both finish the study, the trials they were running end as they would have, none fails."""
+    home, server = tmp_path / "studies", StorageServer()
+    try:
+        url = server.start()
+        first = _start(_tune(home, url, study_name, 8, "--verify-top", "0"), tmp_path / "a.log")
+        _await(lambda: _started(url, study_name), "the study to start")
+        second = _start(_worker(home, url, study_name), tmp_path / "b.log")
+        _await(lambda: _running_of(url, study_name, first.pid) and _running_of(url, study_name, second.pid),
+               "both workers to run a trial")
+        running = _running_of(url, study_name, first.pid) + _running_of(url, study_name, second.pid)
+        server.stop_server()
+        time.sleep(3)
+        server.start_server()
+        assert second.wait(timeout=120) == 0, (tmp_path / "b.log").read_text()[-3000:]
+        assert first.wait(timeout=120) == 0, (tmp_path / "a.log").read_text()[-3000:]
+
+        trials = _study(url, study_name).get_trials(deepcopy=False)
+        assert [t.number for t in trials if t.state == TrialState.FAIL] == [], "a trial failed over the restart"
+        assert all(trials[n].state in (TrialState.COMPLETE, TrialState.PRUNED) for n in running)
+        assert not any(attrs.RETRY_OF in t.user_attrs for t in trials), "a trial had to run again"
+        sampled = [t for t in trials if not attrs.is_default(t.user_attrs)]
+        assert len([t for t in sampled if t.state.is_finished() and attrs.CONFIG in t.user_attrs]) == 8
+        assert all(t.user_attrs[attrs.OUTCOME] == "budget" for t in sampled if attrs.CONFIG not in t.user_attrs)
+        for log in ("a.log", "b.log"):  # each process lost its connections, said so once, and went on
+            said = (tmp_path / log).read_text()
+            assert "does not answer" in said and "answers again" in said, said[-3000:]
+        assert _left_behind(home) == []
+    finally:
+        server.stop()
+
+
+def test_a_storage_gone_for_good_is_one_line_and_its_running_trial_is_kept(study_name: str, tmp_path: Path) -> None:
+    """Past the retry limit (3 s here, 45 s by default), one line names the storage and the fix; the trial in
+    progress is left running in the storage (not failed), for the next process to run again."""
+    home, server = tmp_path / "studies", StorageServer()
+    try:
+        url = server.start()
+        out, err = tmp_path / "out.log", tmp_path / "err.log"
+        tune = subprocess.Popen(_tune(home, url, study_name, 30, "--verify-top", "0"), stdout=out.open("w"),
+                                stderr=err.open("w"), env={**os.environ, "KNOBTUNE_STORAGE_RETRY_S": "3"})
+
+        def sampled_running() -> list[int]:
+            study = _study(url, study_name)
+            return [] if study is None else [
+                t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+                if not attrs.is_default(t.user_attrs) and attrs.CONFIG_HASH in t.user_attrs]
+
+        _await(lambda: bool(sampled_running()) and _left_behind(home, tune.pid), "a sampled trial to run db_bench")
+        running = sampled_running()
+        server.stop_server()
+        assert tune.wait(timeout=60) == 2, out.read_text()[-3000:]
+        said = err.read_text().strip()
+        assert len(said.splitlines()) == 1, said
+        assert said.startswith("error: lost the storage postgresql+psycopg://") and "did not answer for 3 s" in said
+        assert "Fix: check that the storage server is up and reachable from this machine" in said
+        assert _left_behind(home) == []
+        server.start_server()
+        trials = _study(url, study_name).get_trials(deepcopy=False)
+        assert [t.number for t in trials if t.state == TrialState.FAIL] == [], "a trial was failed for it"
+        left = [t for t in trials if t.state == TrialState.RUNNING]  # the one in progress (unless the stop came
+        assert len(left) <= 1 and all(t.user_attrs[attrs.WORKER].endswith(f":{tune.pid}") for t in left)  # between)
+        assert all(trials[n].state in (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED) for n in running)
+    finally:
+        server.stop()

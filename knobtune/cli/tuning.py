@@ -17,6 +17,7 @@ from knobtune.tuning.ranking import rank_study, ranked_knobs
 from knobtune.tuning.samplers import SAMPLERS
 from knobtune.tuning.space import left_out_line
 from knobtune.tuning.experiment import join_experiment
+from knobtune.tuning.owner import refuse_if_running
 from knobtune.cli.options import (
     production_ratio,
     SystemArgument,
@@ -101,6 +102,7 @@ def tune(
     if dry_run:
         _print_plan(settings, store)
         return
+    refuse_if_running(store, settings.study_name)  # before anything is said or run
     reclaim(store, json_output)
     info = console.err if json_output else console.out  # keep stdout pure JSON under --json
     if space.left_out:

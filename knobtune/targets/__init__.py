@@ -5,6 +5,7 @@ Each target runs a workload under a config and returns a Measurement. Nothing he
 """
 
 from knobtune.targets._base import FailureKind, KnownConfig, Measurement, Phase, RunFailure, Target
+from knobtune.targets._disk import disk_full_of, is_disk_full
 from knobtune.targets._formats import ExportFormat
 from knobtune.targets._heuristics import HeuristicConfig, Machine, disk_detection
 from knobtune.targets._registry import (
@@ -16,5 +17,6 @@ from knobtune.targets._system import Heuristics, System
 
 __all__ = ["ExportFormat", "FailureKind", "HeuristicConfig", "Heuristics", "KnownConfig", "Machine", "Measurement",
            "Phase", "RunFailure", "SYSTEMS", "System", "TARGETS", "Target", "described_systems", "disk_detection",
+           "disk_full_of", "is_disk_full",
            "export_format", "export_formats", "heuristic_config", "make_target", "reclaim_server_homes", "resolve_driver",
            "target_class", "know_system", "use_system_file", "user_system_file", "workload_section"]

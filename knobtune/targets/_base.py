@@ -42,13 +42,15 @@ class FailureKind(enum.StrEnum):
 
 
 class RunFailure(Exception):
-    """A run that produced no usable measurement, with the reason kept."""
+    """A run that produced no usable measurement, with the reason kept; a failure of the machine (TOOL) may say
+    what to do about it (``fix``: a full disk's)."""
 
-    def __init__(self, kind: FailureKind, reason: str, log_path: Path | None = None) -> None:
+    def __init__(self, kind: FailureKind, reason: str, log_path: Path | None = None, fix: str = "") -> None:
         super().__init__(f"{kind}: {reason}")
         self.kind = kind
         self.reason = reason
         self.log_path = log_path
+        self.fix = fix
 
 
 def await_server(process: subprocess.Popen[bytes], answers: Callable[[], bool], *, system: str,

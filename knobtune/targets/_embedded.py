@@ -23,6 +23,7 @@ from typing import Any
 from knobtune.errors import ToolMissingError
 from knobtune.knobs.units import human_bytes
 from knobtune.targets._base import FailureKind, Measurement, RunFailure, Settle, Target
+from knobtune.targets._disk import disk_full, disk_full_of, is_disk_full, nearly_full, no_space_line
 from knobtune.targets._loaded import check_room
 from knobtune.targets._process import ProcessResult, run_logged
 from knobtune.workloads import Rung
@@ -94,6 +95,12 @@ class EmbeddedTarget(Target):
         return twin
 
     def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
+        """Run the workload on a fresh store in the scratch folder, then settle it.
+
+        Raises:
+            RunFailure: the run gave no usable measurement; a run whose disk filled up fails as TOOL (the
+                machine's, with the folder, its free space and the fix), whatever the store made of it.
+        """
         self._runs += 1
         db_dir = self.scratch_dir / f"db-{self._runs}"
         shutil.rmtree(db_dir, ignore_errors=True)
@@ -102,6 +109,15 @@ class EmbeddedTarget(Target):
             if not self.settle:
                 return measurement
             return self._settled(measurement, rung, db_dir, timeout_s, log_path, seed)
+        except RunFailure as failure:  # told apart while the full disk is still full (before the store is removed)
+            said = no_space_line(failure.log_path, log_path, log_path.with_suffix(".settle.log"), db_dir / "LOG")
+            if said is None and not nearly_full(self.scratch_dir):
+                raise
+            raise disk_full(self.scratch_dir, said or failure.reason, failure.log_path or log_path) from None
+        except OSError as exc:
+            if not is_disk_full(exc):
+                raise
+            raise disk_full_of(exc, self.scratch_dir, log_path) from None
         finally:
             shutil.rmtree(db_dir, ignore_errors=True)
 

@@ -43,6 +43,7 @@ CONFIG = "config"  # the changed knobs actually run (after relation repair)
 CONFIG_HASH = "config_hash"
 OUTCOME = "outcome"  # an Outcome value
 REASON = "reason"
+FIX = "fix"  # what to do about a failure of the machine (outcome tool), when known: a full disk's
 RUNG_PREFIX = "rung_"  # rung_0, rung_1, ...: measurement summary at that rung
 REACHED_RUNG = "reached_rung"
 REPAIRED = "repaired"  # relations the sampler's config broke and how they were mended

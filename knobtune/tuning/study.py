@@ -29,6 +29,7 @@ from knobtune.tuning.experiment import Experiment
 from knobtune.tuning.finish import verify_study
 from knobtune.tuning.guide import Guide
 from knobtune.tuning.outcomes import Outcome
+from knobtune.tuning.owner import running
 from knobtune.tuning.progress import Progress, Reporter
 from knobtune.tuning.pruning import DefaultAwareHalvingPruner
 from knobtune.tuning.resume import Queue
@@ -59,8 +60,15 @@ class Tuner:
         """Run the study to its budget, then verify. Finished trials are never lost.
 
         Raises:
+            UsageError: another live process runs the study in its SQLite storage (``tuning.owner``).
             KnobtuneError: the default config cannot run, the machine failed, or a setting conflicts.
         """
+        if self.experiment.joining:
+            return self._run()
+        with running(self.store, self.experiment.study_name):  # one `tune` at a time on a study kept in SQLite
+            return self._run()
+
+    def _run(self) -> optuna.Study:
         e = self.experiment
         self._started_at = time.time()
         self.store.remove_stale_scratch()
@@ -71,7 +79,7 @@ class Tuner:
                 self.reporter.note(note)
             e = self.experiment = self._held_to_production(self._without_impossible(target), target)
             known = target.known_configs()
-            storage = self.store.storage(on_stale=self._requeue_stale)
+            storage = self.store.storage(on_stale=self._requeue_stale, on_note=self.reporter.note)
             study = self._open_study(storage)
             workers = Workers(study, storage, e, self.reporter)
             queue = self._queue = Queue(workers, self.reporter)

@@ -17,9 +17,9 @@ from collections.abc import Callable
 import optuna
 from optuna.trial import TrialState
 
-from knobtune.errors import KnobtuneError, UsageError
+from knobtune.errors import KnobtuneError, StorageError, UsageError
 from knobtune.storage import HEARTBEAT_S, StudyStore
-from knobtune.targets import RunFailure, Target
+from knobtune.targets import RunFailure, Target, disk_full_of, is_disk_full
 from knobtune.tuning import attrs
 from knobtune.tuning.budget import Budget
 from knobtune.tuning.guide import Guide
@@ -59,6 +59,8 @@ class TrialRunner:
             owned()
             with self.workers.heartbeat(trial):
                 outcome = self._start(target, trial, config, is_default)
+        except StorageError:  # the storage is gone: the trial stays running there, and is run again when the next
+            raise  # process on this host finds its pid gone, or another machine finds its heartbeat stopped
         except BaseException:  # Ctrl-C or a failure of ours: keep the trial, queue the config again
             if self.workers.still_running(trial.number):  # Ctrl-C may land after Optuna recorded its end
                 trial.set_user_attr(attrs.OUTCOME, Outcome.INTERRUPTED.value)
@@ -66,12 +68,14 @@ class TrialRunner:
                 self.queue.requeue(trial.params, trial.user_attrs, trial.number)
             raise
         reason = str(trial.user_attrs.get(attrs.REASON, outcome.value))
+        if outcome is Outcome.TOOL:  # the machine's failure (a full disk): the study stops, the config is not blamed
+            self.queue.requeue(trial.params, trial.user_attrs, trial.number)  # (a default is measured afresh)
+            fix = trial.user_attrs.get(attrs.FIX) or "fix the machine"
+            raise KnobtuneError(f"{_label(trial)} failed for a reason that is not the config's: {reason}. Finished "
+                                f"trials are kept{'' if is_default else ' and its config is queued again'}. Fix: "
+                                f"{fix}, then run the same command to resume")
         if is_default:
             self._after_default(trial, outcome, reason)
-        elif outcome is Outcome.TOOL:
-            self.queue.requeue(trial.params, trial.user_attrs, trial.number)
-            raise KnobtuneError(f"trial {trial.number} failed for a reason that is not the config's: {reason}. Its "
-                                "config is queued again; fix the machine and run the same command to resume")
 
     def _record_config(self, trial: optuna.Trial) -> dict:
         """Draw the trial's config and store what it changes, its hash, its repairs, unsafe values, memory plan."""
@@ -185,9 +189,16 @@ class TrialRunner:
             outcome, reason = Outcome.of_failure(failure.kind), failure.reason
             if outcome is Outcome.TIMEOUT and cut is not None:  # stopped by the budget's end, not its own limit
                 outcome, reason = Outcome.BUDGET, f"the time budget ended during {rung} (stopped after {cut:.1f} s)"
+            if failure.fix:
+                trial.set_user_attr(attrs.FIX, failure.fix)
             run = RungRun.failed(outcome, reason, str(failure.log_path or log))
         except OSError as exc:  # a folder removed, a disk full: the machine's or our failure, never the config's
-            run = RungRun.failed(Outcome.TOOL, f"the machine or knobtune failed: {exc}", str(log))
+            if is_disk_full(exc):
+                full = disk_full_of(exc, self.store.scratch_root)
+                trial.set_user_attr(attrs.FIX, full.fix)
+                run = RungRun.failed(Outcome.TOOL, full.reason, str(log))
+            else:
+                run = RungRun.failed(Outcome.TOOL, f"the machine or knobtune failed: {exc}", str(log))
         store_run(trial, rung.index, run)
         return run
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from knobtune.errors import UsageError
+from knobtune.errors import StorageError, UsageError
 from knobtune.storage import HEARTBEAT_S
 from knobtune.tuning import attrs
 from knobtune.tuning.experiment import Experiment
@@ -169,7 +169,10 @@ class Workers:
 
         def beat() -> None:
             while True:
-                self.storage.record_heartbeat(trial_id)
+                try:
+                    self.storage.record_heartbeat(trial_id)  # waits while a server storage is away (reconnecting)
+                except StorageError:
+                    return  # gone for good: the trial's own next call to the storage says so, in one line
                 if stop.wait(HEARTBEAT_S):
                     return
 

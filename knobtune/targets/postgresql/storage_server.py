@@ -52,20 +52,35 @@ class StorageServer:
         remove_stale_homes(HOME_PREFIX)
         self._home = home = Path(tempfile.mkdtemp(prefix=f"{HOME_PREFIX}{os.getpid()}-storage-"))
         shutil.chown(home, user.pw_uid, user.pw_gid)
-        data, log = home / "data", home / "server.log"
-        init = run_logged(initdb_argv(data), log_path=home / "initdb.log", timeout_s=300, user=PG_USER)
+        init = run_logged(initdb_argv(home / "data"), log_path=home / "initdb.log", timeout_s=300, user=PG_USER)
         if init.returncode != 0:
             raise KnobtuneError(f"initdb of the storage server failed. Fix: see {home / 'initdb.log'}")
-        self._server = spawn(postgres_argv(data, home, {"max_connections": "200"}), log_path=log, user=PG_USER)
+        self.start_server()
+        return f"postgresql+psycopg://{DB_USER}@/{DB_NAME}?host={home}"
+
+    def start_server(self) -> None:
+        """Start the server on its data (after ``stop_server``: the same studies, the same URL) and wait for it.
+
+        Raises:
+            KnobtuneError: it did not start (the message names the log).
+        """
+        if self._home is None:
+            raise KnobtuneError("the storage server has no data folder. Fix: start it with start() first")
+        home, log = self._home, self._home / "server.log"
+        self._server = spawn(postgres_argv(home / "data", home, {"max_connections": "200"}), log_path=log,
+                             user=PG_USER)
         await_server(self._server, lambda: accepts_connections(home), system="PostgreSQL (storage)",
                      why_exited=lambda: server_message(log), log=log, default_config=True, refusal=False,
                      limit_s=READY_LIMIT_S, poll_s=POLL_S)
-        return f"postgresql+psycopg://{DB_USER}@/{DB_NAME}?host={home}"
 
-    def stop(self) -> None:
+    def stop_server(self) -> None:
+        """Stop the server as its owner's fast shutdown does (every connection is cut), keeping its data."""
         if self._server is not None:
             stop_group(self._server, signal.SIGINT)
             self._server = None
+
+    def stop(self) -> None:
+        self.stop_server()
         if self._home is not None:
             shutil.rmtree(self._home, ignore_errors=True)
             self._home = None
