@@ -1,6 +1,6 @@
 """A storage server that goes away for a while costs no trial: a lost connection is retried, within a limit.
 
-A study on a PostgreSQL (or MySQL) storage outlives its server's restarts (an
+A study on a PostgreSQL (or other server) storage outlives its server's restarts (an
 upgrade, a failover, a network blip). Every call knobtune, and Optuna for it,
 makes to such a storage goes through ``ReconnectingStorage``: a call that fails
 because the connection was lost or refused is made again after 0.5, 1, 2, 4,

@@ -155,7 +155,8 @@ def test_a_users_system_file_outside_the_repository_tunes_like_a_shipped_one(tmp
     system = _copy_system(tmp_path)
     workload_file = tmp_path / "tiny.toml"
     text = (Path(load_workload("oltp_point_select").source)).read_text()  # type: ignore[arg-type]
-    text = text.replace('systems = ["mariadb"]', 'systems = ["mymaria"]').replace("table_size = 250000", "table_size = 2000")
+    text = re.sub(r"^systems = .*$", 'systems = ["mymaria"]', text, flags=re.M).replace("table_size = 250000",
+                                                                                      "table_size = 2000")
     workload_file.write_text(re.sub(r"^records = \d+", "records = 600", text, flags=re.M))
     before = _servers("knobtune-mymaria-")
     home = tmp_path / "studies"
