@@ -141,6 +141,25 @@ class CommandDriver:
                              f"{' '.join(got)}, expected {' '.join(expected)}", log_path)
 
 
+class CommandShape:
+    """What a target running a ``CommandDriver`` (``self.command``) tells the diagnosis about the workload's shape
+    and size: from the section. Mixed in before the target's base class."""
+
+    command: CommandDriver
+
+    def clients(self) -> int:
+        return self.command.clients
+
+    def reads_single_keys_only(self) -> bool:
+        return self.command.point_reads_only
+
+    def reads_and_writes(self) -> tuple[bool, bool]:
+        return self.command.reads_and_writes
+
+    def data_bytes(self) -> int | None:
+        return self.command.data_bytes()
+
+
 def _checked(workload: Workload, driver: str, system_places: set[str]) -> Mapping[str, Any]:
     section = workload.driver(driver)
     where = f"workload '{workload.name}': [drivers.{driver}]"

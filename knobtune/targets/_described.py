@@ -27,7 +27,7 @@ from knobtune.targets import _loaded as loaded
 from knobtune.targets._base import FailureKind, KnownConfig, RunFailure, Target
 from knobtune.targets._heuristics import Machine, clamp_into_range
 from knobtune.targets._process import last_lines, run_logged, spawn, stop_group
-from knobtune.targets._command import CommandDriver
+from knobtune.targets._command import CommandDriver, CommandShape
 from knobtune.targets._server import Benchmarked, ServerTarget, SettleWork
 from knobtune.targets._system_file import PLACES, SystemFile, fill, known_value
 from knobtune.workloads import Rung, Workload
@@ -36,7 +36,7 @@ CRASH_AFTER_S = 3.0  # the durability check kills the server this long into a ru
 _SQL_LIMIT_S = 600.0
 
 
-class DescribedServerTarget(ServerTarget):
+class DescribedServerTarget(CommandShape, ServerTarget):
     """A server run from its system file (``files``); subclasses made by ``target_classes`` set it and the driver."""
 
     files: SystemFile
@@ -79,18 +79,6 @@ class DescribedServerTarget(ServerTarget):
             configs.append(KnownConfig(known.label, dict(self.catalog.changed(self.catalog.config(fitted))),
                                        known.source))
         return tuple(configs)
-
-    def clients(self) -> int:
-        return self.command.clients
-
-    def reads_single_keys_only(self) -> bool:
-        return self.command.point_reads_only
-
-    def reads_and_writes(self) -> tuple[bool, bool]:
-        return self.command.reads_and_writes
-
-    def data_bytes(self) -> int | None:
-        return self.command.data_bytes()
 
     # ------------------------------------------------------------ what ServerTarget asks
 

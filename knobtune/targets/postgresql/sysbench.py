@@ -16,7 +16,7 @@ from pathlib import Path
 
 from knobtune.errors import WorkloadError
 from knobtune.knobs import Catalog
-from knobtune.targets._command import CommandDriver
+from knobtune.targets._command import CommandDriver, CommandShape
 from knobtune.targets._server import Benchmarked
 from knobtune.targets.postgresql.server import DB_NAME, DB_USER, PG_BIN
 from knobtune.targets.postgresql.target import PostgresTarget
@@ -26,7 +26,7 @@ SYSBENCH = Path("/usr/bin/sysbench")
 SCHEMA = ["CREATE SCHEMA sbtest", f"ALTER ROLE {DB_USER} SET search_path = sbtest, public"]
 
 
-class PostgresSysbenchTarget(PostgresTarget):
+class PostgresSysbenchTarget(CommandShape, PostgresTarget):
     """PostgreSQL 15 driven by sysbench (``[drivers.sysbench]``: load, run, result patterns, data check)."""
 
     driver = "sysbench"
@@ -57,18 +57,6 @@ class PostgresSysbenchTarget(PostgresTarget):
 
     def has_crash_check(self) -> bool:
         return False  # sysbench reports no per-commit log to count acknowledged commits against (pgbench does)
-
-    def clients(self) -> int:
-        return self.command.clients
-
-    def reads_single_keys_only(self) -> bool:
-        return self.command.point_reads_only
-
-    def reads_and_writes(self) -> tuple[bool, bool]:
-        return self.command.reads_and_writes
-
-    def data_bytes(self) -> int | None:
-        return self.command.data_bytes()
 
     def loaded_inputs(self) -> Mapping[str, object]:
         return {"system": self.system, "driver": self.driver, "version": self.version(), "schema": SCHEMA,
