@@ -12,7 +12,7 @@ from typing import Any
 
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog
-from knobtune.knobs.catalog import register_catalog
+from knobtune.knobs.catalog import SYSTEMS_DIR, register_catalog
 from knobtune.targets import cassandra, leveldb, postgresql, rocksdb
 from knobtune.targets._base import Target
 from knobtune.targets._described import target_classes
@@ -31,7 +31,7 @@ BUILT_IN: tuple[System, ...] = (
 )
 
 
-SHIPPED_FILES = Path(__file__).resolve().parents[1] / "systems"  # knobtune/systems/NAME/system.toml
+SHIPPED_FILES = SYSTEMS_DIR  # knobtune/systems/NAME/system.toml: the folder the catalogs of shipped files are found in
 
 
 def described_system(path: Path) -> System:

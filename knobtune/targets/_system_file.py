@@ -115,9 +115,6 @@ class SystemFile:
     stop_limit_s: float = 60.0
     clean_stop: int = signal.SIGTERM
 
-    def catalog(self) -> Catalog:
-        return load_catalog(self.catalog_path)
-
     def format(self, name: str) -> ExportFormat:
         return next(f for f in self.formats if f.name == name)
 
@@ -357,10 +354,15 @@ class _Checker:
         return DurabilitySpec(self.sql_list(dur, "setup", "[durability] setup"), commit,
                               self.text(dur, "count", "[durability] count"))
 
-    def formats(self, catalog: Catalog) -> tuple[ExportFormat, ...]:
-        specs = self.data.get("formats", [])
+    def tables(self, key: str, first: str) -> list[Mapping[str, Any]]:
+        """The array of tables ``[[key]]`` (none: empty)."""
+        specs = self.data.get(key, [])
         if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
-            raise self.fail("[[formats]]", "must be an array of tables", "write each as [[formats]] name = ...")
+            raise self.fail(f"[[{key}]]", "must be an array of tables", f"write each as [[{key}]] {first} = ...")
+        return specs
+
+    def formats(self, catalog: Catalog) -> tuple[ExportFormat, ...]:
+        specs = self.tables("formats", "name")
         formats = []
         for i, spec in enumerate(specs):
             where = f"[[formats]] #{i + 1}"
@@ -385,9 +387,7 @@ class _Checker:
         return tuple(formats)
 
     def known(self, catalog: Catalog) -> tuple[KnownSpec, ...]:
-        specs = self.data.get("known", [])
-        if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):
-            raise self.fail("[[known]]", "must be an array of tables", "write each as [[known]] label = ...")
+        specs = self.tables("known", "label")
         known = []
         for i, spec in enumerate(specs):
             where = f"[[known]] #{i + 1}"
@@ -434,10 +434,8 @@ class _SettingsFile:
     comment: str | None
 
     def __call__(self, catalog: Catalog, config: Mapping[str, Value]) -> str:
-        changed = catalog.changed(config)
-        named = render_named(catalog, {k: v for k, v in config.items()
-                                       if k not in changed or catalog.knobs[k].type is not KnobType.BOOL}, self.spelling)
-        for knob, value in changed.items():
+        named = render_named(catalog, config, self.spelling)
+        for knob, value in catalog.changed(config).items():  # booleans as this file spells them
             if catalog.knobs[knob].type is KnobType.BOOL:
                 named[catalog.knobs[knob].names.get(self.spelling, knob)] = self.booleans[0 if value else 1]
         if not named:
