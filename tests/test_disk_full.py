@@ -158,3 +158,57 @@ def test_a_full_scratch_disk_stops_the_study_and_blames_no_config(home: Path, tm
     sampled = [t for t in trials.values() if not attrs.is_default(t.user_attrs) and attrs.CONFIG in t.user_attrs]
     assert len([t for t in sampled if t.user_attrs[attrs.OUTCOME] != "tool"]) == 6  # the failed one not counted
     assert _db_bench_under(home) == [] and list(scratch.iterdir()) == []
+
+
+def test_a_server_whose_own_data_folder_fills_up_fails_as_the_machine_not_the_config(tmp_path: Path,
+                                                                                     monkeypatch) -> None:
+    """PostgreSQL's home (its data copy, in the temporary folder) on a tmpfs of 1.2 GiB (the room its WAL may need), filled while pgbench runs:
+    whatever the server then fails to write (its restart after the kill, a WAL segment), the run is the
+    machine's failure, with the folder, its free space and the fix."""
+    import tempfile  # noqa: PLC0415
+
+    from knobtune.knobs import load_catalog  # noqa: PLC0415
+    from knobtune.targets import FailureKind, RunFailure, make_target  # noqa: PLC0415
+    from knobtune.targets.postgresql.target import PG_BIN  # noqa: PLC0415
+
+    from conftest import tiny  # noqa: PLC0415
+
+    if not (PG_BIN / "postgres").exists():
+        pytest.skip("PostgreSQL 15 is not installed")
+    temporary = Path(tempfile.mkdtemp(prefix="knobtune-test-tmpfs-"))  # in /tmp: the postgres user reaches it
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1200m,mode=1777", "tmpfs", str(temporary)],
+                      capture_output=True).returncode != 0:
+        pytest.fail("mounting a tmpfs needs root (CI and scripts/test run as root)")
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    monkeypatch.setenv("KNOBTUNE_CACHE", str(tmp_path / "cache"))
+    catalog, workload = load_catalog("postgresql"), tiny("pgbench-tpcb", 60000)
+    outcome: dict[str, object] = {}
+    try:
+        with make_target(catalog, workload, tmp_path / "scratch") as target:
+            target.apply(catalog.defaults())
+
+            def run() -> None:
+                try:
+                    outcome["measured"] = target.run(workload.full, timeout_s=300, log_path=tmp_path / "run.log",
+                                                     seed=1)
+                except RunFailure as failure:
+                    outcome["failure"] = failure
+
+            runner = threading.Thread(target=run)
+            runner.start()
+            deadline = time.monotonic() + 60
+            while not subprocess.run(["pgrep", "-x", "pgbench"], capture_output=True).stdout and runner.is_alive():
+                assert time.monotonic() < deadline, "pgbench never started"
+                time.sleep(0.05)
+            with _kept_full(temporary):
+                runner.join(timeout=300)
+            assert not runner.is_alive()
+    finally:
+        if subprocess.run(["umount", str(temporary)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "--lazy", str(temporary)], check=False)
+        temporary.rmdir()
+    failure = outcome.get("failure")
+    assert isinstance(failure, RunFailure), f"the run did not fail: {outcome}"
+    assert failure.kind is FailureKind.TOOL, failure.reason
+    assert failure.reason.startswith(f"no space left on device in {temporary}/"), failure.reason
+    assert "free of 1.2 GiB" in failure.reason and failure.fix.startswith("free space on that disk")

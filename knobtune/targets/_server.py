@@ -47,6 +47,7 @@ from knobtune.knobs.units import human_bytes
 from knobtune.processes import remove_left_behind
 from knobtune.targets import _loaded as loaded
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target, await_server
+from knobtune.targets._disk import NO_SPACE, disk_full, nearly_full, no_space_line
 from knobtune.targets._memory import MemoryWatch, TreeMemoryWatch
 from knobtune.targets._process import kill_tree, last_lines, spawn, stop_group
 from knobtune.workloads import Rung, Workload
@@ -251,8 +252,18 @@ class ServerTarget(Target):
     def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
         if self._home is None:
             raise RunFailure(FailureKind.TOOL, "the target was not opened")
-        data = self._restore()
         server_log = log_path.with_suffix(f".{self.noun}.log")
+        try:
+            return self._run(rung, timeout_s, log_path, seed, server_log)
+        except RunFailure as failure:  # told apart while the full disk is still full (the copy is removed later)
+            said = no_space_line(failure.log_path, log_path, server_log) or (
+                failure.reason if NO_SPACE in failure.reason else None)
+            if said is None and not nearly_full(self._home):
+                raise
+            raise disk_full(self._home, said or failure.reason, failure.log_path or log_path) from None
+
+    def _run(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int, server_log: Path) -> Measurement:
+        data = self._restore()
         try:
             started = time.monotonic()
             self._start(data, self._config, server_log, refusal=True)
