@@ -118,3 +118,17 @@ def test_a_leveldb_study_end_to_end(store) -> None:
     assert study.trials[0].state.name == "COMPLETE"
     outcomes = Counter(t.user_attrs.get("outcome") for t in study.trials[1:])
     assert sum(outcomes.values()) >= 5 and "verdict" in study.user_attrs["verification"]
+
+
+def test_a_phases_latency_is_over_every_kind_of_operation() -> None:
+    """kvbench's merged histogram stands for the phase; from an older kvbench without it, the worst kind's
+    percentiles with the mean and max over every kind (the mean weighted by each kind's count)."""
+    from knobtune.targets._kvbench import _all_operations  # noqa: PLC0415
+
+    read = {"count": 300, "p50": 2.0, "p99": 9.0, "p99.9": 20.0, "max": 50.0, "mean": 3.0}
+    update = {"count": 100, "p50": 8.0, "p99": 30.0, "p99.9": 40.0, "max": 45.0, "mean": 7.0}
+    merged = {"count": 400, "p50": 3.0, "p99": 28.0, "p99.9": 39.0, "max": 50.0, "mean": 4.0}
+    assert _all_operations({"read": read, "update": update, "all": merged}) == merged
+    older = _all_operations({"read": read, "update": update})
+    assert older["p50"] == 8.0 and older["mean"] == 4.0 and older["max"] == 50.0
+    assert _all_operations({}) == {}

@@ -46,7 +46,9 @@ def test_report_json_has_every_section(report) -> None:
                          "importance", "parallel", "diff"}
     assert data["summary"]["study"] == "rep" and len(data["trials"]) >= 9
     assert sorted(data["defaults_by_rung"]) == ["0", "1", "2"]
-    assert data["latency"]["default"]["readrandom"]["p99"] > 0
+    readrandom = data["latency"]["default"]["readrandom"]
+    assert readrandom["p99"] > 0 and readrandom["mean"] > 0 and readrandom["max"] >= readrandom["p99"]
+    assert readrandom["seconds"] > 0  # the phase's own time, beside the settle: where the time went
     default_costs = data["summary"]["costs"]["default"]
     assert default_costs["settle_s"] > 0 and default_costs["recovery_s"] > 0 and default_costs["peak_rss_bytes"] > 0
 
@@ -69,6 +71,7 @@ def test_report_is_self_contained(report) -> None:
     assert sources.external == []  # opens offline: plotly.js is inline, nothing is fetched
     assert "Optimization history" in text and "Kept out of the search" in text
     assert "What it costs" in text and "recovery" in text and "peak memory" in text  # settle, recovery, memory
+    assert "Where the time went" in text and "settle after (s)" in text
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/setup installs it)")

@@ -61,6 +61,7 @@ def render(data: dict[str, Any]) -> str:
     for index, figure in enumerate(figures):
         parts.append(figure.to_html(include_plotlyjs=index == 0, full_html=False, config={"displaylogo": False},
                                     div_id=f"chart-{index}"))
+    parts.append(_time_table(data))
     parts.append(_diff(data))
     title = html.escape(f"knobtune report: {data['summary']['study']}")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{_CSS}</style></head>"
@@ -296,6 +297,35 @@ def _parallel(data: dict[str, Any]) -> Any:
     figure.update_layout(title="The most important knobs across complete trials (colour: full-size value)",
                          height=480, template="plotly_white")
     return figure
+
+
+def _time_table(data: dict[str, Any]) -> str:
+    """Where each run's time went, beside its latencies: what reconciles a faster result with a slower p50."""
+    costs = data["summary"].get("costs") or {}
+    rows = []
+    for label, phases in data["latency"].items():
+        settle = (costs.get("default" if label == "default" else "result") or {}).get("settle_s")
+        for phase, values in phases.items():
+            rows.append([label, phase] + [_number(values.get(k)) for k in ("seconds", "mean", "p50", "p99.9", "max")]
+                        + [_number(settle)])
+    if not rows:
+        return ""
+    head = "".join(f"<th>{h}</th>" for h in ("run", "phase", "phase time (s)", "mean (µs)", "p50 (µs)",
+                                             "p99.9 (µs)", "max (µs)", "settle after (s)"))
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in row) + "</tr>" for row in rows)
+    return ("<h2>Where the time went</h2><p>Latency percentiles are of single operations inside each phase, over "
+            "every kind of operation the phase runs. The objective also counts what they leave out: the time "
+            "between operations and the settle after the workload (the flush, compaction or checkpoint the run "
+            "left behind, and the reopen after a crash), and the phase time is every operation's latency "
+            "together (the mean times the operations). A config can be faster overall with a slower p50 when it "
+            "leaves less to settle or stalls less (a lower mean and max).</p>"
+            f"<table><tr>{head}</tr>{body}</table>")
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def _diff(data: dict[str, Any]) -> str:

@@ -86,7 +86,8 @@ def _latency(trials: list[FrozenTrial], result: int | None, verification: dict |
         record = record_of(trial) if trial else None
         run = record.run_at(record.reached_rung) if record and record.reached_rung is not None else None
         phases = run.summary.get("phases", []) if run is not None and run.ok else []
-        latency[label] = {p["name"]: {"p50": p.get("p50_us"), "p99": p.get("p99_us"), "p99.9": p.get("p999_us")}
+        latency[label] = {p["name"]: {"p50": p.get("p50_us"), "p99": p.get("p99_us"), "p99.9": p.get("p999_us"),
+                                      "mean": p.get("mean_us"), "max": p.get("max_us"), "seconds": p.get("seconds")}
                           for p in phases}
     return latency
 

@@ -91,6 +91,7 @@ class Phase:
     p99_us: float | None = None
     p999_us: float | None = None
     max_us: float | None = None
+    mean_us: float | None = None  # the mean latency of the phase's operations (None: the driver does not say)
 
 
 @dataclass(frozen=True)

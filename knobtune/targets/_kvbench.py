@@ -164,16 +164,29 @@ class KvbenchTarget(EmbeddedTarget):
         phases = []
         for spec, measured in zip(self.phases, result["phases"]):
             _check(spec, measured, log_path, records)
-            worst = max(measured["latency_us"].values(), key=lambda h: h["p99"], default={})
+            latency = _all_operations(measured["latency_us"])
             read = measured["found"] + measured["not_found"]
             phases.append(Phase(name=measured["name"], ops=measured["ops"], seconds=measured["elapsed_s"],
                                 ops_per_s=measured["ops_per_s"], found=measured["found"] if read else None,
-                                expected=read or None, p50_us=worst.get("p50"), p99_us=worst.get("p99"),
-                                p999_us=worst.get("p99.9"), max_us=worst.get("max")))
+                                expected=read or None, p50_us=latency.get("p50"), p99_us=latency.get("p99"),
+                                p999_us=latency.get("p99.9"), max_us=latency.get("max"), mean_us=latency.get("mean")))
         counters = with_ratios(numbers(result.get("stats", {})), workload_s=sum(p.seconds for p in phases))
         return Measurement(elapsed_s=elapsed_s, phases=tuple(phases), measured=self.measure, log_path=log_path,
                            verified=any("expect" in p for p in self.phases), peak_rss_bytes=peak_rss_bytes,
                            counters=counters)
+
+
+def _all_operations(by_kind: Mapping[str, Mapping[str, float]]) -> Mapping[str, float]:
+    """A phase's latency over all its operations: kvbench's merged histogram ``all`` when it printed one; else
+    (an older kvbench) the percentiles of the kind with the worst p99, with the mean and max over every kind."""
+    if "all" in by_kind:
+        return by_kind["all"]
+    if not by_kind:
+        return {}
+    worst = max(by_kind.values(), key=lambda h: h["p99"])
+    count = sum(h.get("count", 0) for h in by_kind.values())
+    mean = sum(h.get("count", 0) * h.get("mean", 0.0) for h in by_kind.values()) / count if count else None
+    return {**worst, "mean": mean, "max": max(h.get("max", 0.0) for h in by_kind.values())}
 
 
 class KvbenchTunableTarget(KvbenchTarget):

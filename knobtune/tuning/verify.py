@@ -65,11 +65,13 @@ class CandidateRuns:
         return statistics.median(self.values) if self.values else None
 
     def latency_us(self) -> dict[str, dict[str, float]]:
-        """Per phase, the median over runs of each latency percentile the driver printed (µs)."""
+        """Per phase, the median over runs of each latency the driver printed (µs: percentiles, mean, max) and of
+        the phase's own time (``seconds``): what reconciles latency with the objective (docs/report.md)."""
         table: dict[str, dict[str, list[float]]] = {}
         for measurement in self.measurements:
             for phase in measurement.phases:
-                for name, value in (("p50", phase.p50_us), ("p99", phase.p99_us), ("p99.9", phase.p999_us)):
+                for name, value in (("p50", phase.p50_us), ("p99", phase.p99_us), ("p99.9", phase.p999_us),
+                                    ("mean", phase.mean_us), ("max", phase.max_us), ("seconds", phase.seconds)):
                     if value is not None:
                         table.setdefault(phase.name, {}).setdefault(name, []).append(value)
         return {phase: {k: statistics.median(v) for k, v in values.items()} for phase, values in table.items()}

@@ -78,7 +78,8 @@ class Pgbench:
         count, elapsed_s = int(done.group(1)), result.elapsed_s
         p50, p99, p999, most = _percentiles(latencies)
         phase = Phase(self.script, count, elapsed_s, count / elapsed_s if elapsed_s else 0.0,
-                      p50_us=p50, p99_us=p99, p999_us=p999, max_us=most)
+                      p50_us=p50, p99_us=p99, p999_us=p999, max_us=most,
+                      mean_us=statistics.fmean(latencies) if latencies else None)
         return PgbenchRun(phases=(phase,), measured=(self.script,), elapsed_s=elapsed_s, verified=verified,
                           committed=committed)
 

@@ -17,6 +17,7 @@ db_bench keeps them only when asked (``ticker_counters=True``).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -97,7 +98,7 @@ def parse_output(text: str) -> list[Phase]:
             found = _FOUND.search(match.group("rest"))
             phases.append(Phase(
                 name=match.group("name"), ops=int(match.group("ops")), seconds=float(match.group("secs")),
-                ops_per_s=float(match.group("ops_s")),
+                ops_per_s=float(match.group("ops_s")), mean_us=float(match.group("micros")),
                 found=int(found.group(1)) if found else None, expected=int(found.group(2)) if found else None))
         elif in_section:
             continue
@@ -111,8 +112,8 @@ def parse_output(text: str) -> list[Phase]:
 
 
 def _with_latency(phase: Phase, latency: dict[str, float]) -> Phase:
-    return Phase(phase.name, phase.ops, phase.seconds, phase.ops_per_s, phase.found, phase.expected,
-                 latency.get("p50"), latency.get("p99"), latency.get("p999"), latency.get("max"))
+    return dataclasses.replace(phase, p50_us=latency.get("p50"), p99_us=latency.get("p99"),
+                               p999_us=latency.get("p999"), max_us=latency.get("max"))
 
 
 class DbBenchTarget(EmbeddedTarget):
