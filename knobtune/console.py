@@ -167,7 +167,9 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
         out.print(f"rungs ({scaled}) rank configs like the next (Spearman's rho, configs at both): " + ", ".join(
             f"{a['from']}->{a['to']} {a['rho']:+.2f} (n={a['n']})" for a in summary.rung_agreement), markup=False)
     if summary.default_value is not None:
-        out.print(f"default: {summary.objective.show(summary.default_value)} (one run at full size)")
+        warm = (f"; its warm-up before, not counted: {summary.objective.show(summary.default_warm_up)}"
+                if summary.default_warm_up is not None else "")
+        out.print(f"default: {summary.objective.show(summary.default_value)} (one run at full size{warm})")
     if summary.drift is not None:
         runs = ", ".join(summary.objective.show(v) for v in summary.default_runs)
         out.print(f"default over the study (its first run, then controls): {runs}; drift {summary.drift * 100:+.1f}%")

@@ -67,6 +67,29 @@ def test_a_small_study_climbs_the_ladder(rocksdb, store) -> None:
         assert study.user_attrs[key]
 
 
+def test_the_first_default_warms_up_once_and_its_controls_do_not(rocksdb, store) -> None:
+    events = []
+    settings = _settings(rocksdb, tiny("put-get-delete", 4000), trials=2, control_every=1, sampler="random")
+    study = Tuner(settings, store, on_progress=events.append).run()
+    defaults = [t for t in study.trials if attrs.is_default(t.user_attrs)]
+    first, controls = defaults[0], defaults[1:]
+    warm = first.user_attrs[attrs.WARM_UP]
+    assert warm["value"] > 0 and warm["elapsed_s"] > 0
+    assert (store.artifacts("s") / f"trial-{first.number:04d}" / "warm-up.log").exists()
+    assert all(attrs.WARM_UP not in t.user_attrs for t in controls)
+    assert len(list(store.artifacts("s").glob("trial-*/warm-up.log"))) == 1  # once per study and machine
+    notes = [e.message for e in events if e.kind == "note"]
+    assert any(n.startswith("warming up: the default once at") for n in notes)
+    assert any(n.startswith("the default's warm-up ran") for n in notes)
+    assert summarize(study).default_warm_up == warm["value"]
+
+
+def test_no_warm_up_counts_the_first_run(rocksdb, store) -> None:
+    study = Tuner(_settings(rocksdb, tiny("put-get-delete", 4000), trials=1, warm_up=False), store).run()
+    assert attrs.WARM_UP not in study.trials[0].user_attrs
+    assert not (store.artifacts("s") / "trial-0000" / "warm-up.log").exists()
+
+
 def test_a_run_far_slower_than_the_default_times_out(rocksdb, store) -> None:
     workload = tiny("put-get-delete", 4000)
     settings = _settings(rocksdb, workload, trials=2, timeout_factor=0.01, min_timeout_s=0.01)

@@ -47,6 +47,7 @@ class StudySummary:
     experiment: dict[str, Any] = field(default_factory=dict)
     allow_operational: bool = False  # operational values (auto-compaction off) were searched
     default_runs: list[float] = field(default_factory=list)  # the default's full-size value, its first run then controls
+    default_warm_up: float | None = None  # the default's full-size warm-up run, not counted (None: no warm-up)
     export_formats: tuple[str, ...] = ("json",)
     settled: bool = True  # run times include settling the store (False: the raw window, --unsettled)
     scaled_rungs: bool = False  # small rungs ran configs with their data-sized knobs scaled to the rung's share
@@ -107,6 +108,7 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         experiment={k: user.get(k) for k in (attrs.TOOL_VERSION, attrs.SYSTEM_VERSION, attrs.DRIVER,
                                              attrs.MACHINE, attrs.WORKLOAD, attrs.SEED)},
         default_runs=[c["value"] for c in user.get(attrs.CONTROLS, []) if c.get("value") is not None],
+        default_warm_up=(default_trial.user_attrs.get(attrs.WARM_UP) or {}).get("value") if default_trial else None,
         export_formats=tuple(f.name for f in export_formats(user.get(attrs.SYSTEM, catalog.system),
                                                             user.get(attrs.DRIVER))) + ("json",),
         settled=bool(user.get(attrs.SETTLED, False)), scaled_rungs=bool(user.get(attrs.SCALED_RUNGS, False)),

@@ -58,6 +58,7 @@ INFEASIBLE = "infeasible"  # why a complete trial breaks a limit (recovery time)
 RECOVERY_OVER_S = "recovery_over_s"  # full-size recovery time minus --max-recovery-time (<= 0: feasible)
 FINDINGS = "findings"  # the diagnosis rules that fired on the trial's full-size run
 FOCUSED = "focused"  # the knobs a trial searched, narrowed (tuning.guide), while the rest kept their defaults
+WARM_UP = "warm_up"  # the default's first trial on a machine: its full-size run before the ladder, not counted
 ROLE_DEFAULT = "baseline"  # the stored spelling of earlier releases: the default's first run
 ROLE_CONTROL = "control"
 CONTROLS = "controls"  # study: the default's full-size value at each of its runs (first and controls), in order (drift)

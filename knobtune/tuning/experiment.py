@@ -49,6 +49,7 @@ class Experiment:
     verify_repeats: int = 5
     verify_known: bool = True  # the known configs users run instead (PGTune, the guide) are verified beside the result
     control_every: int = 10  # re-run the default after every N trials that reached full size (0: never)
+    warm_up: bool = True  # the first default on a machine runs once at full size, not counted, before its ladder
     settle: bool = True  # a run's time includes settling the store afterwards (False: the raw window)
     scale_rungs: bool = True  # a small rung runs the config's data-sized knobs scaled to its share of the data
     memory_limit_bytes: int | None = None  # configs planned or measured above it are infeasible
@@ -67,7 +68,7 @@ class Experiment:
 
     # what a worker joining the study needs besides the experiment's record
     SEARCH = ("sampler", "trials", "time_budget_s", "timeout_factor", "min_timeout_s", "reduction_factor",
-              "verify_top", "verify_repeats", "control_every")
+              "verify_top", "verify_repeats", "control_every", "warm_up")
 
     def planned_memory_limit(self) -> int | None:
         """The planned memory (caches, buffers) a config may hold: the lower of --memory-limit and the production
