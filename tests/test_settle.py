@@ -106,19 +106,24 @@ def _settings(catalog, workload, **overrides) -> Experiment:
     return Experiment(**values)
 
 
-def test_memory_limit_refuses_configs_planned_over_it_before_running(store) -> None:
+def test_memory_limit_narrows_the_search_and_refuses_a_known_config_planned_over_it(store) -> None:
+    """--memory-limit 140 MiB: the plan's knobs are searched up to what fits (a sampled config planning more is
+    scaled down to it: tests/test_space.py) and a known config over it is refused without running."""
     catalog = load_catalog("rocksdb")
     workload = tiny("put-get-delete", 2000)
-    study = Tuner(_settings(catalog, workload, trials=6, memory_limit_bytes=140 * 2**20), store).run()
-    sampled = [t for t in study.trials if not attrs.is_default(t.user_attrs)]
-    planned_over = [t for t in sampled if t.user_attrs[attrs.PLANNED_MEMORY] > 140 * 2**20]
-    assert planned_over, "the seed should sample some config with a cache or buffers over 140 MiB"
-    for trial in planned_over:
-        assert trial.user_attrs[attrs.OUTCOME] == Outcome.MEMORY.value
-        assert "is over the memory limit" in trial.user_attrs[attrs.REASON]
-        assert not any(key.startswith(attrs.RUNG_PREFIX) for key in trial.user_attrs), "it must not have run"
+    limit = 140 * 2**20
+    big = (("a big cache", {"cache_size": 512 << 20}),)
+    study = Tuner(_settings(catalog, workload, trials=8, memory_limit_bytes=limit, start_configs=big), store).run()
+    sampled = [t for t in study.trials if not attrs.is_default(t.user_attrs) and attrs.STARTED_FROM not in t.user_attrs]
+    assert len(sampled) >= 6 and all(t.user_attrs[attrs.PLANNED_MEMORY] <= limit for t in sampled)
+    assert all(t.params.get("cache_size", 0) <= limit for t in sampled)  # the ceiling: no value that cannot fit
+    assert all(t.user_attrs[attrs.OUTCOME] != Outcome.MEMORY.value for t in sampled)
+    known = next(t for t in study.trials if t.user_attrs.get(attrs.STARTED_FROM) == "a big cache")
+    assert known.user_attrs[attrs.OUTCOME] == Outcome.MEMORY.value
+    assert "is over the memory limit" in known.user_attrs[attrs.REASON]
+    assert not any(key.startswith(attrs.RUNG_PREFIX) for key in known.user_attrs), "it must not have run"
     summary = summarize(study, catalog)
-    assert summary.limits["memory_limit_bytes"] == 140 * 2**20
+    assert summary.limits["memory_limit_bytes"] == limit
     assert set(summary.costs["default"]) >= {"settle_s", "recovery_s", "peak_rss_bytes"}
 
 

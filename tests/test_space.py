@@ -134,3 +134,29 @@ def test_values_a_machine_refuses_are_left_out_of_the_search() -> None:
         drawn.add(space.suggest(trial)[0]["huge_pages"])
         study.tell(trial, 1.0)
     assert drawn == {"try", "off"} and space.impossible == {"huge_pages": ("on",)}
+
+
+def test_a_planned_memory_limit_narrows_the_plans_knobs_and_scales_a_config_down_to_it(rocksdb) -> None:
+    """Held to 140 MiB: each of the plan's knobs is searched only up to what fits with the others at their least,
+    and a sampled config whose buffers and cache together plan more is scaled down to the limit, saying so."""
+    limit = 140 * 2**20
+    space = build_space(rocksdb, ["write_buffer_size", "max_write_buffer_number", "cache_size"]).held_under(limit)
+    least = rocksdb.knobs["write_buffer_size"].min * rocksdb.knobs["max_write_buffer_number"].min
+    assert space.ceilings["cache_size"] == limit - least - rocksdb.defaults()["row_cache_size"]
+    assert space.planned_limit == limit
+    both = optuna.trial.FixedTrial({"write_buffer_size": 100 << 20, "max_write_buffer_number": 1,
+                                    "cache_size": 100 << 20})
+    config, repairs = space.suggest(both, held=True)
+    assert rocksdb.memory.planned_bytes(config) <= limit
+    assert limit - rocksdb.memory.planned_bytes(config) < 2**20  # scaled to the limit, not far below it
+    assert config["write_buffer_size"] == config["cache_size"]  # one factor for both
+    assert any("over the limit 140.0 MiB" in r and "scaled by 0.70" in r for r in repairs)
+    as_known, repairs = space.suggest(both)  # a known config runs as it is (and is refused if over)
+    assert as_known["cache_size"] == 100 << 20 and not repairs
+    drawn = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    for _ in range(50):
+        trial = drawn.ask()
+        config, _ = space.suggest(trial, held=True)
+        assert rocksdb.memory.planned_bytes(config) <= limit and trial.params["cache_size"] <= limit
+        drawn.tell(trial, 0.0)
+    assert build_space(rocksdb).held_under(None).ceilings == {}

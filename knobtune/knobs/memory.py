@@ -29,6 +29,20 @@ class MemoryModel:
     def write_buffer_bytes(self, config: Mapping[str, Value]) -> int:
         return _sum_of_products(self.write_buffers, config)
 
+    def knobs(self) -> set[str]:
+        """The knobs the plan reads."""
+        return {factor for term in self.planned for factor in term if isinstance(factor, str)}
+
+    def ceiling(self, knob: str, config: Mapping[str, Value], limit_bytes: int) -> float | None:
+        """The highest value of ``knob`` whose plan, the rest of ``config`` held, is within ``limit_bytes`` (never
+        below its value in ``config``); None when the plan does not grow with it. A plan is a sum of products, so
+        it grows linearly with each knob."""
+        at_zero = _sum_of_products(self.planned, {**config, knob: 0})
+        per_unit = _sum_of_products(self.planned, {**config, knob: 1 << 30}) - at_zero
+        if per_unit <= 0:
+            return None
+        return max((limit_bytes - at_zero) / per_unit * (1 << 30), float(config[knob]))
+
     def over_limit(self, config: Mapping[str, Value], limit_bytes: int | None) -> str | None:
         """Why ``config`` is not to be run under ``limit_bytes``; None when its plan fits (or there is no limit)."""
         planned = self.planned_bytes(config)

@@ -23,6 +23,7 @@ import optuna
 
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog, Knob, KnobType, Relation, Safety, Value
+from knobtune.knobs.units import human_bytes
 
 SPECIAL_SUFFIX = ".special"
 VALUE_CHOICE = "value"
@@ -40,11 +41,34 @@ class SearchSpace:
     impossible: Mapping[str, tuple[Value, ...]] = field(default_factory=dict)  # values this machine refuses
     driver: str | None = None  # the driver the space is for (None: any)
     other_drivers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # knob -> the drivers that can set it
+    ceilings: Mapping[str, float] = field(default_factory=dict)  # knob -> the highest value searched (a memory plan)
+    planned_limit: int | None = None  # a sampled config planning more memory is scaled down to it (``fit_memory``)
 
     def excluding(self, impossible: Mapping[str, tuple[Value, ...]]) -> SearchSpace:
         """The same space without values the system cannot take on this machine (a target says which)."""
         known = {name: tuple(values) for name, values in impossible.items() if name in self.knobs}
         return replace(self, impossible={**self.impossible, **known})
+
+    def held_under(self, limit_bytes: int | None) -> SearchSpace:
+        """The same space held to a planned memory of ``limit_bytes``: each numeric knob of the catalog's memory
+        plan is searched only up to the value that fits the limit with the other knobs of the plan at their least
+        (so no config that fits is out of reach), and a sampled config whose knobs together plan more is scaled
+        down to fit (``fit_memory``): a limit narrows the search instead of refusing most of its proposals."""
+        if limit_bytes is None:
+            return self
+        least = self.catalog.defaults()
+        for name in self.catalog.memory.knobs():
+            knob = self.catalog.knobs[name]
+            if knob.is_numeric and knob.min is not None and name in self.knobs:
+                least[name] = knob.min
+        ceilings = {}
+        for name in self.knobs:
+            knob = self.catalog.knobs[name]
+            if knob.is_numeric and knob.max is not None \
+                    and (top := self.catalog.memory.ceiling(name, least, limit_bytes)) is not None \
+                    and top < knob.max:
+                ceilings[name] = top
+        return replace(self, ceilings=ceilings, planned_limit=limit_bytes)
 
     def driver_note(self) -> str | None:
         """One line naming the knobs left out because this driver cannot set them and how to search them; or None."""
@@ -54,19 +78,35 @@ class SearchSpace:
         return (f"not searched, driver {self.driver} cannot set them (they keep their defaults): "
                 f"{', '.join(self.other_drivers)}; add --driver {' or '.join(needed)} to search them")
 
-    def suggest(self, trial: optuna.Trial, focus: Mapping[str, tuple[float, float]] | None = None
-                ) -> tuple[dict[str, Value], list[str]]:
-        """A full config for ``trial`` and the relation repairs applied to it. With a ``focus`` (knob -> narrowed
-        range, ``tuning.guide``), only its knobs are searched, a numeric one within its range; the rest keep their
-        defaults."""
+    def suggest(self, trial: optuna.Trial, focus: Mapping[str, tuple[float, float]] | None = None,
+                held: bool = False) -> tuple[dict[str, Value], list[str]]:
+        """A full config for ``trial`` and the repairs applied to it. With a ``focus`` (knob -> narrowed range,
+        ``tuning.guide``), only its knobs are searched, a numeric one within its range; the rest keep their
+        defaults. ``held`` (a sampled config): under the memory plan's ceilings, and scaled down to
+        ``planned_limit`` when its knobs together plan more (a known config is run as it is, or refused)."""
         config = self.catalog.defaults()
         for name in self.knobs:
             knob = self.catalog.knobs[name]
             if focus is not None and name not in focus:
                 continue
             if knob.applies(config):
-                config[name] = _suggest_knob(trial, knob, self._choices(knob), focus.get(name) if focus else None)
-        return mend(self.catalog, config)
+                config[name] = _suggest_knob(trial, knob, self._choices(knob), self._bounds(knob, focus, held))
+        config, repairs = mend(self.catalog, config)
+        if held and self.planned_limit is not None and (fitted := fit_to_plan(
+                self.catalog, config, [n for n in self.knobs if focus is None or n in focus], self.planned_limit)):
+            repairs.append(fitted)
+        return config, repairs
+
+    def _bounds(self, knob: Knob, focus: Mapping[str, tuple[float, float]] | None,
+                held: bool) -> tuple[float, float] | None:
+        """A numeric knob's range: the focus's narrowed one or the catalog's, under its ceiling when ``held``
+        (None: the catalog's)."""
+        bounds = focus.get(knob.name) if focus else None
+        ceiling = self.ceilings.get(knob.name) if held else None
+        if ceiling is None:
+            return bounds
+        low, high = bounds if bounds is not None else (knob.min, knob.max)
+        return low, max(min(high, ceiling), low)
 
     def param_names(self) -> list[str]:
         """Every Optuna param ``suggest`` may ask for, in a stable order."""
@@ -215,6 +255,28 @@ def mend(catalog: Catalog, config: dict[str, Value]) -> tuple[dict[str, Value], 
         repairs.append(f"{relation} broken ({before}): set {relation.left}={config[relation.left]}, "
                        f"{relation.right}={config[relation.right]}")
     return config, repairs
+
+
+def fit_to_plan(catalog: Catalog, config: dict[str, Value], searched: Iterable[str], limit_bytes: int) -> str | None:
+    """Scale the searched byte-sized knobs of the memory plan down by one factor (never below their least) until
+    ``config``'s plan is within ``limit_bytes``; what was done, or None when it already fit."""
+    before = catalog.memory.planned_bytes(config)
+    if before <= limit_bytes:
+        return None
+    sized = [n for n in searched if n in catalog.memory.knobs() and catalog.knobs[n].type is KnobType.BYTES
+             and config[n] not in catalog.knobs[n].special]
+    original = {n: config[n] for n in sized}
+
+    def scaled(factor: float) -> dict[str, Value]:
+        return {**config, **{n: max(int(v * factor), int(catalog.knobs[n].min or 0)) for n, v in original.items()}}
+
+    low, high = 0.0, 1.0  # the plan falls as the factor does: find the largest factor that fits
+    for _ in range(40):
+        middle = (low + high) / 2
+        low, high = (middle, high) if catalog.memory.planned_bytes(scaled(middle)) <= limit_bytes else (low, middle)
+    config.update(scaled(low))
+    return (f"planned memory {human_bytes(before)} over the limit {human_bytes(limit_bytes)}: "
+            f"{', '.join(sized)} scaled by {low:.2f} (plan {human_bytes(catalog.memory.planned_bytes(config))})")
 
 
 def meeting_value(catalog: Catalog, relation: Relation, config: Mapping[str, Value], move: str) -> Value:

@@ -20,6 +20,8 @@ from optuna.trial import TrialState
 
 from knobtune.errors import UsageError
 from knobtune.interrupts import InterruptsHeld
+from knobtune.knobs import KnobType
+from knobtune.knobs.display import knob_value
 from knobtune.knobs.units import human_bytes
 from knobtune.storage import HEARTBEAT_S, StudyStore
 from knobtune.targets import Target, make_target
@@ -77,7 +79,8 @@ class Tuner:
         with target:  # checks the tools before anything is stored
             if note := target.open_note():
                 self.reporter.note(note)
-            e = self.experiment = self._held_to_production(self._without_impossible(target), target)
+            e = self.experiment = self._under_memory_plan(self._held_to_production(self._without_impossible(target),
+                                                                                    target))
             known = target.known_configs()
             storage = self.store.storage(on_stale=self._requeue_stale, on_note=self.reporter.note)
             study = self._open_study(storage)
@@ -131,6 +134,18 @@ class Tuner:
                            f"{human_bytes(limit)} of caches and buffers for the benchmark's {human_bytes(benchmark)}"
                            + (" (the default's own plan)" if limit == default_plan else ""))
         return replace(e, planned_limit_bytes=limit)
+
+    def _under_memory_plan(self, e: Experiment) -> Experiment:
+        """With a limit on the planned memory (--memory-limit, the production ratio): the memory knobs searched
+        only up to what fits it, each on its own (``SearchSpace.held_under``). Said once."""
+        space = e.space.held_under(e.planned_memory_limit())
+        if space.ceilings:
+            knobs = e.catalog.knobs
+            self.reporter.note(f"held to {human_bytes(space.planned_limit)} of planned memory: a sampled config "
+                               "planning more is scaled down to it; searched up to " + ", ".join(
+                f"{name} <= {knob_value(knobs[name], int(top) if knobs[name].type != KnobType.FLOAT else top)}"
+                for name, top in space.ceilings.items()))
+        return replace(e, space=space)
 
     def _open_study(self, storage: optuna.storages.BaseStorage) -> optuna.Study:
         e = self.experiment

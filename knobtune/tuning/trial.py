@@ -82,8 +82,9 @@ class TrialRunner:
         e = self.experiment
         trial.set_user_attr(attrs.WORKER, self.workers.worker)
         trial.set_user_attr(attrs.TRIAL_MACHINE, self.workers.machine)
-        focus = None if _enqueued(trial) or self.guide is None else self.guide.focus(self._focused_trials())
-        config, repairs = e.space.suggest(trial, focus)
+        fixed = _enqueued(trial)  # a known config, the default or a retry runs as it is (or is refused)
+        focus = None if fixed or self.guide is None else self.guide.focus(self._focused_trials())
+        config, repairs = e.space.suggest(trial, focus, held=not fixed)
         if focus is not None:
             trial.set_user_attr(attrs.FOCUSED, sorted(focus))
         changed = e.catalog.changed(config)
