@@ -16,6 +16,9 @@ from knobtune.knobs import load_catalog
 from knobtune.targets import make_target
 from knobtune.targets._registry import workload_section
 from knobtune.workloads import Workload, load_workload
+
+from conftest import tiny
+
 DRIVERS = [("rocksdb", "kvbench"), ("leveldb", "kvbench"), ("leveldb", "kvbench-tunable")]
 
 HEAD = """name = "mine"
@@ -79,6 +82,19 @@ def test_four_threads_touch_every_key_exactly_as_one_does(system: str, driver: s
     assert phases["scan"]["keys_seen"] == records  # every insert a key of its own
     assert (phases["gone"]["found"], phases["gone"]["not_found"]) == (0, records)
     assert measurement.verified and {p.name: p.found for p in measurement.phases}["read"] == 3001
+
+
+@pytest.mark.parametrize(("system", "driver"), DRIVERS)
+def test_the_shipped_readwrite_threads_runs_on_four_threads_and_reads_every_key(system: str, driver: str,
+                                                                                tmp_path: Path) -> None:
+    measurement, result = _run(system, driver, tiny("readwrite-threads", 2000), tmp_path)
+    load, run = result["phases"]
+    assert result["threads"] == load["threads"] == run["threads"] == 4
+    assert (load["ops"], run["ops"]) == (2000, 2000)  # the rung's records, shared out
+    counts = {op: h["count"] for op, h in run["latency_us"].items()}
+    assert set(counts) == {"read", "update"} and sum(counts.values()) == 2000
+    assert (run["found"], run["not_found"]) == (counts["read"], 0)
+    assert measurement.measured == ("run",) and measurement.verified
 
 
 # ------------------------------------------------------------------ refused, in one line
