@@ -92,7 +92,7 @@ class KvbenchTarget(EmbeddedTarget):
         super().__init__(catalog, workload, scratch_dir, **options)  # type: ignore[arg-type]
         self.system = catalog.system
         section = self.section(workload)
-        self.threads = read_threads(workload, section, self.spelling)
+        self.threads: int = section.get("threads", 1)  # checked by section()
         if twin and "twin" not in section:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin. Fix: add `twin` to its kvbench section")
         self.phases: list[dict[str, Any]] = [dict(p) for p in (section["twin"] if twin else section["phases"])]
