@@ -10,6 +10,10 @@ before the crash that ends it, so the settle is not in them), named as
 ``targets/SYSTEM/counters.toml`` describes; they become the measurement's
 ``counters`` with the ratios of ``targets/_counters.py``.
 
+``threads = N`` in the workload's section runs every phase but ``readseq`` and
+``flush`` on N threads against the one store; the rung's records and
+operations stay totals, which kvbench shares out (native/README.md, "The spec").
+
 ``kvbench-tunable`` runs LevelDB through kvbench-leveldb-tunable: the same
 kvbench linked with LevelDB patched by knobtune (native/leveldb/), whose
 compile-time constants of db/dbformat.h are options; the catalog's
@@ -36,6 +40,8 @@ from knobtune.workloads import Rung, Workload
 
 _MACHINE_FAULTS = ("No space left on device", "Too many open files", "Cannot allocate memory")
 _KILLED_AT_END = -9  # --crash-at-end: kvbench kills itself with SIGKILL once its result is written
+SECTION_FIELDS = ("phases", "measure", "twin", "threads")
+MAX_THREADS = 1024  # kvbench's own limit (native/kvbench/workload.h, kMaxThreads)
 
 KVBENCH_CONFIG = ExportFormat("kvbench-config", "the option map kvbench takes (JSON)", None,
                               lambda catalog, config: json.dumps(render_named(catalog, config, "kvbench"), indent=2) + "\n")
@@ -67,7 +73,14 @@ class KvbenchTarget(EmbeddedTarget):
 
     @classmethod
     def section(cls, workload: Workload) -> Mapping[str, Any]:
-        return workload.driver(cls.spelling)
+        """The workload's kvbench section, its field names and ``threads`` checked.
+
+        Raises:
+            WorkloadError: no kvbench section, or one line naming the file, the field and the fix.
+        """
+        section = workload.driver(cls.spelling)
+        read_threads(workload, section, cls.spelling)
+        return section
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
@@ -79,6 +92,7 @@ class KvbenchTarget(EmbeddedTarget):
         super().__init__(catalog, workload, scratch_dir, **options)  # type: ignore[arg-type]
         self.system = catalog.system
         section = self.section(workload)
+        self.threads: int = section.get("threads", 1)  # checked by section()
         if twin and "twin" not in section:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin. Fix: add `twin` to its kvbench section")
         self.phases: list[dict[str, Any]] = [dict(p) for p in (section["twin"] if twin else section["phases"])]
@@ -119,6 +133,9 @@ class KvbenchTarget(EmbeddedTarget):
                                                         (p.get("mix") or {}).items() if share}
         return bool(kinds & {"read", "readseq", "scan", "rmw"}), bool(kinds & {"fill", "update", "insert", "delete", "rmw"})
 
+    def clients(self) -> int:
+        return self.threads
+
     def version(self) -> str:
         probe = self.scratch_dir / "version-probe"
         spec = probe.with_suffix(".json")
@@ -141,7 +158,7 @@ class KvbenchTarget(EmbeddedTarget):
                 phase["count"] = rung.operations or rung.records
             phases.append(phase)
         return {"seed": seed, "key_size": self.workload.key_size, "value_size": self.workload.value_size,
-                "record_count": rung.records, "phases": phases, "config": self._config}
+                "record_count": rung.records, "threads": self.threads, "phases": phases, "config": self._config}
 
     def run_workload(self, rung: Rung, db_dir: Path, *, timeout_s: float | None, log_path: Path,
                      seed: int) -> Measurement:
@@ -198,6 +215,25 @@ class KvbenchTunableTarget(KvbenchTarget):
     driver = "kvbench-tunable"
     program = "kvbench-leveldb-tunable"
     program_env = "KNOBTUNE_KVBENCH_TUNABLE"
+
+
+def read_threads(workload: Workload, section: Mapping[str, Any], spelling: str = "kvbench") -> int:
+    """The ``threads`` of ``workload``'s kvbench ``section`` (1 when absent); its other field names checked too, so
+    a misspelt ``thread = 4`` is refused rather than run on one thread.
+
+    Raises:
+        WorkloadError: one line naming the file, the field and the fix.
+    """
+    where = str(workload.source) if workload.source else f"workload '{workload.name}'"
+    for name in section:
+        if name not in SECTION_FIELDS:
+            raise WorkloadError(f"{where}: field 'drivers.{spelling}.{name}': is not a field of the {spelling} section. "
+                                f"Fix: use {', '.join(SECTION_FIELDS)}")
+    threads = section.get("threads", 1)
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
+        raise WorkloadError(f"{where}: field 'drivers.{spelling}.threads': {threads!r} is not a number of threads from "
+                            f"1 to {MAX_THREADS}. Fix: e.g. threads = 4")
+    return threads
 
 
 def _check(spec: Mapping[str, Any], measured: Mapping[str, Any], log_path: Path, records: int) -> None:

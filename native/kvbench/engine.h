@@ -26,6 +26,9 @@ struct IoError : std::runtime_error {
 
 enum class Lookup { kFound, kNotFound };
 
+// put, get, remove and scan are called from several threads at once (a phase's threads share one store):
+// they keep no state of their own between calls but counters that are atomics. stats, flush and version are
+// called from one thread while no other runs.
 class Engine {
  public:
   virtual ~Engine() = default;

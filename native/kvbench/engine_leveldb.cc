@@ -4,6 +4,7 @@
 #include <leveldb/write_batch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -85,7 +86,8 @@ class LevelDbEngine : public Engine {
     wrote(begin, key.size() + value.size());
   }
   Lookup get(std::string_view key) override {
-    leveldb::Status s = db_->Get(leveldb::ReadOptions(), leveldb::Slice(key.data(), key.size()), &value_);
+    thread_local std::string value;  // LevelDB copies every value out: one buffer per thread, reused
+    leveldb::Status s = db_->Get(leveldb::ReadOptions(), leveldb::Slice(key.data(), key.size()), &value);
     if (s.IsNotFound()) return Lookup::kNotFound;
     check(s);
     return Lookup::kFound;
@@ -115,33 +117,39 @@ class LevelDbEngine : public Engine {
       files.push_back(property_number(db_, "leveldb.num-files-at-level" + std::to_string(level)));
     const CompactionBytes compaction = compaction_bytes(db_);
     return {{"files_by_level", files}, {"l0_files_end", files[0]},
-            {"max_level0_files", std::max(max_level0_files_, files[0])},
+            {"max_level0_files", std::max(max_level0_files_.load(), files[0])},
             {"compact_read_bytes", compaction.read}, {"compact_write_bytes", compaction.written},
-            {"user_bytes_written", user_bytes_}, {"slow_writes", slow_writes_}, {"stall_s", slow_write_s_}};
+            {"user_bytes_written", user_bytes_.load()}, {"slow_writes", slow_writes_.load()},
+            {"stall_s", static_cast<double>(slow_write_ns_.load()) / 1e9}};
   }
 
  private:
   static void check(const leveldb::Status& s) { if (!s.ok()) throw IoError(s.ToString()); }
+  // Counts a write that began at `begin`; several threads write at once, so every counter is an atomic.
   void wrote(std::chrono::steady_clock::time_point begin, uint64_t bytes) {
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-    if (seconds >= kSlowWriteS) {
-      ++slow_writes_;
-      slow_write_s_ += seconds;
+    const auto took = std::chrono::steady_clock::now() - begin;
+    if (std::chrono::duration<double>(took).count() >= kSlowWriteS) {
+      slow_writes_.fetch_add(1, std::memory_order_relaxed);
+      slow_write_ns_.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(took).count()),
+                               std::memory_order_relaxed);
     }
-    user_bytes_ += bytes;
-    if (++writes_ % kSampleEvery == 0)
-      max_level0_files_ = std::max(max_level0_files_, property_number(db_, "leveldb.num-files-at-level0"));
+    user_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    if (writes_.fetch_add(1, std::memory_order_relaxed) % kSampleEvery == kSampleEvery - 1)
+      raise_to(max_level0_files_, property_number(db_, "leveldb.num-files-at-level0"));
+  }
+  static void raise_to(std::atomic<uint64_t>& most, uint64_t seen) {
+    uint64_t now = most.load(std::memory_order_relaxed);
+    while (seen > now && !most.compare_exchange_weak(now, seen, std::memory_order_relaxed)) {}
   }
   leveldb::DB* db_;
   leveldb::Cache* cache_;
   const leveldb::FilterPolicy* filter_;
-  leveldb::WriteOptions write_;
-  std::string value_;  // LevelDB copies every value out; one buffer, reused
-  uint64_t writes_ = 0;
-  uint64_t max_level0_files_ = 0;
-  uint64_t user_bytes_ = 0;
-  uint64_t slow_writes_ = 0;
-  double slow_write_s_ = 0.0;
+  leveldb::WriteOptions write_;  // read by every writing thread, set once in the constructor
+  std::atomic<uint64_t> writes_{0};
+  std::atomic<uint64_t> max_level0_files_{0};
+  std::atomic<uint64_t> user_bytes_{0};
+  std::atomic<uint64_t> slow_writes_{0};
+  std::atomic<uint64_t> slow_write_ns_{0};
 };
 
 // One of the patched build's options into `options`; false when `key` is none of them. The system's

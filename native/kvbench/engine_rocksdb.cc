@@ -109,7 +109,7 @@ class RocksDbEngine : public Engine {
   static void check(const rocksdb::Status& s) { if (!s.ok()) throw IoError(s.ToString()); }
   rocksdb::DB* db_;
   std::shared_ptr<rocksdb::Statistics> stats_;
-  rocksdb::WriteOptions write_;
+  rocksdb::WriteOptions write_;  // read by every writing thread, set once in the constructor
 };
 
 // Keys the driver handles itself (objects, not option strings); the rest go to RocksDB's string-map API.

@@ -59,7 +59,7 @@ class Zipfian {
  public:
   // Items 0..items-1, most popular first. zetan < 0: computed (O(items)).
   Zipfian(uint64_t items, double theta, double zetan = -1.0);
-  uint64_t next(std::mt19937_64& rng);
+  uint64_t next(std::mt19937_64& rng) const;  // const: threads may share one (each with its own rng)
   // Grow the item count (for "latest"), updating zeta incrementally as YCSB does.
   void grow(uint64_t items);
   uint64_t items() const { return items_; }
@@ -75,7 +75,7 @@ class Zipfian {
 class ScrambledZipfian {
  public:
   explicit ScrambledZipfian(double theta);
-  uint64_t next(std::mt19937_64& rng, uint64_t records);
+  uint64_t next(std::mt19937_64& rng, uint64_t records) const;
 
  private:
   Zipfian zipf_;

@@ -1,5 +1,5 @@
-// Unit tests of the generators and the histogram (the engines are tested from Python on real stores), and of
-// LevelDB's options that the tunable build adds. Built twice: kvbench_tests (the system's LevelDB) and
+// Unit tests of the generators and the histogram (the engines are tested from Python on real stores), of
+// LevelDB's options that the tunable build adds, and of phases run on several threads against both stores. Built twice: kvbench_tests (the system's LevelDB) and
 // kvbench_tests_tunable (the patched one, native/leveldb/).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "engine.h"
 #include "generators.h"
@@ -139,4 +140,119 @@ TEST(LevelDbConstants, ThePlainBuildRefusesThemAsItsStores) {
 TEST(LevelDbConstants, AnUnknownNameIsOursInEitherBuild) {
   TempStore store;
   EXPECT_FALSE(refusal(store.path, {{"level0_trigger", "4"}}).refused);  // exit 2
+}
+
+// ------------------------------------------------------------------ threads
+
+TEST(Threads, SlicesCoverEveryItemOnceWithTheRemainderToTheFirstThreads) {
+  std::vector<uint64_t> sizes;
+  uint64_t next = 0;
+  for (unsigned t = 0; t < 4; ++t) {
+    Slice part = slice_of(10, t, 4);
+    EXPECT_EQ(part.begin, next);
+    sizes.push_back(part.end - part.begin);
+    next = part.end;
+  }
+  EXPECT_EQ(next, 10u);
+  EXPECT_EQ(sizes, (std::vector<uint64_t>{3, 3, 2, 2}));
+  EXPECT_EQ(slice_of(2, 3, 4).begin, slice_of(2, 3, 4).end);  // more threads than items: the last have none
+}
+
+TEST(Threads, TheSpecFieldIsAWholeNumberFromOneTo1024) {
+  auto with = [](const std::string& threads) {
+    return parse_spec(nlohmann::json::parse(R"({"record_count": 10, "phases": [{"kind": "fill"}])" +
+                                            (threads.empty() ? "" : R"(, "threads": )" + threads) + "}"));
+  };
+  EXPECT_EQ(with("").threads, 1u);
+  EXPECT_EQ(with("1024").threads, 1024u);
+  for (const char* bad : {"0", "1025", "-2", "2.5", "true", "\"4\""}) EXPECT_THROW(with(bad), SpecError) << bad;
+}
+
+namespace {
+
+// Runs `spec_text` (with "threads": 4) on a fresh store of `engine` and returns the result's phases by name.
+std::map<std::string, nlohmann::json> run_four_threads(const std::string& engine, const std::string& path,
+                                                       const std::string& spec_text, std::ostream& progress,
+                                                       double interval_s = 60) {
+  nlohmann::json json = nlohmann::json::parse(spec_text);
+  json["threads"] = 4;
+  Spec spec = parse_spec(json);
+  auto store = engine == "rocksdb" ? open_rocksdb(path, {}, false, false) : open_leveldb(path, {}, false);
+  nlohmann::json result = run(*store, spec, interval_s, progress);
+  std::map<std::string, nlohmann::json> phases;
+  for (const auto& phase : result["phases"]) phases[phase["name"].get<std::string>()] = phase;
+  return phases;
+}
+
+const char* const kEngines[] = {"rocksdb", "leveldb"};
+
+}  // namespace
+
+TEST(Threads, AShuffledFillThenReadFindsEveryKeyExactlyOnce) {
+  TempStore store;
+  for (const char* engine : kEngines) {
+    std::ostringstream progress;
+    auto phases = run_four_threads(engine, store.path, R"({"record_count": 5001, "phases": [
+        {"name": "fill", "kind": "fill", "order": "shuffled"}, {"name": "read", "kind": "read", "order": "shuffled"},
+        {"name": "scan", "kind": "readseq"}, {"name": "delete", "kind": "delete", "order": "sequential"},
+        {"name": "gone", "kind": "read", "order": "shuffled"}]})", progress);
+    EXPECT_EQ(phases["fill"]["threads"], 4) << engine;
+    EXPECT_EQ(phases["fill"]["ops"], 5001) << engine;
+    EXPECT_EQ(phases["read"]["found"], 5001) << engine;
+    EXPECT_EQ(phases["read"]["not_found"], 0) << engine;
+    EXPECT_EQ(phases["scan"]["threads"], 1) << engine;  // readseq walks the store on one thread
+    EXPECT_EQ(phases["scan"]["keys_seen"], 5001) << engine;  // every key written once: none twice, none missed
+    EXPECT_EQ(phases["gone"]["found"], 0) << engine;
+    EXPECT_EQ(phases["gone"]["not_found"], 5001) << engine;
+  }
+}
+
+TEST(Threads, RandomOrderSplitsTheCountExactly) {
+  TempStore store;
+  for (const char* engine : kEngines) {
+    std::ostringstream progress;
+    auto phases = run_four_threads(engine, store.path, R"({"record_count": 2000, "phases": [
+        {"name": "fill", "kind": "fill", "order": "sequential"},
+        {"name": "read", "kind": "read", "order": "random", "count": 3003}]})", progress);
+    EXPECT_EQ(phases["read"]["ops"], 3003) << engine;
+    EXPECT_EQ(phases["read"]["latency_us"]["get"]["count"], 3003) << engine;
+    EXPECT_EQ(phases["read"]["found"], 3003) << engine;  // drawn among keys that all exist
+  }
+}
+
+TEST(Threads, AMixWithInsertsLeavesExactlyTheRecordsPlusItsInserts) {
+  TempStore store;
+  for (const char* engine : kEngines) {
+    for (const char* distribution : {"latest", "uniform"}) {
+      std::ostringstream progress;
+      auto phases = run_four_threads(engine, store.path, std::string(R"({"record_count": 1000, "phases": [
+          {"name": "fill", "kind": "fill", "order": "shuffled"},
+          {"name": "run", "kind": "mix", "count": 6001, "mix": {"read": 0.5, "insert": 0.3, "rmw": 0.2},
+           "distribution": ")") + distribution + R"("}, {"name": "scan", "kind": "readseq"}]})", progress);
+      const nlohmann::json& mix = phases["run"];
+      SCOPED_TRACE(std::string(engine) + " " + distribution);
+      EXPECT_EQ(mix["ops"], 6001);
+      EXPECT_EQ(mix["inserted"], mix["latency_us"]["insert"]["count"]);
+      EXPECT_GT(mix["inserted"].get<uint64_t>(), 1000u);
+      EXPECT_EQ(mix["not_found"], 0);  // reads draw only among published keys: every one is there
+      EXPECT_EQ(phases["scan"]["keys_seen"], 1000 + mix["inserted"].get<uint64_t>());  // inserted keys unique
+    }
+  }
+}
+
+TEST(Threads, ProgressSumsEveryThreadsOperations) {
+  TempStore store;
+  std::ostringstream progress;
+  auto phases = run_four_threads("leveldb", store.path, R"({"record_count": 30000, "phases": [
+      {"name": "fill", "kind": "fill", "order": "shuffled"}]})", progress, 0.002);
+  std::istringstream lines(progress.str());
+  uint64_t last = 0, reports = 0;
+  for (std::string line; std::getline(lines, line); ++reports) {
+    nlohmann::json report = nlohmann::json::parse(line);
+    EXPECT_EQ(report["phase"], "fill");
+    EXPECT_GE(report["ops"].get<uint64_t>(), last);
+    last = report["ops"].get<uint64_t>();
+  }
+  EXPECT_GT(reports, 0u) << "a fill of 30,000 keys took under 2 ms";
+  EXPECT_LE(last, 30000u);
 }

@@ -1,13 +1,16 @@
 #include "workload.h"
 
 #include <algorithm>
-#include <chrono>
+#include <atomic>
+#include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <string_view>
 
 #include "generators.h"
 #include "histogram.h"
+#include "workers.h"
 
 namespace kvbench {
 
@@ -44,7 +47,7 @@ void Zipfian::grow(uint64_t items) {
   if (items != items_) { items_ = items; recompute(); }
 }
 
-uint64_t Zipfian::next(std::mt19937_64& rng) {
+uint64_t Zipfian::next(std::mt19937_64& rng) const {
   double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
   double uz = u * zetan_;
   if (uz < 1.0) return 0;
@@ -57,7 +60,7 @@ uint64_t Zipfian::next(std::mt19937_64& rng) {
 ScrambledZipfian::ScrambledZipfian(double theta)
     : zipf_(10000000000ULL, theta, theta == 0.99 ? 26.46902820178302 : zeta(10000000, theta)) {}
 
-uint64_t ScrambledZipfian::next(std::mt19937_64& rng, uint64_t records) {
+uint64_t ScrambledZipfian::next(std::mt19937_64& rng, uint64_t records) const {
   return fnv64(zipf_.next(rng)) % records;
 }
 
@@ -118,6 +121,16 @@ Config parse_config(const nlohmann::json& json) {
   return parsed;
 }
 
+// The spec's "threads": a whole number from 1 to kMaxThreads (a boolean is not one), 1 when absent.
+unsigned parse_threads(const nlohmann::json& json) {
+  if (!json.contains("threads")) return 1;
+  const nlohmann::json& threads = json.at("threads");
+  if (!threads.is_number_integer() || threads.get<int64_t>() < 1 || threads.get<int64_t>() > static_cast<int64_t>(kMaxThreads))
+    throw SpecError("field 'threads' is " + threads.dump() + "; give a whole number from 1 to " +
+                    std::to_string(kMaxThreads));
+  return threads.get<unsigned>();
+}
+
 }  // namespace
 
 Spec parse_spec(const nlohmann::json& json) {
@@ -129,6 +142,7 @@ Spec parse_spec(const nlohmann::json& json) {
   spec.record_count = field<uint64_t>(json, "record_count", 0, "");
   spec.write_sync = field<bool>(json, "write_sync", false, "");
   spec.statistics = field<bool>(json, "statistics", false, "");
+  spec.threads = parse_threads(json);
   if (spec.key_size < 8) throw SpecError("field 'key_size' must be at least 8");
   if (spec.record_count == 0) throw SpecError("field 'record_count' must be a positive integer");
   if (!json.contains("phases") || !json["phases"].is_array() || json["phases"].empty())
@@ -158,9 +172,13 @@ SettleSpec parse_settle_spec(const nlohmann::json& json) {
 
 // ------------------------------------------------------------------ running
 
-namespace {
+Slice slice_of(uint64_t total, unsigned t, unsigned threads) {
+  const uint64_t base = total / threads, extra = total % threads;
+  const uint64_t begin = t * base + std::min<uint64_t>(t, extra);
+  return {begin, begin + base + (t < extra ? 1 : 0)};
+}
 
-using Clock = std::chrono::steady_clock;
+namespace {
 
 class Values {
  public:
@@ -179,121 +197,192 @@ class Values {
   std::string buffer_;
 };
 
-struct PhaseRun {
-  const PhaseSpec& spec;
-  Engine& engine;
-  std::ostream& progress;
-  double interval_s;
-  uint64_t ops = 0, found = 0, not_found = 0, keys_seen = 0, inserted = 0;
-  std::map<std::string, Histogram> latency;
-  Clock::time_point start = Clock::now(), last_report = start;
-  uint64_t ops_at_last_report = 0;
-
-  template <typename F>
-  void timed(Histogram& histogram, F&& body) {
-    auto begin = Clock::now();
-    body();
-    auto end = Clock::now();
-    histogram.add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - begin).count()));
-    if ((++ops & 1023) == 0 && std::chrono::duration<double>(end - last_report).count() >= interval_s) report(end);
-  }
-
-  void report(Clock::time_point now) {
-    double window = std::chrono::duration<double>(now - last_report).count();
-    progress << nlohmann::json{{"interval_s", std::chrono::duration<double>(now - start).count()},
-                               {"phase", spec.name}, {"ops", ops},
-                               {"ops_per_s", window > 0 ? (ops - ops_at_last_report) / window : 0.0}}.dump()
-             << std::endl;
-    last_report = now;
-    ops_at_last_report = ops;
-  }
-
-  Histogram& op(const char* name) { return latency[name]; }
-
-  void lookup(std::string_view key) {
-    if (engine.get(key) == Lookup::kFound) ++found; else ++not_found;
-  }
-
-  nlohmann::json result() const {
-    double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    nlohmann::json lat = nlohmann::json::object();
-    for (const auto& [op, h] : latency) lat[op] = summarize(h);
-    return {{"name", spec.name}, {"kind", spec.kind}, {"ops", ops}, {"elapsed_s", elapsed},
-            {"ops_per_s", elapsed > 0 ? ops / elapsed : 0.0}, {"found", found}, {"not_found", not_found},
-            {"errors", 0}, {"keys_seen", keys_seen}, {"inserted", inserted}, {"latency_us", lat}};
-  }
-
-  static nlohmann::json summarize(const Histogram& h) {
-    return {{"count", h.count()}, {"p50", h.percentile_us(0.50)}, {"p95", h.percentile_us(0.95)},
-            {"p99", h.percentile_us(0.99)}, {"p99.9", h.percentile_us(0.999)}, {"max", h.max_us()},
-            {"mean", h.mean_us()}};
-  }
-};
-
 struct State {
   const Spec& spec;
   Values values;
   uint64_t records;  // keys 0..records-1 exist (after the load); inserts append
 };
 
-std::vector<uint64_t> phase_keys(const PhaseSpec& phase, uint64_t records, uint64_t seed) {
-  uint64_t count = phase.count ? phase.count : records;
-  if (phase.order == "random") {
-    std::mt19937_64 rng(seed);
-    std::vector<uint64_t> keys(count);
-    for (auto& k : keys) k = rng() % records;
-    return keys;
-  }
+// What every thread of a phase reads; `stop` is set when one of them failed.
+struct Shared {
+  const PhaseSpec& phase;
+  Engine& engine;
+  const State& state;
+  uint64_t seed;
+  unsigned threads;
+  std::atomic<bool> stop{false};
+};
+
+// readseq walks the whole store once and flush writes it out once: one thread. Every other phase runs on the
+// spec's threads.
+unsigned phase_threads(const PhaseSpec& phase, unsigned threads) {
+  return phase.kind == "readseq" || phase.kind == "flush" ? 1 : threads;
+}
+
+uint64_t phase_count(const PhaseSpec& phase, uint64_t records) { return phase.count ? phase.count : records; }
+
+// The record indices a fill/read/delete phase walks in sequential or shuffled order, whose threads each take
+// a slice of it; empty in random order, whose threads draw their keys themselves.
+std::vector<uint64_t> phase_order(const PhaseSpec& phase, uint64_t records, uint64_t seed) {
+  if (phase.order == "random") return {};
   std::vector<uint64_t> keys = ordered_indices(records, phase.order == "shuffled", seed);
-  keys.resize(std::min<uint64_t>(count, keys.size()));
+  keys.resize(std::min<uint64_t>(phase_count(phase, records), keys.size()));
   return keys;
 }
 
-void run_mix(PhaseRun& run, State& state, uint64_t seed) {
-  const PhaseSpec& phase = run.spec;
-  const Mix& m = phase.mix;
-  double total = m.read + m.update + m.insert + m.scan + m.rmw;
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
-  ScrambledZipfian scrambled(phase.zipfian_constant);
-  Zipfian latest(std::max<uint64_t>(state.records, 2), phase.zipfian_constant);
-  auto choose = [&]() -> uint64_t {
-    if (phase.distribution == "zipfian") return scrambled.next(rng, state.records);
-    if (phase.distribution == "latest") return state.records - 1 - std::min(latest.next(rng), state.records - 1);
-    return rng() % state.records;
+// Thread t's part of a fill/read/delete phase: its slice of `order`, or in random order its share of the
+// count, drawn with replacement from a generator of its own.
+void run_point(Shared& shared, Worker& worker, unsigned t, const std::vector<uint64_t>& order) {
+  const PhaseSpec& phase = shared.phase;
+  const uint64_t records = shared.state.records;
+  Histogram& histogram = worker.latency[phase.kind == "fill" ? "put" : phase.kind == "read" ? "get" : "delete"];
+  std::string key(shared.state.spec.key_size, '0');
+  auto visit = [&](uint64_t index) {
+    write_key(index, &key);
+    if (phase.kind == "fill") worker.timed(histogram, [&] { shared.engine.put(key, shared.state.values.at(index)); });
+    else if (phase.kind == "read") worker.timed(histogram, [&] { worker.lookup(shared.engine, key); });
+    else worker.timed(histogram, [&] { shared.engine.remove(key); });
   };
+  if (phase.order == "random") {
+    std::mt19937_64 rng(thread_seed(shared.seed, t));
+    const Slice part = slice_of(phase_count(phase, records), t, shared.threads);
+    for (uint64_t i = part.begin; i < part.end && !shared.stop; ++i) visit(rng() % records);
+  } else {
+    const Slice part = slice_of(order.size(), t, shared.threads);
+    for (uint64_t i = part.begin; i < part.end && !shared.stop; ++i) visit(order[i]);
+  }
+}
+
+// What a mix phase's threads share to draw keys: the generators built once per phase (the scrambled zipfian's
+// zeta is costly for a constant other than 0.99; the latest one is copied by each thread, which grows its own)
+// and the inserted records.
+struct MixKeys {
+  MixKeys(const PhaseSpec& phase, uint64_t records)
+      : scrambled(phase.zipfian_constant), latest(std::max<uint64_t>(records, 2), phase.zipfian_constant),
+        inserts(records) {}
+  const ScrambledZipfian scrambled;
+  const Zipfian latest;
+  Inserts inserts;
+};
+
+// Draws the record of a mix operation by the phase's distribution, among the records already published: a
+// read never looks for a key whose insert has not returned yet. One per thread.
+class KeyChooser {
+ public:
+  KeyChooser(const PhaseSpec& phase, const MixKeys& keys) : phase_(phase), keys_(keys), latest_(keys.latest) {}
+
+  uint64_t next(std::mt19937_64& rng) {
+    const uint64_t records = keys_.inserts.published();
+    if (phase_.distribution == "zipfian") return keys_.scrambled.next(rng, records);
+    if (phase_.distribution == "latest") {
+      if (latest_.items() < records) latest_.grow(records);
+      return records - 1 - std::min(latest_.next(rng), records - 1);
+    }
+    return rng() % records;
+  }
+
+ private:
+  const PhaseSpec& phase_;
+  const MixKeys& keys_;
+  Zipfian latest_;
+};
+
+// Thread t's share of a mix phase's operations, each drawn by the mix's proportions from its own generator.
+void run_mix(Shared& shared, Worker& worker, unsigned t, MixKeys& keys) {
+  const PhaseSpec& phase = shared.phase;
+  const Mix& m = phase.mix;
+  const double total = m.read + m.update + m.insert + m.scan + m.rmw;
+  Engine& engine = shared.engine;
+  const Values& values = shared.state.values;
+  std::mt19937_64 rng(thread_seed(shared.seed, t));
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  KeyChooser choose(phase, keys);
   Histogram *read = nullptr, *update = nullptr, *insert = nullptr, *scan = nullptr, *rmw = nullptr;
   auto histogram = [&](Histogram*& slot, const char* name) -> Histogram& {
-    if (!slot) slot = &run.op(name);  // created on first use: only the ops that ran appear in the result
+    if (!slot) slot = &worker.latency[name];  // created on first use: only the ops that ran appear in the result
     return *slot;
   };
-  std::string key(state.spec.key_size, '0');
-  for (uint64_t i = 0; i < phase.count; ++i) {
+  std::string key(shared.state.spec.key_size, '0');
+  const Slice part = slice_of(phase.count, t, shared.threads);
+  for (uint64_t i = part.begin; i < part.end && !shared.stop; ++i) {  // i: the operation's number in the phase
     double pick = unit(rng) * total;
     if ((pick -= m.read) < 0) {
-      write_key(choose(), &key);
-      run.timed(histogram(read, "read"), [&] { run.lookup(key); });
+      write_key(choose.next(rng), &key);
+      worker.timed(histogram(read, "read"), [&] { worker.lookup(engine, key); });
     } else if ((pick -= m.update) < 0) {
-      uint64_t index = choose();
+      uint64_t index = choose.next(rng);
       write_key(index, &key);
-      run.timed(histogram(update, "update"), [&] { run.engine.put(key, state.values.at(index + i)); });
+      worker.timed(histogram(update, "update"), [&] { engine.put(key, values.at(index + i)); });
     } else if ((pick -= m.insert) < 0) {
-      uint64_t index = state.records;
+      uint64_t index = keys.inserts.claim();
       write_key(index, &key);
-      run.timed(histogram(insert, "insert"), [&] { run.engine.put(key, state.values.at(index)); });
-      ++state.records;
-      ++run.inserted;
-      if (phase.distribution == "latest") latest.grow(state.records);
+      worker.timed(histogram(insert, "insert"), [&] { engine.put(key, values.at(index)); });
+      keys.inserts.written(index);
+      ++worker.inserted;
     } else if ((pick -= m.scan) < 0) {
-      write_key(choose(), &key);
+      write_key(choose.next(rng), &key);
       uint64_t length = phase.scan_length_min + rng() % (phase.scan_length_max - phase.scan_length_min + 1);
-      run.timed(histogram(scan, "scan"), [&] { run.keys_seen += run.engine.scan(key, length); });
+      worker.timed(histogram(scan, "scan"), [&] { worker.keys_seen += engine.scan(key, length); });
     } else {
-      uint64_t index = choose();
+      uint64_t index = choose.next(rng);
       write_key(index, &key);
-      run.timed(histogram(rmw, "rmw"), [&] { run.lookup(key); run.engine.put(key, state.values.at(index + i)); });
+      worker.timed(histogram(rmw, "rmw"), [&] { worker.lookup(engine, key); engine.put(key, values.at(index + i)); });
     }
   }
+}
+
+// What a phase's threads (or a run's phases) did, summed; latency histograms merged per operation.
+struct Totals {
+  uint64_t ops = 0, found = 0, not_found = 0, keys_seen = 0, inserted = 0;
+  std::map<std::string, Histogram> latency;
+
+  // A Worker (its ops an atomic, read once its thread has ended) or the Totals of a phase.
+  template <typename Part>
+  void add(const Part& part) {
+    ops += part.ops;
+    found += part.found;
+    not_found += part.not_found;
+    keys_seen += part.keys_seen;
+    inserted += part.inserted;
+    for (const auto& [op, h] : part.latency) latency[op].merge(h);
+  }
+};
+
+// Runs one phase on its threads and sums what they did; after a mix, `state.records` counts its inserts.
+Totals run_phase(Engine& engine, State& state, const PhaseSpec& phase, uint64_t seed, const Progress& progress) {
+  Shared shared{phase, engine, state, seed, phase_threads(phase, state.spec.threads)};
+  std::function<void(Worker&, unsigned)> work;
+  std::vector<uint64_t> order;
+  std::unique_ptr<MixKeys> mix_keys;
+  if (phase.kind == "mix") {
+    mix_keys = std::make_unique<MixKeys>(phase, state.records);
+    work = [&](Worker& worker, unsigned t) { run_mix(shared, worker, t, *mix_keys); };
+  } else if (phase.kind == "readseq") {
+    work = [&](Worker& worker, unsigned) {
+      worker.timed(worker.latency["scan"], [&] { worker.keys_seen = engine.scan("", 0); });
+    };
+  } else if (phase.kind == "flush") {
+    work = [&](Worker& worker, unsigned) { worker.timed(worker.latency["flush"], [&] { engine.flush(); }); };
+  } else {
+    order = phase_order(phase, state.records, seed);
+    work = [&](Worker& worker, unsigned t) { run_point(shared, worker, t, order); };
+  }
+  Totals totals;
+  for (const Worker& worker : run_on_threads(shared.threads, work, shared.stop, progress)) totals.add(worker);
+  if (mix_keys) state.records = mix_keys->inserts.published();  // every thread has ended: all inserts published
+  return totals;
+}
+
+nlohmann::json summarize(const Histogram& h) {
+  return {{"count", h.count()}, {"p50", h.percentile_us(0.50)}, {"p95", h.percentile_us(0.95)},
+          {"p99", h.percentile_us(0.99)}, {"p99.9", h.percentile_us(0.999)}, {"max", h.max_us()},
+          {"mean", h.mean_us()}};
+}
+
+nlohmann::json latency_of(const Totals& totals) {
+  nlohmann::json latency = nlohmann::json::object();
+  for (const auto& [op, h] : totals.latency) latency[op] = summarize(h);
+  return latency;
 }
 
 }  // namespace
@@ -301,40 +390,25 @@ void run_mix(PhaseRun& run, State& state, uint64_t seed) {
 nlohmann::json run(Engine& engine, const Spec& spec, double interval_s, std::ostream& progress) {
   State state{spec, Values(spec.value_size, spec.seed), spec.record_count};
   nlohmann::json phases = nlohmann::json::array();
-  std::map<std::string, Histogram> all;
-  uint64_t total_ops = 0, found = 0, not_found = 0, inserted = 0;
-  auto start = Clock::now();
+  Totals all;
+  const auto start = Clock::now();
   for (size_t p = 0; p < spec.phases.size(); ++p) {
     const PhaseSpec& phase = spec.phases[p];
-    uint64_t seed = spec.seed * 1000003 + p;  // each phase its own order
-    PhaseRun run{phase, engine, progress, interval_s, 0, 0, 0, 0, 0, {}, Clock::now(), Clock::now(), 0};
-    if (phase.kind == "mix") {
-      run_mix(run, state, seed);
-    } else if (phase.kind == "readseq") {
-      run.timed(run.op("scan"), [&] { run.keys_seen = engine.scan("", 0); });
-    } else if (phase.kind == "flush") {
-      run.timed(run.op("flush"), [&] { engine.flush(); });
-    } else {
-      std::string key(spec.key_size, '0');
-      const char* name = phase.kind == "fill" ? "put" : phase.kind == "read" ? "get" : "delete";
-      Histogram& histogram = run.op(name);
-      for (uint64_t index : phase_keys(phase, state.records, seed)) {
-        write_key(index, &key);
-        if (phase.kind == "fill") run.timed(histogram, [&] { engine.put(key, state.values.at(index)); });
-        else if (phase.kind == "read") run.timed(histogram, [&] { run.lookup(key); });
-        else run.timed(histogram, [&] { engine.remove(key); });
-      }
-    }
-    phases.push_back(run.result());
-    total_ops += run.ops; found += run.found; not_found += run.not_found; inserted += run.inserted;
-    for (auto& [op, h] : run.latency) all[op].merge(h);
+    const uint64_t seed = spec.seed * 1000003 + p;  // each phase its own order
+    const auto phase_start = Clock::now();
+    const Totals totals = run_phase(engine, state, phase, seed, {progress, phase.name, interval_s, phase_start});
+    const double elapsed = seconds(Clock::now() - phase_start);  // wall time: ops/s counts every thread's operations
+    phases.push_back({{"name", phase.name}, {"kind", phase.kind}, {"threads", phase_threads(phase, spec.threads)},
+                      {"ops", totals.ops}, {"elapsed_s", elapsed}, {"ops_per_s", elapsed > 0 ? totals.ops / elapsed : 0.0},
+                      {"found", totals.found}, {"not_found", totals.not_found}, {"errors", 0},
+                      {"keys_seen", totals.keys_seen}, {"inserted", totals.inserted}, {"latency_us", latency_of(totals)}});
+    all.add(totals);
   }
-  double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  nlohmann::json latency = nlohmann::json::object();
-  for (const auto& [op, h] : all) latency[op] = PhaseRun::summarize(h);
-  return {{"engine_version", engine.version()}, {"seed", spec.seed}, {"elapsed_s", elapsed}, {"ops", total_ops},
-          {"ops_per_s", elapsed > 0 ? total_ops / elapsed : 0.0}, {"phases", phases}, {"latency_us", latency},
-          {"counts", {{"found", found}, {"not_found", not_found}, {"errors", 0}, {"inserted", inserted}}},
+  const double elapsed = seconds(Clock::now() - start);
+  return {{"engine_version", engine.version()}, {"seed", spec.seed}, {"threads", spec.threads},
+          {"elapsed_s", elapsed}, {"ops", all.ops}, {"ops_per_s", elapsed > 0 ? all.ops / elapsed : 0.0},
+          {"phases", phases}, {"latency_us", latency_of(all)},
+          {"counts", {{"found", all.found}, {"not_found", all.not_found}, {"errors", 0}, {"inserted", all.inserted}}},
           {"stats", engine.stats()}};
 }
 

@@ -33,6 +33,7 @@ struct PhaseSpec {
 
 struct Spec {
   uint64_t seed = 42, key_size = 16, value_size = 100, record_count = 0;
+  unsigned threads = 1;  // client threads of every phase but readseq and flush (which run on one)
   bool write_sync = false;
   bool statistics = false;  // RocksDB: keep its tickers (a Statistics object: about 6% of a point read's instructions)
   std::vector<PhaseSpec> phases;
@@ -53,7 +54,17 @@ struct SettleSpec {
 // Raises SpecError naming the field and the fix.
 SettleSpec parse_settle_spec(const nlohmann::json& json);
 
-// Runs every phase; progress lines (JSON) go to `progress` every `interval_s`.
+// The largest `threads` a spec may ask for.
+constexpr unsigned kMaxThreads = 1024;
+
+// The part [begin, end) of `total` items that thread `t` of `threads` takes: contiguous, and the remainder of
+// total / threads goes one each to the first threads, so the parts cover every item exactly once.
+struct Slice {
+  uint64_t begin, end;
+};
+Slice slice_of(uint64_t total, unsigned t, unsigned threads);
+
+// Runs every phase (on spec.threads threads); progress lines (JSON) go to `progress` every `interval_s`.
 nlohmann::json run(Engine& engine, const Spec& spec, double interval_s, std::ostream& progress);
 
 }  // namespace kvbench
