@@ -181,7 +181,7 @@ class KvbenchTarget(EmbeddedTarget):
         phases = []
         for spec, measured in zip(self.phases, result["phases"]):
             _check(spec, measured, log_path, records)
-            latency = _all_operations(measured["latency_us"])
+            latency = _all_operations(measured["latency_us"], measured.get("latency_all_us"))
             read = measured["found"] + measured["not_found"]
             phases.append(Phase(name=measured["name"], ops=measured["ops"], seconds=measured["elapsed_s"],
                                 ops_per_s=measured["ops_per_s"], found=measured["found"] if read else None,
@@ -193,11 +193,13 @@ class KvbenchTarget(EmbeddedTarget):
                            counters=counters)
 
 
-def _all_operations(by_kind: Mapping[str, Mapping[str, float]]) -> Mapping[str, float]:
-    """A phase's latency over all its operations: kvbench's merged histogram ``all`` when it printed one; else
-    (an older kvbench) the percentiles of the kind with the worst p99, with the mean and max over every kind."""
-    if "all" in by_kind:
-        return by_kind["all"]
+def _all_operations(by_kind: Mapping[str, Mapping[str, float]],
+                    merged: Mapping[str, float] | None = None) -> Mapping[str, float]:
+    """A phase's latency over all its operations: kvbench's histogram of every kind merged (``latency_all_us``)
+    when it printed one; else (an older kvbench) the percentiles of the kind with the worst p99, with the mean and
+    max over every kind."""
+    if merged:
+        return merged
     if not by_kind:
         return {}
     worst = max(by_kind.values(), key=lambda h: h["p99"])

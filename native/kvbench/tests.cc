@@ -233,6 +233,8 @@ TEST(Threads, AMixWithInsertsLeavesExactlyTheRecordsPlusItsInserts) {
       SCOPED_TRACE(std::string(engine) + " " + distribution);
       EXPECT_EQ(mix["ops"], 6001);
       EXPECT_EQ(mix["inserted"], mix["latency_us"]["insert"]["count"]);
+      EXPECT_EQ(mix["latency_all_us"]["count"], 6001);  // every kind's operations in the phase's own histogram
+      EXPECT_GE(mix["latency_all_us"]["max"].get<double>(), mix["latency_us"]["insert"]["max"].get<double>());
       EXPECT_GT(mix["inserted"].get<uint64_t>(), 1000u);
       EXPECT_EQ(mix["not_found"], 0);  // reads draw only among published keys: every one is there
       EXPECT_EQ(phases["scan"]["keys_seen"], 1000 + mix["inserted"].get<uint64_t>());  // inserted keys unique

@@ -385,6 +385,13 @@ nlohmann::json latency_of(const Totals& totals) {
   return latency;
 }
 
+// Every kind of operation in one histogram: what the phase's percentiles are (a mix's reads and updates together).
+nlohmann::json latency_of_all(const Totals& totals) {
+  Histogram merged;
+  for (const auto& [op, h] : totals.latency) merged.merge(h);
+  return summarize(merged);
+}
+
 }  // namespace
 
 nlohmann::json run(Engine& engine, const Spec& spec, double interval_s, std::ostream& progress) {
@@ -401,7 +408,8 @@ nlohmann::json run(Engine& engine, const Spec& spec, double interval_s, std::ost
     phases.push_back({{"name", phase.name}, {"kind", phase.kind}, {"threads", phase_threads(phase, spec.threads)},
                       {"ops", totals.ops}, {"elapsed_s", elapsed}, {"ops_per_s", elapsed > 0 ? totals.ops / elapsed : 0.0},
                       {"found", totals.found}, {"not_found", totals.not_found}, {"errors", 0},
-                      {"keys_seen", totals.keys_seen}, {"inserted", totals.inserted}, {"latency_us", latency_of(totals)}});
+                      {"keys_seen", totals.keys_seen}, {"inserted", totals.inserted}, {"latency_us", latency_of(totals)},
+                      {"latency_all_us", latency_of_all(totals)}});
     all.add(totals);
   }
   const double elapsed = seconds(Clock::now() - start);
