@@ -126,6 +126,27 @@ def test_a_focus_searches_only_its_knobs_within_their_ranges_and_the_rest_keep_t
     assert len(catalog.changed(config)) > len(focus)
 
 
+def test_a_focus_stays_within_the_planned_memory_limit_or_leaves_the_knob_out() -> None:
+    """Held to the default's own plan (a production ratio), a cache the rules would grow has no room while the
+    write buffers keep their defaults: it is left out of the focus (said once), not searched to be scaled back to
+    the default every time; with room, its range stops where the plan fits."""
+    from knobtune.tuning.guide import Advice  # noqa: PLC0415
+    from knobtune.analysis.diagnosis import Finding  # noqa: PLC0415
+
+    catalog = load_catalog("rocksdb")
+    space = build_space(catalog, driver="db_bench")
+    grow = Finding(rule="cache", text="", evidence={}, suggest=(Suggestion("cache_size", "up"),), starts=(),
+                   source="")
+    defaults, plan = catalog.defaults(), catalog.memory.planned_bytes(catalog.defaults())
+    notes: list[str] = []
+    tight = Advice(space, plan, notes.append)
+    assert tight.ranges([grow], defaults) == {} and tight.ranges([grow], defaults) == {}
+    assert len(notes) == 1 and notes[0].startswith("cache_size is not searched first: the planned-memory limit")
+    roomy = Advice(space, plan + (64 << 20), notes.append)
+    assert roomy.ranges([grow], defaults) == {"cache_size": (defaults["cache_size"], defaults["cache_size"] + (64 << 20))}
+    assert Advice(space, None, notes.append).ranges([grow], defaults)["cache_size"][1] == catalog["cache_size"].max
+
+
 @pytest.mark.slow
 def test_a_study_starts_from_what_fires_on_the_default_and_searches_its_knobs_narrowed_first(store) -> None:
     """A real tiny LevelDB study: the default's run fires the rules on its shape (the data beyond the 8 MiB block

@@ -225,6 +225,20 @@ def test_controls_rerun_the_default_and_record_drift(rocksdb, store) -> None:
             assert trial.state == TrialState.COMPLETE and attrs.REUSED_FROM not in trial.user_attrs
 
 
+def test_trials_that_reuse_earlier_runs_do_not_call_for_controls(rocksdb, store) -> None:
+    """One bool knob: after its two values have run, every trial reuses their runs and runs nothing, so no
+    control is due however many of them complete."""
+    workload = dataclasses.replace(tiny("put-get-delete", 3000), ladder=(1.0,))
+    space = build_space(rocksdb, ["optimize_filters_for_hits"])
+    study = Tuner(_settings(rocksdb, workload, space=space, trials=8, control_every=2), store).run()
+    sampled = [t for t in study.trials if not attrs.is_default(t.user_attrs)]
+    reused = [t for t in sampled if attrs.REUSED_FROM in t.user_attrs]
+    assert len(sampled) == 8 and len(reused) >= 6
+    ran_here = len(sampled) - len(reused)
+    controls = [t for t in study.trials if t.user_attrs.get(attrs.ROLE) == attrs.ROLE_CONTROL]
+    assert len(controls) == ran_here // 2
+
+
 def test_a_budget_too_short_for_the_default_says_so(rocksdb, store) -> None:
     from knobtune.errors import UsageError
 

@@ -40,6 +40,7 @@ from knobtune.errors import CatalogError
 from knobtune.knobs import Knob, KnobType, Value
 from knobtune.knobs.catalog import load_catalog
 from knobtune.knobs.display import knob_value
+from knobtune.knobs.units import human_bytes
 from knobtune.targets import Target
 from knobtune.targets._counters import CounterDoc, described_counters
 from knobtune.targets._registry import SYSTEMS
@@ -113,6 +114,7 @@ class Advice:
 
     def __init__(self, space: SearchSpace, memory_limit_bytes: int | None, note: Callable[[str], None]) -> None:
         self.space, self.catalog, self.memory_limit_bytes, self.note = space, space.catalog, memory_limit_bytes, note
+        self._no_room: set[str] = set()  # knobs a rule would move up that the memory limit leaves no room (said once)
 
     def starts(self, findings: tuple[Finding, ...], config: Mapping[str, Value]) -> list[tuple[str, dict]]:
         """The fired rules' own starts, then every suggestion composed into one (label, changed knobs), each within
@@ -130,9 +132,28 @@ class Advice:
             if suggestion.knob in ranges or suggestion.knob not in self.space.knobs:
                 continue  # decided by an earlier rule, or not searched (not settable through this driver, say)
             bounds = narrowed(self.catalog[suggestion.knob], suggestion, config.get(suggestion.knob))
-            if bounds is not None:
+            if bounds is not None and (bounds := self._within_memory(suggestion.knob, bounds)) is not None:
                 ranges[suggestion.knob] = bounds
         return ranges
+
+    def _within_memory(self, name: str, bounds: tuple[float, float]) -> tuple[float, float] | None:
+        """``bounds`` up to what the planned-memory limit leaves the knob while the focus holds the other knobs at
+        their defaults; None (said once) when it leaves none above the range's low end: searching it there would
+        only scale every proposal back to the default."""
+        if self.memory_limit_bytes is None:
+            return bounds
+        top = self.catalog.memory.ceiling(name, self.catalog.defaults(), self.memory_limit_bytes)
+        low, high = bounds
+        if top is None or top >= high:
+            return bounds
+        if top > low:
+            return low, top
+        if name not in self._no_room:
+            self._no_room.add(name)
+            self.note(f"{name} is not searched first: the planned-memory limit "
+                      f"({human_bytes(self.memory_limit_bytes)}) leaves it no room above "
+                      f"{self.shown(name, low)} while the other knobs keep their defaults")
+        return None
 
     def composed(self, findings: tuple[Finding, ...] | list[Finding], config: Mapping[str, Value]) -> dict:
         """``config`` with every suggestion applied: a knob to its value, or to the middle of its narrowed range."""

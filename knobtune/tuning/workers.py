@@ -136,7 +136,8 @@ class Workers:
         """Whether ``control_every`` trials have run at full size since the default last ran on this machine.
 
         Counting full-size runs (not all trials) keeps the controls' cost near
-        1/control_every of the full-size work, however many trials are pruned early.
+        1/control_every of the full-size work, however many trials are pruned early; a trial whose runs were
+        reused from an earlier one of the same config ran nothing and is not counted.
         """
         every = self.experiment.control_every
         if every <= 0:
@@ -145,7 +146,7 @@ class Workers:
         for record in reversed(self.mine()):
             if record.is_default:
                 return since >= every
-            if record.state == TrialState.COMPLETE:
+            if record.state == TrialState.COMPLETE and record.reused_from is None:
                 since += 1
         return False
 
