@@ -159,4 +159,10 @@ def test_a_planned_memory_limit_narrows_the_plans_knobs_and_scales_a_config_down
         config, _ = space.suggest(trial, held=True)
         assert rocksdb.memory.planned_bytes(config) <= limit and trial.params["cache_size"] <= limit
         drawn.tell(trial, 0.0)
+    hashed = build_space(rocksdb, ["memtablerep", "hash_bucket_count", "write_buffer_size", "cache_size"],
+                         driver="db_bench").held_under(limit)
+    big = optuna.trial.FixedTrial({"memtablerep": "hash_linkedlist", "write_buffer_size": 64 << 20,
+                                   "hash_bucket_count": 4 << 20, "cache_size": 100 << 20})
+    config, repairs = hashed.suggest(big, held=True)  # buffers scaled down: their buckets follow (a relation)
+    assert rocksdb.config(rocksdb.changed(config)) == config and any("hash_bucket_count" in r for r in repairs)
     assert build_space(rocksdb).held_under(None).ceilings == {}

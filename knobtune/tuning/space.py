@@ -94,7 +94,8 @@ class SearchSpace:
         config, repairs = mend(self.catalog, config)
         if held and self.planned_limit is not None and (fitted := fit_to_plan(
                 self.catalog, config, [n for n in self.knobs if focus is None or n in focus], self.planned_limit)):
-            repairs.append(fitted)
+            config, after = mend(self.catalog, config)  # smaller buffers may break a relation (hash buckets)
+            repairs += [fitted, *after]
         return config, repairs
 
     def _bounds(self, knob: Knob, focus: Mapping[str, tuple[float, float]] | None,
