@@ -36,7 +36,7 @@ from typing import Any
 import optuna
 
 from knobtune.analysis.diagnosis import Diagnosis, Finding, Rule, Suggestion, diagnose, load_rules
-from knobtune.errors import CatalogError
+from knobtune.errors import CatalogError, ConfigError
 from knobtune.knobs import Knob, KnobType, Value
 from knobtune.knobs.catalog import load_catalog
 from knobtune.knobs.display import knob_value
@@ -166,7 +166,7 @@ class Advice:
                 moved[knob.name] = suggestion.value
             elif (bounds := narrowed(knob, suggestion, config.get(knob.name))) is not None:
                 moved[knob.name] = middle(knob, *bounds)
-        return self.fitted({**self.catalog.changed(self.catalog.config(dict(config))), **moved}) if moved else {}
+        return self.fitted({**self.catalog.changed({**self.catalog.defaults(), **config}), **moved}) if moved else {}
 
     def fitted(self, values: Mapping[str, Any]) -> dict:
         """The changed knobs of a config built from ``values`` (clamped into each knob's range); {} if refused."""
@@ -181,12 +181,12 @@ class Advice:
             fitted[name] = value
         try:
             return self.catalog.changed(self.catalog.config(fitted))
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, ConfigError) as exc:  # a start must never stop the study
             self.note(f"a rule's start was left out: {exc}")
             return {}
 
     def within_memory(self, label: str, changed: Mapping[str, Value]) -> bool:
-        over = self.catalog.memory.over_limit(self.catalog.config(dict(changed)), self.memory_limit_bytes)
+        over = self.catalog.memory.over_limit({**self.catalog.defaults(), **changed}, self.memory_limit_bytes)
         if over:
             self.note(f"{label} is not tried: {over}")
         return not over
