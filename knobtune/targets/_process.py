@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from knobtune.interrupts import InterruptsHeld
+
 _PR_SET_PDEATHSIG = 1
 INTERRUPTED_MARK = "knobtune: stopped (Ctrl-C or SIGTERM) before this program ended; its output above is incomplete"
 _POLL_S = 0.005
@@ -51,9 +53,23 @@ def spawn(argv: list[str], *, log_path: Path, cwd: Path | None = None, env: dict
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     as_user = {"user": user, "group": user, "extra_groups": []} if user else {}
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd, env=env,
-                                start_new_session=True, preexec_fn=_die_with_parent, **as_user)
+    # Ctrl-C and SIGTERM are held across the fork: Python runs its after-fork hooks (logging's lock release)
+    # where a KeyboardInterrupt raised by a signal handler is printed as "Exception ignored" and lost, and the
+    # stop with it (seen: a tune that went on after SIGTERM). Held, the signal is delivered once Popen returns.
+    held = InterruptsHeld().__enter__()
+    try:
+        with open(log_path, "ab") as log:
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd,
+                                       env=env, start_new_session=True, preexec_fn=_die_with_parent, **as_user)
+    except BaseException:
+        held.release()
+        raise
+    try:
+        held.release()
+    except BaseException:  # the stop that arrived meanwhile: the program just started goes with it
+        _kill_group(process)
+        raise
+    return process
 
 
 def run_logged(argv: list[str], *, log_path: Path, timeout_s: float | None, cwd: Path | None = None,
