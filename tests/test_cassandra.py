@@ -86,6 +86,27 @@ def test_a_node_runs_ycsb_with_every_read_checked_refuses_what_cassandra_refuses
     assert _nodes(str(tmp_path)) == []
 
 
+def test_a_later_study_reuses_the_loaded_node_for_any_mix_over_the_same_records(cassandra, tmp_path: Path,
+                                                                                 monkeypatch) -> None:  # noqa: ANN001
+    """The load runs once for the same records; a study of another mix over them copies the kept node, listens on
+    ports of its own, and every read still finds what was loaded."""
+    import knobtune.targets._loaded as loaded
+
+    monkeypatch.setattr(loaded, "cache_root", lambda: tmp_path / "cache")  # KNOBTUNE_CACHE also holds the jars
+    notes = []
+    for scratch, name in (("first", "ycsb-a"), ("second", "ycsb-b"), ("third", "ycsb-a")):
+        workload = tiny(name, 600 if scratch == "third" else 500)
+        with make_target(cassandra, workload, tmp_path / scratch) as target:
+            notes.append(target.open_note())
+            measured = target.run(workload.rungs[0], timeout_s=300, log_path=tmp_path / f"{scratch}.log", seed=1)
+            assert measured.verified and measured.phases[0].found == measured.phases[0].expected > 0
+    assert notes[0].startswith("loaded ycsb-a's data in") and "kept for later studies" in notes[0]
+    assert notes[1].startswith("reused the data loaded by an earlier study"), "another mix over the same records"
+    assert notes[2].startswith("loaded ycsb-a's data in"), "other records are loaded anew"
+    assert len(list((tmp_path / "cache").iterdir())) == 2
+    assert _nodes(str(tmp_path)) == []
+
+
 def test_no_node_is_left_after_knobtune_is_killed(tmp_path: Path) -> None:
     env = {**os.environ, "KNOBTUNE_HOME": str(tmp_path / "home")}
     argv = [sys.executable, "-m", "knobtune.cli", "tune", "cassandra", "--workload", "ycsb-a", "--records", "1000",
