@@ -260,3 +260,33 @@ def test_the_shipped_sizes_are_where_settings_can_matter(name: str, tmp_path: Pa
     target = make_target(catalog, load_workload(name), tmp_path / "scratch")
     assert target.data_bytes() > catalog.knobs["shared_buffers"].default * 4
     assert target.pgbench.clients >= 8
+
+
+def test_a_server_that_dies_under_a_config_is_its_crash_and_one_that_lives_is_the_machines(postgresql,
+                                                                                            tmp_path: Path) -> None:
+    """A query the server could not answer because it had died (a Cassandra node out of heap while its counters were
+    read once stopped a study as the machine's failure) is the config's crash, with the server's own last words; the
+    same failure with the server alive stays the machine's."""
+    from knobtune.targets.postgresql.target import PostgresTarget
+
+    class DiesAtItsCounters(PostgresTarget):
+        kill = True
+
+        def read_counters(self, log: Path) -> dict[str, float]:
+            if self.kill:
+                os.kill(self._server.pid, signal.SIGKILL)  # the server dies on its own, as under an out-of-memory
+                self._server.wait()
+            raise RunFailure(FailureKind.TOOL, "reading the counters failed: no answer")
+
+    workload = tiny("pgbench-tpcb", 200)
+    with DiesAtItsCounters(postgresql, workload, tmp_path / "scratch") as target:
+        target.apply(postgresql.defaults())
+        with pytest.raises(RunFailure) as died:
+            target.run(workload.full, timeout_s=60, log_path=tmp_path / "died.log", seed=1)
+        assert died.value.kind is FailureKind.CRASH and "the server died under the config" in died.value.reason
+        assert "reading the counters failed" in died.value.reason
+        target.kill = False
+        with pytest.raises(RunFailure) as unanswered:
+            target.run(workload.full, timeout_s=60, log_path=tmp_path / "alive.log", seed=1)
+        assert unanswered.value.kind is FailureKind.TOOL
+    assert _live_servers() == []

@@ -119,6 +119,10 @@ class ServerTarget(Target):
             handle.seek(mark)
             return last_lines(handle.read().decode(errors="replace"))
 
+    def why_died(self, log: Path) -> str:
+        """Why the server died while it ran (an out-of-memory error, say), from its log ``log``."""
+        return last_lines(log.read_text(errors="replace"))
+
     def is_default(self, config: Mapping[str, Value]) -> bool:
         """Whether ``config`` starts the server as its defaults do (a start failing then is the machine's fault)."""
         return not self.catalog.changed(config)
@@ -274,12 +278,25 @@ class ServerTarget(Target):
                         **sampled}
             settle = self._settle(data, server_log, log_path, timeout_s, ran.elapsed_s) if self.settle else None
             self.check_data(ran, log_path)
+        except RunFailure as failure:
+            raise self._died(failure, server_log) from None
         finally:
             self._stop_server(clean=False)
         elapsed = ran.elapsed_s + (settle.settle_s if settle else 0.0)
         return Measurement(elapsed_s=elapsed, phases=ran.phases, measured=ran.measured, log_path=log_path,
                            verified=ran.verified, settle=settle, peak_rss_bytes=peak, start_s=start_s,
                            counters=counters)
+
+    def _died(self, failure: RunFailure, server_log: Path) -> RunFailure:
+        """``failure``, or the server's crash when the server had died on its own under the config: a query it could
+        not answer, a client cut off or a wait that ran out are then its death, never the machine's fault (seen: a
+        Cassandra node out of heap while its counters were read stopped a whole study as a tool failure). A full
+        disk is still told apart afterwards (``run``)."""
+        died = self._server is not None and self._server.poll() is not None
+        if not died or failure.kind not in (FailureKind.TOOL, FailureKind.TIMEOUT, FailureKind.CRASH):
+            return failure
+        return RunFailure(FailureKind.CRASH, f"the {self.noun} died under the config: {self.why_died(server_log)} "
+                          f"(then: {failure.reason})", server_log)
 
     def _restore(self) -> Path:
         """A fresh copy of the pristine folder (owner and modes kept), outside the measured time.

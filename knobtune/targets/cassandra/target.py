@@ -138,6 +138,9 @@ class CassandraTarget(ServerTarget):
     def why_exited(self, log: Path, mark: int) -> str:
         return startup_message(log, mark)
 
+    def why_died(self, log: Path) -> str:
+        return death(log)
+
     def is_default(self, config: Mapping[str, Value]) -> bool:
         defaults = self.catalog.defaults()
         return (not cassandra_yaml_settings(self.catalog, config)
@@ -160,13 +163,7 @@ class CassandraTarget(ServerTarget):
 
     def benchmark(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
                   server_log: Path) -> Benchmarked:
-        try:
-            result = self._ycsb("-t", rung.operations or rung.records, log_path, timeout_s=timeout_s)
-        except RunFailure:
-            if self._server is not None and self._server.poll() is not None:  # the node died under the client
-                raise RunFailure(FailureKind.CRASH, f"Cassandra died during the run: {death(server_log)}",
-                                 server_log) from None
-            raise
+        result = self._ycsb("-t", rung.operations or rung.records, log_path, timeout_s=timeout_s)  # a death: _died
         if result.failed:
             raise RunFailure(FailureKind.DATA_LOSS if result.lost else FailureKind.CRASH, result.failed, log_path)
         return benchmarked(result)
