@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
@@ -17,6 +18,8 @@ from knobtune.knobs import load_catalog
 from knobtune.targets import FailureKind, RunFailure, make_target
 from knobtune.tuning.guide import counter_meanings
 from knobtune.targets.cassandra.target import CassandraTarget
+from knobtune.targets.cassandra.ycsb import YcsbResult
+from knobtune.errors import WorkloadError
 
 from conftest import tiny
 
@@ -96,10 +99,18 @@ def test_a_later_study_reuses_the_loaded_node_for_any_mix_over_the_same_records(
     notes = []
     for scratch, name in (("first", "ycsb-a"), ("second", "ycsb-b"), ("third", "ycsb-a")):
         workload = tiny(name, 600 if scratch == "third" else 500)
+        if scratch == "second":  # a warm-up before the measured window (ycsb-a-1m has one)
+            workload = dataclasses.replace(workload, drivers={
+                "ycsb": {**workload.drivers["ycsb"], "warm_up_operations": 3000}})
         with make_target(cassandra, workload, tmp_path / scratch) as target:
             notes.append(target.open_note())
             measured = target.run(workload.rungs[0], timeout_s=300, log_path=tmp_path / f"{scratch}.log", seed=1)
-            assert measured.verified and measured.phases[0].found == measured.phases[0].expected > 0
+            run = measured.phases[0]
+            assert measured.verified and run.found == run.expected > 0
+            if scratch == "second":
+                whole = YcsbResult((tmp_path / "second.log").read_text())
+                assert run.ops == workload.rungs[0].operations and whole.total == run.ops + 3000
+                assert 0 < run.seconds < whole.seconds and len(whole.progress) >= 2, "the warm-up's time is left out"
     assert notes[0].startswith("loaded ycsb-a's data in") and "kept for later studies" in notes[0]
     assert notes[1].startswith("reused the data loaded by an earlier study"), "another mix over the same records"
     assert notes[2].startswith("loaded ycsb-a's data in"), "other records are loaded anew"
@@ -123,3 +134,11 @@ def test_no_node_is_left_after_knobtune_is_killed(tmp_path: Path) -> None:
     while time.monotonic() < deadline and _nodes(str(tmp_path)):
         time.sleep(0.2)
     assert _nodes(str(tmp_path)) == [], "a Cassandra JVM outlived knobtune"
+
+
+@pytest.mark.parametrize("value", [-1, 1.5, True, "many"])
+def test_a_warm_up_that_is_not_a_count_of_operations_is_refused_in_one_line(cassandra, value, tmp_path: Path) -> None:
+    workload = tiny("ycsb-a", 500)
+    workload = dataclasses.replace(workload, drivers={"ycsb": {**workload.drivers["ycsb"], "warm_up_operations": value}})
+    with pytest.raises(WorkloadError, match="warm_up_operations .* is not a whole number of operations. Fix: "):
+        make_target(cassandra, workload, tmp_path / "scratch")

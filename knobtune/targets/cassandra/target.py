@@ -71,6 +71,12 @@ class CassandraTarget(ServerTarget):
         section = workload.driver(self.driver)
         self.properties: dict[str, str] = {str(k): str(v) for k, v in section.get("properties", {}).items()}
         self.threads = int(section.get("threads", 4))
+        self.warm_up_operations = section.get("warm_up_operations", 0)
+        if not isinstance(self.warm_up_operations, int) or isinstance(self.warm_up_operations, bool) \
+                or self.warm_up_operations < 0:
+            raise WorkloadError(f"{workload.source or workload.name}: [drivers.ycsb] warm_up_operations = "
+                                f"{self.warm_up_operations!r} is not a whole number of operations. "
+                                "Fix: e.g. warm_up_operations = 60000, or 0 for none")
         self._ports: tuple[int, int, int] = (0, 0, 0)
         self._node: Path | None = None  # the folder of the node started last (its logs hold some counters)
         self._record_classes: Path | None = None  # where the loading node writes its classes (no archive yet)
@@ -163,10 +169,11 @@ class CassandraTarget(ServerTarget):
 
     def benchmark(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
                   server_log: Path) -> Benchmarked:
-        result = self._ycsb("-t", rung.operations or rung.records, log_path, timeout_s=timeout_s)  # a death: _died
-        if result.failed:
+        warm_up = self.warm_up_operations
+        result = self._ycsb("-t", warm_up + (rung.operations or rung.records), log_path, timeout_s=timeout_s)
+        if result.failed:  # a node that died under the client: ServerTarget._died says so
             raise RunFailure(FailureKind.DATA_LOSS if result.lost else FailureKind.CRASH, result.failed, log_path)
-        return benchmarked(result)
+        return benchmarked(result, warm_up)
 
     def read_counters(self, log: Path) -> dict[str, float]:
         """Flushes, compactions, GC pauses, dropped messages and cache hits so far (``counters.py``).

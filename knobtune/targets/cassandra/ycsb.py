@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import datetime
 
-from knobtune.targets._base import Phase
+from knobtune.targets._base import FailureKind, Phase, RunFailure
 from knobtune.targets._server import Benchmarked
 from knobtune.targets.cassandra.node import cache_dir, java17
 from knobtune.workloads import Workload
 
 KEYSPACE, TABLE = "ycsb", "usertable"
 _YCSB_LINE = re.compile(r"^\[([A-Z-]+)\], ([^,]+), (.+)$")
+_STATUS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d):(\d{3}) \d+ sec: (\d+) operations")  # -s, each interval
 _PERCENTILE = re.compile(r"^(\d+(?:\.\d+)?)(?:st|nd|rd|th)?PercentileLatency\(us\)$")
 
 
@@ -34,13 +36,15 @@ def ycsb_properties(workload: Workload, port: int, operations: int, own: Mapping
             "operationcount": str(operations), "insertcount": records, "fieldcount": str(fields),
             "fieldlength": str(max(1, workload.value_size // fields)), "readallfields": "true",
             "dataintegrity": "true", "measurementtype": "hdrhistogram",
-            "hdrhistogram.percentiles": "50,99,99.9", "cassandra.port": str(port),
+            "hdrhistogram.percentiles": "50,99,99.9", "status.interval": "1", "cassandra.port": str(port),
             "cassandra.keyspace": KEYSPACE, "table": TABLE, **own}
 
 
-def benchmarked(result: YcsbResult) -> Benchmarked:
-    """The run as a whole (what the objective counts), then each operation by itself."""
-    run_phase = Phase("run", result.total, result.seconds, result.total / result.seconds if result.seconds else 0.0,
+def benchmarked(result: YcsbResult, warm_up_operations: int = 0) -> Benchmarked:
+    """The run (what the objective counts: after its first ``warm_up_operations``, when YCSB's status lines place
+    them), then each operation by itself over the whole run (YCSB's own counts and histograms)."""
+    ops, seconds = result.after(warm_up_operations) if warm_up_operations else (result.total, result.seconds)
+    run_phase = Phase("run", ops, seconds, ops / seconds if seconds else 0.0,
                       found=result.verified, expected=result.verified + result.verify_errors,
                       p50_us=_worst(result, "50"), p99_us=_worst(result, "99"), p999_us=_worst(result, "99.9"),
                       max_us=_worst(result, "max"))
@@ -50,7 +54,7 @@ def benchmarked(result: YcsbResult) -> Benchmarked:
                                 p999_us=result.latency.get(op, {}).get("99.9"),
                                 max_us=result.latency.get(op, {}).get("max"))
                           for op, count in sorted(result.operations.items()))
-    return Benchmarked(phases=(run_phase, *per_operation), measured=("run",), elapsed_s=result.seconds, verified=True)
+    return Benchmarked(phases=(run_phase, *per_operation), measured=("run",), elapsed_s=seconds, verified=True)
 
 
 class YcsbResult:
@@ -58,10 +62,15 @@ class YcsbResult:
 
     def __init__(self, text: str) -> None:
         self.seconds, self.total, self.failed_operations = 0.0, 0, 0  # failed ones: YCSB's [OP-FAILED] sections
+        self.progress: list[tuple[float, int]] = []  # (seconds since the first status line, operations done)
         self.operations: dict[str, int] = {}
         self.latency: dict[str, dict[str, float]] = {}
         returns: dict[str, dict[str, int]] = {}
         for line in text.splitlines():
+            if status := _STATUS.match(line.strip()):
+                at = datetime.strptime(status.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(status.group(2)) / 1000
+                self.progress.append((at, int(status.group(3))))
+                continue
             match = _YCSB_LINE.match(line.strip())
             if not match:
                 continue
@@ -90,6 +99,22 @@ class YcsbResult:
             problems.insert(0, f"data loss: {self.verify_errors:,} reads did not return what was written "
                                f"({', '.join(f'{s} {n:,}' for s, n in verify.items() if s != 'OK')})")
         self.failed = "; ".join(problems)
+
+
+    def after(self, warm_up_operations: int) -> tuple[int, float]:
+        """The operations and seconds of the run after its first ``warm_up_operations``: the moment they were done is
+        read between the two status lines around it (YCSB prints one each ``status.interval``, 1 s here), linearly.
+
+        Raises:
+            RunFailure: (TOOL) the status lines do not reach that many operations (YCSB printed none).
+        """
+        points = [(at - self.progress[0][0], done) for at, done in self.progress] if self.progress else []
+        for (t0, n0), (t1, n1) in zip(points, points[1:]):
+            if n1 >= warm_up_operations:  # the first interval that reaches it
+                warm_s = t0 if n0 >= warm_up_operations else t0 + (t1 - t0) * (warm_up_operations - n0) / (n1 - n0)
+                return self.total - warm_up_operations, max(self.seconds - warm_s, 1e-3)
+        raise RunFailure(FailureKind.TOOL, f"YCSB's status lines never reached the warm-up's "
+                         f"{warm_up_operations:,} operations (of {self.total:,}): the measured window is unknown")
 
 
 def _worst(result: YcsbResult, percentile: str) -> float | None:
