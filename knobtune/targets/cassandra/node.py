@@ -72,10 +72,10 @@ def node_argv(node: Path, jvm: list[str], *, record_classes: Path | None = None)
     """
     gc_flags = G1_ONLY if "-XX:+UseG1GC" in jvm else []
     archive = class_archive()
-    sharing = (["-XX:+UnlockDiagnosticVMOptions", "-XX:+AllowArchivingWithJavaAgent",
-                f"-XX:ArchiveClassesAtExit={record_classes}"] if record_classes is not None
-               else ["-XX:+UnlockDiagnosticVMOptions", "-XX:+AllowArchivingWithJavaAgent",
-                     f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else [])
+    sharing = ([f"-XX:ArchiveClassesAtExit={record_classes}"] if record_classes is not None
+               else [f"-XX:SharedArchiveFile={archive}"] if archive.is_file() else [])
+    if sharing:  # the jamm agent is loaded: Java archives with it, or maps such an archive, only when told
+        sharing = ["-XX:+UnlockDiagnosticVMOptions", "-XX:+AllowArchivingWithJavaAgent", *sharing]
     return [str(java17()), *jvm, *gc_flags, *JVM_BASE, *sharing,
             f"-Xlog:gc*:file=\"{gc_log(node)}\":uptime,tags:filecount=0",
             f"-javaagent:{jamm_jar()}", f"-Dcassandra.config=file://{node / 'cassandra.yaml'}",
@@ -88,8 +88,8 @@ def node_argv(node: Path, jvm: list[str], *, record_classes: Path | None = None)
 def class_archive() -> Path:
     """Where the node's class archive is (Java's class data sharing: the classes a node loads, mapped from one file
     instead of read and verified from 100 jars): named by the Java and the jars it was made with, so another Java
-    or another Cassandra never reads it. It starts a node in ~2.7 s instead of ~3.7 s here (2026-11-26: three
-    starts each, quiet machine, docs/cassandra.md); a missing archive only makes starts slower.
+    or another Cassandra never reads it. A node answered in 2.55 s instead of 3.46 s here (medians of 5
+    interleaved runs each, bench/cassandra_start.py, 2026-11-26); a missing archive only makes starts slower.
 
     The archive is recorded with the jamm agent loaded (Java asks ``AllowArchivingWithJavaAgent`` for that, and
     warns that it is meant for testing): jamm measures objects and changes no class, so the classes archived are

@@ -7,8 +7,10 @@ and the stop. What is Cassandra's own is here and in ``node.py`` and
 with YCSB under the default config (a clean stop is SIGTERM: the node drains
 and flushes); a cassandra.yaml setting or JVM option Cassandra refuses ends
 the start at once (a ``refused`` run with Cassandra's own message); YCSB runs
-the rung's operations with ``dataintegrity=true`` (a missing or wrong row
-fails the run as data loss); the settle, after the commit-log replay timed as
+the workload's warm-up (outside the measured window) and then the rung's
+operations with ``dataintegrity=true`` (a missing or wrong row fails the run
+as data loss); the loaded node is kept for later studies of the same records;
+the settle, after the commit-log replay timed as
 the recovery, is our client polling the node's flush and compaction pools
 until they are idle (no JMX here). The node's memory is its own peak resident
 set (VmHWM) at the end of the run. Its own counters over the run (flushes,
