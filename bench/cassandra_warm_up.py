@@ -59,7 +59,8 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=3, help="runs at the first rung per arm")
     parser.add_argument("--full", type=int, default=2, help="runs at full size per arm")
     parser.add_argument("--out", type=Path)
-    emit(run(parser.parse_args()), parser.parse_args().out)
+    args = parser.parse_args()
+    emit(run(args), args.out)
 
 
 if __name__ == "__main__":

@@ -56,19 +56,15 @@ def spawn(argv: list[str], *, log_path: Path, cwd: Path | None = None, env: dict
     # Ctrl-C and SIGTERM are held across the fork: Python runs its after-fork hooks (logging's lock release)
     # where a KeyboardInterrupt raised by a signal handler is printed as "Exception ignored" and lost, and the
     # stop with it (seen: a tune that went on after SIGTERM). Held, the signal is delivered once Popen returns.
-    held = InterruptsHeld().__enter__()
-    try:
+    with InterruptsHeld() as held:
         with open(log_path, "ab") as log:
             process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd,
                                        env=env, start_new_session=True, preexec_fn=_die_with_parent, **as_user)
-    except BaseException:
-        held.release()
-        raise
-    try:
-        held.release()
-    except BaseException:  # the stop that arrived meanwhile: the program just started goes with it
-        _kill_group(process)
-        raise
+        try:
+            held.release()
+        except BaseException:  # the stop that arrived meanwhile: the program just started goes with it
+            _kill_group(process)
+            raise
     return process
 
 

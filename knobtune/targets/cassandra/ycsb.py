@@ -62,7 +62,7 @@ class YcsbResult:
 
     def __init__(self, text: str) -> None:
         self.seconds, self.total, self.failed_operations = 0.0, 0, 0  # failed ones: YCSB's [OP-FAILED] sections
-        self.progress: list[tuple[float, int]] = []  # (seconds since the first status line, operations done)
+        self.progress: list[tuple[float, int]] = []  # each status line's (Unix time, operations done so far)
         self.operations: dict[str, int] = {}
         self.latency: dict[str, dict[str, float]] = {}
         returns: dict[str, dict[str, int]] = {}
@@ -99,7 +99,6 @@ class YcsbResult:
             problems.insert(0, f"data loss: {self.verify_errors:,} reads did not return what was written "
                                f"({', '.join(f'{s} {n:,}' for s, n in verify.items() if s != 'OK')})")
         self.failed = "; ".join(problems)
-
 
     def after(self, warm_up_operations: int) -> tuple[int, float]:
         """The operations and seconds of the run after its first ``warm_up_operations``: the moment they were done is
