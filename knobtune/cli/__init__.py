@@ -83,11 +83,29 @@ def main() -> None:
             console.err.print(f"error: {message.rstrip('.')}. Fix: see `{ctx.command_path if ctx else 'knobtune'} "
                               "--help`", markup=False)
         sys.exit(getattr(exc, "exit_code", 2))
+    except Exception as exc:  # noqa: BLE001  a failure while the stop was being handled is the stop
+        if not _raised_by_a_stop(exc):
+            raise
+        code = 130
     if code == 130:
         kept = KEPT_WHEN_STOPPED.get(_command_name(sys.argv[1:]), KEPT_BY_A_STUDY)
         console.err.print(f"{'stopped (SIGTERM)' if _Stopped.by_sigterm else 'interrupted'}: {kept}", markup=False)
         sys.exit(143 if _Stopped.by_sigterm else 130)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _raised_by_a_stop(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while a Ctrl-C or SIGTERM was being handled: an interrupt that lands inside a
+    storage call can end as the storage's own error (seen: SQLite's 'database is locked' on the rollback, raised
+    as Optuna's StorageInternalError from the KeyboardInterrupt); the trial it cut stays running in the storage and
+    is run again on resume."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def _command_name(args: list[str]) -> str:
