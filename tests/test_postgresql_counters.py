@@ -43,7 +43,9 @@ def _our_psql() -> list[int]:
 
 @needs_postgresql
 def test_a_run_records_its_wait_events_and_every_counter_is_described(postgresql, tmp_path: Path) -> None:
-    workload = tiny("pgbench-tpcb", 3000)
+    # ~4 s of pgbench: at 3,000 transactions (~1 s, 4 samples) every sample found the clients between statements
+    # about 1 run in 5 here
+    workload = tiny("pgbench-tpcb", 12_000)
     with make_target(postgresql, workload, tmp_path / "scratch") as target:
         target.apply(postgresql.defaults())
         measurement = target.run(workload.full, timeout_s=120, log_path=tmp_path / "run.log", seed=1)

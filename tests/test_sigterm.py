@@ -27,7 +27,8 @@ from optuna.trial import TrialState
 
 from knobtune.cli import KEPT_BY_A_STUDY, KEPT_WHEN_STOPPED
 from knobtune.interrupts import InterruptsHeld
-from knobtune.targets._process import INTERRUPTED_MARK
+from knobtune.targets import _process
+from knobtune.targets._process import INTERRUPTED_MARK, run_logged
 from knobtune.tuning import attrs
 
 pytestmark = pytest.mark.slow
@@ -254,3 +255,29 @@ def test_a_signal_held_while_a_trial_is_claimed_lands_at_the_release(tmp_path: P
         assert signal.getsignal(signal.SIGTERM) is interrupt  # the handler is back
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_stop_during_the_start_of_a_program_kills_it_and_marks_its_log(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM arriving while ``spawn`` holds the signals (here: right after the fork) is delivered at the release:
+    the program just started is killed and the still-empty log says it was cut (a compare's log was left empty)."""
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    started = []
+
+    class SignalledPopen(subprocess.Popen):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self.pid)
+            os.kill(os.getpid(), signal.SIGTERM)  # held: lands at spawn's release
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    monkeypatch.setattr(_process.subprocess, "Popen", SignalledPopen)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_logged(["sleep", "30"], log_path=tmp_path / "run.log", timeout_s=60)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert len(started) == 1 and not Path(f"/proc/{started[0]}").exists(), "the program started is gone"
+    assert (tmp_path / "run.log").read_text().strip() == INTERRUPTED_MARK

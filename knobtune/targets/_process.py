@@ -79,18 +79,21 @@ def run_logged(argv: list[str], *, log_path: Path, timeout_s: float | None, cwd:
         FileNotFoundError: the program does not exist.
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    log_path.write_bytes(b"")
-    start = time.monotonic()
-    process = spawn(argv, log_path=log_path, cwd=cwd, env=env, user=user)
-    try:
+    process = None
+    try:  # the stop may land in spawn too (it kills what it started): the empty log must say so as well
+        log_path.write_bytes(b"")
+        start = time.monotonic()
+        process = spawn(argv, log_path=log_path, cwd=cwd, env=env, user=user)
         return _watch(process, start, timeout_s, memory_limit_bytes)
     except KeyboardInterrupt:
-        _kill_group(process)
+        if process is not None:
+            _kill_group(process)
         with open(log_path, "a") as log:  # a cut log says so: no reader takes it for a run's whole output
             log.write(f"\n{INTERRUPTED_MARK}\n")
         raise
     finally:
-        _kill_group(process)  # Ctrl-C or any error: never leave the child behind
+        if process is not None:
+            _kill_group(process)  # Ctrl-C or any error: never leave the child behind
 
 
 def _watch(process: subprocess.Popen[bytes], start: float, timeout_s: float | None,
