@@ -158,7 +158,8 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
         out.print(f"time in failed trials: {sum(failed.values()):.0f} s of {summary.time_s['all']:.0f} s in trials ("
                   + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(failed.items(), key=lambda kv: -kv[1])) + ")")
     if spent := summary.time_spent:
-        budget = (f" of a {spent['budget_s']:.0f} s budget ({spent['reserved_s']:.0f} s was kept back for it)"
+        given = ", then given to the search: no config had reached full size" if spent.get("reserve_searched") else ""
+        budget = (f" of a {spent['budget_s']:.0f} s budget ({spent['reserved_s']:.0f} s was kept back for it{given})"
                   if spent.get("budget_s") else "")
         out.print(f"time: search {spent['search_s']:.0f} s, then verification {spent['verification_s']:.0f} s"
                   f"{budget}", markup=False)

@@ -410,6 +410,38 @@ def test_a_time_budget_that_cannot_hold_one_trial_and_its_verification_is_refuse
     assert study.trials[0].state == TrialState.COMPLETE  # the default's ladder is kept for the resume
 
 
+def test_with_no_config_at_full_size_the_time_kept_for_verifying_goes_to_the_search(rocksdb, store) -> None:
+    """When the search's window closes and no sampled config has reached full size, the reserve would go unused:
+    it goes to the search (said once); a config reaching full size then is named as a lead, never the result."""
+    from knobtune.tuning.finish import name_lead, study_result
+
+    workload = tiny("put-get-delete", 6000)
+    Tuner(_settings(rocksdb, workload, trials=0), store).run()  # the default's ladder: the system's pace
+    notes: list[str] = []
+    experiment = _settings(rocksdb, workload, trials=None, time_budget_s=600, verify_top=1, verify_repeats=10)
+    study, budget, _ = _parts(experiment, store, on_progress=lambda event: notes.append(event.message))
+    budget.reserve_verification()
+    ladder_s = sum(budget._default_cost_s(rung) for rung in experiment.rungs)
+    assert budget.reserve_s > 2  # seconds of tiny runs: the margin below is half of it
+    budget._checked_pace = True  # the budget held a trial when the search began
+    budget.deadline = time.time() + ladder_s + budget.reserve_s / 2  # the window has closed, the deadline not
+    assert not budget.ladder_fits()
+    assert budget.may_start_trial() and budget.reserve_searched and budget.ladder_fits()
+    assert len([n for n in notes if "kept back for verifying go to the search" in n]) == 1
+    name_lead(study, experiment, notes.append)
+    assert study.user_attrs[attrs.VERIFICATION]["verdict"].startswith("no candidate to verify")
+
+    start = (("a start", {"max_write_buffer_number": 4}),)  # a start climbs to full size whatever it runs
+    lead = Tuner(_settings(rocksdb, workload, study_name="lead", trials=1, start_configs=start), store).run()
+    name_lead(lead, experiment, notes.append)
+    assert notes[-1].startswith("trial 1 reached full size at ") and "x the default in a single run" in notes[-1]
+    assert "not verified" in notes[-1] and "longer --time" in notes[-1]
+    assert study_result(lead).trial is None and not study_result(lead).verified
+    _, with_candidate, _ = _parts(dataclasses.replace(experiment, study_name="lead"), store)
+    with_candidate.reserve_verification()
+    assert with_candidate.reserve_s > 0 and not with_candidate._search_the_reserve()
+
+
 def test_a_production_ratio_holds_configs_to_its_memory_for_the_benchmarks_data(rocksdb, store) -> None:
     """--production-data 100GiB --production-memory 1GiB on a benchmark of ~80 MiB: configs may plan no more caches
     and buffers than the default's own plan; one planning a 512 MiB cache is infeasible (memory), never run, and

@@ -33,7 +33,8 @@ RANKED_BY = "ranked_by"  # a top-k study: {"study", "top_k", "knobs"}, the ranki
 SETTINGS = "settings"  # how the study searches (sampler, budget, ladder limits): what a joining worker needs
 DEADLINE = "deadline"  # Unix time when the search of a --time budget ends, for every worker (absent: --trials only)
 UNITS_MACHINE = "baseline_machine"  # the machine whose default is DEFAULT_BY_RUNG: the study's units
-TIME_SPENT = "time_spent"  # this run of `tune`: search_s, verification_s, reserved_s (kept back for it), budget_s
+TIME_SPENT = "time_spent"  # this run of `tune`: search_s, verification_s, reserved_s (kept back for it), budget_s,
+# reserve_searched (that time went to the search: no config had reached full size)
 DIAGNOSIS = "diagnosis"  # the rules read over the default's full-size run, what fired since, the focus (tuning.guide)
 MACHINE_PREFIX = "machine:"  # "machine:<name>" -> that machine's facts (tuning.machine), one key per machine
 

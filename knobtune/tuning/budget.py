@@ -76,10 +76,13 @@ class Budget:
         self.fitted_s = 0.0  # what the verification fitted to the budget will take
         self.overhead_s = MIN_RUN_OVERHEAD_S  # per run beyond its record, as the default's trial measured it
         self._checked_pace = False  # whether the budget was checked against the system's pace, once the default ran
+        self.reserve_searched = False  # the reserve went to the search: no config had reached full size (see below)
 
     def time_left_s(self) -> float | None:
-        """Time left for the search: to the study's deadline, less what verification will need."""
-        return None if self.deadline is None else self.deadline - time.time() - self.reserve_s
+        """Time left for the search: to the study's deadline, less what verification will need (unless that time
+        went to the search: ``_search_the_reserve``)."""
+        kept_back = 0.0 if self.reserve_searched else self.reserve_s
+        return None if self.deadline is None else self.deadline - time.time() - kept_back
 
     # ------------------------------------------------------------ trials
 
@@ -100,7 +103,24 @@ class Budget:
         if not fits and not self._checked_pace:
             self._refuse_unusable_budget()
         self._checked_pace = True
+        if not fits and self._search_the_reserve():
+            fits = self.ladder_fits()
         return fits
+
+    def _search_the_reserve(self) -> bool:
+        """When the search's window closes with no sampled config at full size, there is nothing to verify: the
+        time kept back for it would go unused (a 30-minute Cassandra study ended 18 minutes early). It goes to the
+        search instead, said once; a config reaching full size in it is named as a lead (``finish.name_lead``),
+        not verified inside --time. True when the reserve was just given to the search."""
+        e = self.experiment
+        if self.reserve_searched or e.joining or self.reserve_s <= 0 or top_trials(self.workers.study, 1):
+            return False
+        self.reserve_searched = True
+        self.reporter.note(f"no sampled config has reached full size, so the ~{self.reserve_s:.0f} s kept back for "
+                           "verifying go to the search: a config that reaches full size now is named for you to "
+                           "verify (the same command with a longer --time resumes the study and verifies it), "
+                           "not verified inside --time")
+        return True
 
     def counted_trials(self) -> list[TrialRecord]:
         """The sampled trials --trials counts: finished ones (not interrupted, not failed by the machine: their

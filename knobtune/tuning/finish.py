@@ -19,7 +19,7 @@ from knobtune.knobs import Value
 from knobtune.targets import RunFailure, Target
 from knobtune.tuning import attrs
 from knobtune.tuning.experiment import Experiment
-from knobtune.tuning.records import RungRun, winner_trial
+from knobtune.tuning.records import RungRun, record_of, winner_trial
 from knobtune.tuning.verify import (
     MACHINE_RETRIES, Candidate, CandidateRuns, Comparison, relative_limit_s, run_interleaved,
 )
@@ -83,6 +83,26 @@ def starting_configs(study: optuna.Study, system: str, k: int = 3) -> tuple[tupl
         raise UsageError(f"study '{study.study_name}' has no config that completed every rung to start from. "
                          "Fix: --start-from a study with complete trials (`knobtune show` lists them)")
     return tuple((f"study {study.study_name} trial {t.number}", dict(t.user_attrs[attrs.CONFIG])) for t in chosen)
+
+
+def name_lead(study: optuna.Study, experiment: Experiment, note: Callable[[str], None]) -> dict[str, object]:
+    """The verdict when the time kept back for verifying went to the search (``Budget._search_the_reserve``): the
+    best config that reached full size in it is named with its single run's ratio to the default, for the user to
+    verify; the result stays the default. With none, the usual "no candidate" verdict."""
+    best = top_trials(study, 1)
+    if not best:
+        result = {"verdict": "no candidate to verify: no sampled config completed every rung, also in the time "
+                             "kept back for verifying; keep the default", "rejected": {}}
+    else:
+        run = record_of(best[0]).run_at(experiment.rungs[-1].index)
+        ratio = f" at {run.ratio:.2f}x the default in a single run" if run is not None and run.ratio else ""
+        result = {"verdict": f"trial {best[0].number} reached full size{ratio} in the time kept back for verifying "
+                             "(no config had reached it before): not verified, so keep the default for now. Fix: the "
+                             "same command with a longer --time resumes the study and verifies it",
+                  "rejected": {}, "lead": best[0].number}
+    study.set_user_attr(attrs.VERIFICATION, result)
+    note(str(result["verdict"]))
+    return result
 
 
 def verify_study(study: optuna.Study, target: Target, experiment: Experiment, log_dir: Path,

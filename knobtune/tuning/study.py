@@ -28,7 +28,7 @@ from knobtune.targets import Target, make_target
 from knobtune.tuning import attrs
 from knobtune.tuning.budget import Budget
 from knobtune.tuning.experiment import Experiment
-from knobtune.tuning.finish import verify_study
+from knobtune.tuning.finish import name_lead, verify_study
 from knobtune.tuning.guide import Guide
 from knobtune.tuning.outcomes import Outcome
 from knobtune.tuning.owner import running
@@ -225,9 +225,13 @@ class Tuner:
 
     def _verify(self, study: optuna.Study, target: Target, budget: Budget) -> None:
         searched_s = self.reporter.elapsed_s()
-        verify_study(study, target, budget.fitted_verification(),
-                     self.store.artifacts(self.experiment.study_name) / "verify", self.reporter.note)
+        if budget.reserve_searched:  # what verifying needed went to the search: a config found there is a lead
+            name_lead(study, self.experiment, self.reporter.note)
+        else:
+            verify_study(study, target, budget.fitted_verification(),
+                         self.store.artifacts(self.experiment.study_name) / "verify", self.reporter.note)
         study.set_user_attr(attrs.TIME_SPENT, {"search_s": searched_s, "reserved_s": budget.reserve_s,
                                                "verification_s": self.reporter.elapsed_s() - searched_s,
-                                               "budget_s": self.experiment.time_budget_s})
+                                               "budget_s": self.experiment.time_budget_s,
+                                               "reserve_searched": budget.reserve_searched})
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,9 +58,11 @@ class Rung:
     fraction: float
     records: int
     operations: int = 0  # for workloads with a run phase of mixed operations (YCSB)
+    unit: str = "records"  # what ``records`` counts (the workload's ``counts``: transactions, query runs)
 
     def __str__(self) -> str:
-        return f"rung {self.index} ({self.fraction:g} = {self.records:,} records)"
+        count = f"{self.operations:,} operations" if self.operations else f"{self.records:,} {self.unit}"
+        return f"rung {self.index} ({self.fraction:g} = {count})"
 
 
 @dataclass(frozen=True)
@@ -75,11 +78,17 @@ class Workload:
     drivers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     source: Path | None = None
     operations: int = 0  # full-size count of a run phase's operations (0: none)
+    counts: str = "records"  # what ``records`` counts: a server's run scales transactions or queries, not its data
 
     @property
     def rungs(self) -> tuple[Rung, ...]:
-        return tuple(Rung(i, f, max(MIN_RUNG_RECORDS, round(self.records * f)),
-                          max(MIN_RUNG_RECORDS, round(self.operations * f)) if self.operations else 0)
+        """The ladder's steps. Records are at least ``MIN_RUNG_RECORDS`` (a data set that small says nothing);
+        another unit (transactions, query runs) is the fraction of the full count, rounded up."""
+        def count(full: int, f: float, unit: str) -> int:
+            return max(MIN_RUNG_RECORDS, round(full * f)) if unit == "records" else max(1, math.ceil(full * f - 1e-9))
+
+        return tuple(Rung(i, f, count(self.records, f, self.counts),
+                          count(self.operations, f, "records") if self.operations else 0, self.counts)
                      for i, f in enumerate(self.ladder))
 
     @property
@@ -142,11 +151,14 @@ def _build(path: Path, data: dict[str, Any]) -> Workload:
         value = data.get(size_field, 1)
         if not isinstance(value, int) or value <= 0 or isinstance(value, bool):
             raise fail(size_field, f"{value!r} is not a positive integer", "give a whole number")
+    counts = data.get("counts", "records")
+    if not isinstance(counts, str) or not counts.strip():
+        raise fail("counts", f"{counts!r} is not a word", 'name what records counts, e.g. "transactions"')
     if not isinstance(data["drivers"], dict) or not data["drivers"]:
         raise fail("drivers", "no driver section", "add e.g. [drivers.db_bench] with its benchmarks")
     return Workload(
         name=str(data["name"]), description=str(data.get("description", "")),
         systems=tuple(data.get("systems", ())), objective=objective, ladder=ladder,
         records=data["records"], key_size=data.get("key_size", 16), value_size=data.get("value_size", 100),
-        drivers=data["drivers"], source=path, operations=data.get("operations", 0),
+        drivers=data["drivers"], source=path, operations=data.get("operations", 0), counts=counts,
     )
