@@ -89,6 +89,28 @@ def test_a_node_runs_ycsb_with_every_read_checked_refuses_what_cassandra_refuses
     assert _nodes(str(tmp_path)) == []
 
 
+# YCSB's summary of a run whose node died of a direct-memory OutOfMemoryError halfway (a ranking's sample at
+# 1,000,000 records, 2026-11-26): every read after it failed, and YCSB's check counted each failed read as ERROR
+_DIED_HALFWAY = """[READ], Return=OK, 59530
+[READ], Return=ERROR, 60675
+[UPDATE], Return=OK, 59267
+[UPDATE], Return=ERROR, 60528
+[VERIFY], Return=OK, 59530
+[VERIFY], Return=ERROR, 60675
+[READ-FAILED], Operations, 60675
+"""
+
+
+def test_reads_that_failed_are_failed_operations_and_only_rows_missing_beyond_them_are_lost() -> None:
+    died = YcsbResult(_DIED_HALFWAY)
+    assert not died.lost and died.verify_errors == 0 and died.verified == 59530
+    assert died.failed == "60,675 READ ERROR; 60,528 UPDATE ERROR", "a crash with its failed operations"
+    missing = YcsbResult(_DIED_HALFWAY.replace("[VERIFY], Return=ERROR, 60675", "[VERIFY], Return=ERROR, 60700"))
+    assert missing.lost and missing.verify_errors == 25 and missing.failed.startswith("data loss: 25 reads")
+    wrong = YcsbResult("[READ], Return=OK, 10\n[VERIFY], Return=OK, 9\n[VERIFY], Return=UNEXPECTED_STATE, 1\n")
+    assert wrong.lost and wrong.verify_errors == 1 and "UNEXPECTED_STATE 1" in wrong.failed
+
+
 def test_a_later_study_reuses_the_loaded_node_for_any_mix_over_the_same_records(cassandra, tmp_path: Path,
                                                                                  monkeypatch) -> None:  # noqa: ANN001
     """The load runs once for the same records; a study of another mix over them copies the kept node, listens on
