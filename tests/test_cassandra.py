@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -60,6 +61,7 @@ def test_a_node_runs_ycsb_with_every_read_checked_refuses_what_cassandra_refuses
         cassandra, tmp_path: Path) -> None:
     workload = tiny("ycsb-a", 1000)  # 1,000 records loaded once, 2,000 operations at full size
     scratch = tmp_path / "scratch"
+    unpacked_before = _unpacked_in_tmp()
     with make_target(cassandra, workload, scratch) as target:
         target.apply(cassandra.config({"concurrent_reads": 16, "compaction_throughput": "32MiB"}))
         measurement = target.run(workload.full, timeout_s=300, log_path=tmp_path / "run.log", seed=1)
@@ -87,6 +89,13 @@ def test_a_node_runs_ycsb_with_every_read_checked_refuses_what_cassandra_refuses
             target.run(workload.rungs[0], timeout_s=300, log_path=tmp_path / "lost.log", seed=1)
         assert lost.value.kind is FailureKind.DATA_LOSS and "did not return what was written" in lost.value.reason
     assert _nodes(str(tmp_path)) == []
+    assert _unpacked_in_tmp() <= unpacked_before, "a killed node leaves no native library in the machine's /tmp"
+
+
+def _unpacked_in_tmp() -> set[str]:
+    """The native libraries Java's compression libraries unpack into the machine's temporary folder."""
+    return {p.name for pattern in ("liblz4-java-*", "snappy-*-libsnappyjava.so")
+            for p in Path(tempfile.gettempdir()).glob(pattern)}
 
 
 # YCSB's summary of a run whose node died of a direct-memory OutOfMemoryError halfway (a ranking's sample at

@@ -81,6 +81,9 @@ def node_argv(node: Path, jvm: list[str], *, record_classes: Path | None = None)
             f"-javaagent:{jamm_jar()}", f"-Dcassandra.config=file://{node / 'cassandra.yaml'}",
             f"-Dcassandra.storagedir={node}", f"-Dcassandra.logdir={node / 'logs'}",
             f"-Dcassandra.triggers_dir={node / 'triggers'}",
+            # lz4-java and snappy-java unpack their native libraries into Java's temporary folder and remove them
+            # only at a clean exit: a node killed by the settle left two files in /tmp per run (774 of each here)
+            f"-Djava.io.tmpdir={node / 'tmp'}",
             f"-Dlogback.configurationFile=file://{CONF_DIR / 'logback.xml'}",
             "-cp", str(cache_dir() / "lib" / "*"), "org.apache.cassandra.service.CassandraDaemon"]
 

@@ -44,7 +44,7 @@ from knobtune.targets.cassandra.ycsb import YcsbResult, benchmarked, client_argv
 from knobtune.workloads import Rung, Workload
 
 _IDLE = re.compile(r"settle: idle after (\d+) ms")
-_FOLDERS = ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "logs", "triggers")
+_FOLDERS = ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "logs", "triggers", "tmp")
 # What YCSB's load and our schema read (CoreWorkload's insert side, ClientSettings): a later study whose
 # properties agree on these reuses the loaded node; the run's mix and distribution do not matter to it.
 _LOAD_READS = ("recordcount", "insertcount", "insertstart", "insertorder", "fieldcount", "fieldlength",
