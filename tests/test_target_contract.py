@@ -39,6 +39,8 @@ def test_open_apply_run_close(system: str, driver: str, tmp_path: Path) -> None:
     workload = _workload(system, driver)
     target = make_target(catalog, workload, tmp_path / "scratch", driver)
     assert target.installed(), f"{driver} should be installed by the set-up"
+    shape = target.workload_shape()  # what the diagnosis rules read before a study's first run
+    assert shape["clients"] >= 1 and (shape["reads"] or shape["writes"])
     with target:
         target.open()  # idempotent
         target.apply(catalog.defaults())

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,3 +103,14 @@ def test_a_correct_parallel_plan_passes_the_check(postgresql, tmp_path: Path) ->
             target._stop_server(clean=False)
     assert "Gather" in plan and "Parallel Seq Scan on lineitem" in plan
     assert measurement.verified and len(measurement.phases) == 22
+
+
+def test_a_short_study_of_the_kit_runs_from_the_command_line(tmp_path: Path) -> None:
+    """`tune` over the queries driver end to end (it once failed before its first run: the diagnosis asked the
+    target how many clients it runs, and the queries driver had no answer)."""
+    result = subprocess.run([sys.executable, "-m", "knobtune.cli", "tune", "postgresql", "--workload", str(TINY),
+                             "--driver", "queries", "--time", "1m", "--dir", str(tmp_path), "--json"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads(result.stdout)
+    assert summary["counts"]["complete"] >= 1 and summary["verdict"], summary

@@ -86,6 +86,12 @@ class PostgresQueriesTarget(PostgresTarget):
     def has_crash_check(self) -> bool:
         return False  # the queries only read: nothing acknowledged to lose
 
+    def clients(self) -> int:
+        return 1  # one psql session runs the queries one after another
+
+    def reads_and_writes(self) -> tuple[bool, bool]:
+        return True, False  # the queries only read
+
     def queries(self, rung: Rung, seed: int) -> tuple[int, ...]:
         """The queries a rung runs: the first ceil(fraction x records) of the seeded order, round after round."""
         count = max(1, math.ceil(rung.fraction * self.workload.records - 1e-9))
