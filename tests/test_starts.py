@@ -61,6 +61,25 @@ def test_the_rule_fires_on_workloads_that_read_single_keys_and_never_scan(
     assert [k.label for k in target.known_configs()] == (["rocksdb-guide"] if driver == "db_bench" else [])
 
 
+@pytest.mark.parametrize(("workload", "driver", "offered"), [
+    ("fillrandom", "db_bench", True),
+    ("fillrandom", "kvbench", True),
+    ("put-get-delete", "db_bench", False),  # reads: a read from a vector memtable scans it whole
+    ("readwhilewriting", "db_bench", False),
+    ("ycsb-a", "kvbench", False),
+])
+def test_a_workload_that_only_writes_starts_from_a_vector_memtable(
+        tmp_path: Path, workload: str, driver: str, offered: bool) -> None:
+    target = make_target(ROCKSDB, load_workload(workload), tmp_path, driver)
+    found = diagnose(rules_of("rocksdb"), {}, target.workload_shape(), ROCKSDB.defaults())
+    starts = [s for f in found.findings if f.rule == "writes-only" for s in f.starts]
+    assert bool(starts) is offered
+    if offered:
+        (start,) = starts
+        assert start.config["memtablerep"] == "vector" and start.config["allow_concurrent_memtable_write"] is False
+        assert ROCKSDB.unsafe_in(ROCKSDB.config(start.config)) == {}, "the script's WAL off stays out"
+
+
 def test_a_verdict_names_the_known_config_the_result_is() -> None:
     from knobtune.analysis import noise, speedup
     from knobtune.tuning.finish import verdict
