@@ -366,6 +366,9 @@ def test_the_per_run_overhead_is_what_a_trial_took_beyond_its_runs_records() -> 
     trial = optuna.trial.create_trial(value=3.5, user_attrs=runs)
     trial.datetime_start, trial.datetime_complete = start, start + timedelta(seconds=8.0)
     assert run_overhead_s(trial) == pytest.approx((8.0 - 5.0) / 2)  # a server restarting for every run
+    warmed = optuna.trial.create_trial(value=3.5, user_attrs={**runs, attrs.WARM_UP: {"value": 3.0, "elapsed_s": 3.5}})
+    warmed.datetime_start, warmed.datetime_complete = start, start + timedelta(seconds=11.5)
+    assert run_overhead_s(warmed) == pytest.approx((11.5 - 8.5) / 3)  # the default's warm-up is a run, not overhead
     trial.datetime_complete = start + timedelta(seconds=5.1)
     assert run_overhead_s(trial) == MIN_RUN_OVERHEAD_S  # never below the floor
     trial.datetime_complete = None
