@@ -17,6 +17,7 @@ memory of each) and the tuned config to one JSON file.
 
     .venv/bin/python bench/postgresql.py --workload pgbench-tpcb --time 20m --out bench/results/pg-tpcb-20261123.json
     .venv/bin/python bench/postgresql.py --table bench/results/pg-*-20261123.json
+    .venv/bin/python bench/postgresql.py --queries bench/results/pg-tpch-30m-20261126.json   # per query, tpch
 """
 
 from __future__ import annotations
@@ -75,6 +76,23 @@ def table(paths: list[Path]) -> str:
     return "\n".join(rows)
 
 
+def query_table(path: Path) -> str:
+    """Per query, each candidate's median time over its runs (the queries driver's phases), and its ratio to the
+    default's: where an analytic config gains or loses."""
+    candidates = json.loads(path.read_text())["compare"]["candidates"]
+    seconds = [{phase: values["seconds"] for phase, values in (c.get("latency_us") or {}).items() if "seconds" in values}
+               for c in candidates]
+    queries = sorted(seconds[0], key=lambda q: int(q.lstrip("Qq")) if q.lstrip("Qq").isdigit() else 0)
+    labels = [c["label"] for c in candidates]
+    rows = ["| query | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
+    for query in queries:
+        base = seconds[0][query]
+        cells = [f"{base:.2f} s"] + [f"{s[query]:.2f} s ({base / s[query]:.2f}x)" if s.get(query) else "-"
+                                     for s in seconds[1:]]
+        rows.append(f"| {query} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workload", default="pgbench-tpcb")
@@ -88,9 +106,13 @@ def main() -> None:
     parser.add_argument("--study", help="compare this finished study of --dir instead of running one")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--table", nargs="+", type=Path, help="print the markdown table of these result files")
+    parser.add_argument("--queries", type=Path, help="print the per-query table of this result file (tpch)")
     args = parser.parse_args()
     if args.table:
         print(table(args.table))
+        return
+    if args.queries:
+        print(query_table(args.queries))
         return
     emit(run(args), args.out)
 
