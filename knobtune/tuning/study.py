@@ -181,7 +181,7 @@ class Tuner:
                 with InterruptsHeld() as held:
                     trial = self._ask(workers, budget, queue)
                     if budget.over_trial_budget(trial):
-                        runner.finish(trial, Outcome.BUDGET, "other workers' trials reached --trials first")
+                        runner.give_way(trial, "other workers' trials reached --trials first")
                         break
                     runner.run(target, trial, owned=held.release)
             if self.experiment.joining or not self._await_other_workers(workers, queue) \

@@ -253,6 +253,13 @@ class TrialRunner:
             trial.should_prune()  # records the rung so later trials compete with it
         return self.finish(trial, outcome, reason)
 
+    def give_way(self, trial: optuna.Trial, reason: str) -> Outcome:
+        """End a trial this process asked for but may not run (the budget went to other workers' trials), naming
+        the worker and machine that asked, as every trial does."""
+        trial.set_user_attr(attrs.WORKER, self.workers.worker)
+        trial.set_user_attr(attrs.TRIAL_MACHINE, self.workers.machine)
+        return self.finish(trial, Outcome.BUDGET, reason)
+
     def finish(self, trial: optuna.Trial, outcome: Outcome, reason: str, value: float | None = None) -> Outcome:
         """Tell Optuna how ``trial`` ended (its state from ``outcome``) and store why."""
         trial.set_user_attr(attrs.OUTCOME, outcome.value)
