@@ -54,8 +54,8 @@ def run_overhead_s(trial: optuna.trial.FrozenTrial) -> float | None:
     runs = [run.elapsed_s for run in record.runs.values() if run.ok]
     if record.seconds is None or not runs:
         return None
-    if (warm_up := trial.user_attrs.get(attrs.WARM_UP)) and warm_up.get("elapsed_s") is not None:
-        runs.append(float(warm_up["elapsed_s"]))
+    if record.warm_up_s is not None:
+        runs.append(record.warm_up_s)
     return max(MIN_RUN_OVERHEAD_S, (record.seconds - sum(runs)) / len(runs))
 
 

@@ -129,6 +129,7 @@ class TrialRecord:
     reused_from: int | None
     infeasible: str | None  # why a complete run breaks a limit
     seconds: float | None  # start to end, when it ended
+    warm_up_s: float | None = None  # the default's uncounted warm-up run (its elapsed time), when it had one
 
     @property
     def is_default(self) -> bool:
@@ -147,13 +148,15 @@ def record_of(trial: FrozenTrial) -> TrialRecord:
             if key.startswith(attrs.RUNG_PREFIX) and isinstance(stored, dict)}
     seconds = ((trial.datetime_complete - trial.datetime_start).total_seconds()
                if trial.datetime_start and trial.datetime_complete else None)
+    warm_up = user.get(attrs.WARM_UP) or {}
     return TrialRecord(
         number=trial.number, state=trial.state, value=trial.value, role=user.get(attrs.ROLE),
         config=dict(user.get(attrs.CONFIG, {})), config_hash=user.get(attrs.CONFIG_HASH),
         outcome=Outcome(outcome) if outcome else None, reason=str(user.get(attrs.REASON, "")), runs=runs,
         reached_rung=user.get(attrs.REACHED_RUNG), machine=user.get(attrs.TRIAL_MACHINE), worker=user.get(attrs.WORKER),
         started_from=user.get(attrs.STARTED_FROM), reused_from=user.get(attrs.REUSED_FROM),
-        infeasible=user.get(attrs.INFEASIBLE), seconds=seconds)
+        infeasible=user.get(attrs.INFEASIBLE), seconds=seconds,
+        warm_up_s=float(warm_up["elapsed_s"]) if warm_up.get("elapsed_s") is not None else None)
 
 
 def records(study: optuna.Study, states: tuple[optuna.trial.TrialState, ...] | None = None) -> list[TrialRecord]:
