@@ -80,8 +80,7 @@ class TrialRunner:
     def _record_config(self, trial: optuna.Trial) -> dict:
         """Draw the trial's config and store what it changes, its hash, its repairs, unsafe values, memory plan."""
         e = self.experiment
-        trial.set_user_attr(attrs.WORKER, self.workers.worker)
-        trial.set_user_attr(attrs.TRIAL_MACHINE, self.workers.machine)
+        self._name_owner(trial)
         fixed = _enqueued(trial)  # a known config, the default or a retry runs as it is (or is refused)
         focus = None if fixed or self.guide is None else self.guide.focus(self._focused_trials())
         config, repairs = e.space.suggest(trial, focus, held=not fixed)
@@ -256,9 +255,13 @@ class TrialRunner:
     def give_way(self, trial: optuna.Trial, reason: str) -> Outcome:
         """End a trial this process asked for but may not run (the budget went to other workers' trials), naming
         the worker and machine that asked, as every trial does."""
+        self._name_owner(trial)
+        return self.finish(trial, Outcome.BUDGET, reason)
+
+    def _name_owner(self, trial: optuna.Trial) -> None:
+        """Store the worker and the machine that run (or asked for) ``trial``."""
         trial.set_user_attr(attrs.WORKER, self.workers.worker)
         trial.set_user_attr(attrs.TRIAL_MACHINE, self.workers.machine)
-        return self.finish(trial, Outcome.BUDGET, reason)
 
     def finish(self, trial: optuna.Trial, outcome: Outcome, reason: str, value: float | None = None) -> Outcome:
         """Tell Optuna how ``trial`` ended (its state from ``outcome``) and store why."""
