@@ -192,3 +192,49 @@ def test_show_says_what_the_result_changed_about_the_default_s_findings() -> Non
     assert "  the result: write-stalls-memtables no longer fires (stall_share 0.0201 -> 0)" in lines
     assert not any("point-lookups-in-memory still fires" in line for line in lines)  # the shape's: every config
     assert lines[-1].startswith("the search started from these findings")
+
+
+def test_a_second_bottleneck_moves_the_focus_to_the_config_that_showed_it(tmp_path) -> None:
+    """The rules read again over a searched config's full-size run: a rule that fires there for the first time
+    queues that config with its suggestions, and the first third's focus moves there: its knobs narrowed from that
+    config's values, every other knob held at that config's (not sent back to the defaults, which would throw
+    away what the search had found: on fillrandom this cost knobtune 5-12% against its search alone)."""
+    import time  # noqa: PLC0415
+
+    from knobtune.targets import make_target  # noqa: PLC0415
+    from knobtune.tuning import attrs  # noqa: PLC0415
+    from knobtune.tuning.guide import Guide  # noqa: PLC0415
+    from knobtune.tuning.progress import Reporter  # noqa: PLC0415
+    from knobtune.tuning.records import RungRun  # noqa: PLC0415
+    from knobtune.workloads import load_workload  # noqa: PLC0415
+
+    catalog = load_catalog("rocksdb")
+    space = build_space(catalog, driver="db_bench")
+    target = make_target(catalog, load_workload("fillrandom"), tmp_path, "db_bench")
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=2))
+    notes: list[str] = []
+    guide = Guide(study, space, target, Reporter(lambda event: notes.append(event.message)),
+                  memory_limit_bytes=None, trials=None, enabled=True)
+    default = catalog.defaults()
+    guide.after_full_run(study.ask(), RungRun(value=10.0, summary={"counters": {}}), default, is_default=True,
+                         search_end=time.time() + 600)
+    assert guide.focus() is None  # only the shape's rule fired (a start, no numeric knob to narrow)
+
+    searched = {**default, "memtablerep": "vector", "allow_concurrent_memtable_write": False,
+                "write_buffer_size": 300 << 20, "max_write_buffer_number": 3, "max_background_jobs": 2}
+    trial = study.ask()
+    stalled = RungRun(value=6.0, summary={"counters": {"stall_share": 0.2, "stalls_memtable": 7.0}})
+    starts = guide.after_full_run(trial, stalled, searched, is_default=False, search_end=None)
+    [(label, composed)] = starts
+    assert label == f"rules after trial {trial.number}: write-stalls-memtables"
+    assert composed["memtablerep"] == "vector" and composed["max_write_buffer_number"] > 3
+    focus = guide.focus()
+    assert focus is not None and focus.base_trial == trial.number
+    assert focus.ranges == {"max_write_buffer_number": (3.0, 8.0), "max_background_jobs": (2.0, 4.0)}
+    assert any(n.startswith(f"searched next, narrowed, the rest as in trial {trial.number}") for n in notes)
+    for _ in range(5):
+        config, _ = space.suggest(study.ask(), focus.ranges, held=True, base=focus.base)
+        assert config["memtablerep"] == "vector" and config["write_buffer_size"] == 300 << 20
+        assert 3 <= config["max_write_buffer_number"] <= 8 and 2 <= config["max_background_jobs"] <= 4
+    assert study.user_attrs[attrs.DIAGNOSIS]["fired"][-1] == "write-stalls-memtables"
+    assert guide.after_full_run(study.ask(), stalled, searched, is_default=False, search_end=None) == []  # once

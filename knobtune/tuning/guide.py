@@ -10,15 +10,20 @@ its counters and the workload's shape. What fires becomes:
   narrowed range: the geometric middle for a log-scale knob);
 - **a focus**: the knobs the fired rules name, each narrowed to its direction
   (``up``: from the default to the rule's ``high`` or the knob's top), searched
-  alone (the other knobs keep their defaults) during the first third of the
-  search (of ``--time`` left when the default finished, or of ``--trials``);
-  then the whole space is searched. Only numeric ranges narrow: a bool or enum
-  knob keeps its choices (Optuna refuses a categorical whose choices change).
+  alone (the other knobs keep their values in the config whose run the rules
+  read: the focus's *base*) during the first third of the search (of ``--time``
+  left when the default finished, or of ``--trials``); then the whole space is
+  searched. Only numeric ranges narrow: a bool or enum knob keeps its choices
+  (Optuna refuses a categorical whose choices change).
 
 After every full-size run of a sampled config the rules are read again on its
 counters: a rule that fires there and had not fired before (a second
 bottleneck, once the first is gone) queues that config with the new rule's
-suggestions applied, and adds its knobs to the focus.
+suggestions applied, and, while the first third lasts, the focus moves to that
+config: the new rule's knobs, narrowed from that config's values, with the
+other knobs held at that config's (not at the defaults: a searched config that
+shows a second bottleneck has already left the first behind, and going back to
+the defaults to search the second would throw that away).
 
 Everything is stored on the study (``attrs.DIAGNOSIS``) and on each trial
 (``attrs.FINDINGS``, ``attrs.FOCUSED``), so a resumed study and the report
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from functools import cache
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -132,17 +138,18 @@ class Advice:
             if suggestion.knob in ranges or suggestion.knob not in self.space.knobs:
                 continue  # decided by an earlier rule, or not searched (not settable through this driver, say)
             bounds = narrowed(self.catalog[suggestion.knob], suggestion, config.get(suggestion.knob))
-            if bounds is not None and (bounds := self._within_memory(suggestion.knob, bounds)) is not None:
+            if bounds is not None and (bounds := self._within_memory(suggestion.knob, bounds, config)) is not None:
                 ranges[suggestion.knob] = bounds
         return ranges
 
-    def _within_memory(self, name: str, bounds: tuple[float, float]) -> tuple[float, float] | None:
+    def _within_memory(self, name: str, bounds: tuple[float, float],
+                       config: Mapping[str, Value]) -> tuple[float, float] | None:
         """``bounds`` up to what the planned-memory limit leaves the knob while the focus holds the other knobs at
-        their defaults; None (said once) when it leaves none above the range's low end: searching it there would
-        only scale every proposal back to the default."""
+        their values in ``config``; None (said once) when it leaves none above the range's low end: searching it
+        there would only scale every proposal back to where it is."""
         if self.memory_limit_bytes is None:
             return bounds
-        top = self.catalog.memory.ceiling(name, self.catalog.defaults(), self.memory_limit_bytes)
+        top = self.catalog.memory.ceiling(name, {**self.catalog.defaults(), **config}, self.memory_limit_bytes)
         low, high = bounds
         if top is None or top >= high:
             return bounds
@@ -152,7 +159,7 @@ class Advice:
             self._no_room.add(name)
             self.note(f"{name} is not searched first: the planned-memory limit "
                       f"({human_bytes(self.memory_limit_bytes)}) leaves it no room above "
-                      f"{self.shown(name, low)} while the other knobs keep their defaults")
+                      f"{self.shown(name, low)} while the other knobs keep their values")
         return None
 
     def composed(self, findings: tuple[Finding, ...] | list[Finding], config: Mapping[str, Value]) -> dict:
@@ -196,6 +203,14 @@ class Advice:
         return knob_value(knob, int(value) if knob.type in (KnobType.INT, KnobType.BYTES) else value)
 
 
+@dataclass(frozen=True)
+class Focus:
+    """The narrowed first search: the knobs searched within their ranges, the rest held at ``base``."""
+    ranges: Ranges
+    base: dict[str, Value]  # the changed knobs of the config whose run fired the rules ({}: the default)
+    base_trial: int | None  # that config's trial (None: the default)
+
+
 class Guide:
     """Reads the rules over full-size runs and turns what fires into starts and a focus (see the module doc)."""
 
@@ -226,17 +241,22 @@ class Guide:
         if not new:
             return []
         state["fired"] = [*state.get("fired", []), *(f.rule for f in new)]
-        focus = {**state.get("focus", {}), **{k: list(v) for k, v in self.advice.ranges(new, config).items()}}
-        state["focus"] = focus
+        if ranges := self.advice.ranges(new, config):
+            state["focus"] = {k: list(v) for k, v in ranges.items()}
+            state["base"], state["base_trial"] = self.catalog.changed(config), trial.number
         self.study.set_user_attr(attrs.DIAGNOSIS, state)
         names = "+".join(f.rule for f in new)
         self.reporter.note(f"trial {trial.number}'s run shows another bottleneck: "
                            + "; ".join(f.text for f in new))
+        if ranges and self.focus() is not None:
+            self.reporter.note(f"searched next, narrowed, the rest as in trial {trial.number}: " + ", ".join(
+                f"{k} {self.advice.shown(k, lo)}..{self.advice.shown(k, hi)}" for k, (lo, hi) in ranges.items()))
         composed = self.advice.composed(new, config)
         return [(f"rules after trial {trial.number}: {names}", composed)] if composed else []
 
-    def focus(self, sampled_trials: int) -> Ranges | None:
-        """The narrowed ranges a sampled trial searches now (None: the whole space)."""
+    def focus(self) -> Focus | None:
+        """What a sampled trial searches now: the narrowed ranges and the config the rest keep (None: the whole
+        space)."""
         state = self._state
         focus = state.get("focus")
         if not focus:
@@ -244,9 +264,11 @@ class Guide:
         until_s, until_trials = state.get("until_s"), state.get("until_trials")
         if until_s is not None and time.time() >= until_s:
             return None
-        if until_trials is not None and sampled_trials >= until_trials:
+        if until_trials is not None and sum(attrs.FOCUSED in t.user_attrs
+                                            for t in self.study.get_trials(deepcopy=False)) >= until_trials:
             return None
-        return {k: (float(lo), float(hi)) for k, (lo, hi) in focus.items()}
+        return Focus({k: (float(lo), float(hi)) for k, (lo, hi) in focus.items()}, dict(state.get("base") or {}),
+                     state.get("base_trial"))
 
     # ------------------------------------------------------------ the default's story
 

@@ -79,12 +79,13 @@ class SearchSpace:
                 f"{', '.join(self.other_drivers)}; add --driver {' or '.join(needed)} to search them")
 
     def suggest(self, trial: optuna.Trial, focus: Mapping[str, tuple[float, float]] | None = None,
-                held: bool = False) -> tuple[dict[str, Value], list[str]]:
+                held: bool = False, base: Mapping[str, Value] | None = None) -> tuple[dict[str, Value], list[str]]:
         """A full config for ``trial`` and the repairs applied to it. With a ``focus`` (knob -> narrowed range,
-        ``tuning.guide``), only its knobs are searched, a numeric one within its range; the rest keep their
-        defaults. ``held`` (a sampled config): under the memory plan's ceilings, and scaled down to
-        ``planned_limit`` when its knobs together plan more (a known config is run as it is, or refused)."""
-        config = self.catalog.defaults()
+        ``tuning.guide``), only its knobs are searched, a numeric one within its range; the rest keep their values
+        in ``base`` (the changed knobs of the config whose run the rules read), else their defaults. ``held`` (a
+        sampled config): under the memory plan's ceilings, and scaled down to ``planned_limit`` when its knobs
+        together plan more (a known config is run as it is, or refused)."""
+        config = {**self.catalog.defaults(), **(base or {})} if focus is not None else self.catalog.defaults()
         for name in self.knobs:
             knob = self.catalog.knobs[name]
             if focus is not None and name not in focus:

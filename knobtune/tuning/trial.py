@@ -82,10 +82,12 @@ class TrialRunner:
         e = self.experiment
         self._name_owner(trial)
         fixed = _enqueued(trial)  # a known config, the default or a retry runs as it is (or is refused)
-        focus = None if fixed or self.guide is None else self.guide.focus(self._focused_trials())
-        config, repairs = e.space.suggest(trial, focus, held=not fixed)
+        focus = None if fixed or self.guide is None else self.guide.focus()
+        config, repairs = e.space.suggest(trial, focus and focus.ranges, held=not fixed, base=focus and focus.base)
         if focus is not None:
-            trial.set_user_attr(attrs.FOCUSED, sorted(focus))
+            trial.set_user_attr(attrs.FOCUSED, sorted(focus.ranges))
+            if focus.base_trial is not None:
+                trial.set_user_attr(attrs.FOCUSED_AROUND, focus.base_trial)
         changed = e.catalog.changed(config)
         trial.set_user_attr(attrs.CONFIG, changed)
         trial.set_user_attr(attrs.CONFIG_HASH, config_hash(changed))
@@ -198,9 +200,6 @@ class TrialRunner:
         search_end = None if left is None else time.time() + left
         starts = self.guide.after_full_run(trial, run, config, is_default=is_default, search_end=search_end)
         self.queue.hold(starts)
-
-    def _focused_trials(self) -> int:
-        return sum(1 for t in self.study.get_trials(deepcopy=False) if attrs.FOCUSED in t.user_attrs)
 
     def _measure(self, target: Target, trial: optuna.Trial, rung: Rung, is_default: bool) -> RungRun:
         """Run the applied config at ``rung``; the run (or its failure, with its kind) is stored on the trial."""
