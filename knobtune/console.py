@@ -46,6 +46,18 @@ def progress_line(event: Progress) -> None:
               if style else f"[dim][{duration(event.elapsed_s):>7}{left} | best {best}][/dim] {event.message}")
 
 
+def checkpoint_line(counters: dict[str, float]) -> str | None:
+    """How often the default checkpointed inside its full-size run (a server that counts checkpoints), or None."""
+    if "checkpoints_timed" not in counters:
+        return None
+    timed, requested = int(counters["checkpoints_timed"]), int(counters.get("checkpoints_requested", 0))
+    if timed + requested == 0:
+        return "the default did not checkpoint during its full-size run, besides the settle's own checkpoint"
+    times = "once" if timed + requested == 1 else f"{timed + requested} times"
+    return (f"the default checkpointed {times} during its full-size run ({timed} timed, {requested} requested by WAL "
+            "volume), besides the settle's own")
+
+
 def cost_lines(summary: StudySummary) -> list[str]:
     """What the default and the result cost besides the objective: settle, recovery, peak memory; and the limits."""
     lines = [("settled runs: each run's time includes the work it leaves behind (the store restarted as after a "
@@ -56,11 +68,8 @@ def cost_lines(summary: StudySummary) -> list[str]:
         cost = summary.costs.get(role)
         if cost:
             lines.append(f"{role}: " + describe_costs(cost) + f" ({cost.get('source')})")
-    counters = summary.default_counters
-    if "checkpoints_timed" in counters:
-        timed, requested = int(counters["checkpoints_timed"]), int(counters.get("checkpoints_requested", 0))
-        lines.append(f"the default checkpointed {timed + requested} time(s) during its full-size run ({timed} timed, "
-                     f"{requested} requested by WAL volume), besides the settle's own")
+    if line := checkpoint_line(summary.default_counters):
+        lines.append(line)
     limits = summary.limits
     if limits.get("memory_limit_bytes") or limits.get("max_recovery_s"):
         lines.append("limits: " + ", ".join(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from knobtune.console import checkpoint_line
 from knobtune.knobs import load_catalog
 from knobtune.report import export_config, summarize
 from knobtune.processes import pid_alive
@@ -62,7 +63,18 @@ def test_a_run_counts_recovery_and_checkpoint_and_checks_tpcb(postgresql, tmp_pa
     assert counters["checkpoints_timed"] + counters["checkpoints_requested"] >= 0 and counters["wal_bytes"] > 0
     assert counters["blocks_hit"] > 0 and 0 < counters["cache_hit_ratio"] <= 1
     assert measurement.summary()["counters"] == dict(counters)
+    assert checkpoint_line(dict(counters)).startswith("the default ")  # what `show` prints from the real counters
     assert _live_servers() == []
+
+
+def test_show_says_how_often_the_default_checkpointed_inside_its_run() -> None:
+    assert checkpoint_line({"checkpoints_timed": 0, "checkpoints_requested": 0}) == \
+        "the default did not checkpoint during its full-size run, besides the settle's own checkpoint"
+    assert "checkpointed once during its full-size run (0 timed, 1 requested" in \
+        checkpoint_line({"checkpoints_timed": 0, "checkpoints_requested": 1})
+    assert "checkpointed 3 times during its full-size run (1 timed, 2 requested" in \
+        checkpoint_line({"checkpoints_timed": 1, "checkpoints_requested": 2})
+    assert checkpoint_line({"stall_share": 0.1}) is None  # a store without checkpoints
 
 
 def test_a_later_study_reuses_the_loaded_data(postgresql, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
