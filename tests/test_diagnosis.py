@@ -238,3 +238,7 @@ def test_a_second_bottleneck_moves_the_focus_to_the_config_that_showed_it(tmp_pa
         assert 3 <= config["max_write_buffer_number"] <= 8 and 2 <= config["max_background_jobs"] <= 4
     assert study.user_attrs[attrs.DIAGNOSIS]["fired"][-1] == "write-stalls-memtables"
     assert guide.after_full_run(study.ask(), stalled, searched, is_default=False, search_end=None) == []  # once
+    for _ in range(2 * 5):  # 5 sampled trials per knob it narrows, then the whole space
+        assert guide.focus() is not None
+        study.ask().set_user_attr(attrs.FOCUSED, sorted(focus.ranges))
+    assert guide.focus() is None
