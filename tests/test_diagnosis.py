@@ -177,6 +177,9 @@ def test_a_study_starts_from_what_fires_on_the_default_and_searches_its_knobs_na
         assert set(trial.user_attrs[attrs.CONFIG]) <= {"block_cache_size"}
         assert low <= trial.user_attrs[attrs.CONFIG].get("block_cache_size", low) <= high
     assert all(attrs.FINDINGS in t.user_attrs for t in study.trials if t.user_attrs.get(attrs.REACHED_RUNG) == 2)
+    from knobtune.report import summarize  # noqa: PLC0415
+    assert summarize(study, catalog).diagnosis["narrowed"] == [{"knobs": ["block_cache_size"], "around": None,
+                                                                "trials": 3}]
 
 
 def test_show_says_what_the_result_changed_about_the_default_s_findings() -> None:
@@ -187,8 +190,11 @@ def test_show_says_what_the_result_changed_about_the_default_s_findings() -> Non
              "result": {"gone": ["write-stalls-memtables"], "still": ["point-lookups-in-memory"], "new": [],
                         "evidence": {"write-stalls-memtables": {"stall_share": [0.0201, 0.0]},
                                      "point-lookups-in-memory": {"data_bytes": [1e9, 1e9]}}},
-             "guided": True}
+             "guided": True, "narrowed": [{"knobs": ["cache_size"], "around": None, "trials": 5},
+                                          {"knobs": ["max_write_buffer_number"], "around": 7, "trials": 5}]}
     lines = diagnosis_lines(story)
+    assert "  narrowed first: 5 trial(s) searched cache_size alone, the rest at the default's values" in lines
+    assert "  narrowed first: 5 trial(s) searched max_write_buffer_number alone, the rest at trial 7's values" in lines
     assert "  the result: write-stalls-memtables no longer fires (stall_share 0.0201 -> 0)" in lines
     assert not any("point-lookups-in-memory still fires" in line for line in lines)  # the shape's: every config
     assert lines[-1].startswith("the search started from these findings")
