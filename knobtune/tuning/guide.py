@@ -23,10 +23,11 @@ After every full-size run of a sampled config the rules are read again on its
 counters: a rule that fires there and had not fired before (a second
 bottleneck, once the first is gone) queues that config with the new rule's
 suggestions applied, and, while the first third lasts, the focus moves to that
-config for 5 sampled trials per knob: the new rule's knobs, narrowed from that config's values, with the
-other knobs held at that config's (not at the defaults: a searched config that
-shows a second bottleneck has already left the first behind, and going back to
-the defaults to search the second would throw that away).
+config for 5 sampled trials per knob: the new rule's knobs, narrowed from that
+config's values, with the other knobs held at that config's (not at the
+defaults: a searched config that shows a second bottleneck has already left the
+first behind, and going back to the defaults to search the second would throw
+that away).
 
 Everything is stored on the study (``attrs.DIAGNOSIS``) and on each trial
 (``attrs.FINDINGS``, ``attrs.FOCUSED``), so a resumed study and the report
