@@ -248,3 +248,28 @@ def test_a_second_bottleneck_moves_the_focus_to_the_config_that_showed_it(tmp_pa
         assert guide.focus() is not None
         study.ask().set_user_attr(attrs.FOCUSED, sorted(focus.ranges))
     assert guide.focus() is None
+
+
+def test_an_interrupted_narrowed_trial_is_queued_again_with_the_whole_config_it_ran() -> None:
+    """A narrowed trial's Optuna params hold only its narrowed knobs; queued again from them, the rest would be
+    drawn anew. It is queued from the config it stored, so the retry runs the same config."""
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from knobtune.tuning import attrs  # noqa: PLC0415
+    from knobtune.tuning.progress import Reporter  # noqa: PLC0415
+    from knobtune.tuning.resume import Queue  # noqa: PLC0415
+
+    catalog = load_catalog("rocksdb")
+    space = build_space(catalog, driver="db_bench")
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=4))
+    base = {"memtablerep": "vector", "allow_concurrent_memtable_write": False, "write_buffer_size": 300 << 20}
+    trial = study.ask()
+    config, _ = space.suggest(trial, {"max_write_buffer_number": (3.0, 8.0)}, held=True, base=base)
+    assert set(trial.params) == {"max_write_buffer_number"}
+    ran = catalog.changed(config)
+    queue = Queue(SimpleNamespace(experiment=SimpleNamespace(space=space, catalog=catalog), study=study),
+                  Reporter(None))
+    queue.requeue(trial.params, {attrs.FOCUSED: ["max_write_buffer_number"], attrs.CONFIG: ran}, trial.number)
+    retry = study.ask()
+    again, _ = space.suggest(retry)
+    assert catalog.changed(again) == ran
