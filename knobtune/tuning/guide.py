@@ -203,6 +203,10 @@ class Advice:
             self.note(f"{label} is not tried: {over}")
         return not over
 
+    def shown_ranges(self, ranges: Ranges) -> str:
+        """``cache_size 8 MiB..1.1 GiB, max_background_jobs 2..4``: narrowed ranges as a person reads them."""
+        return ", ".join(f"{k} {self.shown(k, lo)}..{self.shown(k, hi)}" for k, (lo, hi) in ranges.items())
+
     def shown(self, name: str, value: float) -> str:
         knob = self.catalog[name]
         return knob_value(knob, int(value) if knob.type in (KnobType.INT, KnobType.BYTES) else value)
@@ -255,8 +259,8 @@ class Guide:
         self.reporter.note(f"trial {trial.number}'s run shows another bottleneck: "
                            + "; ".join(f.text for f in new))
         if ranges and self.focus() is not None:
-            self.reporter.note(f"searched next, narrowed, the rest as in trial {trial.number}: " + ", ".join(
-                f"{k} {self.advice.shown(k, lo)}..{self.advice.shown(k, hi)}" for k, (lo, hi) in ranges.items()))
+            self.reporter.note(f"searched next, narrowed, the rest as in trial {trial.number}: "
+                               + self.advice.shown_ranges(ranges))
         composed = self.advice.composed(new, config)
         return [(f"rules after trial {trial.number}: {names}", composed)] if composed else []
 
@@ -296,8 +300,7 @@ class Guide:
         for finding in found.findings:
             self.reporter.note(f"the default's run: {finding.text} (rule {finding.rule})")
         if ranges:
-            self.reporter.note("searched first, narrowed: " + ", ".join(
-                f"{k} {self.advice.shown(k, lo)}..{self.advice.shown(k, hi)}" for k, (lo, hi) in ranges.items()))
+            self.reporter.note("searched first, narrowed: " + self.advice.shown_ranges(ranges))
         return self.advice.starts(found.findings, config)
 
 
