@@ -204,7 +204,7 @@ def test_a_second_bottleneck_moves_the_focus_to_the_config_that_showed_it(tmp_pa
     """The rules read again over a searched config's full-size run: a rule that fires there for the first time
     queues that config with its suggestions, and the first third's focus moves there: its knobs narrowed from that
     config's values, every other knob held at that config's (not sent back to the defaults, which would throw
-    away what the search had found: on fillrandom this cost knobtune 5-12% against its search alone)."""
+    away what the search had found: in a fillrandom study 518 of 583 trials searched one knob at the defaults)."""
     import time  # noqa: PLC0415
 
     from knobtune.targets import make_target  # noqa: PLC0415
