@@ -221,14 +221,14 @@ def _diagnosis(study: optuna.Study, catalog: Catalog, default: FrozenTrial | Non
 
 
 def _narrowed(study: optuna.Study) -> list[dict[str, Any]]:
-    """The narrowed searches of a guided study, in order: the knobs searched, the trial whose config the rest kept
-    (None: the default's), and how many sampled trials searched them."""
-    searches: dict[tuple[tuple[str, ...], int | None], int] = {}
+    """The narrowed searches of a guided study, in order: the knobs searched within narrowed ranges and how many
+    sampled trials did so."""
+    searches: dict[tuple[str, ...], int] = {}
     for trial in study.get_trials(deepcopy=False):
         if attrs.FOCUSED in trial.user_attrs:
-            key = (tuple(trial.user_attrs[attrs.FOCUSED]), trial.user_attrs.get(attrs.FOCUSED_AROUND))
+            key = tuple(trial.user_attrs[attrs.FOCUSED])
             searches[key] = searches.get(key, 0) + 1
-    return [{"knobs": list(knobs), "around": around, "trials": n} for (knobs, around), n in searches.items()]
+    return [{"knobs": list(knobs), "trials": n} for knobs, n in searches.items()]
 
 
 def _counters(study: optuna.Study, default: FrozenTrial | None) -> dict[str, float]:
@@ -257,9 +257,8 @@ def diagnosis_lines(diagnosis: dict[str, Any]) -> list[str]:
     for finding in (result or {}).get("new", []):
         lines.append(f"  the result's own: {finding['finding']} [{finding['rule']}]")
     for search in diagnosis.get("narrowed", []):
-        rest = "the default's" if search["around"] is None else f"trial {search['around']}'s"
-        lines.append(f"  narrowed first: {search['trials']} trial(s) searched {', '.join(search['knobs'])} alone, "
-                     f"the rest at {rest} values")
+        lines.append(f"  narrowed first: {search['trials']} trial(s) searched {', '.join(search['knobs'])} within "
+                     "the rules' ranges, every other knob over its whole range")
     if diagnosis.get("guided"):
         lines.append("the search started from these findings (docs/diagnosis.md); --no-rules searches without them")
     return lines

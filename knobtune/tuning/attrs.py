@@ -58,8 +58,7 @@ PLANNED_MEMORY = "planned_memory_bytes"  # the catalog's memory model applied to
 INFEASIBLE = "infeasible"  # why a complete trial breaks a limit (recovery time); never the result
 RECOVERY_OVER_S = "recovery_over_s"  # full-size recovery time minus --max-recovery-time (<= 0: feasible)
 FINDINGS = "findings"  # the diagnosis rules that fired on the trial's full-size run
-FOCUSED = "focused"  # the knobs a trial searched, narrowed (tuning.guide), while the rest kept the focus's base
-FOCUSED_AROUND = "focused_around"  # the trial whose config the rest kept (absent: the default's)
+FOCUSED = "focused"  # the knobs a trial searched within narrowed ranges (tuning.guide), the rest over their own
 WARM_UP = "warm_up"  # the default's first trial on a machine: its full-size run before the ladder, not counted
 ROLE_DEFAULT = "baseline"  # the stored spelling of earlier releases: the default's first run
 ROLE_CONTROL = "control"

@@ -9,25 +9,22 @@ its counters and the workload's shape. What fires becomes:
   fired suggestion (each knob moved in its direction, to the middle of its
   narrowed range: the geometric middle for a log-scale knob);
 - **a focus**: the knobs the fired rules name, each narrowed to its direction
-  (``up``: from the default to the rule's ``high`` or the knob's top), searched
-  alone (the other knobs keep their values in the config whose run the rules
-  read: the focus's *base*) for 5 sampled trials per knob it narrows, within the
-  first third of the search (of ``--time`` left when the default finished, or
-  of ``--trials``); then the whole space is searched. (A focus that lasted the
-  whole first third ran 518 trials on one integer knob of 4 values in a
-  10-minute fillrandom study: the same few configs again and again.) Only
-  numeric ranges narrow: a bool or enum knob keeps its choices (Optuna refuses
-  a categorical whose choices change).
+  (``up``: from the default to the rule's ``high`` or the knob's top), while
+  every other knob is searched over its whole range, for the first third of
+  the search (of ``--time`` left when the default finished, or of
+  ``--trials``); then the whole space is searched. This is GPTuner's coarse
+  stage (ranges narrowed from knowledge, the rest searched) rather than a
+  search of the named knobs alone: searched alone, with the rest held at the
+  default's values, they ran behind the whole space in every stored study
+  (bench/README.md "Three other workloads"; in one, 518 of 583 trials searched
+  one integer knob of 4 values). Only numeric ranges narrow: a bool or enum
+  knob keeps its choices (Optuna refuses a categorical whose choices change).
 
 After every full-size run of a sampled config the rules are read again on its
 counters: a rule that fires there and had not fired before (a second
 bottleneck, once the first is gone) queues that config with the new rule's
-suggestions applied, and, while the first third lasts, the focus moves to that
-config for 5 sampled trials per knob: the new rule's knobs, narrowed from that
-config's values, with the other knobs held at that config's (not at the
-defaults: a searched config that shows a second bottleneck has already left the
-first behind, and going back to the defaults to search the second would throw
-that away).
+suggestions applied, and, while the first third lasts, the new rule's knobs
+join the focus, narrowed from that config's values.
 
 Everything is stored on the study (``attrs.DIAGNOSIS``) and on each trial
 (``attrs.FINDINGS``, ``attrs.FOCUSED``), so a resumed study and the report
@@ -38,7 +35,6 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from functools import cache
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -59,9 +55,8 @@ from knobtune.tuning.progress import Reporter
 from knobtune.tuning.records import RungRun
 from knobtune.tuning.space import SearchSpace
 
-FOCUS_SHARE = 1 / 3  # the share of the search the focus lasts at most
+FOCUS_SHARE = 1 / 3  # the share of the search the focus lasts
 MIN_FOCUSED_TRIALS = 3  # with --trials, the focus lasts at least this many sampled trials
-TRIALS_PER_FOCUSED_KNOB = 5  # and at most this many sampled trials per knob it narrows (then the whole space)
 Ranges = dict[str, tuple[float, float]]
 
 
@@ -149,9 +144,9 @@ class Advice:
 
     def _within_memory(self, name: str, bounds: tuple[float, float],
                        config: Mapping[str, Value]) -> tuple[float, float] | None:
-        """``bounds`` up to what the planned-memory limit leaves the knob while the focus holds the other knobs at
-        their values in ``config``; None (said once) when it leaves none above the range's low end: searching it
-        there would only scale every proposal back to where it is."""
+        """``bounds`` up to what the planned-memory limit leaves the knob beside the other knobs' values in
+        ``config`` (the run the rules read); None (said once) when it leaves none above the range's low end:
+        searching it there would only scale every proposal back to where it is."""
         if self.memory_limit_bytes is None:
             return bounds
         top = self.catalog.memory.ceiling(name, {**self.catalog.defaults(), **config}, self.memory_limit_bytes)
@@ -212,14 +207,6 @@ class Advice:
         return knob_value(knob, int(value) if knob.type in (KnobType.INT, KnobType.BYTES) else value)
 
 
-@dataclass(frozen=True)
-class Focus:
-    """The narrowed first search: the knobs searched within their ranges, the rest held at ``base``."""
-    ranges: Ranges
-    base: dict[str, Value]  # the changed knobs of the config whose run fired the rules ({}: the default)
-    base_trial: int | None  # that config's trial (None: the default)
-
-
 class Guide:
     """Reads the rules over full-size runs and turns what fires into starts and a focus (see the module doc)."""
 
@@ -250,37 +237,33 @@ class Guide:
         if not new:
             return []
         state["fired"] = [*state.get("fired", []), *(f.rule for f in new)]
-        if ranges := self.advice.ranges(new, config):
-            state["focus"] = {k: list(v) for k, v in ranges.items()}
-            state["base"], state["base_trial"] = self.catalog.changed(config), trial.number
-            state["focused_before"] = self._focused_trials()
+        ranges = self.advice.ranges(new, config) if self._first_third(state) else {}
+        if ranges:  # the first third lasts: the new rule's knobs join the focus, narrowed from this config's values
+            state["focus"] = {**state.get("focus", {}), **{k: list(v) for k, v in ranges.items()}}
         self.study.set_user_attr(attrs.DIAGNOSIS, state)
         names = "+".join(f.rule for f in new)
         self.reporter.note(f"trial {trial.number}'s run shows another bottleneck: "
                            + "; ".join(f.text for f in new))
-        if ranges and self.focus() is not None:
-            self.reporter.note(f"searched next, narrowed, the rest as in trial {trial.number}: "
+        if ranges:
+            self.reporter.note(f"narrowed from trial {trial.number}'s values for the rest of the first third: "
                                + self.advice.shown_ranges(ranges))
         composed = self.advice.composed(new, config)
         return [(f"rules after trial {trial.number}: {names}", composed)] if composed else []
 
-    def focus(self) -> Focus | None:
-        """What a sampled trial searches now: the narrowed ranges and the config the rest keep (None: the whole
-        space)."""
+    def focus(self) -> Ranges | None:
+        """The narrowed ranges a sampled trial searches now, every other knob over its whole range (None: the
+        first third is over, or nothing narrowed)."""
         state = self._state
         focus = state.get("focus")
-        if not focus:
+        if not focus or not self._first_third(state):
             return None
+        return {k: (float(lo), float(hi)) for k, (lo, hi) in focus.items()}
+
+    def _first_third(self, state: Mapping[str, Any]) -> bool:
         until_s, until_trials = state.get("until_s"), state.get("until_trials")
         if until_s is not None and time.time() >= until_s:
-            return None
-        focused = self._focused_trials()
-        if until_trials is not None and focused >= until_trials:
-            return None
-        if focused - state.get("focused_before", 0) >= TRIALS_PER_FOCUSED_KNOB * len(focus):
-            return None
-        return Focus({k: (float(lo), float(hi)) for k, (lo, hi) in focus.items()}, dict(state.get("base") or {}),
-                     state.get("base_trial"))
+            return False
+        return until_trials is None or self._focused_trials() < until_trials
 
     def _focused_trials(self) -> int:
         return sum(attrs.FOCUSED in t.user_attrs for t in self.study.get_trials(deepcopy=False))

@@ -65,9 +65,6 @@ class Queue:
         if attrs.is_default(user_attrs):
             return
         known = {attrs.STARTED_FROM: user_attrs[attrs.STARTED_FROM]} if attrs.STARTED_FROM in user_attrs else {}
-        if attrs.FOCUSED in user_attrs and attrs.CONFIG in user_attrs:  # its params hold only the narrowed knobs:
-            e = self.workers.experiment
-            params = e.space.params_of({**e.catalog.defaults(), **user_attrs[attrs.CONFIG]})  # the rest, as it ran
         (study or self.workers.study).enqueue_trial(params, user_attrs={attrs.RETRY_OF: number, **known},
                                                     skip_if_exists=False)
 

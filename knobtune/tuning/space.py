@@ -79,22 +79,19 @@ class SearchSpace:
                 f"{', '.join(self.other_drivers)}; add --driver {' or '.join(needed)} to search them")
 
     def suggest(self, trial: optuna.Trial, focus: Mapping[str, tuple[float, float]] | None = None,
-                held: bool = False, base: Mapping[str, Value] | None = None) -> tuple[dict[str, Value], list[str]]:
+                held: bool = False) -> tuple[dict[str, Value], list[str]]:
         """A full config for ``trial`` and the repairs applied to it. With a ``focus`` (knob -> narrowed range,
-        ``tuning.guide``), only its knobs are searched, a numeric one within its range; the rest keep their values
-        in ``base`` (the changed knobs of the config whose run the rules read), else their defaults. ``held`` (a
-        sampled config): under the memory plan's ceilings, and scaled down to ``planned_limit`` when its knobs
-        together plan more (a known config is run as it is, or refused)."""
-        config = {**self.catalog.defaults(), **(base or {})} if focus is not None else self.catalog.defaults()
+        ``tuning.guide``) a numeric knob it names is searched within that range, every other knob over its own.
+        ``held`` (a sampled config): under the memory plan's ceilings, and scaled down to ``planned_limit`` when
+        its knobs together plan more (a known config is run as it is, or refused)."""
+        config = self.catalog.defaults()
         for name in self.knobs:
             knob = self.catalog.knobs[name]
-            if focus is not None and name not in focus:
-                continue
             if knob.applies(config):
                 config[name] = _suggest_knob(trial, knob, self._choices(knob), self._bounds(knob, focus, held))
         config, repairs = mend(self.catalog, config)
         if held and self.planned_limit is not None and (fitted := fit_to_plan(
-                self.catalog, config, [n for n in self.knobs if focus is None or n in focus], self.planned_limit)):
+                self.catalog, config, list(self.knobs), self.planned_limit)):
             config, after = mend(self.catalog, config)  # smaller buffers may break a relation (hash buckets)
             repairs += [fitted, *after]
         return config, repairs

@@ -83,12 +83,9 @@ class TrialRunner:
         self._name_owner(trial)
         fixed = _enqueued(trial)  # a known config, the default or a retry runs as it is (or is refused)
         focus = None if fixed or self.guide is None else self.guide.focus()
-        config, repairs = (e.space.suggest(trial, held=not fixed) if focus is None
-                           else e.space.suggest(trial, focus.ranges, held=True, base=focus.base))
+        config, repairs = e.space.suggest(trial, focus, held=not fixed)
         if focus is not None:
-            trial.set_user_attr(attrs.FOCUSED, sorted(focus.ranges))
-            if focus.base_trial is not None:
-                trial.set_user_attr(attrs.FOCUSED_AROUND, focus.base_trial)
+            trial.set_user_attr(attrs.FOCUSED, sorted(focus))
         changed = e.catalog.changed(config)
         trial.set_user_attr(attrs.CONFIG, changed)
         trial.set_user_attr(attrs.CONFIG_HASH, config_hash(changed))
