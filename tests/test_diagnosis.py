@@ -284,6 +284,7 @@ def test_a_narrowed_trial_queued_again_runs_the_config_it_ran() -> None:
     one queued again from its params runs the same config."""
     from types import SimpleNamespace  # noqa: PLC0415
 
+    from knobtune.tuning import attrs  # noqa: PLC0415
     from knobtune.tuning.progress import Reporter  # noqa: PLC0415
     from knobtune.tuning.resume import Queue  # noqa: PLC0415
 
@@ -295,6 +296,6 @@ def test_a_narrowed_trial_queued_again_runs_the_config_it_ran() -> None:
     ran = catalog.changed(config)
     queue = Queue(SimpleNamespace(experiment=SimpleNamespace(space=space, catalog=catalog), study=study),
                   Reporter(None))
-    queue.requeue(trial.params, {"focused": ["max_write_buffer_number"]}, trial.number)
+    queue.requeue(trial.params, {attrs.FOCUSED: ["max_write_buffer_number"]}, trial.number)
     again, _ = space.suggest(study.ask())
     assert catalog.changed(again) == ran
