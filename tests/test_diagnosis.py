@@ -248,9 +248,11 @@ def test_a_second_bottleneck_joins_the_narrowed_search_from_the_config_that_show
     assert guide.after_full_run(study.ask(), stalled, searched, is_default=False, search_end=None) == []  # once
 
 
-def test_the_narrowed_search_ends_with_its_third_and_a_later_bottleneck_narrows_nothing(tmp_path) -> None:
-    """With --trials the narrowed search lasts a third of them; a rule that first fires after that still queues
-    its composed start but narrows nothing."""
+@pytest.mark.parametrize(("workload", "narrowed_by_default"), [("readwhilewriting", True), ("fillrandom", False)])
+def test_the_narrowed_search_ends_with_its_third_and_a_later_bottleneck_narrows_nothing(
+        tmp_path, workload: str, narrowed_by_default: bool) -> None:
+    """With --trials the narrowed search lasts a third of the sampled trials, whether or not the default's run
+    narrowed anything; a rule that first fires after that still queues its composed start but narrows nothing."""
     from knobtune.targets import make_target  # noqa: PLC0415
     from knobtune.tuning import attrs  # noqa: PLC0415
     from knobtune.tuning.guide import Guide  # noqa: PLC0415
@@ -260,19 +262,22 @@ def test_the_narrowed_search_ends_with_its_third_and_a_later_bottleneck_narrows_
 
     catalog = load_catalog("rocksdb")
     space = build_space(catalog, driver="db_bench")
-    target = make_target(catalog, load_workload("readwhilewriting"), tmp_path, "db_bench")
+    target = make_target(catalog, load_workload(workload), tmp_path, "db_bench")
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=5))
     guide = Guide(study, space, target, Reporter(None), memory_limit_bytes=None, trials=9, enabled=True)
     guide.after_full_run(study.ask(), RungRun(value=10.0, summary={"counters": {}}), catalog.defaults(),
                          is_default=True, search_end=None)
     focus = guide.focus()
-    assert focus is not None and "cache_size" in focus
-    for _ in range(3):  # a third of 9
+    assert (focus is not None and "cache_size" in focus) is narrowed_by_default
+    for _ in range(3):  # a third of 9, sampled as the trial loop does (a start in between does not count)
         assert guide.focus() == focus
+        study.enqueue_trial({}, user_attrs={attrs.STARTED_FROM: "a start"})
+        study.ask().set_user_attr(attrs.CONFIG, {})
         trial = study.ask()
         config, _ = space.suggest(trial, focus, held=True)
-        trial.set_user_attr(attrs.FOCUSED, sorted(focus))
-        assert focus["cache_size"][0] <= config["cache_size"] <= focus["cache_size"][1]
+        trial.set_user_attr(attrs.CONFIG, catalog.changed(config))
+        if focus is not None:
+            assert focus["cache_size"][0] <= config["cache_size"] <= focus["cache_size"][1]
     assert guide.focus() is None
     stalled = RungRun(value=6.0, summary={"counters": {"stall_share": 0.2, "stalls_memtable": 7.0}})
     assert guide.after_full_run(study.ask(), stalled, catalog.defaults(), is_default=False, search_end=None)

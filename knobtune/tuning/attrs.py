@@ -72,3 +72,8 @@ def rung_key(index: int) -> str:
 def is_default(user_attrs: dict) -> bool:
     """Whether a trial (by its user attributes) runs the default config: its first run or a control."""
     return user_attrs.get(ROLE) in (ROLE_DEFAULT, ROLE_CONTROL)
+
+
+def is_fixed(user_attrs: dict) -> bool:
+    """Whether a trial's config was fixed before it was asked for (the default, a start, a retry), not sampled."""
+    return is_default(user_attrs) or STARTED_FROM in user_attrs or RETRY_OF in user_attrs

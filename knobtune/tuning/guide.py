@@ -232,7 +232,7 @@ class Guide:
         if is_default:
             if "default" in state:  # a control, or a resumed study: the default's story is told once
                 return []
-            return self._first(found, config, search_end)
+            return self._first(found, config, search_end, trial.number)
         new = [f for f in found.findings if f.rule not in state.get("fired", [])]
         if not new:
             return []
@@ -263,18 +263,24 @@ class Guide:
         until_s, until_trials = state.get("until_s"), state.get("until_trials")
         if until_s is not None and time.time() >= until_s:
             return False
-        return until_trials is None or self._focused_trials() < until_trials
+        return until_trials is None or self._sampled_since_default(state) < until_trials
 
-    def _focused_trials(self) -> int:
-        return sum(attrs.FOCUSED in t.user_attrs for t in self.study.get_trials(deepcopy=False))
+    def _sampled_since_default(self, state: Mapping[str, Any]) -> int:
+        """Sampled trials (their config drawn, not fixed before) numbered after the default's diagnosed run: the
+        first third of --trials counts them whether or not anything was narrowed, so a rule that first fires late
+        in the study narrows nothing."""
+        after = state.get("default_trial", -1)
+        return sum(t.number > after and attrs.CONFIG in t.user_attrs and not attrs.is_fixed(t.user_attrs)
+                   for t in self.study.get_trials(deepcopy=False))
 
     # ------------------------------------------------------------ the default's story
 
-    def _first(self, found: Diagnosis, config: Mapping[str, Value], search_end: float | None) -> list[tuple[str, dict]]:
+    def _first(self, found: Diagnosis, config: Mapping[str, Value], search_end: float | None,
+               number: int) -> list[tuple[str, dict]]:
         ranges = self.advice.ranges(found.findings, config)
         now = time.time()
         state: dict[str, Any] = {"default": found.to_dict(), "shape": dict(self.shape), "fired": sorted(found.fired()),
-                                 "focus": {k: list(v) for k, v in ranges.items()}}
+                                 "focus": {k: list(v) for k, v in ranges.items()}, "default_trial": number}
         if search_end is not None:
             state["until_s"] = now + max(search_end - now, 0.0) * FOCUS_SHARE
         if self.trials is not None:

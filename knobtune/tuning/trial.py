@@ -81,7 +81,7 @@ class TrialRunner:
         """Draw the trial's config and store what it changes, its hash, its repairs, unsafe values, memory plan."""
         e = self.experiment
         self._name_owner(trial)
-        fixed = _enqueued(trial)  # a known config, the default or a retry runs as it is (or is refused)
+        fixed = attrs.is_fixed(trial.user_attrs)  # a known config, the default or a retry runs as it is (or is refused)
         focus = None if fixed or self.guide is None else self.guide.focus()
         config, repairs = e.space.suggest(trial, focus, held=not fixed)
         if focus is not None:
@@ -298,12 +298,6 @@ class TrialRunner:
         ratio = max((self.budget.limit_s(rung) or 0.0) / base.elapsed_s, 1.0)
         raw = base.value / ratio if self.experiment.objective.maximize else base.value * ratio
         return self.workers.in_study_units(rung, raw)
-
-
-def _enqueued(trial: optuna.Trial) -> bool:
-    """Whether the trial's config was fixed before it was asked for (the default, a start, a retry)."""
-    return attrs.is_default(trial.user_attrs) or attrs.STARTED_FROM in trial.user_attrs \
-        or attrs.RETRY_OF in trial.user_attrs
 
 
 def _label(trial: optuna.Trial) -> str:
