@@ -204,6 +204,24 @@ def test_show_says_what_the_result_changed_about_the_default_s_findings() -> Non
     assert lines[-1].startswith("the search started from these findings")
 
 
+def test_show_names_the_knob_the_result_moved_for_a_rule_that_reads_the_config() -> None:
+    """A rule that fires on the config (no bloom filter), not a counter, has no evidence to move: `show` names the
+    knob its suggestion moved instead of "its evidence unchanged"."""
+    from knobtune.report.summary import diagnosis_lines  # noqa: PLC0415
+    from knobtune.tuning.guide import compare_findings, rules_of  # noqa: PLC0415
+    from knobtune.tuning.records import RungRun  # noqa: PLC0415
+
+    catalog = load_catalog("rocksdb")
+    run = RungRun(value=10.0, summary={"counters": {}})
+    default = catalog.config({"bloom_bits": 0})
+    story = compare_findings(rules_of("rocksdb"), {"point_reads_only": True}, (run, default),
+                             (run, catalog.config({"bloom_bits": 10, "cache_size": 64 << 20})))
+    assert story["result"]["gone"] == ["point-reads-without-bloom-filter"]
+    assert story["result"]["moved"] == {"point-reads-without-bloom-filter": {"bloom_bits": [0, 10]}}
+    lines = diagnosis_lines({**story, "guided": True})
+    assert "  the result: point-reads-without-bloom-filter no longer fires (moved bloom_bits 0 -> 10)" in lines
+
+
 def test_a_second_bottleneck_joins_the_narrowed_search_from_the_config_that_showed_it(tmp_path) -> None:
     """The rules read again over a searched config's full-size run: a rule that fires there for the first time
     queues that config with its suggestions, and while the first third lasts its knobs join the narrowed ranges,

@@ -14,6 +14,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from knobtune.analysis.stats import rung_agreement
 from knobtune.knobs import Catalog, load_catalog
+from knobtune.knobs.display import knob_value
 from knobtune.knobs.units import human_bytes
 from knobtune.targets import export_formats, know_system
 from knobtune.tuning import attrs
@@ -216,6 +217,8 @@ def _diagnosis(study: optuna.Study, catalog: Catalog, default: FrozenTrial | Non
     story = compare_findings(rules, state.get("shape", {}), (run, catalog.defaults()),
                              (result_run, catalog.config(result.user_attrs.get(attrs.CONFIG, {})))
                              if result_run is not None else None)
+    for moved in story.get("result", {}).get("moved", {}).values():  # as a person reads the knobs' values
+        moved.update({k: [knob_value(catalog[k], v) for v in values] for k, values in moved.items()})
     return {**story, "guided": bool(state), "fired_during_search": state.get("fired", []),
             "narrowed": _narrowed(study)}
 
@@ -250,9 +253,9 @@ def diagnosis_lines(diagnosis: dict[str, Any]) -> list[str]:
     result = diagnosis.get("result")
     if result and found:
         for rule in result.get("gone", []):
-            lines.append(f"  the result: {rule} no longer fires ({_evidence(result['evidence'].get(rule, {}))})")
-        for rule in result.get("still", []):  # a rule on the workload's shape alone fires for every config: not said
-            if (moved := _evidence(result["evidence"].get(rule, {}))) != UNMOVED:
+            lines.append(f"  the result: {rule} no longer fires ({_changes(result, rule)})")
+        for rule in result.get("still", []):  # one that neither moved nor was followed (a shape's rule): not said
+            if (moved := _changes(result, rule)) != UNMOVED:
                 lines.append(f"  the result: {rule} still fires ({moved})")
     for finding in (result or {}).get("new", []):
         lines.append(f"  the result's own: {finding['finding']} [{finding['rule']}]")
@@ -267,13 +270,22 @@ def diagnosis_lines(diagnosis: dict[str, Any]) -> list[str]:
 UNMOVED = "its evidence unchanged"
 
 
-def _evidence(evidence: dict[str, list[Any]]) -> str:
-    shown = [f"{name} {_number(before)} -> {_number(after)}" for name, (before, after) in evidence.items()
-             if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before != after]
-    return ", ".join(shown) or UNMOVED
+def _changes(result: dict[str, Any], rule: str) -> str:
+    """``stall_share 0.02 -> 0; moved max_write_buffer_number 2 -> 6``: how a default finding's evidence moved
+    under the result, and the knobs it suggests that the result changed (a rule that reads the config, such as
+    a bloom filter's absence, shows only the latter)."""
+    evidence = [f"{name} {_shown(before)} -> {_shown(after)}"
+                for name, (before, after) in result["evidence"].get(rule, {}).items()
+                if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before != after]
+    moved = [f"{name} {_shown(before)} -> {_shown(after)}"
+             for name, (before, after) in result.get("moved", {}).get(rule, {}).items()]
+    parts = [", ".join(evidence)] if evidence else []
+    return "; ".join(parts + (["moved " + ", ".join(moved)] if moved else [])) or UNMOVED
 
 
-def _number(value: float) -> str:
+def _shown(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
     return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
 
 

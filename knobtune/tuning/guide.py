@@ -100,7 +100,8 @@ def diagnose_run(rules: tuple[Rule, ...], shape: Mapping[str, Any], run: RungRun
 def compare_findings(rules: tuple[Rule, ...], shape: Mapping[str, Any], default: tuple[RungRun, Mapping[str, Value]],
                      result: tuple[RungRun, Mapping[str, Value]] | None) -> dict[str, Any]:
     """The default's findings over its full-size run and what the result changed about them: each default finding
-    gone or still there (with its evidence under both), and findings only the result has."""
+    gone or still there (with its evidence under both, and the knobs it suggests that the result moved), and
+    findings only the result has."""
     before = diagnose_run(rules, shape, *default)
     story: dict[str, Any] = {"default": [f.to_dict() for f in before.findings]}
     if result is None or not result[0].ok:
@@ -110,7 +111,10 @@ def compare_findings(rules: tuple[Rule, ...], shape: Mapping[str, Any], default:
     story["result"] = {
         "still": sorted(before.fired() & after.fired()), "gone": sorted(before.fired() - after.fired()),
         "new": [f.to_dict() for f in after.findings if f.rule not in before.fired()],
-        "evidence": {f.rule: {n: [v, names.get(n)] for n, v in f.evidence.items()} for f in before.findings}}
+        "evidence": {f.rule: {n: [v, names.get(n)] for n, v in f.evidence.items()} for f in before.findings},
+        "moved": {f.rule: moved for f in before.findings
+                  if (moved := {s.knob: [default[1].get(s.knob), result[1].get(s.knob)] for s in f.suggest
+                                if default[1].get(s.knob) != result[1].get(s.knob)})}}
     return story
 
 
