@@ -20,6 +20,22 @@ SHAPE = {"point_reads_only": False, "reads": True, "writes": True, "data_bytes":
          "cores": 2, "clients": 8, "key_size": 0, "value_size": 0, "workload_s": 90.0}
 
 
+def _rocksdb_guide(tmp_path: Path, workload: str, seed: int, trials: int | None, notes: list[str] | None = None):
+    """A RocksDB db_bench search space, an in-memory study and the Guide over them (what the trial loop builds)."""
+    from knobtune.targets import make_target  # noqa: PLC0415
+    from knobtune.tuning.guide import Guide  # noqa: PLC0415
+    from knobtune.tuning.progress import Reporter  # noqa: PLC0415
+    from knobtune.workloads import load_workload  # noqa: PLC0415
+
+    catalog = load_catalog("rocksdb")
+    space = build_space(catalog, driver="db_bench")
+    target = make_target(catalog, load_workload(workload), tmp_path, "db_bench")
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    reporter = Reporter(None if notes is None else lambda event: notes.append(event.message))
+    return catalog, space, study, Guide(study, space, target, reporter, memory_limit_bytes=None, trials=trials,
+                                        enabled=True)
+
+
 @pytest.mark.parametrize("system", sorted(SYSTEMS))
 def test_every_shipped_rules_file_loads_with_its_sources_and_names_only_known_knobs(system: str) -> None:
     rules = rules_of(system)  # checked against the catalog's knobs and, where it exists, the counters file
@@ -229,20 +245,11 @@ def test_a_second_bottleneck_joins_the_narrowed_search_from_the_config_that_show
     at the default's values, a fillrandom study had run 518 of 583 trials on one knob of 4 values)."""
     import time  # noqa: PLC0415
 
-    from knobtune.targets import make_target  # noqa: PLC0415
     from knobtune.tuning import attrs  # noqa: PLC0415
-    from knobtune.tuning.guide import Guide  # noqa: PLC0415
-    from knobtune.tuning.progress import Reporter  # noqa: PLC0415
     from knobtune.tuning.records import RungRun  # noqa: PLC0415
-    from knobtune.workloads import load_workload  # noqa: PLC0415
 
-    catalog = load_catalog("rocksdb")
-    space = build_space(catalog, driver="db_bench")
-    target = make_target(catalog, load_workload("fillrandom"), tmp_path, "db_bench")
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=2))
     notes: list[str] = []
-    guide = Guide(study, space, target, Reporter(lambda event: notes.append(event.message)),
-                  memory_limit_bytes=None, trials=None, enabled=True)
+    catalog, space, study, guide = _rocksdb_guide(tmp_path, "fillrandom", seed=2, trials=None, notes=notes)
     default = catalog.defaults()
     guide.after_full_run(study.ask(), RungRun(value=10.0, summary={"counters": {}}), default, is_default=True,
                          search_end=time.time() + 600)
@@ -271,18 +278,10 @@ def test_the_narrowed_search_ends_with_its_third_and_a_later_bottleneck_narrows_
         tmp_path, workload: str, narrowed_by_default: bool) -> None:
     """With --trials the narrowed search lasts a third of the sampled trials, whether or not the default's run
     narrowed anything; a rule that first fires after that still queues its composed start but narrows nothing."""
-    from knobtune.targets import make_target  # noqa: PLC0415
     from knobtune.tuning import attrs  # noqa: PLC0415
-    from knobtune.tuning.guide import Guide  # noqa: PLC0415
-    from knobtune.tuning.progress import Reporter  # noqa: PLC0415
     from knobtune.tuning.records import RungRun  # noqa: PLC0415
-    from knobtune.workloads import load_workload  # noqa: PLC0415
 
-    catalog = load_catalog("rocksdb")
-    space = build_space(catalog, driver="db_bench")
-    target = make_target(catalog, load_workload(workload), tmp_path, "db_bench")
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=5))
-    guide = Guide(study, space, target, Reporter(None), memory_limit_bytes=None, trials=9, enabled=True)
+    catalog, space, study, guide = _rocksdb_guide(tmp_path, workload, seed=5, trials=9)
     guide.after_full_run(study.ask(), RungRun(value=10.0, summary={"counters": {}}), catalog.defaults(),
                          is_default=True, search_end=None)
     focus = guide.focus()
