@@ -274,13 +274,17 @@ def _changes(result: dict[str, Any], rule: str) -> str:
     """``stall_share 0.02 -> 0; moved max_write_buffer_number 2 -> 6``: how a default finding's evidence moved
     under the result, and the knobs it suggests that the result changed (a rule that reads the config, such as
     a bloom filter's absence, shows only the latter)."""
-    evidence = [f"{name} {_shown(before)} -> {_shown(after)}"
-                for name, (before, after) in result["evidence"].get(rule, {}).items()
-                if isinstance(before, (int, float)) and isinstance(after, (int, float)) and before != after]
-    moved = [f"{name} {_shown(before)} -> {_shown(after)}"
-             for name, (before, after) in result.get("moved", {}).get(rule, {}).items()]
-    parts = [", ".join(evidence)] if evidence else []
-    return "; ".join(parts + (["moved " + ", ".join(moved)] if moved else [])) or UNMOVED
+    evidence = {name: pair for name, pair in result["evidence"].get(rule, {}).items()
+                if all(isinstance(v, (int, float)) for v in pair) and pair[0] != pair[1]}
+    parts = [_arrows(evidence)] if evidence else []
+    if moved := result.get("moved", {}).get(rule):
+        parts.append("moved " + _arrows(moved))
+    return "; ".join(parts) or UNMOVED
+
+
+def _arrows(pairs: dict[str, list[Any]]) -> str:
+    """``stall_share 0.02 -> 0, stalls_memtable 3 -> 0``: each name's value before and after."""
+    return ", ".join(f"{name} {_shown(before)} -> {_shown(after)}" for name, (before, after) in pairs.items())
 
 
 def _shown(value: Any) -> str:
