@@ -43,6 +43,7 @@ from knobtune.knobs.units import human_bytes
 # The workload's shape, as every target gives it (``Target.workload_shape``): what a rule may ask besides counters.
 SHAPE: Mapping[str, str] = {
     "point_reads_only": "the workload reads single keys (some phase reads) and never scans a range",
+    "scans": "the workload reads ranges of keys (a scan, a sequential read, a seek and next)",
     "reads": "the workload reads at all",
     "writes": "the workload writes at all",
     "data_bytes": "the data set's size in bytes (records x (key + value), or the loaded data of a server)",

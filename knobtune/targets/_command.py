@@ -6,7 +6,7 @@ whose group is the count of operations the run did, required), ``p99_ms`` /
 ``p95_ms`` (patterns, optional); ``clients``; ``check`` = { sql, expect } (a
 query whose answer's columns must equal the expressions in ``expect``, over
 the section's numbers); ``data_bytes`` (the loaded data's size: a size or an
-expression over them); ``point_reads_only``, ``reads``, ``writes`` (the
+expression over them); ``point_reads_only``, ``scans``, ``reads``, ``writes`` (the
 workload's shape); any other number or text is a placeholder its argv may
 name. A system described by a file runs it (``_described.py``), and so may a
 system's package (PostgreSQL runs the same sysbench workloads through it).
@@ -32,7 +32,7 @@ from knobtune.workloads import Rung, Workload
 
 RUN_PLACES = ("connection", "operations", "records", "seed", "clients")  # what a workload's argv may name
 SECTION_KEYS = ("run", "load", "operations", "p99_ms", "p95_ms", "clients", "check", "data_bytes",
-                "point_reads_only", "reads", "writes", "description")
+                "point_reads_only", "scans", "reads", "writes", "description")
 
 Places = dict[str, "str | list[str]"]
 
@@ -60,6 +60,10 @@ class CommandDriver:
     @property
     def point_reads_only(self) -> bool:
         return bool(self.section.get("point_reads_only", False))
+
+    @property
+    def scans(self) -> bool:
+        return bool(self.section.get("scans", False))
 
     @property
     def reads_and_writes(self) -> tuple[bool, bool]:
@@ -152,6 +156,9 @@ class CommandShape:
 
     def reads_single_keys_only(self) -> bool:
         return self.command.point_reads_only
+
+    def scans_ranges(self) -> bool:
+        return self.command.scans
 
     def reads_and_writes(self) -> tuple[bool, bool]:
         return self.command.reads_and_writes

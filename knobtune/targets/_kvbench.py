@@ -128,6 +128,10 @@ class KvbenchTarget(EmbeddedTarget):
             reads = reads or phase.get("kind") == "read" or bool(mix.get("read") or mix.get("rmw"))
         return reads
 
+    def scans_ranges(self) -> bool:
+        """Whether some phase reads in order (``readseq``) or its mix scans."""
+        return any(phase.get("kind") == "readseq" or (phase.get("mix") or {}).get("scan") for phase in self.phases)
+
     def reads_and_writes(self) -> tuple[bool, bool]:
         kinds = {p.get("kind") for p in self.phases} | {op for p in self.phases for op, share in
                                                         (p.get("mix") or {}).items() if share}

@@ -48,6 +48,7 @@ _MAX = re.compile(r"^Min: \d+\s+Median: [\d.]+\s+Max: (\d+)")
 _MACHINE_FAULTS = ("No space left on device", "Too many open files", "Cannot allocate memory")
 _ERROR_LINE = re.compile(r"error|Invalid argument|Not supported|should be|Corruption", re.IGNORECASE)
 _READS = {"readrandom", "readwhilewriting", "readseq"}
+_SCANS = frozenset({"readseq", "readreverse", "seekrandom", "seekrandomwhilewriting", "seekrandomwhilemerging"})
 _POINT_READS = frozenset({"readrandom", "readwhilewriting", "readrandomwriterandom", "multireadrandom", "readmissing",
                           "readhot"})  # benchmarks that read single keys
 _NO_RESULT = {"flush", "waitforcompaction", "compact"}  # db_bench prints no result line for these
@@ -179,8 +180,13 @@ class DbBenchTarget(EmbeddedTarget):
         """Whether every benchmark reads or writes single keys (any other, a scan or seek say, may not) and one reads."""
         return set(self.benchmarks) <= _POINT_READS | _POINT_WRITES and bool(set(self.benchmarks) & _POINT_READS)
 
+    def scans_ranges(self) -> bool:
+        return bool(set(self.benchmarks) & _SCANS)
+
     def reads_and_writes(self) -> tuple[bool, bool]:
-        return bool(set(self.benchmarks) & (_POINT_READS | _READS)), bool(set(self.benchmarks) - _POINT_READS - _READS)
+        benchmarks = set(self.benchmarks)
+        return bool(benchmarks & (_POINT_READS | _READS | _SCANS)), \
+            bool(benchmarks - _POINT_READS - _READS - {"readreverse", "seekrandom"})
 
     def clients(self) -> int:
         return self.workload_flags.threads
