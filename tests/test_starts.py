@@ -97,3 +97,35 @@ def test_a_verdict_names_the_known_config_the_result_is() -> None:
     assert verdict(comparison).startswith("trial 3 (rocksdb-point-lookups-universal, tried first) is 1.8")
     assert comparison.to_dict()["candidates"][1]["tried_first"] == "rocksdb-point-lookups-universal"
     assert "tried_first" not in comparison.to_dict()["candidates"][2]  # the search's own config
+
+
+@pytest.mark.parametrize(("workload", "driver", "scans"), [
+    ("ycsb-e", "kvbench", True),
+    ("readseq", "kvbench", True),
+    ("ycsb-a", "kvbench", False),
+    ("put-get-delete", "db_bench", False),
+    ("fillrandom", "db_bench", False),
+])
+def test_larger_blocks_are_offered_to_workloads_that_scan_ranges(
+        tmp_path: Path, workload: str, driver: str, scans: bool) -> None:
+    target = make_target(ROCKSDB, load_workload(workload), tmp_path, driver)
+    shape = target.workload_shape()
+    assert shape["scans"] is scans
+    found = diagnose(rules_of("rocksdb"), {}, shape, ROCKSDB.defaults())
+    assert ("range-scans-in-small-blocks" in found.fired()) is scans
+    if scans:
+        (suggestion,) = next(f for f in found.findings if f.rule == "range-scans-in-small-blocks").suggest
+        assert (suggestion.knob, suggestion.direction, suggestion.low) == ("block_size", "up", 16384)
+        already = diagnose(rules_of("rocksdb"), {}, shape, {**ROCKSDB.defaults(), "block_size": 65536})
+        assert "range-scans-in-small-blocks" not in already.fired(), "blocks of 16 KiB or more: nothing to say"
+
+
+def test_the_cache_rule_narrows_from_half_the_data_set_to_four_times_it() -> None:
+    shape = {"point_reads_only": False, "scans": False, "reads": True, "writes": True, "data_bytes": GIB,
+             "memory_bytes": 24 * GIB, "cores": 2, "clients": 1, "key_size": 16, "value_size": 1000}
+    found = diagnose(rules_of("rocksdb"), {}, shape, ROCKSDB.defaults())
+    (suggestion,) = next(f for f in found.findings if f.rule == "data-beyond-block-cache").suggest
+    assert (suggestion.low, suggestion.high) == (GIB / 2, 4 * GIB)
+    small_machine = diagnose(rules_of("rocksdb"), {}, {**shape, "memory_bytes": 8 * GIB}, ROCKSDB.defaults())
+    (suggestion,) = next(f for f in small_machine.findings if f.rule == "data-beyond-block-cache").suggest
+    assert suggestion.high == 2 * GIB, "a quarter of the machine's memory bounds it"
