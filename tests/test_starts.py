@@ -18,10 +18,14 @@ GIB = 1 << 30
 RULE = "point-lookups-in-memory"
 
 
+def _shape(data_bytes: int, key_size: int = 16, point_reads_only: bool = True, **more: object) -> dict:
+    return {"point_reads_only": point_reads_only, "scans": False, "key_size": key_size, "data_bytes": data_bytes,
+            "reads": True, "writes": True, "memory_bytes": 24 * GIB, "cores": 2, "clients": 1, "value_size": 1000,
+            **more}
+
+
 def _starts(data_bytes: int, key_size: int = 16, point_reads_only: bool = True) -> dict[str, dict]:
-    shape = {"point_reads_only": point_reads_only, "key_size": key_size, "data_bytes": data_bytes,
-             "reads": True, "writes": True, "memory_bytes": 24 * GIB, "cores": 2, "clients": 1, "value_size": 1000}
-    found = diagnose(rules_of("rocksdb"), {}, shape, ROCKSDB.defaults())
+    found = diagnose(rules_of("rocksdb"), {}, _shape(data_bytes, key_size, point_reads_only), ROCKSDB.defaults())
     return {s.label: {**s.config, **s.sized} for f in found.findings if f.rule == RULE for s in f.starts}
 
 
@@ -121,8 +125,7 @@ def test_larger_blocks_are_offered_to_workloads_that_scan_ranges(
 
 
 def test_the_cache_rule_narrows_from_half_the_data_set_to_four_times_it() -> None:
-    shape = {"point_reads_only": False, "scans": False, "reads": True, "writes": True, "data_bytes": GIB,
-             "memory_bytes": 24 * GIB, "cores": 2, "clients": 1, "key_size": 16, "value_size": 1000}
+    shape = _shape(GIB, point_reads_only=False)
     found = diagnose(rules_of("rocksdb"), {}, shape, ROCKSDB.defaults())
     (suggestion,) = next(f for f in found.findings if f.rule == "data-beyond-block-cache").suggest
     assert (suggestion.low, suggestion.high) == (GIB / 2, 4 * GIB)

@@ -328,10 +328,10 @@ class Target(abc.ABC):
         w = self.workload
         reads, writes = self.reads_and_writes()
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        return {"point_reads_only": self.reads_single_keys_only(), "scans": self.scans_ranges(), "reads": reads,
-                "writes": writes,
-                "data_bytes": self.data_set_bytes(), "memory_bytes": memory, "cores": os.cpu_count() or 1,
-                "clients": self.clients(), "key_size": w.key_size, "value_size": w.value_size}
+        return {"point_reads_only": self.reads_single_keys_only(), "scans": self.scans_ranges(),
+                "reads": reads, "writes": writes, "data_bytes": self.data_set_bytes(), "memory_bytes": memory,
+                "cores": os.cpu_count() or 1, "clients": self.clients(), "key_size": w.key_size,
+                "value_size": w.value_size}
 
     def reads_single_keys_only(self) -> bool:
         """Whether the workload reads single keys and never scans a range (a hash memtable can serve it)."""

@@ -120,13 +120,9 @@ class KvbenchTarget(EmbeddedTarget):
     def reads_single_keys_only(self) -> bool:
         """Whether some phase reads single keys (``read``, or a mix with reads or read-modify-writes) and none
         scans (``readseq``, or a mix with scans)."""
-        reads = False
-        for phase in self.phases:
-            mix = phase.get("mix") or {}
-            if phase.get("kind") == "readseq" or mix.get("scan"):
-                return False
-            reads = reads or phase.get("kind") == "read" or bool(mix.get("read") or mix.get("rmw"))
-        return reads
+        return not self.scans_ranges() and any(
+            phase.get("kind") == "read" or any((phase.get("mix") or {}).get(op) for op in ("read", "rmw"))
+            for phase in self.phases)
 
     def scans_ranges(self) -> bool:
         """Whether some phase reads in order (``readseq``) or its mix scans."""

@@ -48,7 +48,8 @@ _MAX = re.compile(r"^Min: \d+\s+Median: [\d.]+\s+Max: (\d+)")
 _MACHINE_FAULTS = ("No space left on device", "Too many open files", "Cannot allocate memory")
 _ERROR_LINE = re.compile(r"error|Invalid argument|Not supported|should be|Corruption", re.IGNORECASE)
 _READS = {"readrandom", "readwhilewriting", "readseq"}
-_SCANS = frozenset({"readseq", "readreverse", "seekrandom", "seekrandomwhilewriting", "seekrandomwhilemerging"})
+_SCAN_READS = frozenset({"readseq", "readreverse", "seekrandom"})  # benchmarks that scan and write nothing
+_SCANS = _SCAN_READS | {"seekrandomwhilewriting", "seekrandomwhilemerging"}
 _POINT_READS = frozenset({"readrandom", "readwhilewriting", "readrandomwriterandom", "multireadrandom", "readmissing",
                           "readhot"})  # benchmarks that read single keys
 _NO_RESULT = {"flush", "waitforcompaction", "compact"}  # db_bench prints no result line for these
@@ -185,8 +186,8 @@ class DbBenchTarget(EmbeddedTarget):
 
     def reads_and_writes(self) -> tuple[bool, bool]:
         benchmarks = set(self.benchmarks)
-        return bool(benchmarks & (_POINT_READS | _READS | _SCANS)), \
-            bool(benchmarks - _POINT_READS - _READS - {"readreverse", "seekrandom"})
+        reads, only_reads = _POINT_READS | _READS | _SCANS, _POINT_READS | _READS | _SCAN_READS
+        return bool(benchmarks & reads), bool(benchmarks - only_reads)
 
     def clients(self) -> int:
         return self.workload_flags.threads
