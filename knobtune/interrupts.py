@@ -6,6 +6,12 @@ but a few steps leave a half-made record when split: a trial asked for is RUNNIN
 has written that it is its own, and a config half-suggested cannot be queued again. Such a step runs inside
 ``InterruptsHeld``; a signal that arrives meanwhile is delivered, to the handler that was there before, when the
 step is over (``release``), at a point that handles it.
+
+A ``KeyboardInterrupt`` can also be lost: raised while Python runs a finalizer (a ``__del__``, a weakref
+callback: a ``Popen`` collected as a run ends, a database connection given back to its pool), it is printed as
+"Exception ignored" and dropped, and the study would go on. So the handler ``catch_stops`` installs also notes
+the stop, and ``raise_if_stopped`` raises it again where work goes forward (before a program starts, before a
+trial is asked for), never in the clean-up that follows a stop.
 """
 
 from __future__ import annotations
@@ -15,6 +21,41 @@ import threading
 from types import FrameType, TracebackType
 
 HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Stop:
+    """The signal that asked this process to stop (None: none did)."""
+
+    signum: int | None = None
+
+
+def _on_stop(signum: int, frame: FrameType | None) -> None:
+    _Stop.signum = signum
+    raise KeyboardInterrupt
+
+
+def catch_stops() -> None:
+    """SIGTERM (a service manager's or a batch system's stop), and SIGINT unless it is ignored (a background
+    job's), raise ``KeyboardInterrupt`` and are noted for ``raise_if_stopped`` and ``stopped_by``. The main
+    thread only (``cli.main``)."""
+    _Stop.signum = None
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_stop)
+    signal.signal(signal.SIGTERM, _on_stop)
+
+
+def stopped_by() -> int | None:
+    """The signal that stopped this process, if one did (through ``catch_stops``'s handler)."""
+    return _Stop.signum
+
+
+def raise_if_stopped() -> None:
+    """Raise ``KeyboardInterrupt`` again when a stop arrived: its first one may have been lost in a finalizer.
+
+    Called only where work goes forward; the clean-up after a stop calls nothing that calls it.
+    """
+    if _Stop.signum is not None:
+        raise KeyboardInterrupt
 
 
 class InterruptsHeld:

@@ -94,7 +94,12 @@ def test_ctrl_c_or_sigterm_keeps_finished_trials_and_leaves_nothing_running(tmp_
     while log.read_text().count("rung") < 6 and time.monotonic() < deadline:
         time.sleep(0.1)
     process.send_signal(stop)
-    assert process.wait(timeout=30) == status
+    try:
+        assert process.wait(timeout=30) == status
+    except subprocess.TimeoutExpired:
+        process.kill()  # its programs die with it
+        process.wait()
+        pytest.fail(f"knobtune went on for 30 s after {stop.name}; its output ended:\n" + log.read_text()[-3000:])
     assert said in log.read_text()
     assert _db_bench_under(home) == []
     assert list((home / "scratch").glob("*")) == [], "Ctrl-C left scratch data behind"

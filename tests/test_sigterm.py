@@ -26,6 +26,7 @@ import pytest
 from optuna.trial import TrialState
 
 from knobtune.cli import KEPT_BY_A_STUDY, KEPT_WHEN_STOPPED
+from knobtune import interrupts
 from knobtune.interrupts import InterruptsHeld
 from knobtune.targets import _process
 from knobtune.targets._process import INTERRUPTED_MARK, run_logged
@@ -281,3 +282,27 @@ def test_a_stop_during_the_start_of_a_program_kills_it_and_marks_its_log(tmp_pat
         signal.signal(signal.SIGTERM, previous)
     assert len(started) == 1 and not Path(f"/proc/{started[0]}").exists(), "the program started is gone"
     assert (tmp_path / "run.log").read_text().strip() == INTERRUPTED_MARK
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped interrupt, on purpose
+def test_a_stop_lost_in_a_finalizer_starts_no_more_programs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyboardInterrupt raised while Python runs a finalizer is printed as "Exception ignored" and dropped (a
+    tune once went on after Ctrl-C, in CI): the stop is noted, and the next program does not start."""
+    monkeypatch.setattr(interrupts._Stop, "signum", None)
+    saved = {signum: signal.getsignal(signum) for signum in interrupts.HELD_SIGNALS}
+
+    class Collected:
+        def __del__(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # the handler runs here, inside the finalizer: its KeyboardInterrupt is dropped
+
+    try:
+        interrupts.catch_stops()
+        Collected()  # collected at once
+        assert interrupts.stopped_by() == signal.SIGTERM  # the stop arrived, and nothing was raised here
+        with pytest.raises(KeyboardInterrupt):
+            run_logged(["touch", str(tmp_path / "started")], log_path=tmp_path / "run.log", timeout_s=60)
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+    assert not (tmp_path / "started").exists(), "a program started after the stop"

@@ -15,6 +15,7 @@ import typer
 
 from knobtune import console
 from knobtune.errors import KnobtuneError
+from knobtune.interrupts import catch_stops, stopped_by
 from knobtune.cli import catalog, experiments, studies, tuning
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -51,22 +52,10 @@ KEPT_WHEN_STOPPED: dict[str, str] = {
 KEPT_BY_A_STUDY = "finished trials are kept; run the same command to resume"
 
 
-class _Stopped:
-    """Whether SIGTERM stopped this process (it then ends as Ctrl-C does, with its own status and words)."""
-
-    by_sigterm = False
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    """SIGTERM (a service manager's or a batch system's stop) ends knobtune as Ctrl-C does: the trial in progress is
-    marked interrupted and queued again, every server and driver is stopped, the scratch data removed."""
-    _Stopped.by_sigterm = True
-    raise KeyboardInterrupt
-
-
 def main() -> None:
     """Entry point: a KnobtuneError becomes one line on stderr and exit status 2; Ctrl-C exits 130, SIGTERM 143."""
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    catch_stops()  # SIGTERM ends knobtune as Ctrl-C does: the trial in progress is marked interrupted and queued
+    # again, every server and driver is stopped, the scratch data removed
     try:  # click's own main, so that its usage errors reach us as exceptions (typer's would print three lines)
         code = typer.main.get_command(app).main(prog_name="knobtune", standalone_mode=False)
     except KnobtuneError as exc:
@@ -89,8 +78,9 @@ def main() -> None:
         code = 130
     if code == 130:
         kept = KEPT_WHEN_STOPPED.get(_command_name(sys.argv[1:]), KEPT_BY_A_STUDY)
-        console.err.print(f"{'stopped (SIGTERM)' if _Stopped.by_sigterm else 'interrupted'}: {kept}", markup=False)
-        sys.exit(143 if _Stopped.by_sigterm else 130)
+        by_sigterm = stopped_by() == signal.SIGTERM
+        console.err.print(f"{'stopped (SIGTERM)' if by_sigterm else 'interrupted'}: {kept}", markup=False)
+        sys.exit(143 if by_sigterm else 130)
     sys.exit(code if isinstance(code, int) else 0)
 
 

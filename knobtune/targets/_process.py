@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from knobtune.interrupts import InterruptsHeld
+from knobtune.interrupts import InterruptsHeld, raise_if_stopped
 
 _PR_SET_PDEATHSIG = 1
 INTERRUPTED_MARK = "knobtune: stopped (Ctrl-C or SIGTERM) before this program ended; its output above is incomplete"
@@ -51,6 +51,7 @@ def spawn(argv: list[str], *, log_path: Path, cwd: Path | None = None, env: dict
     Raises:
         FileNotFoundError: the program does not exist.
     """
+    raise_if_stopped()  # a stop whose KeyboardInterrupt was lost (knobtune.interrupts) starts no more programs
     log_path.parent.mkdir(parents=True, exist_ok=True)
     as_user = {"user": user, "group": user, "extra_groups": []} if user else {}
     # Ctrl-C and SIGTERM are held across the fork: Python runs its after-fork hooks (logging's lock release)

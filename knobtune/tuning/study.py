@@ -19,7 +19,7 @@ import optuna
 from optuna.trial import TrialState
 
 from knobtune.errors import UsageError
-from knobtune.interrupts import InterruptsHeld
+from knobtune.interrupts import InterruptsHeld, raise_if_stopped
 from knobtune.knobs import KnobType
 from knobtune.knobs.display import knob_value
 from knobtune.knobs.units import human_bytes
@@ -174,6 +174,7 @@ class Tuner:
         """Ask for trials and run them while the budget allows; then wait for other workers' trials to end."""
         while True:
             while budget.may_start_trial():
+                raise_if_stopped()  # a stop whose KeyboardInterrupt was lost in a finalizer asks for no more trials
                 self._tidy(workers, queue)
                 # Ctrl-C or SIGTERM before the trial is recorded as this process's would leave it RUNNING for good
                 # (no heartbeat yet; another machine never looks for this pid): held until the runner has recorded
