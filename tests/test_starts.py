@@ -103,24 +103,27 @@ def test_a_verdict_names_the_known_config_the_result_is() -> None:
     assert "tried_first" not in comparison.to_dict()["candidates"][2]  # the search's own config
 
 
-@pytest.mark.parametrize(("workload", "driver", "scans"), [
-    ("ycsb-e", "kvbench", True),
-    ("readseq", "kvbench", True),
-    ("ycsb-a", "kvbench", False),
-    ("put-get-delete", "db_bench", False),
-    ("fillrandom", "db_bench", False),
+@pytest.mark.parametrize(("system", "workload", "driver", "scans"), [
+    ("rocksdb", "ycsb-e", "kvbench", True),
+    ("rocksdb", "readseq", "kvbench", True),
+    ("rocksdb", "ycsb-a", "kvbench", False),
+    ("rocksdb", "put-get-delete", "db_bench", False),
+    ("rocksdb", "fillrandom", "db_bench", False),
+    ("leveldb", "ycsb-e", "kvbench", True),
+    ("leveldb", "ycsb-a", "kvbench", False),
 ])
 def test_larger_blocks_are_offered_to_workloads_that_scan_ranges(
-        tmp_path: Path, workload: str, driver: str, scans: bool) -> None:
-    target = make_target(ROCKSDB, load_workload(workload), tmp_path, driver)
+        tmp_path: Path, system: str, workload: str, driver: str, scans: bool) -> None:
+    catalog = load_catalog(system)
+    target = make_target(catalog, load_workload(workload), tmp_path, driver)
     shape = target.workload_shape()
     assert shape["scans"] is scans
-    found = diagnose(rules_of("rocksdb"), {}, shape, ROCKSDB.defaults())
+    found = diagnose(rules_of(system), {}, shape, catalog.defaults())
     assert ("range-scans-in-small-blocks" in found.fired()) is scans
     if scans:
         (suggestion,) = next(f for f in found.findings if f.rule == "range-scans-in-small-blocks").suggest
         assert (suggestion.knob, suggestion.direction, suggestion.low) == ("block_size", "up", 16384)
-        already = diagnose(rules_of("rocksdb"), {}, shape, {**ROCKSDB.defaults(), "block_size": 65536})
+        already = diagnose(rules_of(system), {}, shape, {**catalog.defaults(), "block_size": 65536})
         assert "range-scans-in-small-blocks" not in already.fired(), "blocks of 16 KiB or more: nothing to say"
 
 
@@ -132,3 +135,13 @@ def test_the_cache_rule_narrows_from_half_the_data_set_to_four_times_it() -> Non
     small_machine = diagnose(rules_of("rocksdb"), {}, {**shape, "memory_bytes": 8 * GIB}, ROCKSDB.defaults())
     (suggestion,) = next(f for f in small_machine.findings if f.rule == "data-beyond-block-cache").suggest
     assert suggestion.high == 2 * GIB, "a quarter of the machine's memory bounds it"
+
+
+def test_leveldbs_cache_rule_narrows_from_the_data_set_where_it_stops_firing_to_four_times_it() -> None:
+    leveldb = load_catalog("leveldb")
+    found = diagnose(rules_of("leveldb"), {}, _shape(GIB, point_reads_only=False), leveldb.defaults())
+    (suggestion,) = next(f for f in found.findings if f.rule == "data-beyond-block-cache").suggest
+    assert (suggestion.low, suggestion.high) == (GIB, 4 * GIB)  # "data_bytes", a bare name, is read as the name
+    held = diagnose(rules_of("leveldb"), {}, _shape(GIB, point_reads_only=False),
+                    {**leveldb.defaults(), "block_cache_size": GIB})
+    assert "data-beyond-block-cache" not in held.fired()

@@ -166,7 +166,9 @@ def load_rules(path: Path, counters: Mapping[str, Any] | None = None) -> tuple[R
         names = set(evidence)
         suggest = tuple(_suggestion(s, fail) for s in raw.get("suggest", []))
         starts = tuple(_start(s, fail) for s in raw.get("starts", []))
-        for expression in [v for s in suggest for v in (s.low, s.high, s.value) if isinstance(v, str)] \
+        for bound in [v for s in suggest for v in (s.low, s.high) if isinstance(v, str)]:
+            names |= _names(bound, fail)  # a bound is a number: a bare word is a name ("data_bytes")
+        for expression in [s.value for s in suggest if isinstance(s.value, str)] \
                 + [v for s in starts for v in s.sized.values()]:
             names |= _names(expression, fail, enum_ok=True)
         if counters is not None and (unknown_names := names - known):
@@ -192,7 +194,7 @@ def diagnose(rules: tuple[Rule, ...], counters: Mapping[str, float], shape: Mapp
             if not evaluator.eval(rule.when):
                 continue
             text = rule.finding.format_map(_Shown(names))
-            suggest = tuple(Suggestion(s.knob, s.direction, _value(evaluator, s.low), _value(evaluator, s.high),
+            suggest = tuple(Suggestion(s.knob, s.direction, _bound(evaluator, s.low), _bound(evaluator, s.high),
                                        _value(evaluator, s.value)) for s in rule.suggest)
             starts = tuple(Start(s.label, dict(s.config), {k: _value(evaluator, v) for k, v in s.sized.items()})
                            for s in rule.starts)
@@ -222,6 +224,11 @@ def _value(evaluator: SimpleEval, value: Number | None) -> Number | None:
     if isinstance(value, str) and _is_expression(value):
         return evaluator.eval(value)
     return value
+
+
+def _bound(evaluator: SimpleEval, bound: Number | None) -> Number | None:
+    """A suggestion's ``low`` or ``high``: always a number, so a text is an expression (a bare word a name)."""
+    return evaluator.eval(bound) if isinstance(bound, str) else bound
 
 
 def _is_expression(text: str) -> bool:
