@@ -186,6 +186,11 @@ class EmbeddedTarget(Target):
                              f"flush, compaction) was stopped after {stop_s:.1f} s", log_path)
         self.check_process(process, rung, stop_s, log_path, what="the settle (reopen, flush, compaction)")
         report = read_result(result_path)
+        if report is not None and report.get("engine_errors"):  # it stopped compacting after an error of its own
+            raise RunFailure(FailureKind.TOOL, f"{self.system} reported an error while the store settled and left "
+                             f"{', '.join(report.get('left_behind', []))} in no level: "
+                             f"{report['engine_errors'][0].strip()[:300]} (not the config's failure)", log_path,
+                             fix=f"look at the disk and at {log_path}")
         if report is not None and (process.returncode == _NOT_SETTLED or report.get("settle_s", 0) > limit_s):
             pending = report.get("reason") or "it took " + f"{report.get('settle_s', 0):.1f} s"
             raise RunFailure(FailureKind.TIMEOUT, f"the store did not settle within {limit_s:.1f} s: {pending}",

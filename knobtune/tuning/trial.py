@@ -97,7 +97,8 @@ class TrialRunner:
         return config
 
     def _after_default(self, trial: optuna.Trial, outcome: Outcome, reason: str) -> None:
-        """Keep the default's full-size value for the drift record; a default that did not complete stops the study."""
+        """Keep the default's full-size value for the drift record. A first default that did not complete stops the
+        study; a control that did not is noted, and the study goes on."""
         e = self.experiment
         if outcome is Outcome.COMPLETE:
             full = record_of(self.study.get_trials(deepcopy=False)[trial.number]).run_at(e.rungs[-1].index)
@@ -109,6 +110,12 @@ class TrialRunner:
             if warm and full and full.value and warm.get("value"):
                 self.reporter.note(f"the default's warm-up ran {e.objective.show(warm['value'])}: "
                                    f"{e.objective.speedup(warm['value'], full.value):.2f}x its counted run")
+            return
+        if trial.user_attrs.get(attrs.ROLE) == attrs.ROLE_CONTROL:  # the default ran to its end before, here: what
+            # failed now is not the config nor the budget (seen: a LevelDB settle that never saw its last
+            # compaction end); the earlier default's runs stay the reference, and the next control is due as usual
+            self.reporter.note(f"{_label(trial)} ended {outcome.value}: {reason}; the study goes on, measured "
+                               "against the default's earlier runs")
             return
         if outcome is Outcome.TIMEOUT and e.time_budget_s is not None:
             raise UsageError(f"--time is too short: the default config alone did not finish within it ({reason}). "
@@ -203,7 +210,7 @@ class TrialRunner:
         """Run the applied config at ``rung``; the run (or its failure, with its kind) is stored on the trial."""
         e = self.experiment
         log = self.store.artifacts(e.study_name) / f"trial-{trial.number:04d}" / f"rung-{rung.index}.log"
-        limit = self.budget.time_left_s() if is_default else self.budget.limit_s(rung)
+        limit = self.budget.limit_s(rung)  # the first default: the time left; a control: as any config's run
         cut = None if is_default else self.budget.cut_by_budget_s(rung)
         try:
             measurement = target.run(rung, timeout_s=limit, log_path=log, seed=e.seed)

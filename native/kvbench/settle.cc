@@ -1,7 +1,11 @@
 #include "settle.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "generators.h"
@@ -36,6 +40,44 @@ void require_store(const std::string& dir) {
     throw NoStoreError("no store to settle at '" + dir + "' (no CURRENT file); run a workload there first");
 }
 
+bool UnlistedTables::being_written(const std::set<uint64_t>& listed) {
+  const auto now = SettleClock::now();
+  std::map<std::string, Seen> seen;
+  bool growing = false;
+  std::error_code ignored;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ignored)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() <= suffix_.size() || name.compare(name.size() - suffix_.size(), suffix_.size(), suffix_) != 0 ||
+        listed.count(std::strtoull(name.c_str(), nullptr, 10)))
+      continue;
+    const uint64_t size = entry.file_size(ignored);
+    auto before = seen_.find(name);
+    const Seen now_seen = before != seen_.end() && before->second.size == size ? before->second : Seen{size, now};
+    growing = growing || std::chrono::duration<double>(now - now_seen.since).count() < leftover_s_;
+    seen[name] = now_seen;
+  }
+  seen_ = std::move(seen);
+  return growing;
+}
+
+std::vector<std::string> UnlistedTables::left_behind() const {
+  std::vector<std::string> names;
+  for (const auto& [name, seen] : seen_)
+    if (seconds_since(seen.since) >= leftover_s_) names.push_back(name);
+  return names;
+}
+
+std::vector<std::string> error_lines(const std::string& log_path) {
+  std::vector<std::string> found;
+  std::ifstream log(log_path);
+  for (std::string line; std::getline(log, line);) {
+    std::string lower = line;
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (lower.find("error") != std::string::npos) found.push_back(line);
+  }
+  return found;
+}
+
 nlohmann::json settle_result(const SettleReport& r) {
   std::string reason;
   if (!r.settled) {
@@ -48,7 +90,7 @@ nlohmann::json settle_result(const SettleReport& r) {
           {"recovery_s", r.open_s + r.probe_s}, {"flush_s", r.flush_s}, {"compaction_s", r.compaction_s},
           {"settle_s", r.open_s + r.probe_s + r.flush_s + r.compaction_s}, {"close_s", r.close_s},
           {"probe_found", r.found}, {"probe_not_found", r.not_found}, {"reshaped", r.reshaped},
-          {"original", r.original}, {"files_by_level", r.files_by_level}, {"sst_bytes", r.sst_bytes},
+          {"original", r.original}, {"files_by_level", r.files_by_level}, {"left_behind", r.left_behind}, {"engine_errors", r.engine_errors}, {"sst_bytes", r.sst_bytes},
           {"wal_bytes_at_open", r.wal_bytes_at_open}, {"engine_version", r.engine_version}};
 }
 

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <set>
 #include <stdexcept>
 #include <thread>
 #include <string>
@@ -41,6 +43,35 @@ uint64_t bytes_of_files(const std::string& dir, const std::vector<std::string>& 
 // Throws NoStoreError unless `dir` holds a store (its CURRENT file).
 void require_store(const std::string& dir);
 
+// Table files in a store's folder that its current version does not list: a flush or a compaction is writing
+// them (LevelDB says nothing else about work in progress; a seek compaction, started by reads, is seen only this
+// way); obsolete tables are deleted as soon as a compaction installs its result. One whose size has not changed
+// for `leftover_s` is not being written but left behind, and is not waited for.
+class UnlistedTables {
+ public:
+  UnlistedTables(std::string dir, std::string suffix, double leftover_s)
+      : dir_(std::move(dir)), suffix_(std::move(suffix)), leftover_s_(leftover_s) {}
+
+  // Whether a table whose number `listed` lacks is new or grew within the last `leftover_s`.
+  bool being_written(const std::set<uint64_t>& listed);
+
+  // The unlisted tables that stopped changing `leftover_s` or more ago, at the last look.
+  std::vector<std::string> left_behind() const;
+
+ private:
+  struct Seen {
+    uint64_t size;
+    SettleClock::time_point since;  // when this size was first seen
+  };
+  std::string dir_, suffix_;
+  double leftover_s_;
+  std::map<std::string, Seen> seen_;
+};
+
+// The lines of an engine's info log that report an error (LevelDB: "Compaction error: ...", after which it
+// stops compacting).
+std::vector<std::string> error_lines(const std::string& log_path);
+
 // What one settle measured and left; settle_result() turns it into the result JSON.
 struct SettleReport {
   double open_s = 0, probe_s = 0, flush_s = 0, compaction_s = 0, close_s = 0;
@@ -49,6 +80,8 @@ struct SettleReport {
   double gave_up_after_s = 0;  // since the open, when compaction was still pending at the limit
   nlohmann::json original = nlohmann::json::object();  // the options a reshape changed (RocksDB)
   std::vector<uint64_t> files_by_level;
+  std::vector<std::string> left_behind;  // table files in no level that stopped changing (LevelDB)
+  std::vector<std::string> engine_errors;  // the engine's own log's error lines, read when tables were left behind
   uint64_t sst_bytes = 0, wal_bytes_at_open = 0;
   std::string engine_version;
 };

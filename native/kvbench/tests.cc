@@ -5,14 +5,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "engine.h"
 #include "generators.h"
 #include "histogram.h"
+#include "settle.h"
 #include "workload.h"
 
 using namespace kvbench;
@@ -111,6 +115,42 @@ ConfigError refusal(const std::string& path, const Config& config) {
 }
 
 }  // namespace
+
+TEST(Settle, ATableInNoLevelIsWaitedForWhileItGrowsAndNotOnceItStops) {
+  TempStore store;
+  std::filesystem::create_directories(store.path);
+  auto write = [&](const std::string& name, size_t bytes) {
+    std::ofstream(store.path + "/" + name, std::ios::app) << std::string(bytes, 'x');
+  };
+  write("000007.ldb", 100);  // listed: never waited for
+  write("000009.ldb", 100);  // in no level
+  write("000009.log", 100);  // not a table
+  UnlistedTables unlisted(store.path, ".ldb", 0.2);
+  EXPECT_TRUE(unlisted.being_written({7}));  // new
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  write("000009.ldb", 100);
+  EXPECT_TRUE(unlisted.being_written({7}));  // grew
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  EXPECT_TRUE(unlisted.being_written({7}));  // unchanged for less than 0.2 s
+  EXPECT_TRUE(unlisted.left_behind().empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  EXPECT_FALSE(unlisted.being_written({7}));  // unchanged for 0.24 s: left behind
+  EXPECT_EQ(unlisted.left_behind(), std::vector<std::string>{"000009.ldb"});
+  EXPECT_FALSE(unlisted.being_written({7, 9}));  // listed now (a compaction installed it)
+  EXPECT_TRUE(unlisted.left_behind().empty());
+}
+
+TEST(Settle, AnEnginesErrorLinesAreReadFromItsLog) {
+  TempStore store;
+  std::filesystem::create_directories(store.path);
+  std::ofstream(store.path + "/LOG") << "2026/11/27-04:35:14 Compacting 1@1 + 4@2 files\n"
+                                     << "2026/11/27-04:35:15 Compaction error: IO error: 000123.ldb: No space\n"
+                                     << "2026/11/27-04:35:15 Waiting after background compaction error: IO error\n";
+  auto lines = error_lines(store.path + "/LOG");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("Compaction error: IO error"), std::string::npos);
+  EXPECT_TRUE(error_lines(store.path + "/missing").empty());
+}
 
 TEST(LevelDbConstants, TheTunableBuildTakesThemAndLevelDbChecksTheirRelations) {
   if (!leveldb_tunable()) GTEST_SKIP() << "this build links the system's LevelDB";
