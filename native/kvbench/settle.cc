@@ -73,7 +73,8 @@ std::vector<std::string> error_lines(const std::string& log_path) {
   for (std::string line; std::getline(log, line);) {
     std::string lower = line;
     std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (lower.find("error") != std::string::npos) found.push_back(line);
+    // "Compaction error: ...", not the recovery's "(ignoring error) ...: dropping N bytes" of a log a crash cut
+    if (lower.find("error:") != std::string::npos) found.push_back(line);
   }
   return found;
 }

@@ -69,7 +69,7 @@ class UnlistedTables {
 };
 
 // The lines of an engine's info log that report an error (LevelDB: "Compaction error: ...", after which it
-// stops compacting).
+// stops compacting; not the "(ignoring error)" of a log tail a crash cut).
 std::vector<std::string> error_lines(const std::string& log_path);
 
 // What one settle measured and left; settle_result() turns it into the result JSON.

@@ -143,7 +143,9 @@ TEST(Settle, ATableInNoLevelIsWaitedForWhileItGrowsAndNotOnceItStops) {
 TEST(Settle, AnEnginesErrorLinesAreReadFromItsLog) {
   TempStore store;
   std::filesystem::create_directories(store.path);
-  std::ofstream(store.path + "/LOG") << "2026/11/27-04:35:14 Compacting 1@1 + 4@2 files\n"
+  std::ofstream(store.path + "/LOG") << "2026/11/27-04:35:13 (ignoring error) 000006.log: dropping 76 bytes; "
+                                        "Corruption: truncated record at end of file\n"
+                                     << "2026/11/27-04:35:14 Compacting 1@1 + 4@2 files\n"
                                      << "2026/11/27-04:35:15 Compaction error: IO error: 000123.ldb: No space\n"
                                      << "2026/11/27-04:35:15 Waiting after background compaction error: IO error\n";
   auto lines = error_lines(store.path + "/LOG");
