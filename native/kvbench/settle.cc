@@ -91,7 +91,8 @@ nlohmann::json settle_result(const SettleReport& r) {
           {"recovery_s", r.open_s + r.probe_s}, {"flush_s", r.flush_s}, {"compaction_s", r.compaction_s},
           {"settle_s", r.open_s + r.probe_s + r.flush_s + r.compaction_s}, {"close_s", r.close_s},
           {"probe_found", r.found}, {"probe_not_found", r.not_found}, {"reshaped", r.reshaped},
-          {"original", r.original}, {"files_by_level", r.files_by_level}, {"left_behind", r.left_behind}, {"engine_errors", r.engine_errors}, {"sst_bytes", r.sst_bytes},
+          {"original", r.original}, {"files_by_level", r.files_by_level}, {"left_behind", r.left_behind},
+          {"engine_errors", r.engine_errors}, {"sst_bytes", r.sst_bytes},
           {"wal_bytes_at_open", r.wal_bytes_at_open}, {"engine_version", r.engine_version}};
 }
 
