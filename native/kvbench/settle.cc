@@ -12,6 +12,14 @@
 
 namespace kvbench {
 
+namespace {
+
+bool ends_with(const std::string& name, const std::string& suffix) {
+  return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
 std::vector<std::string> probe_keys(const SettleSpec& spec) {
   std::mt19937_64 rng(spec.seed ^ 0x9e3779b97f4a7c15ULL);
   std::vector<std::string> keys;
@@ -29,7 +37,7 @@ uint64_t bytes_of_files(const std::string& dir, const std::vector<std::string>& 
   for (const auto& entry : std::filesystem::directory_iterator(dir, ignored)) {
     const std::string name = entry.path().filename().string();
     for (const auto& suffix : suffixes)
-      if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      if (ends_with(name, suffix))
         total += entry.file_size(ignored);
   }
   return total;
@@ -47,7 +55,7 @@ bool UnlistedTables::being_written(const std::set<uint64_t>& listed) {
   std::error_code ignored;
   for (const auto& entry : std::filesystem::directory_iterator(dir_, ignored)) {
     const std::string name = entry.path().filename().string();
-    if (name.size() <= suffix_.size() || name.compare(name.size() - suffix_.size(), suffix_.size(), suffix_) != 0 ||
+    if (name.size() == suffix_.size() || !ends_with(name, suffix_) ||
         listed.count(std::strtoull(name.c_str(), nullptr, 10)))
       continue;
     const uint64_t size = entry.file_size(ignored);
