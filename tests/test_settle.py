@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from knobtune.report import summarize
 from knobtune.targets import FailureKind, RunFailure, make_target
 from knobtune.tuning import Tuner, Experiment, attrs, build_space
 from knobtune.tuning.outcomes import Outcome
+from knobtune.workloads import load_workload
 
 from conftest import tiny
 
@@ -151,3 +153,55 @@ def test_a_settled_study_cannot_be_resumed_unsettled(store) -> None:
     Tuner(_settings(catalog, workload, trials=0), store).run()
     with pytest.raises(UsageError, match="settled"):
         Tuner(_settings(catalog, workload, trials=1, settle=False), store).run()
+
+
+TWICE_OVER = """
+name = "every-key-twice"
+description = "every key written, then every key written again: the first tables hold only superseded values"
+systems = ["leveldb"]
+objective = "elapsed_s"
+ladder = [1.0]
+records = 8000
+key_size = 16
+value_size = 1000
+
+[drivers.kvbench]
+phases = [
+  { name = "first", kind = "fill", order = "shuffled" },
+  { name = "again", kind = "fill", order = "shuffled" },
+]
+"""
+
+
+def test_a_compaction_that_leveldb_fails_is_our_failure_not_the_configs(tmp_path: Path) -> None:
+    """LevelDB stops compacting after an error of its own (here a table corrupted on disk): the settle names it, the
+    tables the failed compaction left in no level, and LevelDB's own error line, as a `tool` failure."""
+    (tmp_path / "twice.toml").write_text(TWICE_OVER)
+    workload = load_workload(tmp_path / "twice.toml")
+    catalog = load_catalog("leveldb")
+    db_dir = tmp_path / "kept-db"
+    no_compaction = {"write_buffer_size": "1MiB", "level0_file_num_compaction_trigger": 32,
+                     "level0_slowdown_writes_trigger": 64, "level0_stop_writes_trigger": 128,
+                     "max_mem_compact_level": 0}  # every table stays in level 0, where the settle compacts it
+    with make_target(catalog, workload, tmp_path / "scratch", "kvbench-tunable") as loader:
+        loader.apply(catalog.config(no_compaction))
+        loader.run_workload(workload.full, db_dir, timeout_s=60, log_path=tmp_path / "run.log", seed=3)
+        tables = sorted(db_dir.glob("*.ldb"), key=lambda path: int(path.stem))
+        assert len(tables) >= 8, "the load should leave its tables in level 0, uncompacted"
+        oldest = tables[0]  # written in the first phase only: no read after the reopen looks into it
+        data = bytearray(oldest.read_bytes())
+        middle = len(data) // 2
+        data[middle:middle + 4096] = b"\xab" * 4096  # a data block LevelDB cannot decode
+        oldest.write_bytes(bytes(data))
+        with make_target(catalog, workload, tmp_path / "scratch-2", "kvbench-tunable") as settler:
+            settler.apply(catalog.config({}))  # the default's trigger: the reopen compacts level 0
+            began = time.monotonic()
+            with pytest.raises(RunFailure) as caught:
+                settler.settle_store(workload.full, db_dir, limit_s=30, log_path=tmp_path / "settle.log", seed=3)
+            waited_s = time.monotonic() - began
+    failure = caught.value
+    assert waited_s < 15, "the settle should stop once LevelDB gives up, not wait out its limit"
+    assert failure.kind is FailureKind.TOOL
+    assert "reported an error while the store settled" in failure.reason and "Corruption" in failure.reason
+    assert "not the config's failure" in failure.reason and ".ldb in no level" in failure.reason
+    assert _leftovers(tmp_path) == ""

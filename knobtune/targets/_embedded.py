@@ -187,8 +187,9 @@ class EmbeddedTarget(Target):
         self.check_process(process, rung, stop_s, log_path, what="the settle (reopen, flush, compaction)")
         report = read_result(result_path)
         if report is not None and report.get("engine_errors"):  # it stopped compacting after an error of its own
-            raise RunFailure(FailureKind.TOOL, f"{self.system} reported an error while the store settled and left "
-                             f"{', '.join(report.get('left_behind', []))} in no level: "
+            abandoned = report.get("left_behind") or []
+            left = f" and left {', '.join(abandoned)} in no level" if abandoned else ""
+            raise RunFailure(FailureKind.TOOL, f"{self.system} reported an error while the store settled{left}: "
                              f"{report['engine_errors'][0].strip()[:300]} (not the config's failure)", log_path,
                              fix=f"look at the disk and at {log_path}")
         if report is not None and (process.returncode == _NOT_SETTLED or report.get("settle_s", 0) > limit_s):

@@ -317,21 +317,28 @@ nlohmann::json settle_leveldb(const std::string& path, const SettleSpec& spec) {
   Shape last;
   UnlistedTables unlisted(path, ".ldb", kLeftoverS);
   int quiet_polls = 0;
+  const std::string log = path + "/LOG";
+  uintmax_t log_size = 0;
   auto pending = [&] {
     Shape now = shape_of(db);
-    const bool quiet = !needs_compaction(now, l0_trigger) && now.tables == last.tables &&
-                       !unlisted.being_written(now.numbers);
+    const bool writing = unlisted.being_written(now.numbers);  // every poll: a table's growth is timed throughout
+    const bool quiet = !needs_compaction(now, l0_trigger) && now.tables == last.tables && !writing;
     quiet_polls = quiet ? quiet_polls + 1 : 0;
     last = now;
-    return quiet_polls < 2;
+    std::error_code ignored;
+    if (const uintmax_t size = std::filesystem::file_size(log, ignored); !ignored && size != log_size) {
+      log_size = size;
+      t.engine_errors = error_lines(log);  // after "Compaction error: ..." LevelDB never compacts again
+    }
+    return quiet_polls < 2 && t.engine_errors.empty();
   };
   const double left_s = spec.compaction_limit_s - seconds_since(start);
-  t.settled = wait_until_settled(pending, step, std::max(left_s, 0.0));
+  t.settled = wait_until_settled(pending, step, std::max(left_s, 0.0)) && t.engine_errors.empty();
   t.compaction_s = seconds_since(step);
   t.gave_up_after_s = seconds_since(start);
   t.files_by_level = last.files;
-  t.left_behind = unlisted.left_behind();
-  if (!t.left_behind.empty()) t.engine_errors = error_lines(path + "/LOG");  // why LevelDB abandoned them
+  // what the error abandoned is in no level at once; otherwise only what stopped changing is left behind
+  t.left_behind = t.engine_errors.empty() ? unlisted.left_behind() : unlisted.unlisted();
   step = SettleClock::now();
   engine.reset();  // closing waits for a compaction still running
   t.close_s = seconds_since(step);

@@ -75,6 +75,12 @@ std::vector<std::string> UnlistedTables::left_behind() const {
   return names;
 }
 
+std::vector<std::string> UnlistedTables::unlisted() const {
+  std::vector<std::string> names;
+  for (const auto& entry : seen_) names.push_back(entry.first);
+  return names;
+}
+
 std::vector<std::string> error_lines(const std::string& log_path) {
   std::vector<std::string> found;
   std::ifstream log(log_path);
@@ -89,7 +95,9 @@ std::vector<std::string> error_lines(const std::string& log_path) {
 
 nlohmann::json settle_result(const SettleReport& r) {
   std::string reason;
-  if (!r.settled) {
+  if (!r.engine_errors.empty()) {
+    reason = "the engine stopped compacting after an error of its own: " + r.engine_errors.front();
+  } else if (!r.settled) {
     char text[160];
     std::snprintf(text, sizeof(text), "compaction still pending after %.1f s (L0 files: %llu)", r.gave_up_after_s,
                   static_cast<unsigned long long>(r.files_by_level.empty() ? 0 : r.files_by_level[0]));

@@ -57,6 +57,8 @@ class UnlistedTables {
 
   // The unlisted tables that stopped changing `leftover_s` or more ago, at the last look.
   std::vector<std::string> left_behind() const;
+  // Every unlisted table at the last look.
+  std::vector<std::string> unlisted() const;
 
  private:
   struct Seen {
@@ -81,7 +83,7 @@ struct SettleReport {
   nlohmann::json original = nlohmann::json::object();  // the options a reshape changed (RocksDB)
   std::vector<uint64_t> files_by_level;
   std::vector<std::string> left_behind;  // table files in no level that stopped changing (LevelDB)
-  std::vector<std::string> engine_errors;  // the engine's own log's error lines, read when tables were left behind
+  std::vector<std::string> engine_errors;  // the engine's own log's error lines (LevelDB: it stopped compacting)
   uint64_t sst_bytes = 0, wal_bytes_at_open = 0;
   std::string engine_version;
 };
