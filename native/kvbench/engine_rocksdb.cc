@@ -302,10 +302,19 @@ nlohmann::json settle_rocksdb(const std::string& path, const SettleSpec& spec) {
   step = SettleClock::now();
   t.original = reshape(db, cfs, &t.reshaped);
   const double left_s = spec.compaction_limit_s - seconds_since(start);
-  t.settled = wait_until_settled([&] { return work_pending(db, cfs); }, step, std::max(left_s, 0.0));
+  uint64_t background_errors = 0;
+  auto pending = [&] {  // after an error of its own RocksDB stops flushing and compacting: nothing more to wait for
+    db->GetIntProperty(rocksdb::DB::Properties::kBackgroundErrors, &background_errors);
+    return background_errors == 0 && work_pending(db, cfs);
+  };
+  t.settled = wait_until_settled(pending, step, std::max(left_s, 0.0)) && background_errors == 0;
   t.compaction_s = seconds_since(step);
   t.gave_up_after_s = seconds_since(start);
   t.files_by_level = files_by_level(db, db->DefaultColumnFamily());
+  if (background_errors > 0) {
+    t.engine_errors = error_lines(path + "/LOG");
+    if (t.engine_errors.empty()) t.engine_errors.push_back(std::to_string(background_errors) + " background error(s)");
+  }
   step = SettleClock::now();
   if (!t.settled) rocksdb::CancelAllBackgroundWork(db, true);
   for (auto* cf : cfs) db->DestroyColumnFamilyHandle(cf);
