@@ -425,9 +425,11 @@ def test_a_known_starting_config_climbs_to_full_size_even_when_a_small_rung_woul
 def test_a_time_budget_that_cannot_hold_one_trial_and_its_verification_is_refused(rocksdb, store) -> None:
     """Once the default's ladder has shown the system's pace, a --time that leaves no room for a sampled trial and
     its verification is refused with the budget that would, instead of ending unused; the default's runs stay."""
-    workload = tiny("put-get-delete", 40000)  # a ladder of seconds: half of 12 s cannot hold it after the default's
+    # A ladder of about a second here (a few on a slow machine), within 12 s; what is left cannot hold a sampled
+    # trial and 2 x 40 verification runs at full size on a machine even 4x faster.
+    workload = tiny("put-get-delete", 12000)
     with pytest.raises(UsageError, match=r"cannot hold a sampled trial and its verification") as caught:
-        Tuner(_settings(rocksdb, workload, trials=None, time_budget_s=12, verify_top=1, verify_repeats=20),
+        Tuner(_settings(rocksdb, workload, trials=None, time_budget_s=12, verify_top=1, verify_repeats=40),
               store).run()
     assert "Fix: --time " in str(caught.value) and "resumes the study" in str(caught.value)
     study = store.load("s")
