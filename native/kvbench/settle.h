@@ -83,7 +83,7 @@ struct SettleReport {
   nlohmann::json original = nlohmann::json::object();  // the options a reshape changed (RocksDB)
   std::vector<uint64_t> files_by_level;
   std::vector<std::string> left_behind;  // table files in no level that stopped changing (LevelDB)
-  std::vector<std::string> engine_errors;  // the engine's own log's error lines (LevelDB: it stopped compacting)
+  std::vector<std::string> engine_errors;  // error lines of the engine's own LOG, after which it stopped compacting
   uint64_t sst_bytes = 0, wal_bytes_at_open = 0;
   std::string engine_version;
 };
