@@ -17,6 +17,7 @@ is not wrapped.
 from __future__ import annotations
 
 import abc
+import logging
 import os
 import threading
 import time
@@ -45,6 +46,16 @@ _CALLS = (
     "check_trial_is_updatable", "record_heartbeat", "_get_stale_trial_ids", "get_heartbeat_interval",
     "get_heartbeat_stale_trial_callback",
 )
+
+# Optuna's server storage, when a query fails, warns "Caught an error from sqlalchemy: ... Falling back to a
+# slower alternative." and tries again without its IN list (meant for SQLite's limit on variables). On a
+# server the error is nearly always the lost connection, which the retries below say once in their own words;
+# the fallback itself is right either way, so the warning only repeats the error in many lines.
+_OPTUNA_RDB_LOGGER = "optuna.storages._rdb.storage"
+
+
+def _not_optunas_fallback(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("Caught an error from sqlalchemy")
 
 
 def shown_url(url: str) -> str:
@@ -84,6 +95,7 @@ class ReconnectingStorage(BaseStorage, BaseHeartbeat):
         self._inner, self._url, self._note, self._limit_s = inner, shown_url(url), on_note, limit_s
         self._lock = threading.Lock()
         self._lost_at: float | None = None  # when the current outage was first seen (None: the server answers)
+        logging.getLogger(_OPTUNA_RDB_LOGGER).addFilter(_not_optunas_fallback)  # once: the same filter
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """``inner.name(*args, **kwargs)``, made again while the connection is lost, up to the limit.

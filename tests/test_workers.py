@@ -7,6 +7,7 @@ each measures its own default, and b's trials are told to Optuna in a's units.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -18,8 +19,11 @@ from pathlib import Path
 
 import optuna
 import pytest
+import sqlalchemy
 from optuna.trial import TrialState
 
+from knobtune.errors import StorageError
+from knobtune.storage import StudyStore
 from knobtune.targets.postgresql.storage_server import StorageServer
 from knobtune.tuning import attrs
 
@@ -329,3 +333,34 @@ def test_a_storage_gone_for_good_is_one_line_and_its_running_trial_is_kept(study
         assert all(trials[n].state in (TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED) for n in running)
     finally:
         server.stop()
+
+
+def test_a_lost_storage_is_said_in_our_words_not_in_optunas_fallback_warning(tmp_path: Path) -> None:
+    """Optuna warns "Caught an error from sqlalchemy ... Falling back to a slower alternative." (many lines, the
+    SQL included) when its query of a study's trials fails; when the server went away just before it (as in CI
+    once), that is the lost connection, said once by our retries."""
+    heard: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: heard.append(record.getMessage())  # type: ignore[method-assign]
+    optuna_logger = logging.getLogger("optuna")
+    server = StorageServer()
+    try:
+        url = server.start()
+        storage = StudyStore(tmp_path, url).storage(on_note=heard.append)
+        study_id = storage.create_new_study([optuna.study.StudyDirection.MINIMIZE], "fallback")
+        engine = storage._inner._backend.engine  # noqa: SLF001 (Optuna's cached RDB storage)
+
+        @sqlalchemy.event.listens_for(engine, "before_cursor_execute")
+        def server_goes(conn, cursor, statement, *rest) -> None:  # noqa: ANN001
+            if "FROM trials" in statement:
+                server.stop_server()  # between the study's lookup and the trials' query (then a no-op)
+
+        optuna_logger.addHandler(handler)
+        storage._limit_s = 1.0  # noqa: SLF001 (the 45 s default is for real outages)
+        with pytest.raises(StorageError, match="did not answer for 1 s"):
+            storage.get_all_trials(study_id)
+    finally:
+        optuna_logger.removeHandler(handler)
+        server.stop()
+    assert [h for h in heard if "does not answer" in h], heard
+    assert not [h for h in heard if "Falling back" in h], heard
