@@ -145,3 +145,24 @@ def test_leveldbs_cache_rule_narrows_from_the_data_set_where_it_stops_firing_to_
     held = diagnose(rules_of("leveldb"), {}, _shape(GIB, point_reads_only=False),
                     {**leveldb.defaults(), "block_cache_size": GIB})
     assert "data-beyond-block-cache" not in held.fired()
+
+
+@pytest.mark.parametrize(("workload", "driver", "offered"), [
+    ("put-get-delete", "db_bench", True),  # 10 KiB values
+    ("ycsb-a", "kvbench", True),  # 1,000-byte values
+    ("readwhilewriting", "db_bench", False),  # 100-byte values
+    ("fillrandom", "db_bench", False),
+])
+def test_large_values_are_offered_blob_files(tmp_path: Path, workload: str, driver: str, offered: bool) -> None:
+    target = make_target(ROCKSDB, load_workload(workload), tmp_path, driver)
+    shape = target.workload_shape()
+    found = diagnose(rules_of("rocksdb"), {}, shape, ROCKSDB.defaults())
+    starts = [s for f in found.findings if f.rule == "large-values-in-the-tables" for s in f.starts]
+    assert bool(starts) is offered
+    if offered:
+        (start,) = starts
+        config = ROCKSDB.config({**start.config, **start.sized})
+        assert config["enable_blob_files"] is True and config["enable_blob_garbage_collection"] is True
+        assert config["min_blob_size"] == shape["value_size"] // 2, "the workload's values go to blob files"
+        already = diagnose(rules_of("rocksdb"), {}, shape, {**ROCKSDB.defaults(), **config})
+        assert "large-values-in-the-tables" not in already.fired(), "blob files on: nothing to say"
