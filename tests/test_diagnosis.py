@@ -200,6 +200,31 @@ def test_a_study_starts_from_what_fires_on_the_default_and_searches_its_knobs_na
     assert summarize(study, catalog).diagnosis["narrowed"] == [{"knobs": ["block_cache_size"], "trials": 3}]
 
 
+@pytest.mark.slow
+def test_a_study_searched_without_the_rules_says_its_default_was_not_diagnosed(store) -> None:
+    """`--no-rules` never takes the workload's shape the rules read, so `show` must not claim that no rule fired on
+    the default (it did: the same default fires two rules in the guided study above); it says they were not read."""
+    from knobtune.report import summarize  # noqa: PLC0415
+    from knobtune.report.summary import diagnosis_lines  # noqa: PLC0415
+    from knobtune.tuning import Experiment, Tuner, attrs  # noqa: PLC0415
+
+    from conftest import tiny
+
+    catalog = load_catalog("leveldb")
+    workload = tiny("ycsb-c", 12000)
+    experiment = Experiment(study_name="alone", catalog=catalog, workload=workload,
+                            space=build_space(catalog, driver="kvbench"), objective=workload.objective,
+                            driver="kvbench", sampler="random", seed=3, trials=2, verify_top=0, verify_repeats=0,
+                            control_every=0, use_rules=False)
+    study = Tuner(experiment, store).run()
+    assert attrs.DIAGNOSIS not in study.user_attrs
+    diagnosis = summarize(study, catalog).diagnosis
+    assert diagnosis == {"unread": True}
+    [line] = diagnosis_lines(diagnosis)
+    assert line.startswith("the default's bottleneck: not read") and "--no-rules" in line
+    assert "fired" not in line
+
+
 def test_show_says_what_the_result_changed_about_the_default_s_findings() -> None:
     from knobtune.report.summary import diagnosis_lines
 

@@ -203,7 +203,8 @@ def _costs(study: optuna.Study, default_trial: FrozenTrial | None, result: Froze
 def _diagnosis(study: optuna.Study, catalog: Catalog, default: FrozenTrial | None,
                result: FrozenTrial | None) -> dict[str, Any]:
     """The default's bottleneck by the system's rules and what the result changed about it (``tuning.guide``);
-    {} when the system has no rules or the default has no full-size run."""
+    {} when the system has no rules or the default has no full-size run; ``unread`` when the study searched without
+    them."""
     full = _full_rung(study)
     run = record_of(default).run_at(full) if default is not None else None
     try:
@@ -213,6 +214,8 @@ def _diagnosis(study: optuna.Study, catalog: Catalog, default: FrozenTrial | Non
     if not rules or run is None or not run.ok:
         return {}
     state = study.user_attrs.get(attrs.DIAGNOSIS) or {}
+    if not state:  # searched without the rules (--no-rules): the workload's shape they read was never taken
+        return {"unread": True}
     result_run = record_of(result).run_at(full) if result is not None else None
     story = compare_findings(rules, state.get("shape", {}), (run, catalog.defaults()),
                              (result_run, catalog.config(result.user_attrs.get(attrs.CONFIG, {})))
@@ -244,6 +247,9 @@ def diagnosis_lines(diagnosis: dict[str, Any]) -> list[str]:
     """The default's bottleneck with its evidence, and what the result changed about it, as lines a person reads."""
     if not diagnosis:
         return []
+    if diagnosis.get("unread"):
+        return ["the default's bottleneck: not read (this study searched without the system's rules, --no-rules; "
+                "`knobtune diagnose` reads them over one config's run)"]
     found = diagnosis.get("default", [])
     if not found:
         lines = ["the default's bottleneck: no rule of the system's rules fired on its full-size run"]
