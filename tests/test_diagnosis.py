@@ -165,23 +165,30 @@ def test_a_focus_stays_within_the_planned_memory_limit_or_leaves_the_knob_out() 
     assert Advice(space, None, notes.append).ranges([grow], defaults)["cache_size"][1] == catalog["cache_size"].max
 
 
+def _tiny_leveldb_study(store, *, use_rules: bool, trials: int) -> optuna.Study:
+    """A real LevelDB study of point reads over 12,000 records (beyond the default's 8 MiB block cache, no
+    bloom filter: two rules fire on its default), random sampling, no verification."""
+    from knobtune.tuning import Experiment, Tuner  # noqa: PLC0415
+
+    from conftest import tiny
+
+    catalog = load_catalog("leveldb")
+    workload = tiny("ycsb-c", 12000)
+    experiment = Experiment(study_name="guided" if use_rules else "alone", catalog=catalog, workload=workload,
+                            space=build_space(catalog, driver="kvbench"), objective=workload.objective,
+                            driver="kvbench", sampler="random", seed=3, trials=trials, verify_top=0,
+                            verify_repeats=0, control_every=0, use_rules=use_rules)
+    return Tuner(experiment, store).run()
+
 @pytest.mark.slow
 def test_a_study_starts_from_what_fires_on_the_default_and_searches_its_knobs_narrowed_first(store) -> None:
     """A real tiny LevelDB study: the default's run fires the rules on its shape (the data beyond the 8 MiB block
     cache; point reads without a filter), their suggestions are queued as one start, and the first sampled
     trials search the suggested numeric knob (the block cache) within its narrowed range, every other knob over
     its own."""
-    from knobtune.tuning import Experiment, Tuner, attrs
+    from knobtune.tuning import attrs
 
-    from conftest import tiny
-
-    catalog = load_catalog("leveldb")
-    workload = tiny("ycsb-c", 12000)
-    experiment = Experiment(study_name="guided", catalog=catalog, workload=workload,
-                            space=build_space(catalog, driver="kvbench"), objective=workload.objective,
-                            driver="kvbench", sampler="random", seed=3, trials=4, verify_top=0, verify_repeats=0,
-                            control_every=0, use_rules=True)
-    study = Tuner(experiment, store).run()
+    study = _tiny_leveldb_study(store, use_rules=True, trials=4)
     story = study.user_attrs[attrs.DIAGNOSIS]
     assert {"data-beyond-block-cache", "point-reads-without-bloom-filter"} <= set(story["fired"])
     assert story["shape"]["point_reads_only"] is True and story["until_trials"] == 3
@@ -197,7 +204,8 @@ def test_a_study_starts_from_what_fires_on_the_default_and_searches_its_knobs_na
     assert any(set(t.user_attrs[attrs.CONFIG]) - {"block_cache_size"} for t in focused)  # the rest searched too
     assert all(attrs.FINDINGS in t.user_attrs for t in study.trials if t.user_attrs.get(attrs.REACHED_RUNG) == 2)
     from knobtune.report import summarize  # noqa: PLC0415
-    assert summarize(study, catalog).diagnosis["narrowed"] == [{"knobs": ["block_cache_size"], "trials": 3}]
+    narrowed = summarize(study, load_catalog("leveldb")).diagnosis["narrowed"]
+    assert narrowed == [{"knobs": ["block_cache_size"], "trials": 3}]
 
 
 @pytest.mark.slow
@@ -206,19 +214,11 @@ def test_a_study_searched_without_the_rules_says_its_default_was_not_diagnosed(s
     the default (it did: the same default fires two rules in the guided study above); it says they were not read."""
     from knobtune.report import summarize  # noqa: PLC0415
     from knobtune.report.summary import diagnosis_lines  # noqa: PLC0415
-    from knobtune.tuning import Experiment, Tuner, attrs  # noqa: PLC0415
+    from knobtune.tuning import attrs  # noqa: PLC0415
 
-    from conftest import tiny
-
-    catalog = load_catalog("leveldb")
-    workload = tiny("ycsb-c", 12000)
-    experiment = Experiment(study_name="alone", catalog=catalog, workload=workload,
-                            space=build_space(catalog, driver="kvbench"), objective=workload.objective,
-                            driver="kvbench", sampler="random", seed=3, trials=2, verify_top=0, verify_repeats=0,
-                            control_every=0, use_rules=False)
-    study = Tuner(experiment, store).run()
+    study = _tiny_leveldb_study(store, use_rules=False, trials=2)
     assert attrs.DIAGNOSIS not in study.user_attrs
-    diagnosis = summarize(study, catalog).diagnosis
+    diagnosis = summarize(study, load_catalog("leveldb")).diagnosis
     assert diagnosis == {"unread": True}
     [line] = diagnosis_lines(diagnosis)
     assert line.startswith("the default's bottleneck: not read") and "--no-rules" in line

@@ -214,7 +214,7 @@ def _diagnosis(study: optuna.Study, catalog: Catalog, default: FrozenTrial | Non
     if not rules or run is None or not run.ok:
         return {}
     state = study.user_attrs.get(attrs.DIAGNOSIS) or {}
-    if not state:  # searched without the rules (--no-rules): the workload's shape they read was never taken
+    if not state:  # the rules were off (--no-rules): the workload's shape they read was never taken
         return {"unread": True}
     result_run = record_of(result).run_at(full) if result is not None else None
     story = compare_findings(rules, state.get("shape", {}), (run, catalog.defaults()),
@@ -248,7 +248,7 @@ def diagnosis_lines(diagnosis: dict[str, Any]) -> list[str]:
     if not diagnosis:
         return []
     if diagnosis.get("unread"):
-        return ["the default's bottleneck: not read (this study searched without the system's rules, --no-rules; "
+        return ["the default's bottleneck: not read (the system's rules were off in this study, as with --no-rules; "
                 "`knobtune diagnose` reads them over one config's run)"]
     found = diagnosis.get("default", [])
     if not found:
