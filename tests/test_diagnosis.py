@@ -180,6 +180,7 @@ def _tiny_leveldb_study(store, *, use_rules: bool, trials: int) -> optuna.Study:
                             verify_repeats=0, control_every=0, use_rules=use_rules)
     return Tuner(experiment, store).run()
 
+
 @pytest.mark.slow
 def test_a_study_starts_from_what_fires_on_the_default_and_searches_its_knobs_narrowed_first(store) -> None:
     """A real tiny LevelDB study: the default's run fires the rules on its shape (the data beyond the 8 MiB block

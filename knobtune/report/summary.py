@@ -203,8 +203,8 @@ def _costs(study: optuna.Study, default_trial: FrozenTrial | None, result: Froze
 def _diagnosis(study: optuna.Study, catalog: Catalog, default: FrozenTrial | None,
                result: FrozenTrial | None) -> dict[str, Any]:
     """The default's bottleneck by the system's rules and what the result changed about it (``tuning.guide``);
-    {} when the system has no rules or the default has no full-size run; ``unread`` when the study searched without
-    them."""
+    {} when the system has no rules or the default has no full-size run; ``unread`` when the rules were off in the
+    study."""
     full = _full_rung(study)
     run = record_of(default).run_at(full) if default is not None else None
     try:
