@@ -16,7 +16,7 @@ import typer
 from knobtune import console
 from knobtune.errors import KnobtuneError
 from knobtune.interrupts import catch_stops, stopped_by
-from knobtune.cli import catalog, experiments, studies, tuning
+from knobtune.cli import capture, catalog, experiments, studies, tuning
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Find the configuration that makes a database fast for one workload on one machine.")
@@ -34,6 +34,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("diagnose", experiments.diagnose_command),
     ("sweep", experiments.sweep_command),
     ("baseline", catalog.baseline),
+    ("capture", capture.capture),
     ("report", studies.report),
 )
 for _name, _command in COMMANDS:

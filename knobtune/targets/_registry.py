@@ -19,7 +19,7 @@ from knobtune.targets._described import target_classes
 from knobtune.targets._formats import ExportFormat
 from knobtune.targets._heuristics import HeuristicConfig, Machine
 from knobtune.targets._server import remove_stale_homes
-from knobtune.targets._system import System
+from knobtune.targets._system import Capturing, System
 from knobtune.targets._system_file import SystemFile, load_system_file
 from knobtune.workloads import Workload
 
@@ -188,3 +188,17 @@ def heuristic_config(system: str, machine: Machine, profile: str | None, name: s
     if name is not None and name not in heuristics.names:
         raise UsageError(f"{system} has no baseline called '{name}'. Fix: choose one of {', '.join(heuristics.names)}")
     return heuristics.compute(name or heuristics.names[0], machine, profile)
+
+
+def capturing(system: str) -> Capturing:
+    """How ``knobtune capture`` makes a capture of ``system``'s work.
+
+    Raises:
+        UsageError: the system cannot be captured yet (naming those that can).
+    """
+    entry = SYSTEMS.get(system)
+    if entry is None or entry.capturing is None:
+        able = ", ".join(s.name for s in SYSTEMS.values() if s.capturing is not None) or "none yet"
+        raise UsageError(f"knobtune cannot capture {system}'s work yet (docs/replay.md says what it would take). "
+                         f"Fix: capture one of {able}")
+    return entry.capturing

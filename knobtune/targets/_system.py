@@ -13,6 +13,8 @@ from pathlib import Path
 from knobtune.targets._base import Target
 from knobtune.targets._formats import ExportFormat
 from knobtune.targets._heuristics import HeuristicConfig, Machine
+from knobtune.workloads import Workload
+from knobtune.workloads.capture import CaptureSummary
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,23 @@ class Heuristics:
 
     names: tuple[str, ...]  # the first is the heuristic the system's users start from (the command's default)
     compute: Callable[[str, Machine, str | None], HeuristicConfig]
+
+
+@dataclass(frozen=True)
+class Capturing:
+    """How ``knobtune capture SYSTEM`` makes a capture folder (workloads/capture.py) of this system's work.
+
+    ``from_files(source, state, out, name)`` imports the user's own record (a trace, a log) and the state it
+    started from (a checkpoint, a dump; None: it started empty); ``from_workload(workload, out, name, records)``
+    runs a workload knobtune knows under the default config and records it as the system would (for tests, the
+    bench, and to try the replay). Both raise WorkloadError (bad or missing input, one line with the fix) before
+    anything is written, and write only into ``out``.
+    """
+
+    source: str  # what --from takes: "a trace file (DB::StartTrace)"
+    state: str  # what --state takes: "the checkpoint folder taken when tracing began"
+    from_files: Callable[[Path, Path | None, Path, str], CaptureSummary]
+    from_workload: Callable[[Workload, Path, str, int | None], CaptureSummary] | None = None
 
 
 @dataclass(frozen=True)
@@ -40,6 +59,7 @@ class System:
     heuristics: Heuristics | None = None
     rules: Path | None = None  # the diagnosis rules (targets/SYSTEM/rules.toml; docs/diagnosis.md)
     counters: Path | None = None  # what each of the system's run counters means (targets/SYSTEM/counters.toml)
+    capturing: Capturing | None = None  # how its users' own work becomes a capture (None: it cannot yet)
 
     def formats_through(self, driver: str) -> tuple[ExportFormat, ...]:
         """The formats a study run through ``driver`` exports to: the system's own first, then the driver's."""

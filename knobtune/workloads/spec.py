@@ -16,6 +16,7 @@ from typing import Any
 
 from knobtune.datafile import read_toml
 from knobtune.errors import WorkloadError
+from knobtune.workloads.capture import CAPTURE_FILE, CaptureSummary, capture_dir, check_private, summary_of
 
 DATA_DIR = Path(__file__).parent / "data"
 MIN_RUNG_RECORDS = 500
@@ -79,6 +80,7 @@ class Workload:
     source: Path | None = None
     operations: int = 0  # full-size count of a run phase's operations (0: none)
     counts: str = "records"  # what ``records`` counts: a server's run scales transactions or queries, not its data
+    capture: CaptureSummary | None = None  # a capture of a user's own work (workloads/capture.py), said without data
 
     @property
     def rungs(self) -> tuple[Rung, ...]:
@@ -119,17 +121,21 @@ def available_workloads() -> list[str]:
 
 
 def load_workload(name_or_path: str | Path) -> Workload:
-    """A shipped workload by name, or any workload file by path.
+    """A shipped workload by name, any workload file by path, or a capture folder (``knobtune capture``).
 
     Raises:
-        WorkloadError: naming the file, the field and the fix.
+        WorkloadError: naming the file, the field and the fix; a capture that others can read.
     """
     path = Path(name_or_path)
-    if path.suffix != ".toml":
+    captured = capture_dir(path)
+    if captured is not None:
+        check_private(captured)
+        path = captured / CAPTURE_FILE
+    elif path.suffix != ".toml":
         path = DATA_DIR / f"{name_or_path}.toml"
         if not path.exists():
-            raise WorkloadError(f"unknown workload '{name_or_path}'. "
-                                f"Fix: choose one of {', '.join(available_workloads())} or give a .toml file")
+            raise WorkloadError(f"unknown workload '{name_or_path}'. Fix: choose one of "
+                                f"{', '.join(available_workloads())}, give a .toml file or a capture folder")
     return _build(path, read_toml(path, WorkloadError, "workload"))
 
 
@@ -161,4 +167,5 @@ def _build(path: Path, data: dict[str, Any]) -> Workload:
         systems=tuple(data.get("systems", ())), objective=objective, ladder=ladder,
         records=data["records"], key_size=data.get("key_size", 16), value_size=data.get("value_size", 100),
         drivers=data["drivers"], source=path, operations=data.get("operations", 0), counts=counts,
+        capture=summary_of(data),
     )

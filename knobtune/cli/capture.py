@@ -1,0 +1,56 @@
+"""``knobtune capture``: a user's own work (a trace, a log) and the state it began from, as a capture folder a study
+replays (docs/replay.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from knobtune import console
+from knobtune.errors import UsageError
+from knobtune.targets import capturing
+from knobtune.workloads import load_workload
+from knobtune.cli.options import JsonOption, SystemArgument
+
+
+def capture(
+    system: SystemArgument,
+    output: Annotated[Path, typer.Option("-o", "--output", help="The capture folder to create (owner-only; must be new or empty).")],
+    source: Annotated[Optional[Path], typer.Option("--from", help="The system's own record of the work: a RocksDB trace file, a PostgreSQL log.")] = None,
+    state: Annotated[Optional[Path], typer.Option("--state", help="The state the work began from: a RocksDB checkpoint folder, a PostgreSQL dump (omit: it began empty).")] = None,
+    workload: Annotated[Optional[str], typer.Option(help="Instead of --from: run this workload under the default config and capture it, as the system records it.")] = None,
+    records: Annotated[Optional[int], typer.Option(help="With --workload: its full size.")] = None,
+    name: Annotated[Optional[str], typer.Option(help="The capture's workload name (default: the folder's name).")] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Make a capture folder from SYSTEM's own record of real work; tune on it with `tune SYSTEM --workload FOLDER`.
+
+    Example: knobtune capture rocksdb --from app.trace --state app-checkpoint -o myapp.capture
+    """
+    how = capturing(system)
+    if (source is None) == (workload is None):
+        raise UsageError(f"give one of --from ({how.source}) or --workload. Fix: e.g. knobtune capture {system} "
+                         f"--from FILE --state PATH -o {output}")
+    if workload is not None and how.from_workload is None:
+        raise UsageError(f"knobtune cannot run a workload to capture {system}. Fix: give --from ({how.source})")
+    if workload is None and records is not None:
+        raise UsageError("--records sizes a --workload run. Fix: drop --records, or use --workload")
+    if records is not None and records <= 0:
+        raise UsageError(f"--records {records} is not a positive number. Fix: e.g. --records 10000")
+    for given, what in ((source, "--from"), (state, "--state")):
+        if given is not None and not given.exists():
+            raise UsageError(f"{what} {given} does not exist. Fix: give the path of {how.source if what == '--from' else how.state}")
+    label = name or output.name.removesuffix(".capture") or "capture"
+    if workload is not None and how.from_workload is not None:
+        summary = how.from_workload(load_workload(workload), output, label, records)
+    else:
+        summary = how.from_files(source, state, output, label)  # type: ignore[arg-type]
+    if json_output:
+        console.print_json({"capture": str(output), **summary.record()})
+        return
+    for line in summary.lines():
+        console.out.print(line, markup=False)
+    console.err.print(f"wrote the capture {output} (owner-only); tune on it: knobtune tune {system} --workload {output} "
+                      "--time 20m", markup=False)

@@ -1,0 +1,204 @@
+"""A capture: what a user's system really did, kept as a workload a study replays (docs/replay.md).
+
+A capture is a folder, private to its owner (0700; every file in it 0600),
+holding the system's own record of the work (a RocksDB trace, a PostgreSQL
+log), the state the work started from (a checkpoint, a dump) and
+``capture.toml``: a workload file like any other (name, ladder, objective,
+``records`` = the operations or statements captured, one ``[drivers.replay]``
+section naming the files), plus a ``[capture]`` table that summarizes it
+without its data (time span, sessions, the operation mix, statement
+fingerprints with constants stripped, the files' SHA-256). ``--workload DIR``
+loads it; its rungs are the first fraction of the capture.
+
+The files hold the user's rows and keys: knobtune never prints them, and it
+refuses a capture folder that others can read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from knobtune.errors import WorkloadError
+
+CAPTURE_FILE = "capture.toml"
+DRIVER = "replay"  # the driver section every capture has, whichever system it is of
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """One kind of statement or operation: its text with constants stripped, how often it ran, its captured time."""
+
+    text: str
+    count: int
+    total_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class CaptureSummary:
+    """What a capture holds, said without its data."""
+
+    system: str
+    operations: int  # records of the trace, statements of the log
+    span_s: float  # from the first captured operation to the last
+    sessions: int  # connections (a trace: 1, the application's one store)
+    mix: Mapping[str, int]  # operations by kind ("get": 5000, "SELECT": 120)
+    fingerprints: tuple[Fingerprint, ...] = ()  # the kinds that took the most captured time, first
+    files: Mapping[str, str] = field(default_factory=dict)  # file name -> SHA-256 (the capture's identity)
+    notes: tuple[str, ...] = ()  # what the capture cannot carry (e.g. a trace holds no iterator Next calls)
+
+    def record(self) -> dict[str, Any]:
+        """As stored in ``capture.toml`` and on a study."""
+        return {"system": self.system, "operations": self.operations, "span_s": self.span_s,
+                "sessions": self.sessions, "mix": dict(self.mix),
+                "fingerprints": [{"text": f.text, "count": f.count, "total_s": f.total_s} for f in self.fingerprints],
+                "files": dict(self.files), "notes": list(self.notes)}
+
+    @classmethod
+    def from_record(cls, data: Mapping[str, Any]) -> CaptureSummary:
+        return cls(system=str(data.get("system", "?")), operations=int(data.get("operations", 0)),
+                   span_s=float(data.get("span_s", 0.0)), sessions=int(data.get("sessions", 1)),
+                   mix={str(k): int(v) for k, v in (data.get("mix") or {}).items()},
+                   fingerprints=tuple(Fingerprint(str(f["text"]), int(f["count"]), float(f.get("total_s", 0.0)))
+                                      for f in data.get("fingerprints") or ()),
+                   files={str(k): str(v) for k, v in (data.get("files") or {}).items()},
+                   notes=tuple(str(n) for n in data.get("notes") or ()))
+
+    def lines(self) -> list[str]:
+        """A few lines for a person: span, sessions, the mix, the costliest fingerprints; never a statement's
+        constants or a key."""
+        mix = ", ".join(f"{kind} {count:,}" for kind, count in sorted(self.mix.items(), key=lambda kv: -kv[1]))
+        out = [f"{self.system} capture: {self.operations:,} operations over {self.span_s:,.1f} s, "
+               f"{self.sessions:,} session{'s' * (self.sessions != 1)}", f"  mix: {mix or 'none'}"]
+        out += [f"  {f.count:,}x {f.total_s:,.2f} s  {f.text[:100]}" for f in self.fingerprints[:5]]
+        out += [f"  note: {note}" for note in self.notes]
+        return out
+
+
+def capture_dir(path: Path) -> Path | None:
+    """The capture folder ``path`` names (the folder, or its ``capture.toml``), or None when it is no capture."""
+    if path.is_dir() and (path / CAPTURE_FILE).is_file():
+        return path
+    if path.name == CAPTURE_FILE and path.is_file():
+        return path.parent
+    return None
+
+
+def check_private(folder: Path) -> None:
+    """Refuse a capture folder that anyone but its owner can read (it holds the user's data).
+
+    Raises:
+        WorkloadError: the folder or a file in it is open to others, naming it and the fix.
+    """
+    for path in (folder, *sorted(folder.rglob("*"))):
+        mode = path.lstat().st_mode
+        if stat.S_IMODE(mode) & 0o077:
+            raise WorkloadError(f"{path}: the capture is readable by others (mode {stat.S_IMODE(mode):o}); it holds "
+                                f"your data. Fix: chmod -R go-rwx {folder}")
+
+
+def make_private_dir(out: Path) -> None:
+    """Create the capture folder ``out``, owner-only.
+
+    Raises:
+        WorkloadError: it exists and is not empty.
+    """
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise WorkloadError(f"{out} exists and is not an empty folder. Fix: name a new folder with -o")
+    old = os.umask(0o077)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    finally:
+        os.umask(old)
+    out.chmod(PRIVATE_DIR)
+
+
+def private_copy(source: Path, target: Path) -> None:
+    """Copy a file or a folder into the capture, every copy owner-only."""
+    if source.is_dir():
+        target.mkdir(mode=PRIVATE_DIR)
+        for child in sorted(source.iterdir()):
+            private_copy(child, target / child.name)
+        target.chmod(PRIVATE_DIR)
+        return
+    shutil.copyfile(source, target)
+    target.chmod(PRIVATE_FILE)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_capture(out: Path, *, name: str, description: str, system: str, objective: str,
+                  ladder: Sequence[float], counts: str, section: Mapping[str, Any], summary: CaptureSummary) -> Path:
+    """Write ``capture.toml`` (owner-only) into the capture folder ``out``; its path."""
+    document: dict[str, Any] = {
+        "name": name, "description": description, "systems": [system], "objective": objective,
+        "ladder": list(ladder), "records": max(1, summary.operations), "counts": counts,
+        "drivers": {DRIVER: dict(section)}, "capture": summary.record()}
+    path = out / CAPTURE_FILE
+    path.write_text("# A capture made by `knobtune capture` (docs/replay.md). The files beside it hold your data.\n"
+                    + _toml(document))
+    path.chmod(PRIVATE_FILE)
+    return path
+
+
+def summary_of(data: Mapping[str, Any]) -> CaptureSummary | None:
+    """The ``[capture]`` table of a workload file's data, or None for a workload that is no capture."""
+    table = data.get("capture")
+    return CaptureSummary.from_record(table) if isinstance(table, Mapping) else None
+
+
+# ---------------------------------------------------------------- a TOML writer for plain data
+
+
+def _toml(document: Mapping[str, Any]) -> str:
+    tables = {k: v for k, v in document.items() if isinstance(v, Mapping)}
+    lines = [f"{key} = {_value(value)}" for key, value in document.items() if key not in tables]
+    for key, table in tables.items():
+        _table(lines, key, table)
+    return "\n".join(lines) + "\n"
+
+
+def _table(lines: list[str], name: str, table: Mapping[str, Any]) -> None:
+    subtables = {k: v for k, v in table.items() if isinstance(v, Mapping) and k not in ("mix", "files")}
+    lines.append(f"\n[{name}]")
+    lines += [f"{_key(key)} = {_value(value)}" for key, value in table.items() if key not in subtables]
+    for key, sub in subtables.items():
+        _table(lines, f"{name}.{_key(key)}", sub)
+
+
+def _key(key: str) -> str:
+    return key if key.replace("_", "").replace("-", "").isalnum() else _value(key)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + "".join(_char(c) for c in value) + '"'
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{_key(str(k))} = {_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML for {type(value).__name__}")
+
+
+def _char(c: str) -> str:
+    if c in '"\\':
+        return "\\" + c
+    return f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7F else c
