@@ -58,7 +58,8 @@ def test_timeout_kills_the_run(rocksdb, tmp_path: Path) -> None:
 
 def test_missing_db_bench_is_a_clear_error(rocksdb, tiny_pgd, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(ToolMissingError, match="apt-get install rocksdb-tools"):
+    monkeypatch.setenv("KNOBTUNE_ROCKSDB_RELEASE", str(tmp_path / "no-build"))
+    with pytest.raises(ToolMissingError, match="scripts/setup"):
         with make_target(rocksdb, tiny_pgd, tmp_path / "scratch"):
             pass
 

@@ -210,6 +210,7 @@ class Target(abc.ABC):
     system: str
     driver: str
     driver_formats: tuple[ExportFormat, ...] = ()  # formats of this driver's own, beside the system's (System.formats)
+    spelling: str | None = None  # the catalog format whose names this driver takes (None: the driver's own name)
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:

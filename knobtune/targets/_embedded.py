@@ -106,9 +106,9 @@ class EmbeddedTarget(Target):
         shutil.rmtree(db_dir, ignore_errors=True)
         try:
             measurement = self.run_workload(rung, db_dir, timeout_s=timeout_s, log_path=log_path, seed=seed)
-            if not self.settle:
-                return measurement
-            return self._settled(measurement, rung, db_dir, timeout_s, log_path, seed)
+            if self.settle:
+                measurement = self._settled(measurement, rung, db_dir, timeout_s, log_path, seed)
+            return self.checked(measurement, rung, db_dir, log_path)
         except RunFailure as failure:  # told apart while the full disk is still full (before the store is removed)
             said = no_space_line(failure.log_path, log_path, log_path.with_suffix(".settle.log"), db_dir / "LOG")
             if said is None and not nearly_full(self.scratch_dir):
@@ -129,6 +129,11 @@ class EmbeddedTarget(Target):
         Raises:
             RunFailure: the run gave no usable measurement.
         """
+
+    def checked(self, measurement: Measurement, rung: Rung, db_dir: Path, log_path: Path) -> Measurement:
+        """The run's data check on the store it left (after its settle), outside the measured time: the
+        measurement as it stands, or a RunFailure (DATA_LOSS). The drivers check their reads inside the run."""
+        return measurement
 
     @abc.abstractmethod
     def settle_config(self) -> dict[str, str]:

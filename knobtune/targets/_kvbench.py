@@ -53,7 +53,7 @@ class KvbenchTarget(EmbeddedTarget):
     driver_formats = (KVBENCH_CONFIG,)
     program = "kvbench"  # the binary in native/build (or on PATH) ...
     program_env = "KNOBTUNE_KVBENCH"  # ... or where this variable points
-    spelling = "kvbench"  # the workload section and the catalog format it reads: kvbench's, whichever build
+    spelling: str = "kvbench"  # the workload section and the catalog format it reads: kvbench's, whichever build
 
     @classmethod
     def installed(cls) -> str | None:
@@ -137,17 +137,7 @@ class KvbenchTarget(EmbeddedTarget):
         return self.threads
 
     def version(self) -> str:
-        probe = self.scratch_dir / "version-probe"
-        spec = probe.with_suffix(".json")
-        spec.parent.mkdir(parents=True, exist_ok=True)
-        spec.write_text(json.dumps({"record_count": 1, "phases": [{"kind": "fill", "count": 1}]}))
-        out = subprocess.run([self.find_program(), "--engine", self.system, "--db", str(probe), "--spec", str(spec)],
-                             capture_output=True, text=True, check=False).stdout
-        shutil.rmtree(probe, ignore_errors=True)
-        try:
-            return str(json.loads(out)["engine_version"])
-        except (ValueError, KeyError):
-            return "unknown"
+        return engine_version(self.find_program(), self.system, self.scratch_dir)
 
     def spec(self, rung: Rung, seed: int) -> dict[str, Any]:
         """The kvbench spec of one run at ``rung``."""
@@ -173,7 +163,7 @@ class KvbenchTarget(EmbeddedTarget):
         ended_as_asked = outcome.returncode == 0 or (self.settle and outcome.returncode == _KILLED_AT_END)
         result = read_result(result_path) if ended_as_asked else None
         if result is None:
-            raise RunFailure(*_classify_exit(outcome.returncode, log_path.read_text(errors="replace")), log_path)
+            raise RunFailure(*classify_exit(outcome.returncode, log_path.read_text(errors="replace")), log_path)
         return self._measurement(result, outcome.elapsed_s, log_path, rung.records, outcome.peak_rss_bytes)
 
     def _measurement(self, result: dict[str, Any], elapsed_s: float, log_path: Path, records: int,
@@ -257,7 +247,22 @@ def _check(spec: Mapping[str, Any], measured: Mapping[str, Any], log_path: Path,
                          f"deleted keys found by {name}", log_path)
 
 
-def _classify_exit(returncode: int, text: str) -> tuple[FailureKind, str]:
+def engine_version(binary: str, system: str, scratch_dir: Path) -> str:
+    """The store's version and build as ``binary`` (a kvbench) reports them, from one tiny run in ``scratch_dir``."""
+    probe = scratch_dir / "version-probe"
+    spec = probe.with_suffix(".json")
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    spec.write_text(json.dumps({"record_count": 1, "phases": [{"kind": "fill", "count": 1}]}))
+    out = subprocess.run([binary, "--engine", system, "--db", str(probe), "--spec", str(spec)],
+                         capture_output=True, text=True, check=False).stdout
+    shutil.rmtree(probe, ignore_errors=True)
+    try:
+        return str(json.loads(out)["engine_version"])
+    except (ValueError, KeyError):
+        return "unknown"
+
+
+def classify_exit(returncode: int, text: str) -> tuple[FailureKind, str]:
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith('{"interval_s"')]
     errors = [line for line in lines if line.startswith("kvbench: error:")]
     message = (errors[-1] if errors else lines[-1] if lines else f"exit status {returncode}")[-400:]

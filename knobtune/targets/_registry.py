@@ -123,6 +123,21 @@ def resolve_driver(system: str, driver: str | None) -> str:
     return driver
 
 
+def driver_for(system: str, driver: str | None, workload: Workload) -> str:
+    """``driver``, or the driver that runs ``workload`` on ``system``: the system's default when the workload has a
+    section for it, else the one driver of the system the workload has a section for (a capture's ``replay``).
+
+    Raises:
+        UsageError: no target runs that system through that driver.
+    """
+    entry = SYSTEMS.get(system)
+    if driver is None and entry is not None and entry.default_driver not in workload.drivers:
+        own = [name for name in entry.targets if name in workload.drivers]
+        if len(own) == 1:
+            driver = own[0]
+    return resolve_driver(system, driver)
+
+
 def export_formats(system: str, driver: str | None) -> tuple[ExportFormat, ...]:
     """The formats a study of ``system`` through ``driver`` exports to, the system's own first.
 
@@ -154,6 +169,12 @@ def workload_section(system: str, driver: str | None, workload: Workload) -> Map
         WorkloadError: the workload has no section for it.
     """
     return TARGETS[(system, resolve_driver(system, driver))].section(workload)
+
+
+def spelling_of(system: str, driver: str) -> str:
+    """How ``driver`` names ``system``'s knobs: the catalog format it takes (a replay takes kvbench's names)."""
+    target = TARGETS.get((system, driver))
+    return (target.spelling if target is not None else None) or driver
 
 
 def target_class(system: str, driver: str) -> type[Target] | None:

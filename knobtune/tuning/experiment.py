@@ -84,8 +84,9 @@ class Experiment:
 
     @property
     def scaled_rungs(self) -> bool:
-        """Whether small rungs run configs scaled to their share of the data (the catalog must say how)."""
-        return self.scale_rungs and self.catalog.scales_rungs
+        """Whether small rungs run configs scaled to their share of the data (the catalog must say how). Not for a
+        capture: its rungs replay its first operations onto all the data it started from."""
+        return self.scale_rungs and self.catalog.scales_rungs and self.workload.capture is None
 
     def search_record(self) -> dict[str, Any]:
         """How the study searches: what ``write`` stores for workers, each run of ``tune`` anew."""

@@ -24,6 +24,7 @@ import optuna
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog, Knob, KnobType, Relation, Safety, Value
 from knobtune.knobs.units import human_bytes
+from knobtune.targets import spelling_of
 
 SPECIAL_SUFFIX = ".special"
 VALUE_CHOICE = "value"
@@ -188,7 +189,7 @@ def build_space(catalog: Catalog, knobs: Iterable[str] | None = None, allow_unsa
             continue
         if named is None and not knob.tunable:
             continue
-        if driver is not None and not knob.supports(driver):
+        if driver is not None and not knob.supports(spelling_of(catalog.system, driver)):
             if named is not None:
                 raise UsageError(f"knob '{name}' cannot be set through driver {driver}. Fix: leave it out of --knobs")
             continue

@@ -34,7 +34,7 @@ from knobtune.analysis.sweep import Judgement, MedianInterval, judge, median_int
 from knobtune.errors import ConfigError, KnobtuneError, UsageError
 from knobtune.knobs import Catalog, Knob, KnobType, Value
 from knobtune.knobs.display import knob_value
-from knobtune.targets import Target
+from knobtune.targets import Target, spelling_of
 from knobtune.tuning.space import meeting_value, mend
 from knobtune.tuning.verify import MIN_TIMEOUT_S, Candidate, CandidateRuns, relative_limit_s, run_interleaved
 from knobtune.workloads import Objective, Rung
@@ -199,7 +199,7 @@ def plan_sweep(catalog: Catalog, knobs: Sequence[str], *, points: int | None = N
     if len(set(knobs)) < len(knobs):
         raise UsageError(f"--knob {knobs[0]} is given twice. Fix: name two different knobs for a grid")
     for name in knobs:
-        _check_sweepable(catalog[name], allow_unsafe, driver)
+        _check_sweepable(catalog[name], allow_unsafe, driver, catalog.system)
     base = catalog.config(held or {})
     elsewhere = catalog.needs_other_driver(base, driver) if driver is not None else {}
     if elsewhere:
@@ -231,13 +231,13 @@ def plan_sweep(catalog: Catalog, knobs: Sequence[str], *, points: int | None = N
     return SweepPlan(tuple(axes), tuple(grid), held_others, around)
 
 
-def _check_sweepable(knob: Knob, allow_unsafe: bool, driver: str | None) -> None:
+def _check_sweepable(knob: Knob, allow_unsafe: bool, driver: str | None, system: str) -> None:
     """Like ``tune --knobs``: a knob the driver cannot set, or whose every other value is unsafe, is refused.
 
     Raises:
         UsageError: naming the knob and the fix.
     """
-    if driver is not None and not knob.supports(driver):
+    if driver is not None and not knob.supports(spelling_of(system, driver)):
         raise UsageError(f"knob '{knob.name}' cannot be set through driver {driver}. Fix: sweep another knob, "
                          "or choose another --driver")
     if driver is not None and not knob.settable_by(driver):

@@ -151,7 +151,7 @@ class TrialRunner:
             if not is_default and not self.budget.fits(rung):
                 return self.finish(trial, Outcome.BUDGET, "the time budget ended before this rung")
             run = None if is_default else self._reused(trial, rung)
-            if run is None and e.scale_rungs and (scaled := e.catalog.at_fraction(config, rung.fraction)) != applied:
+            if run is None and e.scaled_rungs and (scaled := e.catalog.at_fraction(config, rung.fraction)) != applied:
                 try:
                     target.apply(scaled)
                 except RunFailure as failure:

@@ -142,11 +142,13 @@ def sha256_of(path: Path) -> str:
 
 
 def write_capture(out: Path, *, name: str, description: str, system: str, objective: str,
-                  ladder: Sequence[float], counts: str, section: Mapping[str, Any], summary: CaptureSummary) -> Path:
-    """Write ``capture.toml`` (owner-only) into the capture folder ``out``; its path."""
+                  ladder: Sequence[float], counts: str, section: Mapping[str, Any], summary: CaptureSummary,
+                  fields: Mapping[str, Any] | None = None) -> Path:
+    """Write ``capture.toml`` (owner-only) into the capture folder ``out``; its path. ``fields``: more workload
+    fields (the mean ``key_size`` and ``value_size``, which the diagnosis rules read as the workload's shape)."""
     document: dict[str, Any] = {
         "name": name, "description": description, "systems": [system], "objective": objective,
-        "ladder": list(ladder), "records": max(1, summary.operations), "counts": counts,
+        "ladder": list(ladder), "records": max(1, summary.operations), "counts": counts, **(fields or {}),
         "drivers": {DRIVER: dict(section)}, "capture": summary.record()}
     path = out / CAPTURE_FILE
     path.write_text("# A capture made by `knobtune capture` (docs/replay.md). The files beside it hold your data.\n"

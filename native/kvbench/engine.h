@@ -41,6 +41,12 @@ class Engine {
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
   // Write the memtables to table files and wait (a store without such a call: nothing to do).
   virtual void flush() {}
+  // Record every operation from now on in `trace` (RocksDB's trace format), after taking a checkpoint of the store
+  // into `checkpoint` (empty: none). A store that cannot trace throws ConfigError.
+  virtual void start_trace(const std::string& /*trace*/, const std::string& /*checkpoint*/) {
+    throw ConfigError("this store cannot record a trace (only RocksDB can)", false);
+  }
+  virtual void end_trace() {}
 };
 
 using Config = std::map<std::string, std::string>;

@@ -6,12 +6,16 @@
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/statistics.h>
 #include <rocksdb/table.h>
+#include <rocksdb/trace_reader_writer.h>
+#include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/utilities/options_util.h>
 #include <rocksdb/version.h>
 
 #include <algorithm>
 
 #include "engine.h"
+#include "engine_rocksdb.h"
+#include "kvbench_build.h"
 #include "settle.h"
 
 namespace kvbench {
@@ -27,9 +31,58 @@ uint64_t map_count(const std::map<std::string, std::string>& map, const std::str
   return static_cast<uint64_t>(map_number(map, key));
 }
 
+}  // namespace
+
+
+// The version and the build kvbench was linked with (native/CMakeLists.txt: the release build, or the system's).
 std::string engine_version() {
-  return std::to_string(ROCKSDB_MAJOR) + "." + std::to_string(ROCKSDB_MINOR) + "." + std::to_string(ROCKSDB_PATCH);
+  return std::to_string(ROCKSDB_MAJOR) + "." + std::to_string(ROCKSDB_MINOR) + "." + std::to_string(ROCKSDB_PATCH) +
+         " (" KVBENCH_ROCKSDB_BUILD ")";
 }
+
+// RocksDB's own counters over the run (knobtune/targets/rocksdb/counters.toml says what each is). Always: the
+// DB stats' stall time and user bytes, the "rocksdb.cfstats" map's stall counts and bytes written and read per
+// level, level-0 files and pending compaction bytes now (RocksDB keeps these anyway). With a Statistics object
+// (the spec's "statistics"): its tickers, which win where they say the same. Ratios are left to the reader.
+nlohmann::json rocksdb_counters(rocksdb::DB* db, const std::shared_ptr<rocksdb::Statistics>& stats) {
+  std::map<std::string, std::string> cf, dbs;
+  db->GetMapProperty(rocksdb::DB::Properties::kCFStats, &cf);
+  db->GetMapProperty(rocksdb::DB::Properties::kDBStats, &dbs);
+  auto stalls = [&](const char* a, const char* b) {
+    return map_count(cf, std::string("io_stalls.") + a) + map_count(cf, std::string("io_stalls.") + b);
+  };
+  auto gib = [&](const char* key) { return static_cast<uint64_t>(map_number(cf, key) * 1073741824.0 + 0.5); };
+  uint64_t pending = 0;
+  db->GetIntProperty(rocksdb::DB::Properties::kEstimatePendingCompactionBytes, &pending);
+  std::string level0;
+  db->GetProperty(rocksdb::DB::Properties::kNumFilesAtLevelPrefix + "0", &level0);
+  const uint64_t level0_written = gib("compaction.L0.WriteGB");  // flushes (and the rare intra-L0 compaction)
+  nlohmann::json counters = {
+      {"stall_s", map_number(dbs, "db.user_write_stall_micros") / 1e6},
+      {"stalls_level0", stalls("level0_slowdown", "level0_numfiles")},  // the *_with_compaction are subsets
+      {"stalls_pending_compaction", stalls("stop_for_pending_compaction_bytes",
+                                           "slowdown_for_pending_compaction_bytes")},
+      {"stalls_memtable", stalls("memtable_compaction", "memtable_slowdown")},
+      {"l0_files_end", level0.empty() ? 0 : std::stoull(level0)}, {"pending_compaction_bytes_end", pending},
+      {"user_bytes_written", map_count(dbs, "db.user_bytes_written")},
+      {"flush_write_bytes", level0_written},
+      {"compact_write_bytes", gib("compaction.Sum.WriteGB") - std::min(level0_written, gib("compaction.Sum.WriteGB"))},
+      {"compact_read_bytes", gib("compaction.Sum.ReadGB")}};
+  if (!stats) return counters;
+  auto t = [&](rocksdb::Tickers ticker) { return stats->getTickerCount(ticker); };
+  counters.update({{"stall_s", static_cast<double>(t(rocksdb::STALL_MICROS)) / 1e6},
+                   {"block_cache_hit", t(rocksdb::BLOCK_CACHE_HIT)}, {"block_cache_miss", t(rocksdb::BLOCK_CACHE_MISS)},
+                   {"bloom_useful", t(rocksdb::BLOOM_FILTER_USEFUL)},
+                   {"bloom_full_positive", t(rocksdb::BLOOM_FILTER_FULL_POSITIVE)},
+                   {"memtable_hit", t(rocksdb::MEMTABLE_HIT)}, {"memtable_miss", t(rocksdb::MEMTABLE_MISS)},
+                   {"user_bytes_written", t(rocksdb::BYTES_WRITTEN)},
+                   {"flush_write_bytes", t(rocksdb::FLUSH_WRITE_BYTES)},
+                   {"compact_write_bytes", t(rocksdb::COMPACT_WRITE_BYTES)},
+                   {"compact_read_bytes", t(rocksdb::COMPACT_READ_BYTES)}});
+  return counters;
+}
+
+namespace {
 
 class RocksDbEngine : public Engine {
  public:
@@ -63,47 +116,19 @@ class RocksDbEngine : public Engine {
     return seen;
   }
   std::string version() const override { return engine_version(); }
-  // RocksDB's own counters over the run (knobtune/targets/rocksdb/counters.toml says what each is). Always: the
-  // DB stats' stall time and user bytes, the "rocksdb.cfstats" map's stall counts and bytes written and read per
-  // level, level-0 files and pending compaction bytes now (RocksDB keeps these anyway). With a Statistics object
-  // (the spec's "statistics"): its tickers, which win where they say the same. Ratios are left to the reader.
-  nlohmann::json stats() const override {
-    std::map<std::string, std::string> cf, dbs;
-    db_->GetMapProperty(rocksdb::DB::Properties::kCFStats, &cf);
-    db_->GetMapProperty(rocksdb::DB::Properties::kDBStats, &dbs);
-    auto stalls = [&](const char* a, const char* b) {
-      return map_count(cf, std::string("io_stalls.") + a) + map_count(cf, std::string("io_stalls.") + b);
-    };
-    auto gib = [&](const char* key) { return static_cast<uint64_t>(map_number(cf, key) * 1073741824.0 + 0.5); };
-    uint64_t pending = 0;
-    db_->GetIntProperty(rocksdb::DB::Properties::kEstimatePendingCompactionBytes, &pending);
-    std::string level0;
-    db_->GetProperty(rocksdb::DB::Properties::kNumFilesAtLevelPrefix + "0", &level0);
-    const uint64_t level0_written = gib("compaction.L0.WriteGB");  // flushes (and the rare intra-L0 compaction)
-    nlohmann::json counters = {
-        {"stall_s", map_number(dbs, "db.user_write_stall_micros") / 1e6},
-        {"stalls_level0", stalls("level0_slowdown", "level0_numfiles")},  // the *_with_compaction are subsets
-        {"stalls_pending_compaction", stalls("stop_for_pending_compaction_bytes",
-                                             "slowdown_for_pending_compaction_bytes")},
-        {"stalls_memtable", stalls("memtable_compaction", "memtable_slowdown")},
-        {"l0_files_end", level0.empty() ? 0 : std::stoull(level0)}, {"pending_compaction_bytes_end", pending},
-        {"user_bytes_written", map_count(dbs, "db.user_bytes_written")},
-        {"flush_write_bytes", level0_written},
-        {"compact_write_bytes", gib("compaction.Sum.WriteGB") - std::min(level0_written, gib("compaction.Sum.WriteGB"))},
-        {"compact_read_bytes", gib("compaction.Sum.ReadGB")}};
-    if (!stats_) return counters;
-    auto t = [&](rocksdb::Tickers ticker) { return stats_->getTickerCount(ticker); };
-    counters.update({{"stall_s", static_cast<double>(t(rocksdb::STALL_MICROS)) / 1e6},
-                     {"block_cache_hit", t(rocksdb::BLOCK_CACHE_HIT)}, {"block_cache_miss", t(rocksdb::BLOCK_CACHE_MISS)},
-                     {"bloom_useful", t(rocksdb::BLOOM_FILTER_USEFUL)},
-                     {"bloom_full_positive", t(rocksdb::BLOOM_FILTER_FULL_POSITIVE)},
-                     {"memtable_hit", t(rocksdb::MEMTABLE_HIT)}, {"memtable_miss", t(rocksdb::MEMTABLE_MISS)},
-                     {"user_bytes_written", t(rocksdb::BYTES_WRITTEN)},
-                     {"flush_write_bytes", t(rocksdb::FLUSH_WRITE_BYTES)},
-                     {"compact_write_bytes", t(rocksdb::COMPACT_WRITE_BYTES)},
-                     {"compact_read_bytes", t(rocksdb::COMPACT_READ_BYTES)}});
-    return counters;
+  nlohmann::json stats() const override { return rocksdb_counters(db_, stats_); }
+  void start_trace(const std::string& trace, const std::string& checkpoint) override {
+    if (!checkpoint.empty()) {
+      rocksdb::Checkpoint* raw = nullptr;
+      check(rocksdb::Checkpoint::Create(db_, &raw));
+      std::unique_ptr<rocksdb::Checkpoint> taker(raw);
+      check(taker->CreateCheckpoint(checkpoint));
+    }
+    std::unique_ptr<rocksdb::TraceWriter> writer;
+    check(rocksdb::NewFileTraceWriter(db_->GetEnv(), rocksdb::EnvOptions(), trace, &writer));
+    check(db_->StartTrace(rocksdb::TraceOptions(), std::move(writer)));
   }
+  void end_trace() override { check(db_->EndTrace()); }
 
  private:
   static void check(const rocksdb::Status& s) { if (!s.ok()) throw IoError(s.ToString()); }
@@ -157,7 +182,7 @@ void apply_memtable(const DriverKeys& d, rocksdb::Options* options) {
 
 }  // namespace
 
-std::unique_ptr<Engine> open_rocksdb(const std::string& path, const Config& config, bool sync, bool statistics) {
+rocksdb::Options rocksdb_options(const Config& config, std::shared_ptr<rocksdb::Statistics>* tickers) {
   rocksdb::ConfigOptions parse;
   parse.ignore_unknown_options = false;
   parse.input_strings_escaped = false;
@@ -195,17 +220,22 @@ std::unique_ptr<Engine> open_rocksdb(const std::string& path, const Config& conf
   rocksdb::Options options(db_options, cf_options);
   options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   apply_memtable(driver, &options);
+  if (tickers != nullptr) {
+    *tickers = rocksdb::CreateDBStatistics();
+    (*tickers)->set_stats_level(rocksdb::StatsLevel::kExceptHistogramOrTimers);  // no timers: half the default's cost
+    options.statistics = *tickers;
+  }
+  return options;
+}
+
+std::unique_ptr<Engine> open_rocksdb(const std::string& path, const Config& config, bool sync, bool statistics) {
+  std::shared_ptr<rocksdb::Statistics> tickers;
+  rocksdb::Options options = rocksdb_options(config, statistics ? &tickers : nullptr);
   options.create_if_missing = true;
   options.error_if_exists = true;
-  std::shared_ptr<rocksdb::Statistics> tickers;
-  if (statistics) {
-    tickers = rocksdb::CreateDBStatistics();
-    tickers->set_stats_level(rocksdb::StatsLevel::kExceptHistogramOrTimers);  // no timers: half the default's cost
-    options.statistics = tickers;
-  }
   rocksdb::DestroyDB(path, rocksdb::Options());
   rocksdb::DB* db = nullptr;
-  s = rocksdb::DB::Open(options, path, &db);
+  rocksdb::Status s = rocksdb::DB::Open(options, path, &db);
   if (!s.ok()) throw ConfigError("database refused config: " + s.ToString(), true);
   return std::make_unique<RocksDbEngine>(db, tickers, sync);
 }

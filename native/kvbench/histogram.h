@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace kvbench {
 
 class Histogram {
@@ -63,5 +65,12 @@ class Histogram {
   std::vector<uint64_t> buckets_;
   uint64_t count_ = 0, sum_ = 0, max_ = 0;
 };
+
+// A histogram as the result JSON gives it: count, percentiles, max and mean, in microseconds.
+inline nlohmann::json summarize(const Histogram& h) {
+  return {{"count", h.count()}, {"p50", h.percentile_us(0.50)}, {"p95", h.percentile_us(0.95)},
+          {"p99", h.percentile_us(0.99)}, {"p99.9", h.percentile_us(0.999)}, {"max", h.max_us()},
+          {"mean", h.mean_us()}};
+}
 
 }  // namespace kvbench

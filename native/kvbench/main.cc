@@ -2,6 +2,11 @@
 //   kvbench --engine rocksdb|leveldb --db DIR --spec SPEC.json [--result OUT.json] [--interval-ms 1000]
 //           [--crash-at-end 1]
 //   kvbench --engine rocksdb|leveldb --db DIR --settle SETTLE.json [--result OUT.json]
+//   kvbench --engine rocksdb --db DIR --replay REPLAY.json [--result OUT.json] [--interval-ms N] [--crash-at-end 1]
+//   kvbench --engine rocksdb --db SCRATCH --inspect-trace TRACE [--result OUT.json]
+//   kvbench --engine rocksdb --db DIR --digest 1 [--result OUT.json]
+// --replay replays a RocksDB trace (DB::StartTrace) onto the store in DIR under the spec's config (replay.h);
+// --inspect-trace reads a trace without running it; --digest hashes every key and value of the store in DIR.
 // --crash-at-end 1 ends the process with SIGKILL once the result is written, leaving the store as a crash
 // would. --settle reopens such a store, times it until it answers, flushes it and waits for its compaction.
 // Exit codes: 0 ok (settled); 2 bad input (args, spec, an option name the store lacks, unparsable text,
@@ -15,13 +20,15 @@
 #include <string>
 
 #include "engine.h"
+#include "replay.h"
 #include "settle.h"
 #include "workload.h"
 
 namespace {
 
-const char* kUsage = "usage: kvbench --engine rocksdb|leveldb --db DIR (--spec SPEC.json | --settle SETTLE.json) "
-                     "[--result OUT.json] [--interval-ms N] [--crash-at-end 0|1]";
+const char* kUsage = "usage: kvbench --engine rocksdb|leveldb --db DIR (--spec SPEC.json | --settle SETTLE.json | "
+                     "--replay REPLAY.json | --inspect-trace TRACE | --digest 1) [--result OUT.json] [--interval-ms N] "
+                     "[--crash-at-end 0|1]";
 
 int fail(int code, const std::string& message) {
   std::cerr << "kvbench: error: " << message << std::endl;
@@ -75,6 +82,38 @@ int settle(const std::string& engine, const std::map<std::string, std::string>& 
   }
 }
 
+// --replay, --inspect-trace and --digest: RocksDB's traces (replay.h).
+int trace_mode(const std::map<std::string, std::string>& args, bool crash_at_end, double interval_s) {
+  try {
+    if (args.count("inspect-trace")) {
+      emit(kvbench::inspect_trace(args.at("inspect-trace"), args.at("db")), args);
+      return 0;
+    }
+    if (args.count("digest")) {
+      emit(kvbench::digest_rocksdb(args.at("db")), args);
+      return 0;
+    }
+    kvbench::ReplaySpec spec;
+    std::string error;
+    if (!read_json_file(args.at("replay"), [&](const nlohmann::json& j) { spec = kvbench::parse_replay_spec(j); },
+                        &error))
+      return fail(2, error);
+    nlohmann::json result = kvbench::replay_rocksdb(args.at("db"), spec, interval_s, std::cerr);
+    result["engine"] = "rocksdb";
+    emit(result, args);
+    if (crash_at_end) std::raise(SIGKILL);  // as a crash would: the store is never closed
+    return 0;
+  } catch (const kvbench::TraceError& e) {
+    return fail(2, std::string("trace: ") + e.what());
+  } catch (const kvbench::NoStoreError& e) {
+    return fail(2, e.what());
+  } catch (const kvbench::ConfigError& e) {
+    return fail(e.refused ? 3 : 2, e.what());
+  } catch (const kvbench::IoError& e) {
+    return fail(4, std::string("I/O error during the replay: ") + e.what());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -87,7 +126,9 @@ int main(int argc, char** argv) {
   }
   for (const char* required : {"engine", "db"})
     if (!args.count(required)) return fail(2, std::string("missing --") + required + "; " + kUsage);
-  if (args.count("spec") == args.count("settle")) return fail(2, std::string("give one of --spec or --settle; ") + kUsage);
+  const size_t modes = args.count("spec") + args.count("settle") + args.count("replay") + args.count("inspect-trace") +
+                       args.count("digest");
+  if (modes != 1) return fail(2, std::string("give one of --spec, --settle, --replay, --inspect-trace or --digest; ") + kUsage);
   const std::string engine_name = args["engine"];
   if (engine_name != "rocksdb" && engine_name != "leveldb")
     return fail(2, "--engine '" + engine_name + "' is not rocksdb or leveldb");
@@ -97,6 +138,10 @@ int main(int argc, char** argv) {
   if (args.count("interval-ms")) {
     try { interval_s = std::stod(args["interval-ms"]) / 1000.0; }
     catch (const std::exception&) { return fail(2, "--interval-ms '" + args["interval-ms"] + "' is not a number"); }
+  }
+  if (!args.count("spec")) {
+    if (engine_name != "rocksdb") return fail(2, "traces are RocksDB's: use --engine rocksdb");
+    return trace_mode(args, crash_at_end, interval_s);
   }
   kvbench::Spec spec;
   std::string error;

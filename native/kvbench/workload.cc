@@ -10,6 +10,7 @@
 
 #include "generators.h"
 #include "histogram.h"
+#include "replay.h"
 #include "workers.h"
 
 namespace kvbench {
@@ -148,6 +149,29 @@ Spec parse_spec(const nlohmann::json& json) {
   if (!json.contains("phases") || !json["phases"].is_array() || json["phases"].empty())
     throw SpecError("field 'phases' must be a non-empty list");
   for (size_t i = 0; i < json["phases"].size(); ++i) spec.phases.push_back(parse_phase(json["phases"][i], i));
+  spec.config = parse_config(json);
+  spec.trace = field<std::string>(json, "trace", "", "");
+  spec.trace_checkpoint = field<std::string>(json, "trace_checkpoint", "", "");
+  spec.trace_from = field<std::string>(json, "trace_from", "", "");
+  if (spec.trace.empty() && !(spec.trace_checkpoint.empty() && spec.trace_from.empty()))
+    throw SpecError("fields 'trace_checkpoint' and 'trace_from' need a 'trace' file");
+  if (!spec.trace_from.empty() && std::none_of(spec.phases.begin(), spec.phases.end(),
+                                               [&](const PhaseSpec& p) { return p.name == spec.trace_from; }))
+    throw SpecError("field 'trace_from' names no phase: '" + spec.trace_from + "'");
+  return spec;
+}
+
+ReplaySpec parse_replay_spec(const nlohmann::json& json) {
+  if (!json.is_object()) throw SpecError("the replay spec must be a JSON object");
+  ReplaySpec spec;
+  spec.trace = field<std::string>(json, "trace", "", "");
+  if (spec.trace.empty()) throw SpecError("field 'trace' must name the trace file");
+  spec.limit = field<uint64_t>(json, "limit", 0, "");
+  spec.threads = parse_threads(json);
+  spec.statistics = field<bool>(json, "statistics", false, "");
+  const std::string pace = field<std::string>(json, "pace", "full", "");
+  if (pace != "full" && pace != "captured") throw SpecError("field 'pace' is '" + pace + "'; use full or captured");
+  spec.paced = pace == "captured";
   spec.config = parse_config(json);
   return spec;
 }
@@ -373,12 +397,6 @@ Totals run_phase(Engine& engine, State& state, const PhaseSpec& phase, uint64_t 
   return totals;
 }
 
-nlohmann::json summarize(const Histogram& h) {
-  return {{"count", h.count()}, {"p50", h.percentile_us(0.50)}, {"p95", h.percentile_us(0.95)},
-          {"p99", h.percentile_us(0.99)}, {"p99.9", h.percentile_us(0.999)}, {"max", h.max_us()},
-          {"mean", h.mean_us()}};
-}
-
 nlohmann::json latency_of(const Totals& totals) {
   nlohmann::json latency = nlohmann::json::object();
   for (const auto& [op, h] : totals.latency) latency[op] = summarize(h);
@@ -399,8 +417,13 @@ nlohmann::json run(Engine& engine, const Spec& spec, double interval_s, std::ost
   nlohmann::json phases = nlohmann::json::array();
   Totals all;
   const auto start = Clock::now();
+  bool tracing = false;
   for (size_t p = 0; p < spec.phases.size(); ++p) {
     const PhaseSpec& phase = spec.phases[p];
+    if (!spec.trace.empty() && !tracing && (spec.trace_from.empty() || phase.name == spec.trace_from)) {
+      engine.start_trace(spec.trace, spec.trace_checkpoint);
+      tracing = true;
+    }
     const uint64_t seed = spec.seed * 1000003 + p;  // each phase its own order
     const auto phase_start = Clock::now();
     const Totals totals = run_phase(engine, state, phase, seed, {progress, phase.name, interval_s, phase_start});
@@ -412,6 +435,7 @@ nlohmann::json run(Engine& engine, const Spec& spec, double interval_s, std::ost
                       {"latency_all_us", latency_of_all(totals)}});
     all.add(totals);
   }
+  if (tracing) engine.end_trace();
   const double elapsed = seconds(Clock::now() - start);
   return {{"engine_version", engine.version()}, {"seed", spec.seed}, {"threads", spec.threads},
           {"elapsed_s", elapsed}, {"ops", all.ops}, {"ops_per_s", elapsed > 0 ? all.ops / elapsed : 0.0},

@@ -38,6 +38,10 @@ struct Spec {
   bool statistics = false;  // RocksDB: keep its tickers (a Statistics object: about 6% of a point read's instructions)
   std::vector<PhaseSpec> phases;
   Config config;
+  // Capture the run as RocksDB traces it (knobtune capture --workload): from the phase named `trace_from` (empty:
+  // the first) on, every operation goes to the trace file `trace`, after a checkpoint of the store into
+  // `trace_checkpoint` (empty: none, the trace starts from an empty store).
+  std::string trace, trace_checkpoint, trace_from;
 };
 
 // Raises SpecError naming the field and the fix.

@@ -1,4 +1,4 @@
-"""RocksDB through its own db_bench (Debian's ``rocksdb-tools``).
+"""RocksDB through its own db_bench (the release build the set-up makes: ``build.py``).
 
 Knobs become db_bench flags (never an OPTIONS file and flags together: db_bench
 then ignores the flags without a word). Each run starts from an empty database
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,13 +30,12 @@ from knobtune.targets._base import FailureKind, KnownConfig, Measurement, Phase,
 from knobtune.targets._counters import with_ratios
 from knobtune.targets._embedded import EmbeddedTarget
 from knobtune.targets._process import run_logged
+from knobtune.targets.rocksdb.build import find_db_bench, rocksdb_build
 from knobtune.targets.rocksdb.db_bench_counters import parse_counters
 from knobtune.targets.rocksdb.db_bench_workload import WorkloadFlags, knob_flags, read_section
 from knobtune.targets.rocksdb.known import guide_config
 from knobtune.workloads import Rung, Workload
 
-DB_BENCH = "db_bench"
-INSTALL_HINT = "Fix: install it with `apt-get install rocksdb-tools` (the README's set-up does this)"
 
 _RESULT = re.compile(
     r"^(?P<name>\w+)\s*:\s*(?P<micros>[\d.]+) micros/op (?P<ops_s>\d+) ops/sec\s+(?P<secs>[\d.]+) seconds\s+"
@@ -61,18 +59,6 @@ _POINT_WRITES = frozenset({"fillrandom", "filluniquerandom", "fillseq", "overwri
 TICKER_FLAGS = ("--statistics", "--stats_level=1")
 STATS_BENCHMARK = "stats"  # prints the rocksdb.stats property: stall counts, files per level; no result line
 _HELP_DEFAULT = re.compile(r"^\s+-(\w+) \(.*?\) type: \w+\s+default: (.*)$")
-
-
-def find_db_bench() -> str:
-    """The path of db_bench.
-
-    Raises:
-        ToolMissingError: db_bench is not on PATH.
-    """
-    path = shutil.which(DB_BENCH)
-    if path is None:
-        raise ToolMissingError(f"db_bench is not installed (not found on PATH). {INSTALL_HINT}")
-    return path
 
 
 def db_bench_defaults() -> dict[str, str]:
@@ -157,7 +143,10 @@ class DbBenchTarget(EmbeddedTarget):
 
     @classmethod
     def installed(cls) -> str | None:
-        return shutil.which(DB_BENCH)
+        try:
+            return find_db_bench()
+        except ToolMissingError:
+            return None
 
     def open(self) -> None:
         self._binary = find_db_bench()
@@ -193,8 +182,7 @@ class DbBenchTarget(EmbeddedTarget):
         return self.workload_flags.threads
 
     def version(self) -> str:
-        out = subprocess.run([find_db_bench(), "--version"], capture_output=True, text=True, check=False).stdout
-        return out.strip().split()[-1] if out.strip() else "unknown"
+        return rocksdb_build().description
 
     def argv(self, rung: Rung, db_dir: Path, seed: int, report_file: Path | None = None) -> list[str]:
         """The full db_bench command line for one run: workload flags (the workload's own ``threads`` and ``flags``

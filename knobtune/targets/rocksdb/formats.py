@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import re
-import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from knobtune.errors import ConfigError, ToolMissingError
+from knobtune.errors import ConfigError
 from knobtune.knobs import Catalog, Value, render_flags
 from knobtune.targets._formats import ExportFormat
 from knobtune.targets._process import run_logged
+from knobtune.targets.rocksdb.build import find_db_bench
 
 _ROCKSDB_ERROR = re.compile(r"error|Invalid argument|Not supported|should be", re.IGNORECASE)
 
@@ -21,12 +21,9 @@ def _rocksdb_options(catalog: Catalog, config: Mapping[str, Value]) -> str:
 
     Raises:
         ConfigError: RocksDB refused the config.
-        ToolMissingError: db_bench is not installed.
+        ToolMissingError: no db_bench is built or installed.
     """
-    binary = shutil.which("db_bench")
-    if binary is None:
-        raise ToolMissingError("db_bench is not installed (it writes RocksDB's OPTIONS file). "
-                               "Fix: install it with `apt-get install rocksdb-tools` (the README's set-up does this)")
+    binary = find_db_bench()
     with tempfile.TemporaryDirectory(prefix="knobtune-options-") as tmp:
         db_dir, log = Path(tmp) / "db", Path(tmp) / "log"
         argv = [binary, f"--db={db_dir}", "--benchmarks=fillseq", "--num=1", "--progress_reports=false",

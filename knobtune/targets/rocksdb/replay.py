@@ -1,0 +1,256 @@
+"""RocksDB replaying a capture of an application's own work: its trace (``DB::StartTrace``) onto its checkpoint.
+
+A capture (``workloads/capture.py``, docs/replay.md) holds the trace, the
+checkpoint taken when tracing began (or none: the trace starts from an empty
+store) and a ``[drivers.replay]`` section: ``pace`` ("full": as fast as it can;
+"captured": at the trace's own pace, where the lag behind the schedule is
+measured) and ``threads`` (records go to threads by their first key, so each
+key's operations keep their order).
+
+A run copies the checkpoint into a fresh store (table files hard-linked: RocksDB
+never changes one), replays the rung's first records through kvbench, which
+uses RocksDB's own Replayer, and ends as a crash would; the settle is the
+embedded stores' (``_embedded.py``). Then, outside the measured time, kvbench
+takes the digest of every key and value: it must equal the default config's at
+that rung, or the run fails as data loss. The default's digest is taken by the
+first default run at each rung; a rung reached first by another config runs
+the default once before it, unmeasured. An operation that fails under a config
+more often than under the default counts against the config.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from knobtune.errors import ConfigError, WorkloadError
+from knobtune.knobs import Catalog, Value, check_driver, render_named
+from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
+from knobtune.targets._counters import numbers, with_ratios
+from knobtune.targets._embedded import EmbeddedTarget, find_kvbench, read_result
+from knobtune.targets._process import run_logged
+from knobtune.targets.rocksdb import trace
+from knobtune.workloads import Rung, Workload
+
+SECTION_FIELDS = ("trace", "checkpoint", "pace", "threads")
+PACES = ("full", "captured")
+MAX_THREADS = 1024
+DIGEST_LIMIT_S = 600.0  # a digest reads the whole store once; longer means the machine is in trouble
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What the default config left at one rung: the store's digest and how many operations failed."""
+
+    digest: str
+    keys: int
+    errors: int
+
+
+class RocksdbReplayTarget(EmbeddedTarget):
+    driver = "replay"
+    spelling = "kvbench"  # kvbench replays: the catalog's kvbench names
+    key_format = "kvbench"  # the settle's probe reads: any keys answer "found" or "not found"
+
+    @classmethod
+    def installed(cls) -> str | None:
+        try:
+            return find_kvbench()
+        except Exception:  # noqa: BLE001 - ToolMissingError: not built
+            return None
+
+    @classmethod
+    def section(cls, workload: Workload) -> Mapping[str, Any]:
+        """The capture's replay section, its fields checked and its files found.
+
+        Raises:
+            WorkloadError: one line naming the file, the field and the fix.
+        """
+        section = workload.driver(cls.driver)
+        where = str(workload.source) if workload.source else f"workload '{workload.name}'"
+        for name in section:
+            if name not in SECTION_FIELDS:
+                raise WorkloadError(f"{where}: field 'drivers.replay.{name}': is not a field of the replay section. "
+                                    f"Fix: use {', '.join(SECTION_FIELDS)}")
+        if section.get("pace", "full") not in PACES:
+            raise WorkloadError(f"{where}: field 'drivers.replay.pace': {section.get('pace')!r} is not one of "
+                                f"{', '.join(PACES)}. Fix: pace = \"full\" (as fast as it can) or \"captured\"")
+        threads = section.get("threads", 1)
+        if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
+            raise WorkloadError(f"{where}: field 'drivers.replay.threads': {threads!r} is not a number of threads "
+                                f"from 1 to {MAX_THREADS}. Fix: e.g. threads = 4")
+        for field_name in ("trace", "checkpoint"):
+            path = _path(workload, section, field_name)
+            if field_name == "trace" and path is None:
+                raise WorkloadError(f"{where}: field 'drivers.replay.trace': missing. Fix: name the trace file")
+            if path is not None and not path.exists():
+                raise WorkloadError(f"{where}: field 'drivers.replay.{field_name}': {path} does not exist. Fix: make "
+                                    "the capture again with `knobtune capture rocksdb`")
+        return section
+
+    @staticmethod
+    def checks_reads(section: Mapping[str, object]) -> bool:
+        return True  # the store's digest after the replay against the default's
+
+    def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
+                 **options: object) -> None:
+        super().__init__(catalog, workload, scratch_dir, **options)  # type: ignore[arg-type]
+        if twin:
+            raise WorkloadError(f"workload '{workload.name}' is a capture: it has no verifiable twin")
+        self.system = catalog.system
+        section = self.section(workload)
+        self.trace = _path(workload, section, "trace")
+        self.checkpoint = _path(workload, section, "checkpoint")
+        self.pace = str(section.get("pace", "full"))
+        self.threads = int(section.get("threads", 1))
+        self._config: dict[str, str] = {}
+        self._is_default = True
+        self._references: dict[int, Reference] = {}
+
+    def open(self) -> None:
+        self._binary = find_kvbench()
+        super().open()
+
+    def version(self) -> str:
+        return trace.engine_version(self.scratch_dir)
+
+    def apply(self, config: Mapping[str, Value]) -> None:
+        try:
+            check_driver(self.catalog, config, self.spelling)
+            self._config = render_named(self.catalog, config, self.spelling)
+        except ConfigError as exc:
+            raise RunFailure(FailureKind.REFUSED, str(exc)) from None
+        self._is_default = not self.catalog.changed(config)
+
+    def settle_config(self) -> dict[str, str]:
+        return dict(self._config)
+
+    def clients(self) -> int:
+        return self.threads
+
+    def _mix(self) -> Mapping[str, int]:
+        return self.workload.capture.mix if self.workload.capture else {}
+
+    def reads_single_keys_only(self) -> bool:
+        mix = self._mix()
+        return not self.scans_ranges() and bool(mix.get("get") or mix.get("multiget"))
+
+    def scans_ranges(self) -> bool:
+        mix = self._mix()
+        return bool(mix.get("seek") or mix.get("seek_for_prev"))
+
+    def reads_and_writes(self) -> tuple[bool, bool]:
+        mix = self._mix()
+        reads = any(mix.get(kind) for kind in trace.READ_KINDS)
+        return reads, any(mix.get(kind) for kind in trace.WRITE_KINDS)
+
+    def data_set_bytes(self) -> int:
+        """The checkpoint's files plus what the trace writes (keys and values of its puts and merges)."""
+        held = sum(p.stat().st_size for p in self.checkpoint.rglob("*") if p.is_file()) if self.checkpoint else 0
+        mix = self._mix()
+        return held + (mix.get("put", 0) + mix.get("merge", 0)) * (self.workload.key_size + self.workload.value_size)
+
+    # ------------------------------------------------------------ one run
+
+    def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
+        if not self._is_default and rung.records not in self._references:
+            self._measure_reference(rung, log_path, seed)
+        return super().run(rung, timeout_s=timeout_s, log_path=log_path, seed=seed)
+
+    def _measure_reference(self, rung: Rung, log_path: Path, seed: int) -> None:
+        """Replay the rung once under the default config (unmeasured) for the digest the config's must equal."""
+        config, was_default = self._config, self._is_default
+        self._config, self._is_default = {}, True
+        try:
+            super().run(rung, timeout_s=None, log_path=log_path.with_name(log_path.stem + ".default-reference.log"),
+                        seed=seed)
+        except RunFailure as failure:
+            raise RunFailure(FailureKind.TOOL, f"the default config's replay (the reference for the data check) "
+                             f"failed: {failure.reason}", failure.log_path) from None
+        finally:
+            self._config, self._is_default = config, was_default
+
+    def run_workload(self, rung: Rung, db_dir: Path, *, timeout_s: float | None, log_path: Path,
+                     seed: int) -> Measurement:
+        copy_store(self.checkpoint, db_dir)
+        spec_path, result_path = log_path.with_suffix(".spec.json"), log_path.with_suffix(".result.json")
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        spec_path.write_text(json.dumps({"trace": str(self.trace), "limit": rung.records, "threads": self.threads,
+                                         "pace": self.pace, "statistics": self.ticker_counters,
+                                         "config": self._config}, indent=2))
+        result_path.unlink(missing_ok=True)
+        argv = [self._binary, "--engine", "rocksdb", "--db", str(db_dir), "--replay", str(spec_path),
+                "--result", str(result_path), "--interval-ms", "1000", "--crash-at-end", "1" if self.settle else "0"]
+        outcome = run_logged(argv, log_path=log_path, timeout_s=timeout_s, memory_limit_bytes=self.memory_limit_bytes)
+        self.check_process(outcome, rung, timeout_s, log_path, what="the replay")
+        ended_as_asked = outcome.returncode == 0 or (self.settle and outcome.returncode == -9)
+        result = read_result(result_path) if ended_as_asked else None
+        if result is None:
+            raise RunFailure(*trace.classify_exit(outcome.returncode, log_path.read_text(errors="replace")), log_path)
+        return _measurement(result, outcome.elapsed_s, log_path, outcome.peak_rss_bytes)
+
+    def checked(self, measurement: Measurement, rung: Rung, db_dir: Path, log_path: Path) -> Measurement:
+        """The data check after the run (and its settle): the store's digest against the default's at this rung."""
+        digest = trace.digest(self._binary, db_dir, log_path.with_suffix(".digest.log"), DIGEST_LIMIT_S)
+        errors = int(measurement.counters.get("replay_errors", 0))
+        mine = Reference(digest["digest"], int(digest["keys"]), errors)
+        reference = self._references.get(rung.records)
+        if reference is None:
+            if self._is_default:
+                self._references[rung.records] = mine
+            return measurement
+        if mine.errors > reference.errors:
+            raise RunFailure(FailureKind.CRASH, f"{mine.errors:,} replayed operations failed under this config, "
+                             f"{reference.errors:,} under the default ({trace.first_error(log_path)})", log_path)
+        if mine.digest != reference.digest:
+            raise RunFailure(FailureKind.DATA_LOSS, f"data changed: after the replay the store holds {mine.keys:,} "
+                             f"keys (digest {mine.digest}), the default's {reference.keys:,} (digest "
+                             f"{reference.digest})", log_path)
+        return replace(measurement, verified=True)
+
+
+def _path(workload: Workload, section: Mapping[str, Any], field_name: str) -> Path | None:
+    """A file the section names, relative to the capture's folder."""
+    value = section.get(field_name)
+    if not value:
+        return None
+    path = Path(str(value))
+    return path if path.is_absolute() or workload.source is None else workload.source.parent / path
+
+
+def copy_store(checkpoint: Path | None, db_dir: Path) -> None:
+    """A fresh store in ``db_dir`` holding the checkpoint (table and blob files hard-linked where the file system
+    allows, the rest copied); an empty folder when there is none."""
+    db_dir.mkdir(parents=True)
+    if checkpoint is None:
+        return
+    for source in sorted(checkpoint.iterdir()):
+        target = db_dir / source.name
+        if source.suffix in (".sst", ".blob"):
+            try:
+                os.link(source, target)
+                continue
+            except OSError:
+                pass
+        shutil.copyfile(source, target)
+        target.chmod(0o600)
+
+
+def _measurement(result: Mapping[str, Any], elapsed_s: float, log_path: Path, peak_rss_bytes: int) -> Measurement:
+    measured = result["phases"][0]
+    latency = measured.get("latency_all_us") or {}
+    phase = Phase(name="replay", ops=measured["ops"], seconds=measured["elapsed_s"], ops_per_s=measured["ops_per_s"],
+                  p50_us=latency.get("p50"), p99_us=latency.get("p99"), p999_us=latency.get("p99.9"),
+                  max_us=latency.get("max"), mean_us=latency.get("mean"))
+    replayed = result.get("replay") or {}
+    lag = replayed.get("lag_us") or {}
+    counters = {**numbers(result.get("stats", {})), "replay_errors": float(replayed.get("errors", 0))}
+    if lag:
+        counters.update(replay_lag_p99_s=lag["p99"] / 1e6, replay_lag_max_s=lag["max"] / 1e6)
+    return Measurement(elapsed_s=elapsed_s, phases=(phase,), measured=("replay",), log_path=log_path, verified=False,
+                       peak_rss_bytes=peak_rss_bytes, counters=with_ratios(counters, workload_s=phase.seconds))

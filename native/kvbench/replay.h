@@ -1,0 +1,46 @@
+// RocksDB traces (DB::StartTrace), as captures of an application's real work: replay one onto a store under a
+// config, read one without running it, and take the digest of a store's whole contents (the replay's data check).
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine.h"
+
+namespace kvbench {
+
+// A trace knobtune cannot replay (not a trace, cut short, damaged): the caller's input, exit 2.
+struct TraceError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ReplaySpec {
+  std::string trace;      // the trace file
+  uint64_t limit = 0;     // replay the first `limit` query records (0: all): a rung is the first fraction
+  unsigned threads = 1;   // >1: records go to threads by their first key, so each key's operations keep their order
+  bool paced = false;     // at the trace's own pace (the captured gaps between records); else as fast as it can
+  bool statistics = false;
+  Config config;
+};
+
+// Raises SpecError naming the field and the fix.
+ReplaySpec parse_replay_spec(const nlohmann::json& json);
+
+// Open the store in `path` (the capture's checkpoint copied there, or nothing: a new store) under the spec's
+// config, and replay the trace's first records onto it through RocksDB's Replayer, timing each. The store is left
+// open for the caller's crash (the settle then reopens it). Throws ConfigError, TraceError, IoError.
+nlohmann::json replay_rocksdb(const std::string& path, const ReplaySpec& spec, double interval_s,
+                              std::ostream& progress);
+
+// What a trace holds, without running it (records by kind, the keys' and values' sizes, its span): `scratch` is an
+// empty folder for the store RocksDB's reader needs. Throws TraceError.
+nlohmann::json inspect_trace(const std::string& trace, const std::string& scratch);
+
+// The digest of every key and value of every column family of the store in `path`, in order (FNV-1a, 64 bits,
+// over length-prefixed names, keys and values), opened read-only. Throws NoStoreError, IoError.
+nlohmann::json digest_rocksdb(const std::string& path);
+
+}  // namespace kvbench
