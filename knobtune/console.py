@@ -156,11 +156,23 @@ def comparison_text(comparison: Comparison, goal: Objective, unsafe: dict[str, d
                  "compaction)" if settled else "UNSETTLED runs: raw window, the work a run leaves behind is not counted"))
 
 
+def _capture_lines(summary: StudySummary) -> None:
+    """What a capture study replays (its summary, never its data), and how well the default kept the captured pace."""
+    for line in summary.capture.lines():  # type: ignore[union-attr]
+        out.print(f"replayed: {line.strip()}" if not line.startswith(" ") else f"  {line.strip()}", markup=False)
+    lag, most = summary.default_counters.get("replay_lag_p99_s"), summary.default_counters.get("replay_lag_max_s")
+    if lag is not None:
+        out.print(f"  the default's replay at the captured pace started operations late by {lag * 1000:,.1f} ms at "
+                  f"p99 ({(most or 0) * 1000:,.1f} ms at most)", markup=False)
+
+
 def summary_text(summary: StudySummary, catalog: Catalog) -> None:
     """The end of ``tune`` and ``show``: counts, the result against the default, the proof, the risks."""
     counts = ", ".join(f"{n} {k}" for k, n in summary.counts.items() if n)
     out.print(f"[bold]study {summary.study}[/bold]: {summary.system} / {summary.workload}, "
               f"objective {summary.objective.value} ({'higher' if summary.objective.maximize else 'lower'} is better)")
+    if summary.capture is not None:
+        _capture_lines(summary)
     out.print(f"trials: {counts or 'none yet'}")
     failed = {k: v for k, v in summary.time_s.items() if k not in ("all", "complete", "pruned", "budget")}
     if sum(failed.values()) >= 1:

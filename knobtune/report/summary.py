@@ -24,6 +24,7 @@ from knobtune.tuning.guide import compare_findings, rules_of
 from knobtune.tuning.outcomes import Outcome
 from knobtune.tuning.records import TrialRecord, record_of
 from knobtune.workloads import Objective
+from knobtune.workloads.capture import CaptureSummary
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class StudySummary:
     time_spent: dict[str, float | None] = field(default_factory=dict)  # the latest `tune`: search, verification
     default_counters: dict[str, float] = field(default_factory=dict)  # the system's counters over the default's full run
     diagnosis: dict[str, Any] = field(default_factory=dict)  # the rules over the default's and the result's full runs
+    capture: CaptureSummary | None = None  # the workload is a capture of a user's own work: what it holds, no data
 
     @property
     def drift(self) -> float | None:
@@ -113,6 +115,7 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         export_formats=tuple(f.name for f in export_formats(user.get(attrs.SYSTEM, catalog.system),
                                                             user.get(attrs.DRIVER))) + ("json",),
         settled=bool(user.get(attrs.SETTLED, False)), scaled_rungs=bool(user.get(attrs.SCALED_RUNGS, False)),
+        capture=CaptureSummary.from_record(user[attrs.CAPTURE]) if attrs.CAPTURE in user else None,
         costs=_costs(study, default_trial, result, verification),
         limits={"memory_limit_bytes": user.get(attrs.MEMORY_LIMIT), "max_recovery_s": user.get(attrs.MAX_RECOVERY),
                 "production": user.get(attrs.PRODUCTION)},

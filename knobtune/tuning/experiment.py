@@ -118,6 +118,7 @@ class Experiment:
             **({attrs.PRODUCTION: self.production_record()} if self.production is not None else {}),
             **({attrs.ONLY_RUNG: self.only_rung} if self.only_rung is not None else {}),
             **({attrs.RANKED_BY: self.ranking} if self.ranking is not None else {}),
+            **({attrs.CAPTURE: w.capture.record()} if w.capture is not None else {}),
         }
 
     def production_record(self) -> dict[str, Any]:

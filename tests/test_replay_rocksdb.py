@@ -1,0 +1,169 @@
+"""Captures of RocksDB work, replayed: real traces (kvbench runs traced by RocksDB's own tracer), real replays
+through RocksDB's Replayer under real configs, the store's digest as the data check, and bad captures refused."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from knobtune.errors import WorkloadError
+from knobtune.targets import FailureKind, RunFailure, make_target
+from knobtune.targets.rocksdb.capture import from_files, from_workload
+from knobtune.workloads import load_workload
+
+from conftest import tiny
+
+RECORDS = 3000  # ycsb-a at 3,000 records: a 3 MB checkpoint and 6,000 traced operations
+
+
+@pytest.fixture(scope="module")
+def capture(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A capture of ycsb-a's run phase, traced by RocksDB from kvbench's run (its load phase in the checkpoint)."""
+    out = tmp_path_factory.mktemp("captures") / "ycsb-a.capture"
+    from_workload(load_workload("ycsb-a"), out, "ycsb-a-capture", RECORDS)
+    return out
+
+
+def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "knobtune.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+
+
+def _one_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Fix:" in lines[0], result.stderr
+    return lines[0]
+
+
+def test_a_capture_is_private_and_says_what_it_holds_without_its_data(capture: Path) -> None:
+    for path in (capture, *capture.rglob("*")):
+        assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, f"{path} is readable by others"
+    workload = load_workload(capture)
+    assert workload.capture is not None and workload.counts == "operations"
+    assert workload.records == workload.capture.operations == 2 * RECORDS  # ycsb-a runs 2 operations per record
+    assert set(workload.capture.mix) == {"get", "put"} and sum(workload.capture.mix.values()) == 2 * RECORDS
+    assert workload.key_size == 24 and workload.value_size == 1000  # the trace's mean sizes: the workload's shape
+    assert (capture / "checkpoint" / "CURRENT").is_file()
+    shown = "\n".join(workload.capture.lines())
+    assert "get" in shown and "put" in shown and "user" not in shown  # ycsb's keys start "user": never printed
+
+
+def test_a_capture_others_can_read_is_refused(capture: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "open.capture"
+    shutil.copytree(capture, copy)
+    copy.chmod(0o755)
+    with pytest.raises(WorkloadError, match="readable by others.*chmod -R go-rwx"):
+        load_workload(copy)
+
+
+def test_replays_under_two_configs_give_the_same_store(rocksdb, capture: Path, tmp_path: Path) -> None:
+    workload = load_workload(capture)
+    with make_target(rocksdb, workload, tmp_path / "scratch") as target:
+        assert target.driver == "replay"
+        runs = []
+        for changes in ({}, {"write_buffer_size": "1MiB", "compression_type": "lz4", "bloom_bits": 10}):
+            target.apply(rocksdb.config(changes))
+            runs.append(target.run(workload.full, timeout_s=None, log_path=tmp_path / f"run-{len(runs)}.log",
+                                   seed=1))
+    for run in runs:
+        assert run.verified and run.settle is not None
+        assert run.phases[0].ops == workload.records and run.phases[0].p99_us
+        assert run.counters["replay_errors"] == 0
+    assert not any((tmp_path / "scratch").glob("db-*")), "a replayed store was left behind"
+
+
+def test_a_rung_replays_the_first_fraction_and_a_first_changed_config_measures_the_default_first(
+        rocksdb, capture: Path, tmp_path: Path) -> None:
+    workload = load_workload(capture)
+    rung = workload.rungs[0]
+    with make_target(rocksdb, workload, tmp_path / "scratch") as target:
+        target.apply(rocksdb.config({"max_background_jobs": 4}))
+        run = target.run(rung, timeout_s=None, log_path=tmp_path / "run.log", seed=1)
+    assert run.phases[0].ops == rung.records == round(0.1 * workload.records)
+    assert run.verified
+    assert (tmp_path / "run.default-reference.log").is_file()  # the default's replay, the check's reference
+
+
+def test_a_config_that_drops_data_fails_as_data_loss(rocksdb, capture: Path, tmp_path: Path) -> None:
+    # FIFO compaction deletes the oldest table files once they pass its size limit (1 MiB here, of ~3 MB of data).
+    workload = load_workload(capture)
+    with make_target(rocksdb, workload, tmp_path / "scratch") as target:
+        target.apply(rocksdb.defaults())
+        target.run(workload.full, timeout_s=None, log_path=tmp_path / "default.log", seed=1)
+        target.apply(rocksdb.config({"compaction_style": "fifo", "fifo_compaction_max_table_files_size_mb": 1}))
+        with pytest.raises(RunFailure) as caught:
+            target.run(workload.full, timeout_s=None, log_path=tmp_path / "fifo.log", seed=1)
+    assert caught.value.kind is FailureKind.DATA_LOSS and "digest" in caught.value.reason
+
+
+def test_tune_on_a_capture_gives_a_verified_verdict(capture: Path, tmp_path: Path) -> None:
+    result = _cli("tune", "rocksdb", "--workload", str(capture), "--trials", "3", "--repeats", "2",
+                  "--dir", str(tmp_path / "studies"), "--study", "app")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "verdict:" in result.stdout and "replay" in result.stdout
+    assert "Assertions are enabled" not in result.stdout + result.stderr
+    shown = _cli("show", "app", "--dir", str(tmp_path / "studies"))
+    assert shown.returncode == 0 and "rocksdb capture: 6,000 operations" in shown.stdout, shown.stdout
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not-a-trace", "another-system", "missing-checkpoint"])
+def test_a_bad_capture_gives_one_line_and_writes_nothing(capture: Path, tmp_path: Path, damage: str) -> None:
+    source, state = tmp_path / "app.trace", capture / "checkpoint"
+    trace = (capture / "trace").read_bytes()
+    if damage == "truncated":
+        source.write_bytes(trace[: len(trace) * 2 // 3])
+    elif damage == "not-a-trace":
+        source.write_text("this is not a trace\n" * 100)
+    elif damage == "another-system":  # a PostgreSQL log where the trace should be
+        source.write_text("2026-11-27 10:00:00.000 UTC|bench|bench|1|LOG:  statement: SELECT 1\n" * 50)
+    else:
+        source.write_bytes(trace)
+        state = tmp_path / "no-such-checkpoint"
+    out = tmp_path / "out.capture"
+    line = _one_error(_cli("capture", "rocksdb", "--from", str(source), "--state", str(state), "-o", str(out)))
+    assert not out.exists(), "a refused capture left its folder"
+    expected = {"truncated": "cut short", "not-a-trace": "not a RocksDB trace",
+                "another-system": "not a RocksDB trace", "missing-checkpoint": "does not exist"}[damage]
+    assert expected in line, line
+
+
+def test_an_imported_trace_and_checkpoint_replay_as_the_capture_did(capture: Path, tmp_path: Path) -> None:
+    out = tmp_path / "imported.capture"
+    summary = from_files(capture / "trace", capture / "checkpoint", out, "imported")
+    assert summary.operations == 2 * RECORDS
+    assert load_workload(out).capture.files == load_workload(capture).capture.files  # the same bytes, copied
+
+
+def _kvbench_under(folder: Path) -> list[str]:
+    return subprocess.run(["pgrep", "-f", f"kvbench.*{folder}"], capture_output=True, text=True).stdout.split()
+
+
+def test_sigkill_mid_replay_leaves_no_process_and_the_next_command_reclaims_the_scratch(tmp_path: Path) -> None:
+    capture = tmp_path / "big.capture"
+    from_workload(tiny("ycsb-a", 20000), capture, "big", None)
+    home = tmp_path / "studies"
+    log = tmp_path / "out.log"
+    process = subprocess.Popen([sys.executable, "-m", "knobtune.cli", "tune", "rocksdb", "--workload", str(capture),
+                                "--trials", "50", "--dir", str(home), "--study", "killed"],
+                               stdout=log.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 180
+    while not _kvbench_under(home) and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.05)
+    assert _kvbench_under(home), "no replay started: " + log.read_text()
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    time.sleep(0.5)
+    assert _kvbench_under(home) == [], "kvbench outlived the killed knobtune"
+    assert list((home / "scratch").glob("*")), "expected the killed run's scratch (it had no chance to clean up)"
+    shown = _cli("show", "killed", "--dir", str(home))
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert not list((home / "scratch").glob("*")), "the next command did not reclaim the killed run's scratch"
