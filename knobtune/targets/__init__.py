@@ -6,7 +6,7 @@ Each target runs a workload under a config and returns a Measurement. Nothing he
 
 from knobtune.targets._base import FailureKind, KnownConfig, Measurement, Phase, RunFailure, Target
 from knobtune.targets._disk import disk_full_of, is_disk_full
-from knobtune.targets._formats import ExportFormat
+from knobtune.targets._formats import Beside, ExportFormat
 from knobtune.targets._heuristics import HeuristicConfig, Machine, disk_detection
 from knobtune.targets._registry import (
     SYSTEMS, TARGETS, capturing, described_systems, export_format, export_formats, heuristic_config, make_target,
@@ -15,7 +15,7 @@ from knobtune.targets._registry import (
 )
 from knobtune.targets._system import Capturing, Heuristics, System
 
-__all__ = ["Capturing", "ExportFormat", "FailureKind", "HeuristicConfig", "Heuristics", "KnownConfig", "Machine", "Measurement",
+__all__ = ["Beside", "Capturing", "ExportFormat", "FailureKind", "HeuristicConfig", "Heuristics", "KnownConfig", "Machine", "Measurement",
            "Phase", "RunFailure", "SYSTEMS", "System", "TARGETS", "Target", "capturing", "described_systems", "disk_detection",
            "disk_full_of", "is_disk_full",
            "export_format", "export_formats", "heuristic_config", "make_target", "reclaim_server_homes", "resolve_driver",
