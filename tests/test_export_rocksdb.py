@@ -87,7 +87,9 @@ def test_the_options_file_loads_into_what_was_measured_and_says_what_it_cannot_h
     differs = {key for key in measured.keys() | loaded.keys() if measured.get(key) != loaded.get(key)}
     assert differs <= {("[DBOptions]", "info_log_level"), ("[DBOptions]", "listeners")}, "the export is what db_bench ran"
     assert block_cache_logged((tmp_path / "db" / "LOG").read_text()) == measured_cache, "the same cache: shards, pools"
-    assert measured_cache is not None and measured_cache["num_shard_bits"] == "4"
+    assert measured_cache is not None and set(measured_cache) == {"capacity", "num_shard_bits", "strict_capacity_limit",
+                                                                  "high_pri_pool_ratio", "low_pri_pool_ratio"}
+    assert measured_cache["num_shard_bits"] == "4" and measured_cache["high_pri_pool_ratio"] == "0.000"
 
     assert held["row_cache_capacity"] is None, "an OPTIONS file cannot hold the row cache ..."
     beside = spec.beside(rocksdb_catalog, rocksdb_catalog.config(CONFIG))

@@ -75,10 +75,10 @@ def block_cache_logged(log: str) -> dict[str, str] | None:
             return None
         if line.strip() == "block_cache_options:":
             inside = True
+        elif inside and not line.startswith("    "):  # the block's end: its fields are indented by four
+            break
         elif inside and (match := _CACHE_FIELD.match(line)):
             fields[match.group(1)] = match.group(2)
-        elif inside and fields:
-            break
     return fields or None
 
 
