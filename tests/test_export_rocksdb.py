@@ -52,9 +52,12 @@ def _settings(options: str) -> dict[tuple[str, str], str]:
     return settings
 
 
-def _measured(catalog, tmp_path: Path) -> tuple[dict[tuple[str, str], str], dict[str, str] | None, str]:
-    """What RocksDB held when db_bench ran CONFIG as a study measures it (its flags): options, block cache, LOG."""
-    flags = export_format("rocksdb", "db_bench", "db_bench-flags").render(catalog, catalog.config(CONFIG)).split()
+def _measured(catalog, tmp_path: Path, flags: list[str] | None = None
+              ) -> tuple[dict[tuple[str, str], str], dict[str, str] | None, str]:
+    """What RocksDB held when db_bench ran CONFIG as a study measures it (its flags; or ``flags``): options, block
+    cache, LOG."""
+    if flags is None:
+        flags = export_format("rocksdb", "db_bench", "db_bench-flags").render(catalog, catalog.config(CONFIG)).split()
     db = tmp_path / "measured"
     subprocess.run(["db_bench", f"--db={db}", "--benchmarks=fillseq", "--num=1", *flags], check=True,
                    capture_output=True)
@@ -86,6 +89,7 @@ def test_the_options_file_loads_into_what_was_measured_and_says_what_it_cannot_h
     measured, measured_cache, _ = _measured(rocksdb_catalog, tmp_path)
     differs = {key for key in measured.keys() | loaded.keys() if measured.get(key) != loaded.get(key)}
     assert differs <= {("[DBOptions]", "info_log_level"), ("[DBOptions]", "listeners")}, "the export is what db_bench ran"
+    assert not {"info_log_level", "listeners", "error_if_exists"} & {key for _, key in _settings(exported)}
     assert block_cache_logged((tmp_path / "db" / "LOG").read_text()) == measured_cache, "the same cache: shards, pools"
     assert measured_cache is not None and set(measured_cache) == {"capacity", "num_shard_bits", "strict_capacity_limit",
                                                                   "high_pri_pool_ratio", "low_pri_pool_ratio"}
@@ -108,22 +112,41 @@ def test_db_bench_flags_run_rocksdb_with_every_value(rocksdb_catalog, tmp_path: 
     assert re.search(r"Options\.row_cache: 16777216$", log, re.MULTILINE), "the row cache as RocksDB logged it"
 
 
-def test_kvbench_config_runs_rocksdb_with_every_value(rocksdb_catalog, tmp_path: Path) -> None:
+def test_a_kvbench_studys_exports_are_what_kvbench_ran(rocksdb_catalog, tmp_path: Path) -> None:
+    """kvbench-config, run by kvbench, holds every value; the study's OPTIONS file (written as kvbench opens the
+    store, whose defaults are not db_bench's) loads into exactly what kvbench ran."""
     kvbench_config = {k: v for k, v in CONFIG.items() if rocksdb_catalog.knobs[k].supports("kvbench")}
     assert set(CONFIG) - set(kvbench_config) == {"cache_numshardbits", "row_cache_size"}  # kvbench cannot set them
-    exported = export_format("rocksdb", "kvbench", "kvbench-config").render(
-        rocksdb_catalog, rocksdb_catalog.config(kvbench_config))
+    config = rocksdb_catalog.config(kvbench_config)
+    exported = export_format("rocksdb", "kvbench", "kvbench-config").render(rocksdb_catalog, config)
     spec = {"seed": 1, "key_size": 16, "value_size": 100, "record_count": 10, "write_sync": False,
             "statistics": False, "phases": [{"name": "load", "kind": "fill", "order": "sequential"},
                                             {"name": "flush", "kind": "flush"}],
             "config": json.loads(exported)}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    db = tmp_path / "db"
+    db = tmp_path / "kvbench"
     subprocess.run([find_kvbench(), "--engine", "rocksdb", "--db", str(db), "--spec", str(tmp_path / "spec.json"),
                     "--result", str(tmp_path / "result.json")], check=True, capture_output=True)
-    written = sorted(db.glob("OPTIONS-*"))[-1].read_text()
+    ran = sorted(db.glob("OPTIONS-*"))[-1].read_text()
     for line in HELD:
-        assert re.search(rf"^\s*{re.escape(line)}$", written, re.MULTILINE), line
-    assert FACTORY.search(written.replace("  ", ""))
+        assert re.search(rf"^\s*{re.escape(line)}$", ran, re.MULTILINE), line
+    assert FACTORY.search(ran.replace("  ", ""))
     cache = block_cache_logged((db / "LOG").read_text())
     assert cache is not None and cache["capacity"] == "1073741824"
+
+    options = tmp_path / "OPTIONS.ini"
+    options.write_text(export_format("rocksdb", "kvbench", "rocksdb-options").render(rocksdb_catalog, config))
+    read = subprocess.run([str(READBACK), str(options), str(tmp_path / "db")], capture_output=True, text=True)
+    assert read.returncode == 0, read.stderr
+    loaded = _settings(Path(json.loads(read.stdout)["options_file"]).read_text())
+    differs = {key for key in _settings(ran).keys() | loaded.keys() if _settings(ran).get(key) != loaded.get(key)}
+    opening = {("[DBOptions]", key) for key in ("error_if_exists", "create_if_missing", "create_missing_column_families")}
+    assert differs <= opening, "the export is what kvbench ran"  # but how kvbench and the read-back open it
+    assert block_cache_logged((tmp_path / "db" / "LOG").read_text()) == cache, "the same cache: shards, pools"
+
+    flags = export_format("rocksdb", "kvbench", "db_bench-flags")
+    measured, _, _ = _measured(rocksdb_catalog, tmp_path, flags.render(rocksdb_catalog, config).split())
+    assert measured[("[DBOptions]", "enable_pipelined_write")] != _settings(ran)[("[DBOptions]", "enable_pipelined_write")]
+    beside = flags.beside(rocksdb_catalog, config)  # so a kvbench study's flags come with the file of what it ran
+    assert len(beside) == 1 and beside[0].suffix == ".options" and "enable_pipelined_write" in beside[0].note
+    assert _settings(beside[0].text) == _settings(options.read_text())
