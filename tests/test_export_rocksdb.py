@@ -150,3 +150,28 @@ def test_a_kvbench_studys_exports_are_what_kvbench_ran(rocksdb_catalog, tmp_path
     beside = flags.beside(rocksdb_catalog, config)  # so a kvbench study's flags come with the file of what it ran
     assert len(beside) == 1 and beside[0].suffix == ".options" and "enable_pipelined_write" in beside[0].note
     assert _settings(beside[0].text) == _settings(options.read_text())
+
+
+def test_export_writes_what_the_file_cannot_hold_beside_it_and_never_drops_it(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from knobtune.cli import app
+
+    runner, home = CliRunner(), str(tmp_path / "studies")
+    tuned = runner.invoke(app, ["tune", "rocksdb", "--workload", "put-get-delete", "--records", "1000", "--trials", "2",
+                                "--knobs", "row_cache_size,cache_size", "--sampler", "random", "--seed", "3",
+                                "--study", "rc", "--dir", home, "--verify-top", "0", "--json"])
+    assert tuned.exit_code == 0, tuned.output
+    export = ["export", "rc", "--dir", home, "--format", "rocksdb-options", "--trial", "1"]
+    refused = runner.invoke(app, export)  # to stdout there is no beside: it says what the file cannot hold
+    assert refused.exit_code != 0 and "an OPTIONS file cannot hold it" in str(refused.exception)
+    options = tmp_path / "OPTIONS.ini"
+    written = runner.invoke(app, [*export, "-o", str(options)])
+    assert written.exit_code == 0, written.output
+    assert f"wrote {options}.cc: the row cache" in written.output.replace("\n", " ")
+    assert "# NOT IN THIS FILE: the row cache" in options.read_text()
+    code = Path(f"{options}.cc")
+    assert re.search(r"db_options\.row_cache = rocksdb::NewLRUCache\(\d+\);", code.read_text())
+    compiled = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-x", "c++", str(code)], capture_output=True,
+                              text=True)
+    assert compiled.returncode == 0, compiled.stderr
