@@ -152,6 +152,7 @@ def test_a_kvbench_studys_exports_are_what_kvbench_ran(rocksdb_catalog, tmp_path
     assert _settings(beside[0].text) == _settings(options.read_text())
 
 
+@pytest.mark.slow
 def test_export_writes_what_the_file_cannot_hold_beside_it_and_never_drops_it(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
