@@ -99,7 +99,14 @@ def test_the_options_file_loads_into_what_was_measured_and_says_what_it_cannot_h
     beside = spec.beside(rocksdb_catalog, rocksdb_catalog.config(CONFIG))
     assert len(beside) == 1 and beside[0].suffix == ".cc" and "row cache" in beside[0].note
     assert "db_options.row_cache = rocksdb::NewLRUCache(16777216);" in beside[0].text, "... the code beside it does"
-    assert "--cache_size=1073741824 --row_cache_size=16777216" in exported, "db_bench's flags that run it as measured"
+    command = re.search(r"run it as measured with (db_bench .*)", exported).group(1).split()
+    assert "--row_cache_size=16777216" in command, "db_bench's flags that run it as measured ..."
+    db = tmp_path / "db_bench"
+    subprocess.run([*command[:1], f"--db={db}", *(c.replace("FILE", str(options)) for c in command[1:]),
+                    "--benchmarks=fillseq", "--num=1"], check=True, capture_output=True)
+    assert block_cache_logged((db / "LOG").read_text()) == measured_cache, "... its cache too"
+    rerun = _settings(sorted(db.glob("OPTIONS-*"))[-1].read_text())
+    assert {k for k in rerun.keys() | measured.keys() if rerun.get(k) != measured.get(k)} <= {("[DBOptions]", "listeners")}
 
 
 def test_db_bench_flags_run_rocksdb_with_every_value(rocksdb_catalog, tmp_path: Path) -> None:

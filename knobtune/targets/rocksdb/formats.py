@@ -128,6 +128,10 @@ def deployable_options(options: str, cache: Mapping[str, str] | None) -> str:
 def _options_header(catalog: Catalog, config: Mapping[str, Value], cache: Mapping[str, str] | None) -> str:
     changed = catalog.changed(config)
     flags = ["--options_file=FILE", f"--cache_size={cache['capacity'] if cache else 0}"]
+    if cache:  # db_bench builds its cache from these flags, not from the file's line
+        flags += [f"--cache_numshardbits={cache.get('num_shard_bits', -1)}",
+                  f"--cache_high_pri_pool_ratio={cache.get('high_pri_pool_ratio', 0)}",
+                  f"--cache_low_pri_pool_ratio={cache.get('low_pri_pool_ratio', 0)}"]
     flags += [f"--{name}={'1' if value is True else value}" for name, value in sorted(changed.items())
               if name in _CODE_BESIDE]
     lines = ["# Written by RocksDB itself for this configuration (knobtune export --format rocksdb-options), with the",
