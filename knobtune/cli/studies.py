@@ -12,7 +12,7 @@ import typer
 from knobtune import console
 from knobtune.errors import UsageError
 from knobtune.knobs import load_catalog
-from knobtune.report import export_config, summarize, write_report
+from knobtune.report import export_beside, export_config, summarize, write_report
 from knobtune.storage import open_store
 from knobtune.tuning.explain import EXPLANATION
 from knobtune.cli.options import DirOption, JsonOption, StorageOption, trial_config
@@ -41,7 +41,8 @@ def export(
     storage: StorageOption = None,
     directory: DirOption = None,
 ) -> None:
-    """A study's result in the system's own format.
+    """A study's result in the system's own format. What the format cannot hold (RocksDB's row cache, say) is
+    written beside the file (-o) as the code or the other format that sets it, and said.
 
     Example: knobtune export rocksdb-put-get-delete --format rocksdb-options -o OPTIONS.ini
     """
@@ -58,10 +59,18 @@ def export(
         config = trial_config(loaded, study, trial)
     elif summary.result_trial is None:
         console.err.print(f"note: {summary.verdict}; exporting the default config")
+    beside = export_beside(summary, catalog, format, config)
+    if beside and not output:
+        raise UsageError(f"{'; '.join(b.note.replace('FILE', 'the file') for b in beside)}. Fix: add -o FILE: "
+                         "what sets it is written beside that file")
     text = export_config(summary, catalog, format, config)
     if output:
         output.write_text(text)
-        console.err.print(f"wrote {output}")
+        console.err.print(f"wrote {output}", markup=False)
+        for part in beside:
+            companion = output.with_name(output.name + part.suffix)
+            companion.write_text(part.text)
+            console.err.print(f"wrote {companion}: {part.note.replace('FILE', str(output))}", markup=False)
     else:
         sys.stdout.write(text)
 

@@ -9,7 +9,7 @@ import typer
 from knobtune import console
 from knobtune.errors import UsageError
 from knobtune.knobs import load_catalog
-from knobtune.report import summarize
+from knobtune.report import export_beside, summarize
 from knobtune.storage import StudyStore, open_store
 from knobtune.tuning import Tuner, Experiment, build_space
 from knobtune.tuning.finish import starting_configs
@@ -119,7 +119,10 @@ def tune(
     else:
         console.summary_text(summary, catalog)
         where = f" --dir {store.home}" if directory else ""
-        console.out.print(f"export: knobtune export {settings.study_name} --format {summary.export_formats[0]}{where}")
+        first = summary.export_formats[0]
+        beside = export_beside(summary, catalog, first)
+        console.out.print(f"export: knobtune export {settings.study_name} --format {first}{where}"
+                          + (f" -o FILE ({'; '.join(b.note for b in beside)})" if beside else ""), markup=False)
         if summary.verified and len(summary.result_config) > 3:
             console.out.print(f"which of its {len(summary.result_config)} changes carry the gain: knobtune explain "
                               f"{settings.study_name}{where}, then export --minimal", markup=False)

@@ -8,7 +8,7 @@ from typing import Any
 
 from knobtune.knobs import Catalog
 from knobtune.report.summary import StudySummary, describe_costs
-from knobtune.targets import export_format
+from knobtune.targets import Beside, export_format
 from knobtune.tuning import attrs
 
 
@@ -36,12 +36,28 @@ def export_config(summary: StudySummary, catalog: Catalog, format_name: str,
     if comment is None:
         return text
     header = [f"{comment} study {summary.study}: {summary.verdict}"]
+    header += [f"{comment} NOT IN THIS FILE: {b.note}" for b in spec.beside(catalog, catalog.config(changed))]
     header += [f"{comment} {role}: {describe_costs(cost)} ({cost.get('source')})" for role, cost in summary.costs.items()]
     header += [f"{comment} WARNING: {w}" for w in summary.warnings]
     if summary.left_out and not summary.allow_unsafe:
         header.append(f"{comment} kept out of the search (unsafe): "
                       + ", ".join(f"{k} ({v})" for k, v in summary.left_out.items()))
     return "\n".join(header) + "\n" + text
+
+
+def export_beside(summary: StudySummary, catalog: Catalog, format_name: str,
+                  config: dict[str, Any] | None = None) -> tuple[Beside, ...]:
+    """What the export of ``config`` (the study's result when None) in ``format_name`` cannot hold: the files to
+    write beside it, each with its one-line note (none for json, which holds every knob).
+
+    Raises:
+        UsageError: the study's system and driver have no such format.
+    """
+    if format_name == "json":
+        return ()
+    changed = summary.result_config if config is None else config
+    spec = export_format(summary.system, summary.experiment.get(attrs.DRIVER), format_name)
+    return spec.beside(catalog, catalog.config(changed))
 
 
 def load_config_file(path: Path) -> dict[str, Any]:

@@ -62,5 +62,7 @@ class System:
     capturing: Capturing | None = None  # how its users' own work becomes a capture (None: it cannot yet)
 
     def formats_through(self, driver: str) -> tuple[ExportFormat, ...]:
-        """The formats a study run through ``driver`` exports to: the system's own first, then the driver's."""
-        return self.formats + self.targets[driver].driver_formats
+        """The formats a study run through ``driver`` exports to: the system's own first, then the driver's. A
+        driver's format of the same name as a system's takes its place (the file written as that driver ran)."""
+        own = {f.name: f for f in self.targets[driver].driver_formats}
+        return tuple(own.pop(f.name, f) for f in self.formats) + tuple(own.values())

@@ -1,11 +1,16 @@
-"""Cassandra's own formats: cassandra.yaml settings (Cassandra 5.0's names and units) and JVM options."""
+"""Cassandra's own formats: cassandra.yaml settings (Cassandra 5.0's names and units) and JVM options.
+
+Each holds its half of a config: the heap and the garbage collector are JVM
+options, every other knob a cassandra.yaml setting. An export of one whose
+config changes the other's writes the other file beside it and says so.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from knobtune.knobs import Catalog, Value, spell_value
-from knobtune.targets._formats import ExportFormat, settings_with_units
+from knobtune.targets._formats import Beside, ExportFormat, settings_with_units
 
 
 def cassandra_yaml_settings(catalog: Catalog, config: Mapping[str, Value]) -> dict[str, str]:
@@ -60,8 +65,26 @@ def _cassandra_jvm(catalog: Catalog, config: Mapping[str, Value]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _jvm_beside(catalog: Catalog, config: Mapping[str, Value]) -> tuple[Beside, ...]:
+    """The JVM options file beside a cassandra.yaml export whose config changes a JVM knob."""
+    changed = sorted(name for name in catalog.changed(config) if catalog.knobs[name].supports("jvm"))
+    if not changed:
+        return ()
+    return (Beside(f"{', '.join(changed)}: JVM options, not cassandra.yaml settings; FILE.jvm-options beside it "
+                   "holds them (for conf/jvm17-server.options)", ".jvm-options", _cassandra_jvm(catalog, config)),)
+
+
+def _yaml_beside(catalog: Catalog, config: Mapping[str, Value]) -> tuple[Beside, ...]:
+    """The cassandra.yaml settings beside a JVM options export whose config changes a cassandra.yaml knob."""
+    changed = list(cassandra_yaml_settings(catalog, config))
+    if not changed:
+        return ()
+    return (Beside(f"{', '.join(changed)}: cassandra.yaml settings, not JVM options; FILE.cassandra.yaml beside it "
+                   "holds them", ".cassandra.yaml", _cassandra_yaml(catalog, config)),)
+
+
 CASSANDRA_YAML = ExportFormat("cassandra-yaml", "cassandra.yaml settings, with Cassandra 5.0's units", "#",
-                              _cassandra_yaml)
+                              _cassandra_yaml, _jvm_beside)
 CASSANDRA_JVM = ExportFormat("jvm-options", "JVM options (heap, garbage collector) for conf/jvm17-server.options", "#",
-                             _cassandra_jvm)
+                             _cassandra_jvm, _yaml_beside)
 FORMATS = (CASSANDRA_YAML, CASSANDRA_JVM)

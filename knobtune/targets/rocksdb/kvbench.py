@@ -11,11 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from knobtune.knobs import Catalog
-from knobtune.targets._kvbench import KvbenchTarget
+from knobtune.targets._kvbench import KVBENCH_CONFIG, KvbenchTarget
+from knobtune.targets.rocksdb.formats import DB_BENCH_FLAGS_KVBENCH, ROCKSDB_OPTIONS_KVBENCH
 from knobtune.workloads import Rung, Workload
 
 
 class RocksdbKvbenchTarget(KvbenchTarget):
+    # the OPTIONS file as kvbench opened the store; db_bench's flags with that file beside them
+    driver_formats = (ROCKSDB_OPTIONS_KVBENCH, DB_BENCH_FLAGS_KVBENCH, KVBENCH_CONFIG)
+
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, ticker_counters: bool = False,
                  **options: object) -> None:
         """``ticker_counters=True`` has kvbench keep RocksDB's tickers (at a cost) for the counters only they give."""
