@@ -18,7 +18,7 @@ from knobtune.knobs.display import knob_value
 from knobtune.knobs.units import human_bytes
 from knobtune.targets import export_formats, know_system
 from knobtune.tuning import attrs
-from knobtune.errors import CatalogError
+from knobtune.errors import CatalogError, UsageError
 from knobtune.tuning.finish import DEFAULT_LABEL, study_result
 from knobtune.tuning.guide import compare_findings, rules_of
 from knobtune.tuning.outcomes import Outcome
@@ -83,6 +83,9 @@ class StudySummary:
 def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySummary:
     """Everything a person needs to judge a study, from what is stored on it."""
     user = study.user_attrs
+    if attrs.SYSTEM not in user:
+        raise UsageError(f"study '{study.study_name}' was created but never started (knobtune stopped before its "
+                         "first run). Fix: run the same `knobtune tune` again to start it")
     know_system(user[attrs.SYSTEM], user.get(attrs.SYSTEM_FILE))
     catalog = catalog or load_catalog(user[attrs.SYSTEM])
     objective = Objective(user.get(attrs.OBJECTIVE, "elapsed_s"))

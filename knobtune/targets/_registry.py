@@ -184,12 +184,12 @@ def target_class(system: str, driver: str) -> type[Target] | None:
 
 def make_target(catalog: Catalog, workload: Workload, scratch_dir: Path, driver: str | None = None,
                 **options: object) -> Target:
-    """The target that runs ``catalog.system`` through ``driver`` (its default driver if None).
+    """The target that runs ``catalog.system`` through ``driver`` (if None: the one ``driver_for`` finds).
 
     Raises:
         UsageError: no such system or driver here.
     """
-    driver = resolve_driver(catalog.system, driver)
+    driver = driver_for(catalog.system, driver, workload)
     return TARGETS[(catalog.system, driver)](catalog, workload, scratch_dir, **options)
 
 
