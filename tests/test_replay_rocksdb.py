@@ -20,8 +20,6 @@ from knobtune.targets import FailureKind, RunFailure, make_target
 from knobtune.targets.rocksdb.capture import from_files, from_workload
 from knobtune.workloads import load_workload
 
-from conftest import tiny
-
 RECORDS = 3000  # ycsb-a at 3,000 records: a 3 MB checkpoint and 6,000 traced operations
 
 
@@ -149,9 +147,7 @@ def _kvbench_under(folder: Path) -> list[str]:
     return subprocess.run(["pgrep", "-f", f"kvbench.*{folder}"], capture_output=True, text=True).stdout.split()
 
 
-def test_sigkill_mid_replay_leaves_no_process_and_its_scratch_is_reclaimed(tmp_path: Path) -> None:
-    capture = tmp_path / "big.capture"
-    from_workload(tiny("ycsb-a", 20000), capture, "big", None)
+def test_sigkill_mid_replay_leaves_no_process_and_its_scratch_is_reclaimed(capture: Path, tmp_path: Path) -> None:
     home = tmp_path / "studies"
     log = tmp_path / "out.log"
     process = subprocess.Popen([sys.executable, "-m", "knobtune.cli", "tune", "rocksdb", "--workload", str(capture),

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from rich.markup import escape
 
 from knobtune import console
 from knobtune.errors import UsageError
@@ -26,7 +27,8 @@ def systems(json_output: JsonOption = False) -> None:
         return
     for row in rows:
         state = "installed" if row["installed"] else "[red]not installed[/red]"
-        console.out.print(f"{row['system']} --driver {row['driver']}: {state}")
+        built = f" ({escape(row['build'])})" if row["build"] else ""
+        console.out.print(f"{row['system']} --driver {row['driver']}: {state}{built}")
     for w in workloads:
         checks = ", ".join(f"{d}: {'reads checked' if v else 'NOT verifiable' + (' (twin checks the winner)' if d in w['verifiable_twin'] else '')}"
                            for d, v in w["verifiable"].items())
@@ -39,6 +41,7 @@ def _system_rows() -> list[dict[str, Any]]:
     for (system, driver), target in TARGETS.items():
         binary = target.installed()
         rows.append({"system": system, "driver": driver, "installed": binary is not None, "path": binary,
+                     "build": target.build() if binary is not None else None,
                      "formats": [f.name for f in export_formats(system, driver)] + ["json"]})
     return rows
 

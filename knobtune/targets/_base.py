@@ -223,6 +223,11 @@ class Target(abc.ABC):
         return None
 
     @classmethod
+    def build(cls) -> str | None:
+        """Which build of the system the driver runs (version, build type, where from), or None when it cannot say."""
+        return None
+
+    @classmethod
     def section(cls, workload: Workload) -> Mapping[str, Any]:
         """How this driver runs ``workload``: the workload's section for it.
 

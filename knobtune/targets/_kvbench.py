@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,14 @@ class KvbenchTarget(EmbeddedTarget):
             return cls.find_program()
         except ToolMissingError:
             return None
+
+    @classmethod
+    def build(cls) -> str | None:
+        binary = cls.installed()
+        if binary is None:
+            return None
+        with tempfile.TemporaryDirectory(prefix="knobtune-build-") as tmp:
+            return " ".join(f"{system} {engine_version(binary, system, Path(tmp))}" for system in ("rocksdb", "leveldb"))
 
     @classmethod
     def find_program(cls) -> str:

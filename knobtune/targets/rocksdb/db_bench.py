@@ -148,6 +148,13 @@ class DbBenchTarget(EmbeddedTarget):
         except ToolMissingError:
             return None
 
+    @classmethod
+    def build(cls) -> str | None:
+        try:
+            return rocksdb_build().description
+        except ToolMissingError:
+            return None
+
     def open(self) -> None:
         self._binary = find_db_bench()
         super().open()

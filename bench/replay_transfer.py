@@ -1,0 +1,106 @@
+"""Benchmark: does the gain found on a capture's replay hold on the workload that was captured?
+
+The question a user asks before trusting a replay: tune on the capture, then run
+the winner on the original workload. For a RocksDB workload kvbench runs
+(`--workload`, shipped or a file), at each seed:
+1. capture it: `knobtune capture rocksdb --workload W` runs it under the
+   default config and RocksDB's tracer records it (its load phase in the
+   checkpoint, its measured phases in the trace);
+2. tune on the capture for `--budget` (`knobtune tune rocksdb --workload CAPTURE`),
+   which verifies its winner against the default on the replay;
+3. measure that winner (or, when nothing won, the best verified candidate) on
+   the original workload through kvbench beside the default, interleaved,
+   `--repeats` times (`knobtune compare --driver kvbench`).
+It prints and stores (`--out`) both gains with their 95% CIs, their ratio
+(1.0: the replay's gain holds on the original exactly), and the cost of one
+full-size run of the default on each (replay + settle against workload + settle),
+with the commit, the machine and the RocksDB build.
+
+    .venv/bin/python bench/replay_transfer.py --workload ycsb-a --budget 5m --seeds 1 2 3 \
+        --out bench/results/replay-transfer-ycsb-a.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from pathlib import Path
+
+from _cli import emit, knobtune, knobtune_json, verified_speedup
+
+from knobtune.targets.rocksdb.build import rocksdb_build
+
+
+def _commit() -> str:
+    here = Path(__file__).resolve().parent
+    found = subprocess.run(["git", "-C", str(here), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return found.stdout.strip() + ("+changes" if dirty else "")
+
+
+def _machine() -> dict:
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {"host": platform.node(), "cpus": os.cpu_count(), "memory_bytes": memory, "kernel": platform.release(),
+            "rocksdb": rocksdb_build().description}
+
+
+def _default_cost_s(candidates: list[dict]) -> float | None:
+    default = next((c for c in candidates if c["label"] == "default"), None)
+    return default["median"] if default else None
+
+
+def one_seed(args: argparse.Namespace, seed: int, home: Path) -> dict:
+    capture = home / f"capture-s{seed}"
+    sizing = ["--records", str(args.records)] if args.records else []
+    knobtune("capture", "rocksdb", "--workload", args.workload, *sizing, "-o", str(capture))
+    study = f"replay-{Path(args.workload).stem}-s{seed}"
+    summary = knobtune_json("tune", "rocksdb", "--workload", str(capture), "--time", args.budget, "--study", study,
+                            "--seed", str(seed), "--repeats", str(args.repeats), home=home)
+    on_replay = verified_speedup(summary)
+    if on_replay is None:
+        return {"seed": seed, "study": study, "verdict": summary.get("verdict"), "on_replay": None}
+    trial = on_replay["label"].removeprefix("trial ")
+    config = home / f"{study}-winner.json"
+    knobtune("export", study, "--format", "json", "--trial", trial, "-o", str(config), home=home)
+    compared = knobtune_json("compare", "rocksdb", "--driver", "kvbench", "--workload", args.workload, *sizing,
+                             "--config", "default", "--config", str(config), "--repeats", str(args.repeats),
+                             "--seed", str(seed), home=home)
+    winner = next(c for c in compared["candidates"] if c["label"] != "default")
+    on_kit = {key: winner["speedup"].get(key) for key in ("ratio", "ci_low", "ci_high", "p_value")} \
+        if winner.get("speedup") else None
+    replay_cost = _default_cost_s((summary.get("verification") or {}).get("candidates", []))
+    kit_cost = _default_cost_s(compared["candidates"])
+    return {"seed": seed, "study": study, "trials": summary.get("counts"), "winner": on_replay["label"],
+            "winner_config": json.loads(config.read_text()), "won_on_replay": on_replay["won"],
+            "on_replay": on_replay, "on_original": on_kit,
+            "held": round(on_kit["ratio"] / on_replay["ratio"], 3) if on_kit and on_replay["ratio"] else None,
+            "default_run_s": {"replay": replay_cost, "original": kit_cost},
+            "noise_cv": {"replay": (summary.get("verification") or {}).get("noise_cv"),
+                         "original": compared.get("noise_cv")}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workload", default="ycsb-a", help="a workload kvbench runs (shipped name or .toml)")
+    parser.add_argument("--records", type=int, default=None, help="its full size (default: the workload's)")
+    parser.add_argument("--budget", default="5m", help="tune's --time on the capture")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved runs per config, on each side")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument("--dir", type=Path, default=None, help="studies folder (default: a temporary one)")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="knobtune-replay-bench-") as tmp:
+        home = args.dir or Path(tmp)
+        seeds = [one_seed(args, seed, home) for seed in args.seeds]
+    emit({"question": "does the gain found on a capture's replay hold on the original workload?",
+          "workload": args.workload, "records": args.records, "budget": args.budget, "repeats": args.repeats,
+          "commit": _commit(), "machine": _machine(), "seeds": seeds}, args.out)
+
+
+if __name__ == "__main__":
+    main()
