@@ -153,9 +153,12 @@ def test_a_kvbench_studys_exports_are_what_kvbench_ran(rocksdb_catalog, tmp_path
 
     flags = export_format("rocksdb", "kvbench", "db_bench-flags")
     measured, _, _ = _measured(rocksdb_catalog, tmp_path, flags.render(rocksdb_catalog, config).split())
-    assert measured[("[DBOptions]", "enable_pipelined_write")] != _settings(ran)[("[DBOptions]", "enable_pipelined_write")]
+    table = next(section for section, _ in measured if section.startswith("[TableOptions/BlockBasedTable"))
+    assert measured[(table, "index_shortening")] != _settings(ran)[(table, "index_shortening")], "no knob holds it"
+    pipelined = ("[DBOptions]", "enable_pipelined_write")
+    assert measured[pipelined] == _settings(ran)[pipelined] == "true", "a knob: kvbench is given the catalog's default"
     beside = flags.beside(rocksdb_catalog, config)  # so a kvbench study's flags come with the file of what it ran
-    assert len(beside) == 1 and beside[0].suffix == ".options" and "enable_pipelined_write" in beside[0].note
+    assert len(beside) == 1 and beside[0].suffix == ".options" and "index_shortening" in beside[0].note
     assert _settings(beside[0].text) == _settings(options.read_text())
 
 

@@ -36,12 +36,36 @@ def render_named(catalog: Catalog, config: Mapping[str, Value], spelling: str) -
         ConfigError: a changed knob that ``spelling`` cannot express.
     """
     changed = catalog.changed(config)
-    unsupported = [name for name in changed if not catalog.knobs[name].supports(spelling)]
-    if unsupported:
-        raise ConfigError(f"{', '.join(unsupported)} cannot be set through {spelling}. "
-                          f"Fix: leave {'them' if len(unsupported) > 1 else 'it'} at the default, or use another driver")
+    _check_expressible(catalog, changed, spelling)
     return {catalog.knobs[name].names.get(spelling, name): spell_value(catalog.knobs[name], value, spelling)
             for name, value in sorted(changed.items())}
+
+
+def render_every(catalog: Catalog, config: Mapping[str, Value], spelling: str) -> dict[str, str]:
+    """Like ``render_named``, but every knob ``spelling`` can express that applies under ``config``, at its default
+    too: for a driver whose system, left alone, would not run the catalog's defaults (kvbench opens RocksDB with the
+    library's own, where the catalog holds db_bench's). A knob absent from ``config`` holds its default. A knob that
+    only some drivers can set (``drivers``) is named only when changed: any other driver runs its built-in value,
+    which is its default.
+
+    Raises:
+        ConfigError: a changed knob that ``spelling`` cannot express.
+    """
+    full = {**catalog.defaults(), **config}
+    _check_expressible(catalog, catalog.changed(full), spelling)
+    every = {name: value for name, value in full.items()
+             if catalog.knobs[name].supports(spelling) and catalog.knobs[name].applies(full)
+             and (not catalog.knobs[name].drivers or value != catalog.knobs[name].default)}
+    return {catalog.knobs[name].names.get(spelling, name): spell_value(catalog.knobs[name], value, spelling)
+            for name, value in sorted(every.items())}
+
+
+def _check_expressible(catalog: Catalog, changed: Mapping[str, Value], spelling: str) -> None:
+    unsupported = [name for name in changed if not catalog.knobs[name].supports(spelling)]
+    if unsupported:
+        them = "them" if len(unsupported) > 1 else "it"
+        raise ConfigError(f"{', '.join(unsupported)} cannot be set through {spelling}. "
+                          f"Fix: leave {them} at the default, or use another driver")
 
 
 def check_driver(catalog: Catalog, config: Mapping[str, Value], driver: str) -> None:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from knobtune.errors import ConfigError, ToolMissingError, WorkloadError
-from knobtune.knobs import Catalog, Value, check_driver, render_named
+from knobtune.knobs import Catalog, Value, check_driver, render_every
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
 from knobtune.targets._counters import numbers, with_ratios
 from knobtune.targets._embedded import EmbeddedTarget, find_kvbench, read_result
@@ -44,8 +44,9 @@ _KILLED_AT_END = -9  # --crash-at-end: kvbench kills itself with SIGKILL once it
 SECTION_FIELDS = ("phases", "measure", "twin", "threads")
 MAX_THREADS = 1024  # kvbench's own limit (native/kvbench/workload.h, kMaxThreads)
 
+# Every knob kvbench can set, defaults too: the store left alone runs its library's defaults, not the catalog's.
 KVBENCH_CONFIG = ExportFormat("kvbench-config", "the option map kvbench takes (JSON)", None,
-                              lambda catalog, config: json.dumps(render_named(catalog, config, "kvbench"), indent=2) + "\n")
+                              lambda catalog, config: json.dumps(render_every(catalog, config, "kvbench"), indent=2) + "\n")
 
 
 class KvbenchTarget(EmbeddedTarget):
@@ -119,7 +120,7 @@ class KvbenchTarget(EmbeddedTarget):
     def apply(self, config: Mapping[str, Value]) -> None:
         try:
             check_driver(self.catalog, config, self.driver)
-            self._config = render_named(self.catalog, config, self.spelling)
+            self._config = render_every(self.catalog, config, self.spelling)
         except ConfigError as exc:
             raise RunFailure(FailureKind.REFUSED, str(exc)) from None
 

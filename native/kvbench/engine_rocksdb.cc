@@ -140,6 +140,7 @@ class RocksDbEngine : public Engine {
 // Keys the driver handles itself (objects, not option strings); the rest go to RocksDB's string-map API.
 struct DriverKeys {
   uint64_t block_cache_size = 8 << 20;
+  double block_cache_high_pri_pool_ratio = rocksdb::LRUCacheOptions().high_pri_pool_ratio;  // RocksDB's own: 0.5
   uint64_t bloom_bits = 0;
   std::string memtablerep = "skip_list";
   uint64_t hash_bucket_count = 1000000;
@@ -147,11 +148,31 @@ struct DriverKeys {
   int64_t skiplist_height = 4, skiplist_branching_factor = 4;
 };
 
+// A fraction from 0 to 1 (a pool's share of the cache).
+double parse_ratio(const std::string& key, const std::string& value) {
+  size_t used = 0;
+  double ratio = -1;
+  try { ratio = std::stod(value, &used); } catch (const std::exception&) { used = 0; }
+  if (used != value.size() || !(ratio >= 0 && ratio <= 1))
+    throw ConfigError(key + ": '" + value + "' is not a fraction from 0 to 1", true);
+  return ratio;
+}
+
+// The block cache as db_bench builds it: an LRU cache of ``capacity`` bytes whose high-priority pool (index and
+// filter blocks, and the midpoint of data blocks' insertion) holds ``high_pri_pool_ratio`` of it.
+std::shared_ptr<rocksdb::Cache> new_block_cache(uint64_t capacity, double high_pri_pool_ratio) {
+  rocksdb::LRUCacheOptions options;
+  options.capacity = capacity;
+  options.high_pri_pool_ratio = high_pri_pool_ratio;
+  return rocksdb::NewLRUCache(options);
+}
+
 // RocksDB's string-map API says "Could not find option" for a name no option struct has.
 bool unknown_option(const rocksdb::Status& s) { return s.ToString().find("Could not find option") != std::string::npos; }
 
 bool take_driver_key(const std::string& key, const std::string& value, DriverKeys* d) {
   if (key == "block_cache_size") d->block_cache_size = parse_uint(key, value);
+  else if (key == "block_cache_high_pri_pool_ratio") d->block_cache_high_pri_pool_ratio = parse_ratio(key, value);
   else if (key == "bloom_bits") d->bloom_bits = parse_uint(key, value);
   else if (key == "memtablerep") d->memtablerep = value;
   else if (key == "hash_bucket_count") d->hash_bucket_count = parse_uint(key, value);
@@ -215,7 +236,7 @@ rocksdb::Options rocksdb_options(const Config& config, std::shared_ptr<rocksdb::
   if (s.ok()) s = rocksdb::GetBlockBasedTableOptionsFromMap(parse, rocksdb::BlockBasedTableOptions(), table_map, &table);
   if (!s.ok()) throw ConfigError("invalid RocksDB options: " + s.ToString(), false);
   if (driver.block_cache_size == 0) table.no_block_cache = true;
-  else table.block_cache = rocksdb::NewLRUCache(driver.block_cache_size);
+  else table.block_cache = new_block_cache(driver.block_cache_size, driver.block_cache_high_pri_pool_ratio);
   if (driver.bloom_bits > 0) table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(static_cast<double>(driver.bloom_bits)));
   rocksdb::Options options(db_options, cf_options);
   options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
@@ -295,7 +316,10 @@ nlohmann::json settle_rocksdb(const std::string& path, const SettleSpec& spec) {
   const uint64_t wal_bytes = bytes_of_files(path, {".log"});
   auto cache_size = spec.config.count("block_cache_size") ? parse_uint("block_cache_size", spec.config.at("block_cache_size"))
                                                           : uint64_t{8} << 20;
-  std::shared_ptr<rocksdb::Cache> cache = rocksdb::NewLRUCache(std::max<uint64_t>(cache_size, 1 << 20));
+  const double high_pri_pool_ratio = spec.config.count("block_cache_high_pri_pool_ratio")
+      ? parse_ratio("block_cache_high_pri_pool_ratio", spec.config.at("block_cache_high_pri_pool_ratio"))
+      : DriverKeys().block_cache_high_pri_pool_ratio;
+  std::shared_ptr<rocksdb::Cache> cache = new_block_cache(std::max<uint64_t>(cache_size, 1 << 20), high_pri_pool_ratio);
   rocksdb::ConfigOptions load;
   load.ignore_unknown_options = true;
   rocksdb::DBOptions db_options;

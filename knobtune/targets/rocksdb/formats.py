@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from knobtune.errors import ConfigError
-from knobtune.knobs import Catalog, Value, render_flags, render_named
+from knobtune.knobs import Catalog, Value, render_every, render_flags
 from knobtune.targets._embedded import find_kvbench
 from knobtune.targets._formats import Beside, ExportFormat
 from knobtune.targets._process import run_logged
@@ -59,7 +59,7 @@ def _opened_by_kvbench(catalog: Catalog, config: Mapping[str, Value], tmp: Path)
     """kvbench opens a database under ``config`` (its own option map) and writes one key: as a kvbench study ran."""
     spec = {"seed": 1, "key_size": 16, "value_size": 100, "record_count": 1, "write_sync": False,
             "statistics": False, "phases": [{"name": "load", "kind": "fill", "order": "sequential"}],
-            "config": render_named(catalog, config, "kvbench")}
+            "config": render_every(catalog, config, "kvbench")}
     (tmp / "spec.json").write_text(json.dumps(spec))
     db_dir, log = tmp / "db", tmp / "log"
     result = run_logged([find_kvbench(), "--engine", "rocksdb", "--db", str(db_dir), "--spec", str(tmp / "spec.json")],
@@ -171,8 +171,9 @@ def _beside_options(catalog: Catalog, config: Mapping[str, Value]) -> tuple[Besi
 
 ROCKSDB_OPTIONS = ExportFormat("rocksdb-options", "RocksDB's own OPTIONS file, written by RocksDB", "#",
                                _options_written(_opened_by_db_bench), _beside_options)
-# A kvbench study's: kvbench leaves RocksDB's own defaults where db_bench sets its own (enable_pipelined_write,
-# delayed_write_rate, the block cache's high-priority pool ...), so its file is written as kvbench opens the store.
+# A kvbench study's: kvbench is given every knob of the catalog it can set, but leaves RocksDB's own defaults where
+# db_bench sets values no knob holds (index_shortening, pin_top_level_index_and_filter, dump_malloc_stats, FIFO's
+# options), so its file is written as kvbench opens the store.
 ROCKSDB_OPTIONS_KVBENCH = ExportFormat("rocksdb-options", "RocksDB's own OPTIONS file, written by RocksDB as kvbench "
                                        "opened it", "#", _options_written(_opened_by_kvbench), _beside_options)
 
@@ -183,10 +184,10 @@ def _db_bench_flags(catalog: Catalog, config: Mapping[str, Value]) -> str:
 
 def _kvbench_options_beside(catalog: Catalog, config: Mapping[str, Value]) -> tuple[Beside, ...]:
     """For a kvbench study's flags: the OPTIONS file of what kvbench ran, which db_bench's own defaults are not."""
-    return (Beside("db_bench sets its own defaults where kvbench ran RocksDB's (enable_pipelined_write, "
-                   "delayed_write_rate, table_cache_numshardbits, hard_pending_compaction_bytes_limit, the block "
-                   "cache's high-priority pool, ...), so these flags alone do not run what was measured; FILE.options "
-                   "beside it is what kvbench ran (db_bench --options_file, as its header says)", ".options",
+    return (Beside("db_bench sets its own defaults where kvbench ran RocksDB's for options no knob holds "
+                   "(index_shortening, pin_top_level_index_and_filter, dump_malloc_stats, FIFO's options), so these "
+                   "flags alone do not run what was measured; FILE.options beside it is what kvbench ran (db_bench "
+                   "--options_file, as its header says)", ".options",
                    ROCKSDB_OPTIONS_KVBENCH.render(catalog, config)),)
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from knobtune.errors import ConfigError, WorkloadError
-from knobtune.knobs import Catalog, Value, check_driver, render_named
+from knobtune.knobs import Catalog, Value, check_driver, render_every
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
 from knobtune.targets._counters import numbers, with_ratios
 from knobtune.targets._embedded import EmbeddedTarget, find_kvbench, read_result
@@ -122,7 +122,7 @@ class RocksdbReplayTarget(EmbeddedTarget):
     def apply(self, config: Mapping[str, Value]) -> None:
         try:
             check_driver(self.catalog, config, self.spelling)
-            self._config = render_named(self.catalog, config, self.spelling)
+            self._config = render_every(self.catalog, config, self.spelling)
         except ConfigError as exc:
             raise RunFailure(FailureKind.REFUSED, str(exc)) from None
         self._is_default = not self.catalog.changed(config)
@@ -165,7 +165,7 @@ class RocksdbReplayTarget(EmbeddedTarget):
     def _measure_reference(self, rung: Rung, log_path: Path, seed: int) -> None:
         """Replay the rung once under the default config (unmeasured) for the digest the config's must equal."""
         config, was_default = self._config, self._is_default
-        self._config, self._is_default = {}, True
+        self._config, self._is_default = render_every(self.catalog, self.catalog.defaults(), self.spelling), True
         try:
             super().run(rung, timeout_s=None, log_path=log_path.with_name(log_path.stem + ".default-reference.log"),
                         seed=seed)

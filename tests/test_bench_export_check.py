@@ -1,0 +1,51 @@
+"""bench/export_check.py end to end at a tiny size: a 2-trial study, its export, db_bench run beside the default.
+Timings at this size mean nothing: the test checks the script runs and what its JSON holds, never a speedup."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from knobtune.cli import app
+from knobtune.targets.rocksdb.build import find_db_bench, rocksdb_build
+
+SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "export_check.py"
+
+
+@pytest.mark.slow
+def test_export_check_measures_the_exported_file_beside_the_default(tmp_path: Path) -> None:
+    home = tmp_path / "studies"
+    tuned = CliRunner().invoke(app, [
+        "tune", "rocksdb", "--workload", "fillrandom", "--records", "2000", "--trials", "2", "--sampler", "random",
+        "--seed", "3", "--knobs", "write_buffer_size,cache_size,bloom_bits", "--study", "ec", "--verify-top", "1",
+        "--repeats", "2", "--dir", str(home), "--json"])
+    assert tuned.exit_code == 0, tuned.output
+    out = tmp_path / "check.json"
+    ran = subprocess.run([sys.executable, str(SCRIPT), "ec", "--dir", str(home), "--repeats", "2", "--limit-s", "120",
+                          "--out", str(out)], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-2000:]
+    result = json.loads(out.read_text())
+
+    assert result["failures"] == {} and all(len(times) == 2 for times in result["times_s"].values())
+    assert result["workload"] == {"name": "fillrandom", "records": 2000, "settled": True}
+    exported = result["argv"]["exported"]
+    assert any(flag.startswith("--options_file=") and flag.endswith("OPTIONS.ini") for flag in exported)
+    assert any(flag.startswith("--cache_size=") for flag in exported), "the cache as the export's header gives it"
+    assert not any(flag.startswith("--options_file") for flag in result["argv"]["default"])
+    benchmarks = [flag for flag in result["argv"]["default"] if flag.startswith("--benchmarks=")]
+    assert benchmarks == [flag for flag in exported if flag.startswith("--benchmarks=")]
+    assert benchmarks[0].endswith(",flush,waitforcompaction"), "a settled study's check pays the settle too"
+    speedup = result["speedup"]
+    assert speedup["ci_low"] <= speedup["ratio"] <= speedup["ci_high"] and speedup["n_baseline"] == 2
+    assert len(result["commit"]) >= 40 and result["rocksdb_build"] == rocksdb_build().description
+    assert result["db_bench"] == find_db_bench()
+    assert result["machine"]["cpus"] >= 1 and result["machine"]["system_version"] == result["rocksdb_build"]
+    if result["claim"]:  # the study's verified claim beside it, and the share of it the check holds
+        compared = result.get("speedup_without_sleep", speedup)
+        assert result["of_claim"] == pytest.approx(compared["ratio"] / result["claim"]["ratio"])
+        assert result["holds"] == (result["of_claim"] >= 0.9)
