@@ -9,6 +9,7 @@ import pytest
 
 from knobtune.errors import ToolMissingError
 from knobtune.targets import FailureKind, RunFailure, export_format, make_target
+from knobtune.targets.rocksdb.build import rocksdb_build
 from knobtune.targets.rocksdb.db_bench import parse_output
 
 from conftest import tiny
@@ -29,6 +30,18 @@ def test_default_run_measures_every_phase(rocksdb, tiny_pgd, tmp_path: Path) -> 
     assert measurement.p99_us is not None and measurement.p99_us > 0
     assert measurement.log_path.exists()
     assert not (tmp_path / "scratch").exists(), "scratch data left behind"
+
+
+def test_rocksdb_runs_on_the_release_build_without_assertions(rocksdb, tiny_pgd, tmp_path: Path) -> None:
+    """Users deploy release builds: db_bench and kvbench run on the one the set-up made, never Debian's (whose
+    every call checks assertions and whose db_bench says so before each run)."""
+    build = rocksdb_build()
+    assert build.release and "release" in build.description, build.description
+    measurement = _run(rocksdb, tiny_pgd, tmp_path, {})
+    logs = [measurement.log_path, *(measurement.settle.log_path,) if measurement.settle else ()]
+    assert all("Assertions are enabled" not in log.read_text() for log in logs)
+    with make_target(rocksdb, tiny_pgd, tmp_path / "kv", "kvbench") as target:
+        assert "release" in target.version(), target.version()
 
 
 def test_refused_config_is_a_refusal_with_the_reason(rocksdb, tiny_pgd, tmp_path: Path) -> None:
