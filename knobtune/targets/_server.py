@@ -201,6 +201,13 @@ class ServerTarget(Target):
 
     # ------------------------------------------------------------ life
 
+    def preflight(self) -> None:
+        self.check_tools()
+        if self.home_prefix is not None and (estimate := self.data_bytes()) is not None:
+            loaded.check_room(Path(tempfile.gettempdir()), 2 * estimate + (1 << 30), f"{self.workload.name}'s data "
+                              f"(a loaded copy and a working copy of ~{human_bytes(estimate)} each, and the WAL a "
+                              "run writes)", "free space there, or point TMPDIR at a larger disk")
+
     def open(self) -> None:
         if self._home is not None:
             return
