@@ -36,6 +36,8 @@ from knobtune.targets._counters import numbers, with_ratios
 from knobtune.targets._embedded import EmbeddedTarget, find_kvbench, read_result
 from knobtune.targets._formats import ExportFormat
 from knobtune.targets._process import run_logged
+from knobtune.names import nearest
+from knobtune.targets.kvbench_phases import check_phases
 from knobtune.workloads import Rung, Workload
 
 _MACHINE_FAULTS = ("No space left on device", "Too many open files", "Cannot allocate memory")
@@ -80,6 +82,8 @@ class KvbenchTarget(EmbeddedTarget):
         """
         section = workload.driver(cls.spelling)
         read_threads(workload, section, cls.spelling)
+        check_phases(section, str(workload.source) if workload.source else f"workload '{workload.name}'",
+                     cls.spelling)
         return section
 
     @staticmethod
@@ -229,8 +233,8 @@ def read_threads(workload: Workload, section: Mapping[str, Any], spelling: str =
     where = str(workload.source) if workload.source else f"workload '{workload.name}'"
     for name in section:
         if name not in SECTION_FIELDS:
-            raise WorkloadError(f"{where}: field 'drivers.{spelling}.{name}': is not a field of the {spelling} section. "
-                                f"Fix: use {', '.join(SECTION_FIELDS)}")
+            raise WorkloadError(f"{where}: field 'drivers.{spelling}.{name}': is not a field of the {spelling} section"
+                                f"{nearest(name, SECTION_FIELDS)}. Fix: use {', '.join(SECTION_FIELDS)}")
     threads = section.get("threads", 1)
     if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
         raise WorkloadError(f"{where}: field 'drivers.{spelling}.threads': {threads!r} is not a number of threads from "
