@@ -24,7 +24,7 @@ import optuna
 from knobtune.errors import StorageError, StudyNotFoundError
 from knobtune.names import inside
 from knobtune.names import study_name as study_name_checked
-from knobtune.processes import remove_left_behind
+from knobtune.processes import LeftBehind, left_behind, remove_left_behind
 from knobtune.reconnecting import ReconnectingStorage
 
 DEFAULT_HOME = "knobtune-studies"
@@ -109,6 +109,11 @@ class StudyStore:
             raise StudyNotFoundError(f"no study '{study_name}' in {self.url} (studies there: {listed}). "
                                      "Fix: check --study, --storage and --dir")
         return optuna.load_study(study_name=study_name, storage=storage)
+
+    def stale_scratch(self) -> list[LeftBehind]:
+        """The scratch folders of processes on this host that are gone (killed by SIGKILL, or the machine stopped)."""
+        return [found for folder in sorted(self.scratch_root.glob(f"{socket.gethostname()}-*"))
+                if (found := left_behind(folder, folder.name.rsplit("-", 1)[-1])) is not None]
 
     def remove_stale_scratch(self) -> int:
         """Remove scratch folders of processes on this host that are gone (after a SIGKILL); the bytes freed."""

@@ -170,6 +170,7 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [  # (id, the arguments, a patte
     ("baseline-profile", ("baseline", "postgresql", "--profile", "nosuch"), "nosuch"),
     ("baseline-to-folder", ("baseline", "rocksdb", "-o", "{files}"), "is a folder"),
     ("knobs-unknown-system", ("knobs", "nosuchdb"), "no knob catalog"),
+    ("clean-option", ("clean", "--nosuch"), "No such option"),
 ] + [(f"workload-{name.removesuffix('.toml')}", ("tune", "rocksdb" if "mix" not in text else "leveldb",
                                                   "--workload", f"{{files}}/{name}", "--trials", "1"), words)
      for name, (text, _, _, words) in WORKLOADS.items()]

@@ -2,7 +2,8 @@
 
 One module per command group, each command a function registered here in the order ``--help`` lists them:
 ``catalog`` (systems, knobs, baseline), ``tuning`` (tune, worker, rank), ``studies`` (show, export, report),
-``experiments`` (explain, compare, diagnose, sweep); ``options`` holds the options they share and their parsing.
+``experiments`` (explain, compare, diagnose, sweep), ``clean``; ``options`` holds the options they share and their
+parsing.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import typer
 from knobtune import console
 from knobtune.errors import KnobtuneError
 from knobtune.interrupts import catch_stops, stopped_by
-from knobtune.cli import capture, catalog, experiments, studies, tuning
+from knobtune.cli import capture, catalog, clean, experiments, studies, tuning
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Find the configuration that makes a database fast for one workload on one machine.")
@@ -36,6 +37,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("baseline", catalog.baseline),
     ("capture", capture.capture),
     ("report", studies.report),
+    ("clean", clean.clean),
 )
 for _name, _command in COMMANDS:
     app.command(_name)(_command)

@@ -10,8 +10,8 @@ from knobtune.targets._formats import ExportFormat
 from knobtune.targets._heuristics import HeuristicConfig, Machine, disk_detection
 from knobtune.targets._registry import (
     SYSTEMS, TARGETS, capturing, described_systems, export_format, export_formats, heuristic_config, make_target,
-    know_system, reclaim_server_homes, resolve_driver, target_class, use_system_file, user_system_file,
-    workload_section,
+    know_system, reclaim_server_homes, resolve_driver, stale_server_homes, target_class, use_system_file,
+    user_system_file, workload_section,
 )
 from knobtune.targets._system import Capturing, Heuristics, System
 
@@ -19,4 +19,5 @@ __all__ = ["Capturing", "ExportFormat", "FailureKind", "HeuristicConfig", "Heuri
            "Phase", "RunFailure", "SYSTEMS", "System", "TARGETS", "Target", "capturing", "described_systems", "disk_detection",
            "disk_full_of", "is_disk_full",
            "export_format", "export_formats", "heuristic_config", "make_target", "reclaim_server_homes", "resolve_driver",
+           "stale_server_homes",
            "target_class", "know_system", "use_system_file", "user_system_file", "workload_section"]
