@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -79,7 +80,10 @@ def report(
     Example: knobtune report rocksdb-put-get-delete -o report.html
     """
     output = output_path(output)  # type: ignore[assignment]
-    html_path, json_path = write_report(open_store(directory, storage).load(study), output)
+    store = open_store(directory, storage)
+    reach = (f" --dir {shlex.quote(str(store.home))}" if directory else "") + \
+        (f" --storage {shlex.quote(storage)}" if storage else "")
+    html_path, json_path = write_report(store.load(study), output, reach)
     console.err.print(f"wrote {html_path} and {json_path}")
 
 

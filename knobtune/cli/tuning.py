@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Annotated, Any, Optional
 
 import typer
@@ -15,7 +16,7 @@ from knobtune.tuning import Tuner, Experiment, build_space
 from knobtune.tuning.finish import starting_configs
 from knobtune.tuning.ranking import rank_study, ranked_knobs
 from knobtune.tuning.samplers import SAMPLERS
-from knobtune.tuning.space import left_out_line
+from knobtune.tuning.space import kept_out_label, left_out_line
 from knobtune.tuning.experiment import join_experiment
 from knobtune.tuning.owner import refuse_if_running
 from knobtune.cli.options import (
@@ -124,7 +125,8 @@ def tune(
         console.print_json(summary.to_dict())
     else:
         console.summary_text(summary, catalog)
-        where = f" --dir {store.home}" if directory else ""
+        where = (f" --dir {shlex.quote(str(store.home))}" if directory else "") + \
+            (f" --storage {shlex.quote(storage)}" if storage else "")  # each command printed can be pasted
         console.out.print(f"export: knobtune export {settings.study_name} --format {summary.export_formats[0]}{where}")
         if summary.verified and len(summary.result_config) > 3:
             console.out.print(f"which of its {len(summary.result_config)} changes carry the gain: knobtune explain "
@@ -159,7 +161,8 @@ def _print_plan(settings: Experiment, store: StudyStore) -> None:
     console.out.print(f"study {settings.study_name} in {store.url}; {len(space.knobs)} knobs searched: "
                       + ", ".join(space.knobs))
     console.out.print("ladder: " + "; ".join(str(r) for r in settings.workload.rungs))
-    console.out.print("kept out (unsafe): " + (", ".join(f"{k} ({v})" for k, v in space.left_out.items()) or "none"))
+    console.out.print("kept out (unsafe): " + (", ".join(f"{kept_out_label(k, settings.catalog)} ({v})"
+                                                         for k, v in space.left_out.items()) or "none"))
     if space.driver_note():
         console.out.print(space.driver_note(), markup=False)
 
