@@ -117,6 +117,8 @@ def tune(
         info.print(left_out_line(space.left_out, catalog), markup=False)
     if space.driver_note():
         info.print(space.driver_note(), markup=False)
+    if spec.raised_note():
+        info.print(spec.raised_note(), markup=False)
     info.print(f"study [bold]{settings.study_name}[/bold] in {store.url}; raw output in "
                f"{store.artifacts(settings.study_name)}")
     result = Tuner(settings, store, on_progress=None if json_output else console.progress_line).run()
@@ -247,6 +249,8 @@ def rank(
         reclaim(store, json_output)
         if settings.space.driver_note():
             info.print(settings.space.driver_note(), markup=False)
+        if spec.raised_note():
+            info.print(spec.raised_note(), markup=False)
         info.print(f"ranking study [bold]{settings.study_name}[/bold] in {store.url}: {samples} Latin-hypercube samples "
                    f"of {len(settings.space.knobs)} knobs at {spec.rungs[rung]}")
         loaded = Tuner(settings, store, on_progress=None if json_output else console.progress_line).run()

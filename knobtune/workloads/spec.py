@@ -96,6 +96,19 @@ class Workload:
                           count(self.operations, f, "records") if self.operations else 0, self.counts)
                      for i, f in enumerate(self.ladder))
 
+    def raised_note(self) -> str | None:
+        """One line saying which rungs run more records than their fraction asks (held to ``MIN_RUNG_RECORDS``),
+        or None when none does."""
+        if self.counts != "records":
+            return None
+        raised = [(f, round(self.records * f)) for f in self.ladder if round(self.records * f) < MIN_RUNG_RECORDS]
+        if not raised:
+            return None
+        asked = ", ".join(f"{f:g} ({n:,})" for f, n in raised)
+        return (f"rung(s) {asked} of {self.records:,} records run {MIN_RUNG_RECORDS} records each: knobtune measures "
+                f"no smaller data set (with --records {math.ceil(MIN_RUNG_RECORDS / self.ladder[0])} or more "
+                "every rung is its fraction)")
+
     @property
     def full(self) -> Rung:
         return self.rungs[-1]
