@@ -122,6 +122,8 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [  # (id, the arguments, a patte
     ("system-file-tool", ("tune", "{files}/mymaria/system.toml", "--workload", "{files}/maria.toml", "--trials", "1"),
      "is not installed"),
     ("catalog-unknown-field", ("knobs", str(CORPUS / "catalogs" / "bad-unknown-field.toml")), "Fix: "),
+    ("catalog-misspelt-top", ("knobs", "{files}/catalog.toml"), "'verison'.*did you mean 'version'"),
+    ("system-file-misspelt-top", ("knobs", "{files}/mymaria/misspelt.toml"), "did you mean 'clean_stop'"),
     ("catalog-bad-type", ("knobs", str(CORPUS / "catalogs" / "bad-type.toml")), "Fix: "),
     ("catalog-bad-toml", ("knobs", str(CORPUS / "catalogs" / "bad-toml.toml")), "Fix: "),
     ("workload-syntax", ("tune", "rocksdb", "--workload", str(CORPUS / "workloads" / "bad-syntax.toml"), "--trials",
@@ -204,6 +206,9 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         text = (maria / file).read_text()
         text = re.sub(r'^(name|system) = "mariadb"', r'\1 = "mymaria"', text, flags=re.M)
         (maria / file).write_text(text.replace('"/usr/sbin/mariadbd"', '"/nonexistent/mariadbd"'))
+    (maria / "misspelt.toml").write_text('clean_stopp = "SIGTERM"\n' + (maria / "system.toml").read_text())
+    good = (CORPUS / "catalogs" / "good-minimal.toml").read_text()
+    (files / "catalog.toml").write_text(good.replace('version = "1"', 'verison = "1"'))
     workload = (SYSTEM_FILES.parent / "workloads" / "data" / "oltp_read_write.toml").read_text()
     (files / "maria.toml").write_text(workload.replace('systems = ["mariadb", "postgresql"]', 'systems = ["mymaria"]'))
     work = root / "cwd"
