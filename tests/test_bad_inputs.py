@@ -12,11 +12,14 @@ import re
 import shutil
 import sqlite3
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from knobtune.cli import run
+from knobtune.knobs import catalog as catalogs
+from knobtune.targets import _registry as registry
 from knobtune.storage import open_store
 
 from conftest import CORPUS
@@ -180,6 +183,18 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [  # (id, the arguments, a patte
                                                   "--workload", f"{{files}}/{name}", "--trials", "1"), words)
      for name, (text, _, _, words) in WORKLOADS.items()]
 KVBENCH_ONLY = {"workload-kind-explode", "workload-order-bad", "workload-phase-field", "workload-kvbench-field"}
+
+
+@pytest.fixture(autouse=True)
+def registries_as_they_were() -> Iterator[None]:
+    """A case that names a system file makes its system known to this process; the next tests (in this process:
+    the whole suite) must not see it."""
+    saved = [(table, dict(table)) for table in (registry.SYSTEMS, registry.TARGETS, registry._USER_FILES,
+                                                catalogs._DESCRIBED)]
+    yield
+    for table, before in saved:
+        table.clear()
+        table.update(before)
 
 
 def test_the_corpus_is_large_and_every_case_named_once() -> None:
