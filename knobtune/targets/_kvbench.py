@@ -276,6 +276,6 @@ def _classify_exit(returncode: int, text: str) -> tuple[FailureKind, str]:
         return FailureKind.CRASH, f"kvbench died of signal {-returncode}: {message}"
     if returncode == 3:
         return FailureKind.REFUSED, f"the store refused the config: {message}"
-    if returncode == 2:  # kvbench's own input (the spec written from the workload): never the config's nor the machine's
+    if returncode == 2:  # kvbench refused the spec written from the workload: not the config, not the machine
         return FailureKind.TOOL, f"kvbench rejected the spec written from the workload: {message}"
     return FailureKind.CRASH, f"kvbench failed (status {returncode}): {message}"
