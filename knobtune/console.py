@@ -11,7 +11,7 @@ from rich.table import Table
 
 from knobtune.analysis.ranking import Ranking
 from knobtune.knobs import Catalog, load_catalog
-from knobtune.knobs.display import knob_range, knob_value
+from knobtune.knobs.display import knob_range, knob_value, same_behaviour
 from knobtune.knobs.units import human_bytes
 from knobtune.report import StudySummary
 from knobtune.report.summary import describe_costs, diagnosis_lines
@@ -171,6 +171,8 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
     counts = ", ".join(f"{n} {k}" for k, n in summary.counts.items() if n)
     out.print(f"[bold]study {summary.study}[/bold]: {summary.system} / {summary.workload}, "
               f"objective {summary.objective.value} ({'higher' if summary.objective.maximize else 'lower'} is better)")
+    style = "bold green" if summary.verified else "bold yellow"
+    out.print(f"[{style}]verdict: {summary.verdict}[/{style}]")  # the verified figure first; single runs below
     if summary.capture is not None:
         _capture_lines(summary)
     out.print(f"trials: {counts or 'none yet'}")
@@ -205,17 +207,16 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
     if summary.result_trial is not None and summary.result_value is not None:
         gain = f", {summary.single_run_speedup:.2f}x the default's single run" if summary.single_run_speedup else ""
         known = f" ({summary.result_tried_first}, tried first)" if summary.result_tried_first else ""
-        out.print(f"result: trial {summary.result_trial}{known}, {summary.objective.show(summary.result_value)}{gain}",
-                  markup=False)
+        out.print(f"result: trial {summary.result_trial}{known}; its single run (not the verified figure above): "
+                  f"{summary.objective.show(summary.result_value)}{gain}", markup=False)
         table = Table("knob", "default", "result", title="changed knobs")
         for name, value in sorted(summary.result_config.items()):
             knob = catalog.knobs[name]
-            table.add_row(name, knob_value(knob, knob.default), knob_value(knob, value))
+            if not same_behaviour(knob, knob.default, value):  # 1 MiB -> 1.0 MiB is no change
+                table.add_row(name, knob_value(knob, knob.default), knob_value(knob, value))
         out.print(table)
     for line in cost_lines(summary) + diagnosis_lines(summary.diagnosis):
         out.print(line, markup=False)
-    style = "bold green" if summary.verified else "bold yellow"
-    out.print(f"[{style}]verdict: {summary.verdict}[/{style}]")
     for warning in summary.warnings:
         out.print(f"[bold red]warning:[/bold red] {warning}")
     if summary.ranked_by:

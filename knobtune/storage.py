@@ -22,7 +22,9 @@ from pathlib import Path
 import optuna
 
 from knobtune.errors import StorageError, StudyNotFoundError
-from knobtune.processes import remove_left_behind
+from knobtune.names import inside
+from knobtune.names import study_name as study_name_checked
+from knobtune.processes import LeftBehind, left_behind, remove_left_behind
 from knobtune.reconnecting import ReconnectingStorage
 
 DEFAULT_HOME = "knobtune-studies"
@@ -44,7 +46,12 @@ class StudyStore:
         return self.home / "scratch"
 
     def artifacts(self, study_name: str) -> Path:
-        return self.home / "artifacts" / study_name
+        """The folder of ``study_name``'s raw output, proven to be inside ``home/artifacts``.
+
+        Raises:
+            UsageError: the name would leave that folder (a separator, '..', empty).
+        """
+        return inside(self.home / "artifacts", study_name)
 
     def worker_scratch(self) -> Path:
         """This process's own scratch folder (removed when the target stops)."""
@@ -96,10 +103,17 @@ class StudyStore:
         storage = self.storage()
         names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
         if study_name not in names:
+            study_name_checked(study_name, "study")  # a name that cannot be a study says why, not only that it is
+            # missing
             listed = ", ".join(names) if names else "none"
             raise StudyNotFoundError(f"no study '{study_name}' in {self.url} (studies there: {listed}). "
                                      "Fix: check --study, --storage and --dir")
         return optuna.load_study(study_name=study_name, storage=storage)
+
+    def stale_scratch(self) -> list[LeftBehind]:
+        """The scratch folders of processes on this host that are gone (killed by SIGKILL, or the machine stopped)."""
+        return [found for folder in sorted(self.scratch_root.glob(f"{socket.gethostname()}-*"))
+                if (found := left_behind(folder, folder.name.rsplit("-", 1)[-1])) is not None]
 
     def remove_stale_scratch(self) -> int:
         """Remove scratch folders of processes on this host that are gone (after a SIGKILL); the bytes freed."""

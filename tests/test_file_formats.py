@@ -70,3 +70,11 @@ def test_cassandra_yaml_writes_units_and_the_special_values_as_cassandra_5_reads
         "key_cache_size": "0MiB", "sstable_preemptive_open_interval": "null", "trickle_fsync": "true"}
     flags = cassandra_jvm_flags(catalog, config)
     assert flags == ["-Xmx2147483648", "-Xms2147483648", "-XX:+UseZGC"], "G1's own flags go with G1 only"
+
+
+def test_a_rung_raised_to_the_smallest_data_set_is_said_in_one_line() -> None:
+    note = load_workload("put-get-delete").scaled(4000).raised_note()
+    assert note is not None and "\n" not in note
+    assert note.startswith("rung(s) 0.05 (200) of 4,000 records run 500 records each") and "--records 10000" in note
+    assert load_workload("put-get-delete").raised_note() is None
+    assert load_workload("pgbench-tpcb").scaled(3).raised_note() is None  # transactions are not held to 500

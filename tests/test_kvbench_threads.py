@@ -106,7 +106,7 @@ REFUSED = [
     ("threads = true", "threads", "True is not a number of threads from 1 to 1024"),
     ('threads = "4"', "threads", "'4' is not a number of threads from 1 to 1024"),
     ("threads = 2.5", "threads", "2.5 is not a number of threads from 1 to 1024"),
-    ("thread = 4", "thread", "is not a field of the kvbench section"),
+    ("thread = 4", "thread", "is not a field of the kvbench section (did you mean 'threads'?)"),
 ]
 
 

@@ -104,3 +104,47 @@ def test_write_buffers_hold_a_rung_only_as_that_rung_ran_them(rocksdb) -> None:
     assert "rung(s) 0.05, 0.2 of the ladder" in _fits_in_memory(study, rocksdb, config)[0]
     study.set_user_attr(attrs.SCALED_RUNGS, True)  # each rung ran 5% or 20% of the buffers: never the whole data
     assert _fits_in_memory(study, rocksdb, config) == []
+
+
+def test_the_report_reads_as_its_verdict_in_chromium(report, tmp_path: Path) -> None:
+    """What a database engineer reads, in the page and in a screenshot of it: the verdict before any chart, the kept
+    out values named with their value, only changes that change something, importance named as the catalog spells
+    knobs with the trials it rests on."""
+    html_path, data = report
+    text = html_path.read_text()
+    assert text.index("class='verdict'") < text.index('<div id="chart-0"')
+    assert "compaction_style=fifo (data-loss)" in text and "compaction_style (data-loss)" not in text
+    for row in data["diff"]:
+        assert row["default_text"] != row["result_text"], row
+    if data["importance"]:
+        assert not any(name.endswith(".special") for name in data["importance"])
+        assert f"over {data['importance_trials']} complete trials; only" in text  # 8 trials: the caveat
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (scripts/setup installs it)")
+    shot = tmp_path / "report.png"
+    subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=15000",
+                    "--window-size=1300,5000", f"--screenshot={shot}", html_path.as_uri()], capture_output=True,
+                   timeout=120)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000  # drawn, not blank
+
+
+def test_history_draws_failed_and_cut_trials_apart_from_measured_ones() -> None:
+    """Timed-out, failed and interrupted trials sit beyond the worst measured value (never in the best zone of a
+    lower-is-better chart), one legend entry per kind with its reason; a log axis labels whole decades only."""
+    from knobtune.report.html import _history
+
+    trials = ([{"number": n, "role": "", "outcome": "complete", "value": v, "reached_rung": 2, "reason": ""}
+               for n, v in ((1, 0.5), (2, 2.0), (3, 30.0))]
+              + [{"number": 4, "role": "", "outcome": "timeout", "value": 0.2, "reached_rung": 0,
+                  "reason": "ran over 3x the default's time; stopped"},
+                 {"number": 5, "role": "", "outcome": "crash", "value": None, "reached_rung": None,
+                  "reason": "db_bench exited with signal 6"}])
+    data = {"trials": trials, "defaults_by_rung": {"0": 1.0}, "summary": {"objective": "elapsed_s"}}
+    figure = _history(data)
+    by_name = {trace.name: trace for trace in figure.data}
+    apart = [trace for name, trace in by_name.items() if "not measured" in name]
+    assert {trace.name.split(":")[0] for trace in apart} == {"timeout", "crash"}
+    assert all(y > 30.0 for trace in apart for y in trace.y)  # lower is better: on the worse side
+    assert "ran over 3x the default's time" in next(t.name for t in apart if t.name.startswith("timeout"))
+    assert list(by_name["complete"].y) == [0.5, 2.0, 30.0]
+    assert figure.layout.yaxis.type == "log" and figure.layout.yaxis.dtick == 1

@@ -65,3 +65,15 @@ def test_a_winner_stored_by_its_label_reads_as_its_trial_number(old_store: Study
     study.set_user_attr(attrs.VERIFICATION, verification)
     assert winner_trial(study) == 2
     assert summarize(study).result_trial == 2
+
+
+def test_show_leads_with_the_verdict_and_labels_single_runs(old_store: StudyStore,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The verified figure first; the default's and the result's single runs come after it, said as single runs."""
+    from knobtune.cli import run
+
+    assert run(["show", "old-release", "--dir", str(old_store.home)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("study old-release") and lines[1].startswith("verdict: no significant gain")
+    assert sum(line.startswith("verdict:") for line in lines) == 1
+    assert any(line.startswith("default: ") and "one run at full size" in line for line in lines)

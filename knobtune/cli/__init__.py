@@ -2,7 +2,8 @@
 
 One module per command group, each command a function registered here in the order ``--help`` lists them:
 ``catalog`` (systems, knobs, baseline), ``tuning`` (tune, worker, rank), ``studies`` (show, export, report),
-``experiments`` (explain, compare, diagnose, sweep); ``options`` holds the options they share and their parsing.
+``experiments`` (explain, compare, diagnose, sweep), ``clean``; ``options`` holds the options they share and their
+parsing.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import typer
 from knobtune import console
 from knobtune.errors import KnobtuneError
 from knobtune.interrupts import catch_stops, stopped_by
-from knobtune.cli import capture, catalog, experiments, studies, tuning
+from knobtune.cli import capture, catalog, clean, experiments, studies, tuning
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Find the configuration that makes a database fast for one workload on one machine.")
@@ -36,6 +37,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("baseline", catalog.baseline),
     ("capture", capture.capture),
     ("report", studies.report),
+    ("clean", clean.clean),
 )
 for _name, _command in COMMANDS:
     app.command(_name)(_command)
@@ -57,11 +59,19 @@ def main() -> None:
     """Entry point: a KnobtuneError becomes one line on stderr and exit status 2; Ctrl-C exits 130, SIGTERM 143."""
     catch_stops()  # SIGTERM ends knobtune as Ctrl-C does: the trial in progress is marked interrupted and queued
     # again, every server and driver is stopped, the scratch data removed
+    sys.exit(run(sys.argv[1:]))
+
+
+def run(args: list[str]) -> int:
+    """One command line, in this process: its exit status (0, 2 for an error a user caused, 130/143 when stopped).
+
+    The tests call it as users call ``knobtune``: the same one-line errors on stderr, the same statuses.
+    """
     try:  # click's own main, so that its usage errors reach us as exceptions (typer's would print three lines)
-        code = typer.main.get_command(app).main(prog_name="knobtune", standalone_mode=False)
+        code = typer.main.get_command(app).main(args=args, prog_name="knobtune", standalone_mode=False)
     except KnobtuneError as exc:
         console.err.print(f"error: {exc}", markup=False)
-        sys.exit(2)
+        return 2
     except typer.Abort:
         code = 130
     except typer.TyperException as exc:  # click's usage errors (unknown option, a value of the wrong type)
@@ -72,17 +82,17 @@ def main() -> None:
             message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
             console.err.print(f"error: {message.rstrip('.')}. Fix: see `{ctx.command_path if ctx else 'knobtune'} "
                               "--help`", markup=False)
-        sys.exit(getattr(exc, "exit_code", 2))
+        return int(getattr(exc, "exit_code", 2))
     except Exception as exc:  # noqa: BLE001  a failure while the stop was being handled is the stop
         if not _raised_by_a_stop(exc):
             raise
         code = 130
     if code == 130:
-        kept = KEPT_WHEN_STOPPED.get(_command_name(sys.argv[1:]), KEPT_BY_A_STUDY)
+        kept = KEPT_WHEN_STOPPED.get(_command_name(args), KEPT_BY_A_STUDY)
         by_sigterm = stopped_by() == signal.SIGTERM
         console.err.print(f"{'stopped (SIGTERM)' if by_sigterm else 'interrupted'}: {kept}", markup=False)
-        sys.exit(143 if by_sigterm else 130)
-    sys.exit(code if isinstance(code, int) else 0)
+        return 143 if by_sigterm else 130
+    return code if isinstance(code, int) else 0
 
 
 def _raised_by_a_stop(exc: BaseException) -> bool:

@@ -9,11 +9,10 @@ import typer
 from rich.markup import escape
 
 from knobtune import console
-from knobtune.errors import UsageError
 from knobtune.knobs import load_catalog
 from knobtune.targets import TARGETS, Machine, disk_detection, export_formats, heuristic_config, target_class
 from knobtune.workloads import available_workloads, load_workload
-from knobtune.cli.options import JsonOption, SystemArgument
+from knobtune.cli.options import JsonOption, SystemArgument, output_path, write_output
 
 
 def systems(json_output: JsonOption = False) -> None:
@@ -90,13 +89,11 @@ def baseline(
 
     Example: knobtune baseline postgresql --profile oltp -o pgtune.json
     """
+    output = output_path(output)
     result = heuristic_config(system, Machine.from_host(disk, connections), profile, name)
     told = [disk_detection()] if disk is None and result.name == "pgtune" else []  # a fixed config ignores the disk
     if output:
-        try:
-            output.write_text(result.to_json())
-        except OSError as exc:
-            raise UsageError(f"cannot write {output} ({exc.strerror}). Fix: choose a writable path for -o") from None
+        write_output(output, result.to_json())
         told.append(f"wrote {output}; measure it: knobtune compare {system} --workload WORKLOAD "
                     f"--config default --config {output}")
     for line in told:

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from knobtune import console
-from knobtune.errors import UsageError
+from knobtune.errors import ConfigError, UsageError
 from knobtune.analysis.diagnosis import Suggestion, diagnose
 from knobtune.knobs import Catalog, Value, load_catalog
 from knobtune.knobs.display import knob_value
@@ -22,12 +22,12 @@ from knobtune.tuning.explain import explain_study
 from knobtune.tuning.guide import counter_meanings, rules_of
 from knobtune.tuning.sweep import plan_sweep, run_sweep
 from knobtune.tuning.verify import Candidate, CandidateRuns, run_interleaved
-from knobtune.workloads import Objective, load_workload
+from knobtune.workloads import Objective
 from knobtune.cli.options import (
     SystemArgument,
     DirOption, DriverOption, JsonOption, MemoryLimitOption, ObjectiveOption, RecordsOption, StorageOption,
-    TimeoutFactorOption, UnsettledOption, WorkloadOption, at_least, bytes_option, objective_option, reclaim,
-    trial_config, workload_for,
+    TimeoutFactorOption, UnsettledOption, WorkloadOption, at_least, check_records, check_seed, memory_limit_option,
+    objective_option, output_path, preflight, reclaim, trial_config, workload_for,
 )
 
 
@@ -46,10 +46,10 @@ def explain_command(
     Example: knobtune explain pgd --repeats 3 && knobtune export pgd --minimal --format rocksdb-options
     """
     at_least("--repeats", repeats, 2, "e.g. --repeats 3 (intervals need repeats)")
+    at_least("--select-rung", select_rung, 0, "e.g. --select-rung 0")
     if not 0 < keep <= 1:
         raise UsageError(f"--keep {keep:g} is not a share. Fix: e.g. --keep 0.95")
     store = open_store(directory, storage)
-    reclaim(store, json_output)
     loaded = store.load(study)
     summary = summarize(loaded)
     winner = trial_config(loaded, study, trial) if trial is not None else summary.result_config
@@ -59,7 +59,7 @@ def explain_command(
     if not winner:
         raise UsageError(f"study '{study}' has no verified result to explain ({summary.verdict}). "
                          "Fix: name a trial with --trial N")
-    at_least("--select-rung", select_rung, 0, "e.g. --select-rung 0")
+    reclaim(store, json_output)
     info = console.err if json_output else console.out
     result = explain_study(loaded, store, winner, repeats=repeats, select_rung=select_rung, keep=keep,
                            note=lambda message: info.print(message, markup=False))
@@ -92,17 +92,19 @@ def compare(
     if len(config) < 2:
         raise UsageError("compare needs at least two --config. Fix: e.g. --config default --config best.json")
     at_least("--repeats", repeats, 1, "e.g. --repeats 5")
-    at_least("--records", records, 1, "e.g. --records 100000, or leave it out for the workload's own size")
+    check_records(records)
+    check_seed(seed)
     at_least("--timeout-factor", timeout_factor, 1.0, "e.g. --timeout-factor 3 (a run may take 3x the first config's)")
     catalog = load_catalog(system)
-    spec = load_workload(workload)
-    spec = spec.scaled(records) if records else spec
+    spec, driver = workload_for(catalog, workload, records, driver)
     goal = objective_option(objective) or spec.objective
+    limit = memory_limit_option(memory_limit)
     store = open_store(directory, storage)
-    reclaim(store, json_output)
     candidates = [_candidate(label, catalog, store) for label in config]
+    preflight(catalog, spec, driver, store, settle=not unsettled, memory_limit_bytes=limit)
+    reclaim(store, json_output)
     with make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
-                     memory_limit_bytes=bytes_option("--memory-limit", memory_limit)) as target:
+                     memory_limit_bytes=limit) as target:
         comparison = run_interleaved(
             target, candidates, spec.full, repeats=repeats, objective=goal, seed=seed, timeout_factor=timeout_factor,
             log_dir=store.home / "compare", on_run=None if json_output else _print_run(goal))
@@ -142,11 +144,13 @@ def sweep_command(
     """
     at_least("--points", points, 2, "e.g. --points 7 (a grid needs two steps)")
     at_least("--repeats", repeats, 1, "e.g. --repeats 3")
-    at_least("--records", records, 1, "e.g. --records 100000, or leave it out for the workload's own size")
+    check_records(records)
+    check_seed(seed)
     at_least("--timeout-factor", timeout_factor, 1.0, "e.g. --timeout-factor 3")
+    out = output_path(out)
     catalog = load_catalog(system)
+    limit = memory_limit_option(memory_limit)
     store = open_store(directory, storage)
-    reclaim(store, json_output)
     held, held_from, goal = {}, None, objective_option(objective)
     if around is not None:
         centre = held_result(store.load(around), catalog.system, workload)
@@ -154,9 +158,11 @@ def sweep_command(
         records, driver, goal = records or centre.records, driver or centre.driver, goal or centre.objective
     spec, driver = workload_for(catalog, workload, records, driver)
     target = make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
-                         memory_limit_bytes=bytes_option("--memory-limit", memory_limit))
+                         memory_limit_bytes=limit)
     plan = plan_sweep(catalog, knob, points=points, held=held, around=held_from, allow_unsafe=allow_unsafe,
                       impossible=target.impossible_values(), driver=driver)
+    target.preflight()
+    reclaim(store, json_output)
     folder = (store.artifacts(around) / f"sweep-{'-'.join(knob)}" if around
               else store.artifacts(f"sweep-{catalog.system}-{spec.name}-{'-'.join(knob)}"))
     info = console.err if json_output else console.out
@@ -191,17 +197,20 @@ def diagnose_command(
 
     Example: knobtune diagnose rocksdb --workload put-get-delete --config best.json
     """
-    at_least("--records", records, 1, "e.g. --records 100000, or leave it out for the workload's own size")
+    check_records(records)
+    check_seed(seed)
     catalog = load_catalog(system)
     rules = rules_of(catalog.system)
     spec, driver = workload_for(catalog, workload, records, driver)
+    limit = memory_limit_option(memory_limit)
     store = open_store(directory, storage)
-    reclaim(store, json_output)
     candidate, full = _candidate(config or "default", catalog, store)
+    preflight(catalog, spec, driver, store, settle=not unsettled, memory_limit_bytes=limit)
+    reclaim(store, json_output)
     if not json_output:
         console.out.print(f"running {system} / {spec.name} under {candidate.label} at {spec.full}", markup=False)
     with make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
-                     memory_limit_bytes=bytes_option("--memory-limit", memory_limit)) as target:
+                     memory_limit_bytes=limit) as target:
         target.keep_costly_counters()  # one run, compared with none: every counter a rule may read
         try:
             target.apply(full)
@@ -264,5 +273,8 @@ def _candidate(label: str, catalog: Catalog, store: StudyStore) -> tuple[Candida
         summary = summarize(store.load(label.removeprefix("study:")), catalog)
         return Candidate(label, summary.result_config), catalog.config(summary.result_config)
     changed = load_config_file(Path(label))
-    return Candidate(label, changed), catalog.config(changed)
+    try:
+        return Candidate(label, changed), catalog.config(changed)
+    except ConfigError as exc:
+        raise ConfigError(f"{label}: {exc}") from None
 

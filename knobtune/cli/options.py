@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -16,9 +17,11 @@ from knobtune.errors import CatalogError, UsageError
 from knobtune.knobs import Catalog
 from knobtune.knobs.units import human_bytes, parse_bytes, parse_duration_s
 from knobtune.storage import StudyStore
-from knobtune.targets import driver_for, reclaim_server_homes, use_system_file, workload_section
+from knobtune.targets import driver_for, make_target, reclaim_server_homes, use_system_file, workload_section
+from knobtune.names import existing_ancestor
 from knobtune.tuning.records import record_of
 from knobtune.workloads import Objective, Workload, load_workload
+from knobtune.workloads.spec import MIN_RUNG_RECORDS
 
 DirOption = Annotated[Optional[Path], typer.Option("--dir", help="Studies folder (default ./knobtune-studies or $KNOBTUNE_HOME).")]
 StorageOption = Annotated[Optional[str], typer.Option("--storage", help="Optuna storage URL (default: SQLite in --dir).")]
@@ -65,7 +68,39 @@ def at_least(option: str, value: float | None, least: float, fix: str) -> None:
     if value is not None and not math.isfinite(value):
         raise UsageError(f"{option} {value} is not a finite number. Fix: {fix}")
     if value is not None and value < least:
-        raise UsageError(f"{option} {value:g} is below {least:g}. Fix: {fix}")
+        raise UsageError(f"{option} {_number(value)} is below {_number(least)}. Fix: {fix}")
+
+
+def at_most(option: str, value: float | None, most: float, fix: str) -> None:
+    """Raises UsageError when ``option``'s ``value`` is given and above ``most``; ``fix`` says what to write."""
+    if value is not None and value > most:
+        raise UsageError(f"{option} {_number(value)} is above {_number(most)}. Fix: {fix}")
+
+
+def _number(value: float) -> str:
+    """A whole number as written (4294967295), any other as short as it reads (0.5, inf)."""
+    return str(int(value)) if isinstance(value, int) or (math.isfinite(value) and value == int(value)) \
+        else f"{value:g}"
+
+
+MAX_SEED = 2**32 - 1  # the samplers' (numpy's) seeds
+MAX_TIME_S = 30 * 24 * 3600.0  # a budget longer than a month is a typo (100000h), not a plan
+MIN_MEMORY_LIMIT_BYTES = 4 << 20  # no database process runs in less
+
+
+def check_seed(seed: int) -> None:
+    """Raises UsageError when ``seed`` is not one the samplers take (0 to 2**32 - 1)."""
+    at_least("--seed", seed, 0, f"give a seed from 0 to {MAX_SEED}")
+    at_most("--seed", seed, MAX_SEED, f"give a seed from 0 to {MAX_SEED}")
+
+
+def check_records(records: int | None, workload: Workload | None = None) -> None:
+    """Raises UsageError when --records is below 1, or, for a workload that counts records, below the smallest data
+    set a rung runs (it would be raised silently)."""
+    at_least("--records", records, 1, "e.g. --records 100000, or leave it out for the workload's own size")
+    if workload is not None and workload.counts == "records":
+        at_least("--records", records, MIN_RUNG_RECORDS, f"e.g. --records 100000 (knobtune measures no data set "
+                 f"under {MIN_RUNG_RECORDS} records), or leave it out for the workload's own size")
 
 
 def objective_option(name: str | None) -> Objective | None:
@@ -84,13 +119,33 @@ def objective_option(name: str | None) -> Objective | None:
 
 
 def duration_option(text: str | None, option: str = "--time") -> float | None:
-    """A duration option (``--time 20m``) in seconds; None when not given."""
-    return _positive(option, text, parse_duration_s, "duration", "30s or 10m")
+    """A duration option (``--time 20m``) in seconds, at most ``MAX_TIME_S``; None when not given."""
+    seconds = _positive(option, text, parse_duration_s, "duration", "30s or 10m")
+    if seconds is not None and seconds > MAX_TIME_S:
+        raise UsageError(f"{option} {text!r} is longer than {MAX_TIME_S / 86400:g} days. Fix: write e.g. "
+                         f"{option} 20m (a study resumes: run it again to go on)")
+    return seconds
 
 
 def bytes_option(option: str, text: str | None) -> int | None:
     """A size option (``--memory-limit 2GiB``) in bytes; None when not given."""
     return _positive(option, text, parse_bytes, "size", "2GiB")
+
+
+def memory_limit_option(text: str | None, catalog: Catalog | None = None) -> int | None:
+    """--memory-limit in bytes, refused when no process fits in it or (given the ``catalog`` of a study, which must
+    run the default) the default config's planned memory is over it.
+
+    Raises:
+        UsageError: one line with the limit, the default's plan and the fix.
+    """
+    limit = bytes_option("--memory-limit", text)
+    if limit is not None and limit < MIN_MEMORY_LIMIT_BYTES:
+        raise UsageError(f"--memory-limit {text} is below {human_bytes(MIN_MEMORY_LIMIT_BYTES)}, less than any "
+                         "database process holds. Fix: raise --memory-limit, e.g. 2GiB")
+    if limit is not None and catalog is not None and (over := catalog.memory.over_limit(catalog.defaults(), limit)):
+        raise UsageError(f"--memory-limit is too low for the default config: {over}. Fix: raise --memory-limit")
+    return limit
 
 
 def production_ratio(data: str | None, memory: str | None) -> tuple[int, int] | None:
@@ -106,12 +161,28 @@ def production_ratio(data: str | None, memory: str | None) -> tuple[int, int] | 
             ("--production-memory", "--production-data")
         raise UsageError(f"{given} needs {missing}: the ratio is memory to data. Fix: give both, e.g. "
                          "--production-data 500GiB --production-memory 64GiB")
-    return bytes_option("--production-data", data), bytes_option("--production-memory", memory)  # type: ignore[return-value]
+    data_bytes, memory_bytes = bytes_option("--production-data", data), bytes_option("--production-memory", memory)
+    if memory_bytes >= data_bytes:  # type: ignore[operator]
+        raise UsageError(f"--production-memory {memory} holds all of --production-data {data}: the ratio would hold "
+                         "no config to anything. Fix: leave both out when the data fits in memory")
+    return data_bytes, memory_bytes  # type: ignore[return-value]
 
 
 def knob_list(knobs: str | None) -> list[str] | None:
-    """--knobs as a list of names (None: not given)."""
-    return [k.strip() for k in knobs.split(",") if k.strip()] if knobs else None
+    """--knobs as a list of names (None: not given).
+
+    Raises:
+        UsageError: the list names no knob, or one twice.
+    """
+    if knobs is None:
+        return None
+    names = [k.strip() for k in knobs.split(",")]
+    if not any(names) or not all(names):
+        raise UsageError(f"--knobs {knobs!r} holds an empty name. Fix: name knobs separated by commas, e.g. "
+                         "--knobs write_buffer_size,max_background_jobs, or leave --knobs out for all safe knobs")
+    if twice := sorted({name for name in names if names.count(name) > 1}):
+        raise UsageError(f"--knobs names {', '.join(twice)} twice. Fix: name each knob once")
+    return names
 
 
 def workload_for(catalog: Catalog, name: str, records: int | None, driver: str | None) -> tuple[Workload, str]:
@@ -121,6 +192,7 @@ def workload_for(catalog: Catalog, name: str, records: int | None, driver: str |
         UsageError: the workload is for another system, or the driver cannot run it.
     """
     spec = load_workload(name)
+    check_records(records, spec)
     if records is not None:
         spec = spec.scaled(records)
     if spec.systems and catalog.system not in spec.systems:
@@ -130,6 +202,54 @@ def workload_for(catalog: Catalog, name: str, records: int | None, driver: str |
     workload_section(catalog.system, driver, spec)  # the workload must say how this driver runs it
     return spec, driver
 
+
+
+def output_path(path: Path | None, option: str = "-o") -> Path | None:
+    """An output path (``-o``), checked before anything runs; its missing parent folders are made when it is
+    written (``write_output``), the same for every command.
+
+    Raises:
+        UsageError: it is a folder, or its nearest existing parent is not a writable folder.
+    """
+    if path is None:
+        return None
+    if path.is_dir():
+        raise UsageError(f"{option} {path} is a folder. Fix: give a file's path, e.g. {option} {path / 'out'}")
+    parent = existing_ancestor(path.parent)
+    try:
+        if not parent.is_dir():
+            raise NotADirectoryError
+        with tempfile.TemporaryFile(dir=parent):  # what writing would meet (permissions, a read-only disk, /proc)
+            pass
+    except OSError:
+        raise UsageError(f"cannot write {path}: {parent} is not a writable folder. Fix: choose a writable {option} "
+                         "path") from None
+    return path
+
+
+def write_output(path: Path, text: str, option: str = "-o") -> None:
+    """Write ``text`` to ``path``, making its missing parent folders.
+
+    Raises:
+        UsageError: it cannot be written (one line with the cause).
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path} ({exc.strerror}). Fix: choose a writable {option} path") from None
+
+
+def preflight(catalog: Catalog, workload: Workload, driver: str | None, store: StudyStore, *, settle: bool = True,
+              memory_limit_bytes: int | None = None) -> None:
+    """What the target would refuse when it opens (a tool missing, no room for the data), checked before a command
+    announces anything, starts a process or writes a file.
+
+    Raises:
+        KnobtuneError: one line naming what is missing and the fix.
+    """
+    make_target(catalog, workload, store.worker_scratch(), driver, settle=settle,
+                memory_limit_bytes=memory_limit_bytes).preflight()
 
 
 def trial_config(loaded: optuna.Study, study: str, trial: int) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -15,7 +16,7 @@ from knobtune.knobs import load_catalog
 from knobtune.report import export_beside, export_config, summarize, write_report
 from knobtune.storage import open_store
 from knobtune.tuning.explain import EXPLANATION
-from knobtune.cli.options import DirOption, JsonOption, StorageOption, trial_config
+from knobtune.cli.options import DirOption, JsonOption, StorageOption, output_path, trial_config, write_output
 
 
 def show(study: str, storage: StorageOption = None, directory: DirOption = None, json_output: JsonOption = False) -> None:
@@ -46,33 +47,35 @@ def export(
 
     Example: knobtune export rocksdb-put-get-delete --format rocksdb-options -o OPTIONS.ini
     """
+    if minimal and trial is not None:
+        raise UsageError("--minimal and --trial both choose the config. Fix: give one of them")
+    output = output_path(output)
     store = open_store(directory, storage)
     loaded = store.load(study)
     summary = summarize(loaded)
     catalog = load_catalog(summary.system)
-    if minimal and trial is not None:
-        raise UsageError("--minimal and --trial both choose the config. Fix: give one of them")
     config = None
     if minimal:
         config = _minimal_config(loaded, study)
     elif trial is not None:
         config = trial_config(loaded, study, trial)
-    elif summary.result_trial is None:
-        console.err.print(f"note: {summary.verdict}; exporting the default config")
     beside = export_beside(summary, catalog, format, config)
     if beside and not output:
         raise UsageError(f"{'; '.join(b.note.replace('FILE', 'the file') for b in beside)}. Fix: add -o FILE: "
                          "what sets it is written beside that file")
     text = export_config(summary, catalog, format, config)
     if output:
-        output.write_text(text)
-        console.err.print(f"wrote {output}", markup=False)
+        write_output(output, text)
         for part in beside:
             companion = output.with_name(output.name + part.suffix)
-            companion.write_text(part.text)
+            write_output(companion, part.text)
             console.err.print(f"wrote {companion}: {part.note.replace('FILE', str(output))}", markup=False)
     else:
         sys.stdout.write(text)
+    if config is None and summary.result_trial is None:  # said once the export is done: an error stays one line
+        console.err.print(f"note: {summary.verdict}; exported the default config", markup=False)
+    if output:
+        console.err.print(f"wrote {output}", markup=False)
 
 
 def report(
@@ -85,7 +88,11 @@ def report(
 
     Example: knobtune report rocksdb-put-get-delete -o report.html
     """
-    html_path, json_path = write_report(open_store(directory, storage).load(study), output)
+    output = output_path(output)  # type: ignore[assignment]
+    store = open_store(directory, storage)
+    reach = (f" --dir {shlex.quote(str(store.home))}" if directory else "") + \
+        (f" --storage {shlex.quote(storage)}" if storage else "")
+    html_path, json_path = write_report(store.load(study), output, reach)
     console.err.print(f"wrote {html_path} and {json_path}")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Annotated, Any, Optional
 
 import typer
@@ -15,7 +16,7 @@ from knobtune.tuning import Tuner, Experiment, build_space
 from knobtune.tuning.finish import starting_configs
 from knobtune.tuning.ranking import rank_study, ranked_knobs
 from knobtune.tuning.samplers import SAMPLERS
-from knobtune.tuning.space import left_out_line
+from knobtune.tuning.space import kept_out_label, left_out_line
 from knobtune.tuning.experiment import join_experiment
 from knobtune.tuning.owner import refuse_if_running
 from knobtune.cli.options import (
@@ -23,8 +24,10 @@ from knobtune.cli.options import (
     SystemArgument,
     AllowOperationalOption, DirOption, DriverOption, JsonOption, MachineOption, MemoryLimitOption, MixedOption,
     ObjectiveOption, RecordsOption, StorageOption, TimeoutFactorOption, UnscaledRungsOption, UnsettledOption,
-    WorkloadOption, at_least, bytes_option, duration_option, knob_list, objective_option, reclaim, workload_for,
+    WorkloadOption, at_least, check_records, check_seed, duration_option, knob_list, memory_limit_option,
+    objective_option, preflight, reclaim, workload_for,
 )
+from knobtune.names import NAME_CHARS, name_problem, study_name
 
 
 def tune(
@@ -69,8 +72,9 @@ def tune(
     Example: knobtune tune rocksdb --workload put-get-delete --time 20m --study pgd
     """
     at_least("--trials", trials, 1, "e.g. --trials 50")
-    at_least("--records", records, 1, "e.g. --records 100000, or leave it out for the workload's own size")
-    at_least("--repeats", repeats, 0, "e.g. --repeats 5 (0: no verification)")
+    check_records(records)
+    check_seed(seed)
+    at_least("--repeats", repeats, 2, "e.g. --repeats 5 (an interval needs two runs; --verify-top 0: no verification)")
     at_least("--verify-top", verify_top, 0, "e.g. --verify-top 3 (0: no verification)")
     at_least("--control-every", control_every, 0, "e.g. --control-every 10 (0: never)")
     at_least("--reduction-factor", reduction_factor, 2, "e.g. --reduction-factor 3 (halving keeps 1/N per rung)")
@@ -79,27 +83,30 @@ def tune(
         raise UsageError("--ranking and --top-k go together. Fix: e.g. --ranking rank-pgd --top-k 5")
     if ranking is not None and knobs:
         raise UsageError("--knobs and --ranking both choose the knobs to search. Fix: give one of them")
+    if sampler not in SAMPLERS:
+        raise UsageError(f"unknown sampler '{sampler}'. Fix: use one of {', '.join(SAMPLERS)}")
     catalog = load_catalog(system)
     spec, driver = workload_for(catalog, workload, records, driver)
+    name = study_name(study) if study is not None else _default_name(f"{catalog.system}-{spec.name}")
     store = open_store(directory, storage)
     searched, ranked_by = _searched_knobs(store, knobs, ranking, top_k)
     space = build_space(catalog, searched, allow_unsafe, driver, allow_operational=allow_operational)
     goal = objective_option(objective) or spec.objective
+    limit = memory_limit_option(memory_limit, catalog)
     settings = Experiment(
-        study_name=study or f"{catalog.system}-{spec.name}", catalog=catalog, workload=spec, space=space,
+        study_name=name, catalog=catalog, workload=spec, space=space,
         objective=goal, driver=driver, sampler=sampler, seed=seed, trials=trials,
         time_budget_s=duration_option(time), timeout_factor=timeout_factor, reduction_factor=reduction_factor,
         verify_top=verify_top, verify_repeats=repeats, control_every=control_every, warm_up=not no_warm_up, settle=not unsettled,
-        scale_rungs=not unscaled_rungs, memory_limit_bytes=bytes_option("--memory-limit", memory_limit),
+        scale_rungs=not unscaled_rungs, memory_limit_bytes=limit,
         production=production_ratio(production_data, production_memory),
         max_recovery_s=duration_option(max_recovery_time, "--max-recovery-time"), ranking=ranked_by, machine=machine,
         allow_mixed_machines=allow_mixed_machines, try_known_configs=True, use_rules=not no_rules,
         start_configs=starting_configs(store.load(start_from), catalog.system) if start_from else ())
-    if sampler not in SAMPLERS:
-        raise UsageError(f"unknown sampler '{sampler}'. Fix: use one of {', '.join(SAMPLERS)}")
     store.storage()  # a storage URL that cannot be opened says so now, before anything is announced
     if trials is None and time is None:  # what was named is checked first, then what is missing
         raise UsageError("no budget given. Fix: add --trials N or --time 20m")
+    preflight(catalog, spec, driver, store, settle=not unsettled, memory_limit_bytes=limit)
     if dry_run:
         _print_plan(settings, store)
         return
@@ -110,6 +117,8 @@ def tune(
         info.print(left_out_line(space.left_out, catalog), markup=False)
     if space.driver_note():
         info.print(space.driver_note(), markup=False)
+    if spec.raised_note():
+        info.print(spec.raised_note(), markup=False)
     info.print(f"study [bold]{settings.study_name}[/bold] in {store.url}; raw output in "
                f"{store.artifacts(settings.study_name)}")
     result = Tuner(settings, store, on_progress=None if json_output else console.progress_line).run()
@@ -118,7 +127,8 @@ def tune(
         console.print_json(summary.to_dict())
     else:
         console.summary_text(summary, catalog)
-        where = f" --dir {store.home}" if directory else ""
+        where = (f" --dir {shlex.quote(str(store.home))}" if directory else "") + \
+            (f" --storage {shlex.quote(storage)}" if storage else "")  # each command printed can be pasted
         first = summary.export_formats[0]
         beside = export_beside(summary, catalog, first)
         console.out.print(f"export: knobtune export {settings.study_name} --format {first}{where}"
@@ -126,6 +136,18 @@ def tune(
         if summary.verified and len(summary.result_config) > 3:
             console.out.print(f"which of its {len(summary.result_config)} changes carry the gain: knobtune explain "
                               f"{settings.study_name}{where}, then export --minimal", markup=False)
+
+
+def _default_name(name: str) -> str:
+    """The study name made from a system and a workload, when --study is not given.
+
+    Raises:
+        UsageError: the system's or the workload's name makes no valid study name.
+    """
+    if (problem := name_problem(name)) is not None:
+        raise UsageError(f"the study name made from the system and the workload, {name!r}, {problem}. Fix: name the "
+                         f"study with --study ({NAME_CHARS})")
+    return name
 
 
 def _searched_knobs(store: StudyStore, knobs: str | None, ranking: str | None,
@@ -144,7 +166,8 @@ def _print_plan(settings: Experiment, store: StudyStore) -> None:
     console.out.print(f"study {settings.study_name} in {store.url}; {len(space.knobs)} knobs searched: "
                       + ", ".join(space.knobs))
     console.out.print("ladder: " + "; ".join(str(r) for r in settings.workload.rungs))
-    console.out.print("kept out (unsafe): " + (", ".join(f"{k} ({v})" for k, v in space.left_out.items()) or "none"))
+    console.out.print("kept out (unsafe): " + (", ".join(f"{kept_out_label(k, settings.catalog)} ({v})"
+                                                         for k, v in space.left_out.items()) or "none"))
     if space.driver_note():
         console.out.print(space.driver_note(), markup=False)
 
@@ -161,9 +184,10 @@ def worker(
     The study's process verifies the result; see docs/workers.md.
     Example: knobtune worker --study pgd --storage postgresql+psycopg://knobtune@db-host/studies
     """
+    study_name(study)
     store = open_store(directory, storage)
-    reclaim(store)
     settings = join_experiment(store, study, machine, allow_mixed_machines)
+    reclaim(store)
     console.out.print(f"joined study [bold]{study}[/bold] in {store.url} ({settings.catalog.system}, "
                       f"{settings.workload.name}, {len(settings.space.knobs)} knobs); raw output in "
                       f"{store.artifacts(study)}")
@@ -202,26 +226,34 @@ def rank(
     at_least("--samples", samples, 8, "e.g. --samples 200 (a ranking needs at least 8 measured configs)")
     at_least("--rung", rung, 0, "e.g. --rung 0 (the smallest)")
     at_least("--timeout-factor", timeout_factor, 1.0, "e.g. --timeout-factor 3")
+    check_records(records)
+    check_seed(seed)
     catalog = load_catalog(system)
     store = open_store(directory, storage)
-    reclaim(store, json_output)
     info = console.err if json_output else console.out
     if from_study is not None:
         loaded = store.load(from_study)
+        reclaim(store, json_output)
     else:
         spec, driver = workload_for(catalog, workload, records, driver)
         if rung >= len(spec.rungs):
             raise UsageError(f"--rung {rung}: workload '{spec.name}' has rungs 0-{len(spec.rungs) - 1}. "
                              "Fix: choose one of them")
+        name = study_name(study) if study is not None else _default_name(f"rank-{catalog.system}-{spec.name}")
+        limit = memory_limit_option(memory_limit, catalog)
         settings = Experiment(
-            study_name=study or f"rank-{catalog.system}-{spec.name}", catalog=catalog, workload=spec,
+            study_name=name, catalog=catalog, workload=spec,
             space=build_space(catalog, knob_list(knobs), allow_unsafe, driver, allow_operational=allow_operational),
             objective=objective_option(objective) or spec.objective, driver=driver, sampler="lhs", seed=seed,
             trials=samples, time_budget_s=duration_option(time), timeout_factor=timeout_factor, verify_top=0,
-            settle=not unsettled, scale_rungs=not unscaled_rungs,
-            memory_limit_bytes=bytes_option("--memory-limit", memory_limit), only_rung=rung)
+            settle=not unsettled, scale_rungs=not unscaled_rungs, memory_limit_bytes=limit, only_rung=rung)
+        store.storage()
+        preflight(catalog, spec, driver, store, settle=not unsettled, memory_limit_bytes=limit)
+        reclaim(store, json_output)
         if settings.space.driver_note():
             info.print(settings.space.driver_note(), markup=False)
+        if spec.raised_note():
+            info.print(spec.raised_note(), markup=False)
         info.print(f"ranking study [bold]{settings.study_name}[/bold] in {store.url}: {samples} Latin-hypercube samples "
                    f"of {len(settings.space.knobs)} knobs at {spec.rungs[rung]}")
         loaded = Tuner(settings, store, on_progress=None if json_output else console.progress_line).run()

@@ -16,6 +16,7 @@ from typing import Any
 
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError, ConfigError
+from knobtune.names import nearest
 from knobtune.knobs.knob import NUMERIC_TYPES, Condition, Knob, KnobType, Safety, Value, coerce_value
 from knobtune.knobs.memory import MemoryModel, Product
 from knobtune.knobs.model import Catalog, Implication, Relation
@@ -71,7 +72,15 @@ def load_catalog(system_or_path: str | Path) -> Catalog:
     return _build_catalog(path, read_toml(path, CatalogError, "catalog"))
 
 
+_TOP_FIELDS = ("system", "version", "description", "formats", "knobs", "relations", "implications", "memory")
+
+
 def _build_catalog(path: Path, data: dict[str, Any]) -> Catalog:
+    for given in data:
+        if given not in _TOP_FIELDS:
+            raise CatalogError(f"{path}: top-level field '{given}' is not a field of a catalog"
+                               f"{nearest(given, _TOP_FIELDS)}. Fix: use {', '.join(_TOP_FIELDS)} "
+                               "(docs/catalog-format.md)")
     for required in ("system", "knobs"):
         if required not in data:
             raise CatalogError(f"{path}: missing top-level field '{required}'. Fix: add it (see docs/catalog-format.md)")
@@ -100,7 +109,9 @@ def _build_knob(path: Path, name: str, spec: dict[str, Any], formats: tuple[str,
 
     unknown = set(spec) - _KNOWN_FIELDS
     if unknown:
-        raise fail(sorted(unknown)[0], "unknown field", f"use only {', '.join(sorted(_KNOWN_FIELDS))}")
+        first = sorted(unknown)[0]
+        raise fail(first, f"unknown field{nearest(first, _KNOWN_FIELDS)}",
+                   f"use only {', '.join(sorted(_KNOWN_FIELDS))}")
     try:
         knob_type = KnobType(spec["type"])
     except KeyError:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from knobtune.errors import ConfigError
+from knobtune.names import nearest
 from knobtune.knobs.units import parse_bytes, parse_duration_s
 
 Value = int | float | bool | str
@@ -117,7 +118,8 @@ class Knob:
     def check(self, value: Value) -> None:
         """Raises ConfigError naming the knob and the allowed values when ``value`` is not one."""
         if self.type is KnobType.ENUM and value not in self.choices:
-            raise ConfigError(f"knob '{self.name}': {value!r} is not one of {', '.join(self.choices)}")
+            raise ConfigError(f"knob '{self.name}': {value!r} is not one of {', '.join(self.choices)}"
+                              f"{nearest(str(value), self.choices)}. Fix: use one of {', '.join(self.choices)}")
         if self.is_numeric and value not in self.special:
             if (self.min is not None and value < self.min) or (self.max is not None and value > self.max):
                 raise ConfigError(f"knob '{self.name}': {value!r} is out of range. Fix: use a value{self._range_hint()}")

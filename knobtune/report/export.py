@@ -41,7 +41,7 @@ def export_config(summary: StudySummary, catalog: Catalog, format_name: str,
     header += [f"{comment} WARNING: {w}" for w in summary.warnings]
     if summary.left_out and not summary.allow_unsafe:
         header.append(f"{comment} kept out of the search (unsafe): "
-                      + ", ".join(f"{k} ({v})" for k, v in summary.left_out.items()))
+                      + ", ".join(f"{k} ({v})" for k, v in summary.kept_out.items()))
     return "\n".join(header) + "\n" + text
 
 

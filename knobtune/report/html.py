@@ -24,17 +24,20 @@ OUTCOME_STYLE = {  # outcome -> (marker symbol, colour)
     "budget": ("square-open", "#bcbd22"), "interrupted": ("diamond-open", "#8c564b"),
 }
 FAILED = ("refused", "crash", "data-loss", "tool")
+MEASURED = ("complete", "pruned", "budget")  # outcomes whose value is a measurement of the config at its rung
+FEW_TRIALS = 30  # importance from fewer complete trials than this is shown with a caveat
 
 
-def write_report(study: optuna.Study, path: Path) -> tuple[Path, Path]:
-    """Write ``path`` (HTML) and the same data as JSON beside it; return both paths.
+def write_report(study: optuna.Study, path: Path, reach: str = "") -> tuple[Path, Path]:
+    """Write ``path`` (HTML) and the same data as JSON beside it; return both paths. ``reach`` ends every command
+    the report prints (`` --dir D``, `` --storage URL``: how to reach the study when it is not the default).
 
     Raises:
         UsageError: plotly is missing or the file cannot be written.
     """
     if importlib.util.find_spec("plotly") is None:
         raise UsageError("the HTML report needs plotly. Fix: pip install plotly")
-    data = report_data(study)
+    data = report_data(study) | {"reach": reach}
     return write_page(path, render(data), data, "the report", "-o")
 
 
@@ -93,7 +96,7 @@ def _header(data: dict[str, Any]) -> str:
               ("<p class='warn'>Operational values were allowed (--allow-operational).</p>"
                if s.get("allow_operational") else "")
               + "<p>Kept out of the search (would trade durability or data, or never settle): "
-              + html.escape(", ".join(f"{k} ({v})" for k, v in s["left_out"].items()) or "none") + "</p>")
+              + html.escape(", ".join(f"{k} ({v})" for k, v in s["kept_out"].items()) or "none") + "</p>")
     warnings = "".join(f"<p class='warn'>warning: {html.escape(w)}</p>" for w in s["warnings"])
     rows = [("system", f"{s['system']} {s['experiment'].get('system_version', '')} via "
                        f"{s['experiment'].get('driver', '')}"),
@@ -146,9 +149,15 @@ def _costs(s: dict[str, Any]) -> str:
 def _layout(figure: Any, title: str, x: str, y: str, log_y: bool = False) -> Any:
     figure.update_layout(title=title, xaxis_title=x, yaxis_title=y, height=460, template="plotly_white",
                          legend={"orientation": "h", "y": -0.2})
-    if log_y:
-        figure.update_yaxes(type="log")
+    if log_y:  # one labelled tick per decade (plotly's default labels 2..9 between decades as bare digits)
+        figure.update_yaxes(type="log", dtick=1, tickformat="~g", minor={"ticks": "inside", "showgrid": True})
     return figure
+
+
+def _why(trials: list[dict[str, Any]]) -> str:
+    """The most common reason of ``trials``, short, for a legend."""
+    reasons = [t["reason"].split(";")[0].split(". ")[0][:60] for t in trials if t.get("reason")]
+    return max(set(reasons), key=reasons.count) if reasons else "no reason recorded"
 
 
 def _history(data: dict[str, Any]) -> Any:
@@ -156,8 +165,9 @@ def _history(data: dict[str, Any]) -> Any:
 
     figure = go.Figure()
     rows = [t for t in data["trials"] if not t["role"]]
-    measured = [t["value"] for t in rows if t["value"]]
     for outcome, (symbol, colour) in OUTCOME_STYLE.items():
+        if outcome not in MEASURED:  # a cut or interrupted run's value is not the config's: drawn apart below
+            continue
         chosen = [t for t in rows if t["outcome"] == outcome and t["value"] is not None]
         if chosen:
             figure.add_trace(go.Scatter(
@@ -165,14 +175,20 @@ def _history(data: dict[str, Any]) -> Any:
                 marker={"symbol": symbol, "color": colour, "size": 9},
                 text=[f"trial {t['number']}: {outcome} at rung {t['reached_rung']}<br>{html.escape(t['reason'])}"
                       for t in chosen], hoverinfo="text+y"))
-    failed = [t for t in rows if t["outcome"] in FAILED or (t["value"] is None and t["outcome"] in OUTCOME_STYLE)]
-    if failed and measured:
-        floor = min(measured) / 1.3
-        figure.add_trace(go.Scatter(
-            x=[t["number"] for t in failed], y=[floor] * len(failed), mode="markers", name="failed (hover: reason)",
-            marker={"symbol": "x-thin-open", "color": "#e377c2", "size": 10, "line": {"width": 2}},
-            text=[f"trial {t['number']}: {t['outcome']}<br>{html.escape(t['reason'][:200])}" for t in failed],
-            hoverinfo="text"))
+    measured = [t["value"] for t in rows if t["value"] and t["outcome"] in MEASURED]
+    apart = [t for t in rows if t["outcome"] not in MEASURED or t["value"] is None]
+    if apart and measured:  # on the worse side of every measured value, one row per kind, its reason in the legend
+        maximize = data["summary"]["objective"] == "ops_per_s"
+        edge = min(measured) / 1.5 if maximize else max(measured) * 1.5
+        for outcome in sorted({t["outcome"] for t in apart}):
+            chosen = [t for t in apart if t["outcome"] == outcome]
+            symbol, colour = OUTCOME_STYLE.get(outcome, ("x-thin-open", "#e377c2"))
+            figure.add_trace(go.Scatter(
+                x=[t["number"] for t in chosen], y=[edge] * len(chosen), mode="markers",
+                name=f"{outcome}: not measured, drawn at the worse edge ({_why(chosen)})",
+                marker={"symbol": symbol, "color": colour, "size": 10, "line": {"width": 2}},
+                text=[f"trial {t['number']}: {t['outcome']}<br>{html.escape(t['reason'][:200])}" for t in chosen],
+                hoverinfo="text"))
     last = max((t["number"] for t in rows), default=1)
     for rung, value in sorted(data["defaults_by_rung"].items()):
         if value:  # a line trace, not add_hline: its annotation lands wrong on log axes
@@ -273,7 +289,10 @@ def _importance(data: dict[str, Any]) -> Any:
     names = list(importance)[:15][::-1]
     figure = go.Figure(go.Bar(x=[importance[n] for n in names], y=names, orientation="h"))
     figure.update_layout(height=120 + 28 * len(names))
-    return _layout(figure, f"Knob importance (Optuna's {evaluator_name()} over the complete trials)",
+    count = data.get("importance_trials") or 0
+    caveat = (f"; only {count} trials: a rough guide, it changes with more (about {FEW_TRIALS} or more hold)"
+              if count < FEW_TRIALS else "")
+    return _layout(figure, f"Knob importance (Optuna's {evaluator_name()} over {count} complete trials{caveat})",
                    "share of the objective's variance explained", "knob")
 
 
@@ -334,6 +353,7 @@ def _diff(data: dict[str, Any]) -> str:
                    f"<td>{html.escape(d['result_text'])}</td></tr>" for d in data["diff"])
     table = (f"<table><tr><th>knob</th><th>default</th><th>result</th></tr>{rows}</table>" if rows
              else "<p>No config is recommended over the default.</p>")
-    exports = "".join(f"<li><code>knobtune export {study} --format {name}</code></li>"
+    reach = html.escape(data.get("reach", ""))
+    exports = "".join(f"<li><code>knobtune export {study} --format {name}{reach}</code></li>"
                       for name in data["summary"]["export_formats"])
     return f"<h2>The result against the default</h2>{table}<h2>Export</h2><ul>{exports}</ul>"

@@ -9,7 +9,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from knobtune.analysis.importance import knob_importance
 from knobtune.knobs import Catalog, load_catalog
-from knobtune.knobs.display import knob_value
+from knobtune.knobs.display import knob_value, same_behaviour
 from knobtune.report.summary import summarize
 from knobtune.tuning import attrs
 from knobtune.tuning.records import record_of
@@ -22,8 +22,10 @@ def report_data(study: optuna.Study, catalog: Catalog | None = None) -> dict[str
     summary = summarize(study, catalog)
     catalog = catalog or load_catalog(summary.system)
     trials = study.get_trials(deepcopy=False)
-    importance = knob_importance([t for t in trials if not attrs.is_default(t.user_attrs)],
-                                 summary.objective.maximize)
+    sampled = [t for t in trials if not attrs.is_default(t.user_attrs)]
+    by_param = knob_importance(sampled, summary.objective.maximize)  # the search's parameters (knob.special too)
+    importance = _catalog_names(by_param)
+    importance_trials = sum(1 for t in sampled if t.state == TrialState.COMPLETE and t.value is not None)
     return {
         "summary": summary.to_dict(),
         "trials": [_trial_row(t) for t in trials if t.state != TrialState.WAITING],
@@ -33,12 +35,26 @@ def report_data(study: optuna.Study, catalog: Catalog | None = None) -> dict[str
         "explanation": study.user_attrs.get(attrs.EXPLANATION),
         "latency": _latency(trials, summary.result_trial, study.user_attrs.get(attrs.VERIFICATION)),
         "importance": importance,
-        "parallel": _parallel(trials, importance),
+        "parallel": _parallel(trials, by_param),
         "diff": [{"knob": name, "default": catalog.knobs[name].default, "result": value,
                   "default_text": knob_value(catalog.knobs[name], catalog.knobs[name].default),
                   "result_text": knob_value(catalog.knobs[name], value)}
-                 for name, value in sorted(summary.result_config.items())],
+                 for name, value in sorted(summary.result_config.items())
+                 if not same_behaviour(catalog.knobs[name], catalog.knobs[name].default, value)],
+        "importance_trials": importance_trials,
     }
+
+
+def _catalog_names(importance: dict[str, float] | None) -> dict[str, float] | None:
+    """Importance by knob as the catalog spells it: a special-value choice (``cache_numshardbits.special``, the
+    search's own parameter) counts towards its knob."""
+    if not importance:
+        return importance
+    folded: dict[str, float] = {}
+    for name, share in importance.items():
+        knob = name.removesuffix(".special")
+        folded[knob] = folded.get(knob, 0.0) + share
+    return dict(sorted(folded.items(), key=lambda item: -item[1]))
 
 
 def _trial_row(trial: FrozenTrial) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from knobtune.tuning.finish import DEFAULT_LABEL, study_result
 from knobtune.tuning.guide import compare_findings, rules_of
 from knobtune.tuning.outcomes import Outcome
 from knobtune.tuning.records import TrialRecord, record_of
+from knobtune.tuning.space import kept_out_label
 from knobtune.workloads import Objective
 from knobtune.workloads.capture import CaptureSummary
 
@@ -43,7 +44,7 @@ class StudySummary:
     single_run_speedup: float | None
     verification: dict[str, Any] | None
     allow_unsafe: bool
-    left_out: dict[str, str]
+    left_out: dict[str, str]  # knob -> the safety class kept out (its unsafe values, or the whole knob)
     unsafe_in_result: dict[str, str]
     warnings: list[str] = field(default_factory=list)
     experiment: dict[str, Any] = field(default_factory=dict)
@@ -65,6 +66,7 @@ class StudySummary:
     time_spent: dict[str, float | None] = field(default_factory=dict)  # the latest `tune`: search, verification
     default_counters: dict[str, float] = field(default_factory=dict)  # the system's counters over the default's full run
     diagnosis: dict[str, Any] = field(default_factory=dict)  # the rules over the default's and the result's full runs
+    kept_out: dict[str, str] = field(default_factory=dict)  # what was kept out as said (compaction_style=fifo) -> class
     capture: CaptureSummary | None = None  # the workload is a capture of a user's own work: what it holds, no data
 
     @property
@@ -128,6 +130,7 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         default_counters=_counters(study, default_trial),
         diagnosis=_diagnosis(study, catalog, default_trial, result),
         rung_agreement=rung_agreement([_rung_values(r) for r in map(record_of, trials) if not r.is_default]),
+        kept_out={kept_out_label(k, catalog): v for k, v in dict(user.get(attrs.LEFT_OUT, {})).items()},
     )
 
 

@@ -258,6 +258,15 @@ class Target(abc.ABC):
         self.close()
 
     @abc.abstractmethod
+    def preflight(self) -> None:
+        """What ``open`` would refuse, checked without starting a process or writing a file: the tools are there and
+        the data fits. Commands call it before they announce anything (nothing to undo when it raises).
+
+        Raises:
+            ToolMissingError: a program the target needs is not installed.
+            KnobtuneError: not enough free space for the data.
+        """
+
     def open(self) -> None:
         """Check the tools, make the scratch directory (a server: init, load, start, wait). Idempotent.
 

@@ -24,6 +24,7 @@ from knobtune.errors import ToolMissingError
 from knobtune.knobs.units import human_bytes
 from knobtune.targets._base import FailureKind, Measurement, RunFailure, Settle, Target
 from knobtune.targets._disk import disk_full, disk_full_of, is_disk_full, nearly_full, no_space_line
+from knobtune.names import existing_ancestor
 from knobtune.targets._loaded import check_room
 from knobtune.targets._process import ProcessResult, run_logged
 from knobtune.workloads import Rung
@@ -59,6 +60,13 @@ class EmbeddedTarget(Target):
     key_format: str  # how the driver spells record i's key: "kvbench" or "db_bench"
     ticker_counters = False  # RocksDB's drivers, asked: keep its tickers (a cost per operation) for the counters
     _runs = 0  # runs so far: each builds its database in a folder of its own
+
+    def preflight(self) -> None:
+        check_room(existing_ancestor(self.scratch_dir), self.data_set_bytes(), f"the workload's data set "
+                   f"({self.workload.records:,} records of {self.workload.key_size + self.workload.value_size:,} "
+                   "bytes)", "a smaller --records, or --dir on a disk with room")
+        if self.settle:
+            self.find_settler()
 
     def open(self) -> None:
         """Check the scratch folder's disk can hold the data set (records x (key + value), before compression);

@@ -37,9 +37,13 @@ from knobtune.targets._counters import numbers, with_ratios
 from knobtune.targets._embedded import EmbeddedTarget, find_kvbench, read_result
 from knobtune.targets._formats import ExportFormat
 from knobtune.targets._process import run_logged
+from knobtune.names import nearest
+from knobtune.targets.kvbench_phases import check_phases
 from knobtune.workloads import Rung, Workload
 
 _MACHINE_FAULTS = ("No space left on device", "Too many open files", "Cannot allocate memory")
+_SPEC_FIX = ("correct the workload's kvbench section ({workload}; docs/workloads.md says what kvbench takes); if it is "
+             "right, the spec knobtune wrote from it ({spec}) is knobtune's bug: report it with that file")
 _KILLED_AT_END = -9  # --crash-at-end: kvbench kills itself with SIGKILL once its result is written
 SECTION_FIELDS = ("phases", "measure", "twin", "threads")
 MAX_THREADS = 1024  # kvbench's own limit (native/kvbench/workload.h, kMaxThreads)
@@ -90,6 +94,8 @@ class KvbenchTarget(EmbeddedTarget):
         """
         section = workload.driver(cls.spelling)
         read_threads(workload, section, cls.spelling)
+        check_phases(section, str(workload.source) if workload.source else f"workload '{workload.name}'",
+                     cls.spelling)
         return section
 
     @staticmethod
@@ -173,7 +179,10 @@ class KvbenchTarget(EmbeddedTarget):
         ended_as_asked = outcome.returncode == 0 or (self.settle and outcome.returncode == _KILLED_AT_END)
         result = read_result(result_path) if ended_as_asked else None
         if result is None:
-            raise RunFailure(*classify_exit(outcome.returncode, log_path.read_text(errors="replace")), log_path)
+            kind, reason = classify_exit(outcome.returncode, log_path.read_text(errors="replace"))
+            raise RunFailure(kind, reason, log_path, fix=_SPEC_FIX.format(spec=spec_path, workload=self.workload.source
+                                                                         or self.workload.name)
+                             if outcome.returncode == 2 else "")
         return self._measurement(result, outcome.elapsed_s, log_path, rung.records, outcome.peak_rss_bytes)
 
     def _measurement(self, result: dict[str, Any], elapsed_s: float, log_path: Path, records: int,
@@ -229,8 +238,8 @@ def read_threads(workload: Workload, section: Mapping[str, Any], spelling: str =
     where = str(workload.source) if workload.source else f"workload '{workload.name}'"
     for name in section:
         if name not in SECTION_FIELDS:
-            raise WorkloadError(f"{where}: field 'drivers.{spelling}.{name}': is not a field of the {spelling} section. "
-                                f"Fix: use {', '.join(SECTION_FIELDS)}")
+            raise WorkloadError(f"{where}: field 'drivers.{spelling}.{name}': is not a field of the {spelling} section"
+                                f"{nearest(name, SECTION_FIELDS)}. Fix: use {', '.join(SECTION_FIELDS)}")
     threads = section.get("threads", 1)
     if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
         raise WorkloadError(f"{where}: field 'drivers.{spelling}.threads': {threads!r} is not a number of threads from "
@@ -282,6 +291,6 @@ def classify_exit(returncode: int, text: str) -> tuple[FailureKind, str]:
         return FailureKind.CRASH, f"kvbench died of signal {-returncode}: {message}"
     if returncode == 3:
         return FailureKind.REFUSED, f"the store refused the config: {message}"
-    if returncode == 2:  # kvbench's own input (arguments, spec, an option name we spelled): ours, never the config's
-        return FailureKind.TOOL, f"kvbench rejected its input (a knobtune bug): {message}"
+    if returncode == 2:  # kvbench refused the spec written from the workload: not the config, not the machine
+        return FailureKind.TOOL, f"kvbench rejected the spec written from the workload: {message}"
     return FailureKind.CRASH, f"kvbench failed (status {returncode}): {message}"

@@ -18,7 +18,8 @@ from knobtune.targets._base import Target
 from knobtune.targets._described import target_classes
 from knobtune.targets._formats import ExportFormat
 from knobtune.targets._heuristics import HeuristicConfig, Machine
-from knobtune.targets._server import remove_stale_homes
+from knobtune.processes import LeftBehind
+from knobtune.targets._server import remove_stale_homes, stale_homes
 from knobtune.targets._system import Capturing, System
 from knobtune.targets._system_file import SystemFile, load_system_file
 from knobtune.workloads import Workload
@@ -100,6 +101,13 @@ def know_system(system: str, file: str | None) -> None:
         raise UsageError(f"the study's system '{system}' came from {file}, which is gone. Fix: put the system file "
                          "back there")
     use_system_file(Path(file))
+
+
+def stale_server_homes() -> list[LeftBehind]:
+    """The server homes (data folders in the temporary folder) that knobtune processes on this host left when they
+    were killed, for every system."""
+    prefixes = {prefix for target in TARGETS.values() if (prefix := getattr(target, "home_prefix", None))}
+    return [found for prefix in sorted(prefixes) for found in stale_homes(prefix)]
 
 
 def reclaim_server_homes() -> int:

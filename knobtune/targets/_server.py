@@ -44,7 +44,7 @@ from pathlib import Path
 from knobtune.errors import KnobtuneError
 from knobtune.knobs import Catalog, Value
 from knobtune.knobs.units import human_bytes
-from knobtune.processes import remove_left_behind
+from knobtune.processes import LeftBehind, left_behind, remove_left_behind
 from knobtune.targets import _loaded as loaded
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target, await_server
 from knobtune.targets._disk import NO_SPACE, disk_full, nearly_full, no_space_line
@@ -200,6 +200,13 @@ class ServerTarget(Target):
         """The workload's data check after the run and its settle. Raises RunFailure (DATA_LOSS)."""
 
     # ------------------------------------------------------------ life
+
+    def preflight(self) -> None:
+        self.check_tools()
+        if self.home_prefix is not None and (estimate := self.data_bytes()) is not None:
+            loaded.check_room(Path(tempfile.gettempdir()), 2 * estimate + (1 << 30), f"{self.workload.name}'s data "
+                              f"(a loaded copy and a working copy of ~{human_bytes(estimate)} each, and the WAL a "
+                              "run writes)", "free space there, or point TMPDIR at a larger disk")
 
     def open(self) -> None:
         if self._home is not None:
@@ -396,6 +403,12 @@ class ServerTarget(Target):
             kill_tree(self._server.pid)
         stop_group(self._server, self.clean_stop if clean else signal.SIGKILL, wait_s=self.stop_limit_s)
         self._server = None
+
+
+def stale_homes(prefix: str) -> list[LeftBehind]:
+    """Server homes in the temporary folder (``$TMPDIR``, else /tmp) left by a knobtune that is gone."""
+    return [found for folder in sorted(Path(tempfile.gettempdir()).glob(f"{prefix}*"))
+            if (found := left_behind(folder, folder.name.removeprefix(prefix).split("-")[0])) is not None]
 
 
 def remove_stale_homes(prefix: str) -> int:

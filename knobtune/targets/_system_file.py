@@ -31,6 +31,7 @@ from simpleeval import SimpleEval
 
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError, KnobtuneError
+from knobtune.names import nearest
 from knobtune.knobs import Catalog, KnobType, Value, load_catalog, render_named
 from knobtune.targets._formats import ExportFormat
 
@@ -223,7 +224,8 @@ class _Checker:
         d = self.data
         unknown = sorted(set(d) - set(_TOP))
         if unknown:
-            raise self.fail(unknown[0], "is not a field of a system file", f"use one of {', '.join(_TOP)}")
+            raise self.fail(unknown[0], f"is not a field of a system file{nearest(unknown[0], _TOP)}",
+                            f"use one of {', '.join(_TOP)}")
         name = self.text(d, "name", "name")
         if not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
             raise self.fail("name", f"'{name}' is not a plain lower-case name", "use letters, digits, - and _")

@@ -224,10 +224,12 @@ def left_out_line(left_out: Mapping[str, Safety], catalog: Catalog | None = None
     values of a knob whose other values are searched as ``knob=value`` (``compaction_style=fifo``)."""
     flags = " or ".join(sorted({opt_in_flag(Safety(s)) for s in left_out.values()}))  # the narrow flag first (a study stores str)
     return ("kept out of the search (would trade durability or data, or never settle; " + flags + " to include): "
-            + ", ".join(f"{_kept_out(k, catalog)} ({Safety(v).value})" for k, v in left_out.items()))
+            + ", ".join(f"{kept_out_label(k, catalog)} ({Safety(v).value})" for k, v in left_out.items()))
 
 
-def _kept_out(name: str, catalog: Catalog | None) -> str:
+def kept_out_label(name: str, catalog: Catalog | None) -> str:
+    """What the search keeps out of knob ``name``: the knob (all of it), or ``knob=value`` when only its unsafe
+    values are kept out (``compaction_style=fifo``)."""
     knob = catalog.knobs.get(name) if catalog is not None else None
     if knob is None or knob.unsafe_values is None or knob.type is not KnobType.ENUM:
         return name

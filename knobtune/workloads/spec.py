@@ -16,10 +16,13 @@ from typing import Any
 
 from knobtune.datafile import read_toml
 from knobtune.errors import WorkloadError
+from knobtune.names import NAME_CHARS, name_problem, nearest
 from knobtune.workloads.capture import CAPTURE_FILE, CaptureSummary, capture_dir, check_private, summary_of
 
 DATA_DIR = Path(__file__).parent / "data"
 MIN_RUNG_RECORDS = 500
+FIELDS = ("name", "description", "systems", "objective", "ladder", "records", "key_size", "value_size", "operations",
+          "counts", "drivers", "capture")
 
 
 class Objective(enum.StrEnum):
@@ -93,6 +96,19 @@ class Workload:
                           count(self.operations, f, "records") if self.operations else 0, self.counts)
                      for i, f in enumerate(self.ladder))
 
+    def raised_note(self) -> str | None:
+        """One line saying which rungs run more records than their fraction asks (held to ``MIN_RUNG_RECORDS``),
+        or None when none does."""
+        if self.counts != "records":
+            return None
+        raised = [(f, round(self.records * f)) for f in self.ladder if round(self.records * f) < MIN_RUNG_RECORDS]
+        if not raised:
+            return None
+        asked = ", ".join(f"{f:g} ({n:,})" for f, n in raised)
+        return (f"rung(s) {asked} of {self.records:,} records run {MIN_RUNG_RECORDS} records each: knobtune measures "
+                f"no smaller data set (with --records {math.ceil(MIN_RUNG_RECORDS / self.ladder[0])} or more "
+                "every rung is its fraction)")
+
     @property
     def full(self) -> Rung:
         return self.rungs[-1]
@@ -143,20 +159,36 @@ def _build(path: Path, data: dict[str, Any]) -> Workload:
     def fail(field_name: str, problem: str, fix: str) -> WorkloadError:
         return WorkloadError(f"{path}: field '{field_name}': {problem}. Fix: {fix}")
 
+    for given in data:
+        if given not in FIELDS:
+            raise fail(given, f"is not a field of a workload{nearest(given, FIELDS)}",
+                       f"use {', '.join(FIELDS)} (docs/workloads.md)")
     for required in ("name", "records", "ladder", "drivers"):
         if required not in data:
             raise fail(required, "missing", "add it (see docs/workloads.md)")
+    if not isinstance(data["name"], str) or (problem := name_problem(data["name"])) is not None:
+        raise fail("name", f"{data['name']!r} {problem or 'is not text'} (it names the study and its folder)",
+                   f"use {NAME_CHARS}, e.g. name = \"my-workload\"")
+    systems = data.get("systems", [])
+    if not isinstance(systems, list) or not all(isinstance(s, str) for s in systems):
+        raise fail("systems", f"{systems!r} is not a list of systems", 'e.g. systems = ["rocksdb"]')
     try:
         objective = Objective(data.get("objective", "elapsed_s"))
     except ValueError:
         raise fail("objective", f"{data['objective']!r} is unknown", f"use one of {', '.join(o.value for o in Objective)}") from None
-    ladder = tuple(float(f) for f in data["ladder"])
+    given_ladder = data["ladder"]
+    if not isinstance(given_ladder, list) or not all(isinstance(f, int | float) and not isinstance(f, bool)
+                                                     for f in given_ladder):
+        raise fail("ladder", f"{given_ladder!r} is not a list of fractions", "e.g. [0.05, 0.2, 1.0]")
+    ladder = tuple(float(f) for f in given_ladder)
     if not ladder or ladder[-1] != 1.0 or any(not 0 < f <= 1 for f in ladder) or list(ladder) != sorted(set(ladder)):
         raise fail("ladder", f"{list(ladder)} is not an increasing list of fractions ending at 1.0", "e.g. [0.05, 0.2, 1.0]")
     for size_field in ("records", "key_size", "value_size", "operations"):
         value = data.get(size_field, 1)
         if not isinstance(value, int) or value <= 0 or isinstance(value, bool):
             raise fail(size_field, f"{value!r} is not a positive integer", "give a whole number")
+    if data.get("key_size", 16) < 8:
+        raise fail("key_size", f"{data['key_size']} is below 8 bytes, which the drivers' keys need", "key_size = 16")
     counts = data.get("counts", "records")
     if not isinstance(counts, str) or not counts.strip():
         raise fail("counts", f"{counts!r} is not a word", 'name what records counts, e.g. "transactions"')

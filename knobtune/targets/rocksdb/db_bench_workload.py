@@ -23,6 +23,7 @@ from typing import Any
 
 from knobtune.errors import WorkloadError
 from knobtune.knobs import load_catalog
+from knobtune.names import nearest
 from knobtune.workloads import Workload
 
 SECTION_FIELDS = ("benchmarks", "measure", "verify", "twin", "threads", "flags")
@@ -34,6 +35,17 @@ PER_THREAD_COUNT = {  # benchmark -> the flag that counts each thread's operatio
 }
 FROM_THE_FIRST_KEY = frozenset({"fillseq", "readseq", "readreverse", "deleteseq"})  # every thread walks keys 0, 1, ...
 NO_COUNT = frozenset({"flush", "waitforcompaction", "compact", "stats"})  # maintenance: no operations to share
+BENCHMARKS = frozenset({  # the names db_bench 7.8 runs (its --help's list and default, and filluniquerandom)
+    "fillseq", "fillseqdeterministic", "fillrandom", "filluniquerandom", "filluniquerandomdeterministic",
+    "fillanddeleteuniquerandom", "overwrite", "fillsync", "fill100K", "deleteseq", "deleterandom", "readseq",
+    "readtocache", "readtorowcache", "readreverse", "readrandom", "readmissing", "multireadrandom", "readwhilewriting",
+    "readwhilemerging", "readwhilescanning", "readrandomwriterandom", "updaterandom", "xorupdaterandom",
+    "appendrandom", "mergerandom", "readrandommergerandom", "newiterator", "newiteratorwhilewriting", "seekrandom",
+    "seekrandomwhilewriting", "seekrandomwhilemerging", "approximatesizerandom", "randomwithverify", "mixgraph",
+    "fillseekseq", "randomtransaction", "randomreplacekeys", "timeseries", "getmergeoperands", "readrandomoperands",
+    "compact", "compactall", "compact0", "compact1", "waitforcompaction", "flush", "stats", "resetstats",
+    "levelstats", "memstats", "sstables",
+})
 
 
 @dataclass(frozen=True)
@@ -127,12 +139,22 @@ def read_section(workload: Workload, section: Mapping[str, Any], knobs: frozense
 
     for name in section:
         if name not in SECTION_FIELDS:
-            raise fail(name, "is not a field of the db_bench section", f"use {', '.join(SECTION_FIELDS)}, or put a "
-                       "db_bench flag under `flags`")
+            raise fail(name, f"is not a field of the db_bench section{nearest(name, SECTION_FIELDS)}",
+                       f"use {', '.join(SECTION_FIELDS)}, or put a db_bench flag under `flags`")
     benchmarks = section.get("benchmarks")
     if not isinstance(benchmarks, list) or not benchmarks or not all(isinstance(b, str) for b in benchmarks):
         raise fail("benchmarks", f"{benchmarks!r} is not a list of db_bench benchmarks", 'e.g. benchmarks = '
                    '["filluniquerandom", "readrandom"]')
+    for key in ("benchmarks", "twin"):
+        for name in section.get(key) or []:
+            if name not in BENCHMARKS:
+                raise fail(key, f"'{name}' is not a db_bench benchmark{nearest(str(name), sorted(BENCHMARKS))}",
+                           "name benchmarks db_bench runs (`db_bench --help`, under --benchmarks), e.g. readrandom")
+    for key in ("measure", "verify"):
+        for name in section.get(key) or []:
+            if name not in benchmarks:
+                raise fail(key, f"'{name}' is not one of the benchmarks{nearest(str(name), benchmarks)}",
+                           f"name benchmarks of `benchmarks`: {benchmarks}")
     threads = section.get("threads", 1)
     if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 1024:
         raise fail("threads", f"{threads!r} is not a number of threads from 1 to 1024", "e.g. threads = 4")
