@@ -16,6 +16,7 @@ from knobtune.errors import CatalogError, UsageError
 from knobtune.knobs import Catalog
 from knobtune.knobs.units import human_bytes, parse_bytes, parse_duration_s
 from knobtune.storage import StudyStore
+from knobtune.workloads.capture import DRIVER as CAPTURE_DRIVER
 from knobtune.targets import reclaim_server_homes, resolve_driver, use_system_file, workload_section
 from knobtune.tuning.records import record_of
 from knobtune.workloads import Objective, Workload, load_workload
@@ -126,6 +127,8 @@ def workload_for(catalog: Catalog, name: str, records: int | None, driver: str |
     if spec.systems and catalog.system not in spec.systems:
         raise UsageError(f"workload '{spec.name}' is for {', '.join(spec.systems)}, not {catalog.system}. "
                          "Fix: choose a workload listed by `knobtune systems`")
+    if driver is None and spec.capture is not None:
+        driver = CAPTURE_DRIVER  # a capture is replayed, whichever system's default driver
     driver = resolve_driver(catalog.system, driver)
     workload_section(catalog.system, driver, spec)  # the workload must say how this driver runs it
     return spec, driver

@@ -222,7 +222,7 @@ def _assemble(path: Path, sessions: dict[str, Session], order: list[Statement], 
 
 _STRIP = (
     (re.compile(r"/\*.*?\*/|--[^\n]*", re.S), " "),
-    (re.compile(r"\$([A-Za-z_]\w*)?\$.*?\$\1\$", re.S), "?"),  # dollar-quoted strings
+    (re.compile(r"\$([A-Za-z_]\w*|)\$.*?\$\1\$", re.S), "?"),  # dollar-quoted strings
     (re.compile(r"(?:[EeBbXxNn]|[Uu]&)?'(?:[^']|'')*'"), "?"),  # string constants
     (re.compile(r"(?<![\w$.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?!\w)"), "?"),  # numbers
     (re.compile(r"\s+"), " "),

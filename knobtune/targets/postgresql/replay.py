@@ -202,7 +202,7 @@ class PostgresReplayTarget(PostgresTarget):
                              log_path)
         out = json.loads(report)
         failed = {int(i): state for i, state in (line.split() for line in failures.read_text().splitlines())}
-        self._run_counters = {"replay_lag_p99_ms": out["lag_p99_ms"], "replay_lag_max_ms": out["lag_max_ms"],
+        self._run_counters = {"replay_lag_p99_s": out["lag_p99_ms"] / 1e3, "replay_lag_max_s": out["lag_max_ms"] / 1e3,
                               "replay_failed_statements": float(out["errors"]), "replayer_cpu_s": out["cpu_s"],
                               "replay_server_cpu_s": round(server_cpu, 3)}
         phase_s = out["elapsed_s"]
