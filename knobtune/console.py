@@ -14,7 +14,7 @@ from knobtune.knobs import Catalog, load_catalog
 from knobtune.knobs.display import knob_range, knob_value
 from knobtune.knobs.units import human_bytes
 from knobtune.report import StudySummary
-from knobtune.report.summary import describe_costs, diagnosis_lines
+from knobtune.report.summary import capture_lines, describe_costs, diagnosis_lines
 from knobtune.tuning import Progress
 from knobtune.tuning.space import left_out_line
 from knobtune.tuning.verify import Comparison
@@ -161,6 +161,8 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
     counts = ", ".join(f"{n} {k}" for k, n in summary.counts.items() if n)
     out.print(f"[bold]study {summary.study}[/bold]: {summary.system} / {summary.workload}, "
               f"objective {summary.objective.value} ({'higher' if summary.objective.maximize else 'lower'} is better)")
+    for line in capture_lines(summary.capture, summary.default_counters):
+        out.print(line, markup=False)
     out.print(f"trials: {counts or 'none yet'}")
     failed = {k: v for k, v in summary.time_s.items() if k not in ("all", "complete", "pruned", "budget")}
     if sum(failed.values()) >= 1:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from knobtune.tuning.guide import compare_findings, rules_of
 from knobtune.tuning.outcomes import Outcome
 from knobtune.tuning.records import TrialRecord, record_of
 from knobtune.workloads import Objective
+from knobtune.workloads.capture import CaptureSummary
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class StudySummary:
     result_tried_first: str = ""  # the known config the study tried first that the result is (its label), if it is
     limits: dict[str, Any] = field(default_factory=dict)  # memory_limit_bytes, max_recovery_s (None: none given)
     ranked_by: dict[str, Any] | None = None  # a top-k study: the ranking study, k and the knobs it searched
+    capture: dict[str, Any] = field(default_factory=dict)  # a replayed capture's summary (empty: no capture)
     ranking: dict[str, Any] | None = None  # a ranking study: its knob ranking (analysis.ranking.Ranking.to_dict)
     machines: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> trials run there, its latest default
     rung_agreement: list[dict[str, float]] = field(default_factory=list)  # Spearman's rho of each rung with the next
@@ -121,6 +124,7 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         time_spent=dict(user.get(attrs.TIME_SPENT) or {}),
         default_counters=_counters(study, default_trial),
         diagnosis=_diagnosis(study, catalog, default_trial, result),
+        capture=dict(user.get(attrs.CAPTURE) or {}),
         rung_agreement=rung_agreement([_rung_values(r) for r in map(record_of, trials) if not r.is_default]),
     )
 
@@ -365,3 +369,19 @@ def _warnings(catalog: Catalog, config: dict[str, Any], unsafe: dict[str, str]) 
         notes.append(f"the result sets {name}={config.get(name)} ({safety}): {knob.safety_note}; "
                      f"run with --knobs excluding {name} to avoid it")
     return notes
+
+
+def capture_lines(capture: Mapping[str, Any], counters: Mapping[str, float]) -> list[str]:
+    """What a capture study replayed (``capture``: span, sessions, the mix, the costliest fingerprints; never data)
+    and how well the default's replay kept the captured pace (its ``counters`` over its full-size run)."""
+    if not capture:
+        return []
+    lines = CaptureSummary.from_record(capture).lines()
+    if "replay_lag_p99_s" in counters:
+        lines.append(f"  the default's replay at full size ran behind the captured schedule by "
+                     f"{counters['replay_lag_p99_s']:.3f} s at p99 ({counters.get('replay_lag_max_s', 0.0):.3f} s at "
+                     "most; 0 when replayed as fast as it can)")
+    if counters.get("replay_failed_statements"):
+        lines.append(f"  {counters['replay_failed_statements']:,.0f} statements failed under the default's replay "
+                     "too (not held against a config)")
+    return lines

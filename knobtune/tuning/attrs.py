@@ -12,6 +12,7 @@ SYSTEM_FILE = "system_file"  # the user's system file a study's system came from
 DRIVER = "driver"
 MACHINE = "machine"
 WORKLOAD = "workload"
+CAPTURE = "capture"  # a capture's summary (workloads/capture.py: span, sessions, mix, fingerprints; no data)
 OBJECTIVE = "objective"
 SEARCHED_KNOBS = "searched_knobs"
 ALLOW_UNSAFE = "allow_unsafe"

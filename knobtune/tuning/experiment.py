@@ -104,6 +104,7 @@ class Experiment:
             attrs.UNITS_MACHINE: units_machine,
             attrs.WORKLOAD: {"name": w.name, "records": w.records, "ladder": list(w.ladder), "key_size": w.key_size,
                              "value_size": w.value_size, "source": str(w.source)},
+            **({attrs.CAPTURE: w.capture.record()} if w.capture is not None else {}),
             attrs.OBJECTIVE: self.objective.value,
             attrs.SEARCHED_KNOBS: list(self.space.knobs),
             attrs.ALLOW_UNSAFE: self.space.allow_unsafe,
