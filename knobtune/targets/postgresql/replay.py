@@ -38,6 +38,7 @@ from knobtune.workloads import Rung, Workload
 
 PROGRAM = "pgreplay-kt"
 PACES = ("captured", "fast")
+_WRITES = ("INSERT", "UPDATE", "DELETE", "MERGE", "COPY", "TRUNCATE", "CREATE", "ALTER", "DROP")
 _COLUMN = re.compile(r"^[^.]+\.[^.]+(\.[^.]+)?$")
 
 
@@ -131,6 +132,11 @@ class PostgresReplayTarget(PostgresTarget):
 
     def has_crash_check(self) -> bool:
         return False
+
+    def reads_and_writes(self) -> tuple[bool, bool]:
+        """From the capture's mix: whether it reads (SELECT), whether it writes (anything that changes rows)."""
+        mix = self.workload.capture.mix if self.workload.capture else {}
+        return (mix.get("SELECT", 0) > 0 or not mix), any(mix.get(k, 0) for k in _WRITES) or not mix
 
     def clients(self) -> int:
         return self.workload.capture.sessions if self.workload.capture else 1
