@@ -23,7 +23,7 @@ from knobtune.targets.postgresql import capture
 from knobtune.targets.postgresql.pglog import fingerprint
 from knobtune.targets.postgresql.replay import PostgresReplayTarget, find_replayer
 from knobtune.targets.postgresql.server import PG_BIN
-from knobtune.workloads import load_workload
+from knobtune.workloads import Objective, load_workload
 
 from conftest import tiny
 
@@ -72,7 +72,8 @@ def test_fingerprints_strip_constants() -> None:
 def test_the_replay_runs_under_two_configs_and_a_contended_capture_never_hangs(postgresql, captured: Path,
                                                                               tmp_path: Path) -> None:
     workload = load_workload(captured)
-    fast = dataclasses.replace(workload, drivers={"replay": {**workload.drivers["replay"], "pace": "fast"}})
+    fast = dataclasses.replace(workload, drivers={"replay": {**workload.drivers["replay"], "pace": "fast"}},
+                               objective=Objective.ELAPSED_S)
     changed = {**postgresql.defaults(), "shared_buffers": 64 * 2**20, "work_mem": 16 * 2**20}
     for replayed, rung in ((workload, workload.rungs[0]), (fast, fast.full)):
         with make_target(postgresql, replayed, tmp_path / "scratch", driver="replay") as target:
@@ -156,3 +157,11 @@ def _ours(pid: int, program: str) -> list[str]:
     out = subprocess.run(["ps", "-eww", "-o", "stat=,args="], capture_output=True, text=True).stdout
     return [line for line in out.splitlines() if program in line and f"knobtune-pg-{pid}-" in line
             and not line.lstrip().startswith("Z")]
+
+
+def test_a_pace_and_an_objective_that_do_not_go_together_are_refused(postgresql, captured: Path,
+                                                                       tmp_path: Path) -> None:
+    workload = load_workload(captured)
+    fast = dataclasses.replace(workload, drivers={"replay": {**workload.drivers["replay"], "pace": "fast"}})
+    with pytest.raises(WorkloadError, match="objective = 'elapsed_s'"):
+        PostgresReplayTarget(postgresql, fast, tmp_path / "scratch")

@@ -117,6 +117,16 @@ std::vector<Session> load(const char* path, long limit, long* count) {
   return sessions;
 }
 
+// A libpq connection-string value: single-quoted, its quotes and backslashes escaped.
+std::string quoted(const std::string& value) {
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\'' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
 std::string sqlstate_of(const PGresult* r) {
   const char* state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
   return state && *state ? state : "XX000";
@@ -173,11 +183,13 @@ struct Replay {
   std::vector<long> end_rank;  // session position -> its rank by captured end
   std::vector<char> ended;     // by rank
   long ended_prefix = 0;
+  long live = 0;  // sessions started and not yet ended
   std::mutex mutex;
   std::condition_variable changed;
 
   void finished(size_t position) {
     std::lock_guard<std::mutex> lock(mutex);
+    --live;
     ended[static_cast<size_t>(end_rank[position])] = 1;
     while (ended_prefix < static_cast<long>(ended.size()) && ended[static_cast<size_t>(ended_prefix)]) ++ended_prefix;
     changed.notify_all();
@@ -189,7 +201,7 @@ struct Replay {
   }
 
   void run_session(const Session& s) {
-    PGconn* conn = PQconnectdb((conninfo + " dbname='" + s.db + "'").c_str());
+    PGconn* conn = PQconnectdb((conninfo + " dbname=" + quoted(s.db)).c_str());
     const bool connected = PQstatus(conn) == CONNECTION_OK;
     if (!connected) ++connect_failures;
     std::map<std::string, std::string> prepared;
@@ -242,7 +254,7 @@ int main(int argc, char** argv) {
   const std::vector<Session> sessions = load(capture, limit < 0 ? (1L << 62) : limit, &count);
 
   Replay replay;
-  replay.conninfo = "host='" + host + "' user='" + user + "' application_name='knobtune-replay'";
+  replay.conninfo = "host=" + quoted(host) + " user=" + quoted(user) + " application_name='knobtune-replay'";
   replay.paced = pace == "captured";
   replay.results.resize(static_cast<size_t>(count));
   std::vector<size_t> by_end(sessions.size());
@@ -258,8 +270,6 @@ int main(int argc, char** argv) {
   // Sessions are in captured start order: the launcher starts each at its time (captured pace) or once those that
   // had ended before it began have ended (fast: monotone, so launching in order never delays a ready session).
   replay.start = Clock::now();
-  std::vector<std::thread> threads;
-  threads.reserve(sessions.size());
   for (size_t position = 0; position < sessions.size(); ++position) {
     const Session& s = sessions[position];
     if (replay.paced) {
@@ -268,12 +278,19 @@ int main(int argc, char** argv) {
       const long needed = std::lower_bound(ends.begin(), ends.end(), s.start_us) - ends.begin();
       replay.wait_for_prefix(needed);
     }
-    threads.emplace_back([&replay, &s, position] {
+    {
+      std::lock_guard<std::mutex> lock(replay.mutex);
+      ++replay.live;
+    }
+    std::thread([&replay, &s, position] {  // detached: an ended session's thread is gone, however many follow
       replay.run_session(s);
       replay.finished(position);
-    });
+    }).detach();
   }
-  for (std::thread& t : threads) t.join();
+  {
+    std::unique_lock<std::mutex> lock(replay.mutex);
+    replay.changed.wait(lock, [&] { return replay.live == 0; });
+  }
   const double elapsed_s = std::chrono::duration<double>(Clock::now() - replay.start).count();
 
   std::vector<long> latencies, lags;

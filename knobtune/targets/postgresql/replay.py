@@ -34,7 +34,7 @@ from knobtune.targets._server import Benchmarked
 from knobtune.targets.postgresql.capture import statement_fingerprint
 from knobtune.targets.postgresql.server import DB_USER, PG_BIN
 from knobtune.targets.postgresql.target import PostgresTarget
-from knobtune.workloads import Rung, Workload
+from knobtune.workloads import Objective, Rung, Workload
 
 PROGRAM = "pgreplay-kt"
 PACES = ("captured", "fast")
@@ -98,6 +98,11 @@ class PostgresReplayTarget(PostgresTarget):
         if self.pace not in PACES:
             raise WorkloadError(f"{workload.source}: [drivers.replay] pace = '{self.pace}' is unknown. Fix: use "
                                 "captured (objective p99_us) or fast (objective elapsed_s)")
+        fits = (Objective.P99_US,) if self.pace == "captured" else (Objective.ELAPSED_S, Objective.OPS_PER_S)
+        if workload.objective not in fits:
+            raise WorkloadError(f"{workload.source}: objective = '{workload.objective.value}' does not measure a replay "
+                                f"at pace = '{self.pace}' (at the captured pace the time is the capture's). Fix: set "
+                                f"objective = '{fits[0].value}', or the other pace")
         self.files = {key: folder / str(section.get(key, "")) for key in ("dump", "statements")}
         for key, path in self.files.items():
             if not section.get(key) or not path.is_file():
