@@ -38,6 +38,8 @@ from knobtune.workloads import Objective, Rung, Workload
 
 PROGRAM = "pgreplay-kt"
 PACES = ("captured", "fast")
+COUNTERS = ("replay_lag_p99_s", "replay_lag_max_s", "replay_failed_statements", "replayer_cpu_s",
+            "replay_server_cpu_s")  # what a replay adds to the server's counters (counters.toml describes them)
 _WRITES = ("INSERT", "UPDATE", "DELETE", "MERGE", "COPY", "TRUNCATE", "CREATE", "ALTER", "DROP")
 _COLUMN = re.compile(r"^[^.]+\.[^.]+(\.[^.]+)?$")
 
@@ -213,9 +215,8 @@ class PostgresReplayTarget(PostgresTarget):
                              log_path)
         out = json.loads(report)
         failed = {int(i): state for i, state in (line.split() for line in failures.read_text().splitlines())}
-        self._run_counters = {"replay_lag_p99_s": out["lag_p99_ms"] / 1e3, "replay_lag_max_s": out["lag_max_ms"] / 1e3,
-                              "replay_failed_statements": float(out["errors"]), "replayer_cpu_s": out["cpu_s"],
-                              "replay_server_cpu_s": round(server_cpu, 3)}
+        self._run_counters = dict(zip(COUNTERS, (out["lag_p99_ms"] / 1e3, out["lag_max_ms"] / 1e3, float(out["errors"]),
+                                                 out["cpu_s"], round(server_cpu, 3)), strict=True))
         phase_s = out["elapsed_s"]
         phase = Phase("replay", out["statements"], phase_s, out["statements"] / phase_s if phase_s else 0.0,
                       p50_us=out["p50_us"], p99_us=out["p99_us"], p999_us=out["p999_us"], max_us=out["max_us"],
