@@ -18,6 +18,7 @@ import pytest
 
 from knobtune.errors import WorkloadError
 from knobtune.knobs import load_catalog
+from knobtune.report.summary import capture_lines
 from knobtune.targets import FailureKind, RunFailure, make_target, reclaim_server_homes
 from knobtune.targets.postgresql import capture
 from knobtune.targets.postgresql.pglog import fingerprint
@@ -165,3 +166,12 @@ def test_a_pace_and_an_objective_that_do_not_go_together_are_refused(postgresql,
     fast = dataclasses.replace(workload, drivers={"replay": {**workload.drivers["replay"], "pace": "fast"}})
     with pytest.raises(WorkloadError, match="objective = 'elapsed_s'"):
         PostgresReplayTarget(postgresql, fast, tmp_path / "scratch")
+
+
+def test_show_says_what_was_replayed_and_how_well_the_default_kept_the_pace(captured: Path) -> None:
+    summary = load_workload(captured).capture
+    lines = capture_lines(summary.record(), {"replay_lag_p99_s": 0.25, "replay_lag_max_s": 0.5})
+    assert lines[0].startswith(f"postgresql capture: {summary.operations:,} operations")
+    assert any("UPDATE pgbench_branches" in line for line in lines)
+    assert "behind the captured schedule by 0.250 s at p99 (0.500 s at most" in lines[-1]
+    assert capture_lines({}, {}) == []
