@@ -268,7 +268,8 @@ def from_workload(workload: Workload, out: Path, name: str, records: int | None)
             with target:
                 log, dump = target.record(folder)
         except RunFailure as failure:
-            raise KnobtuneError(f"running {workload.name} to capture it failed: {failure.reason}. Fix: see "
-                                f"{failure.log_path or folder}") from None
+            raise KnobtuneError(f"running {workload.name} to capture it failed ({failure.kind}): {failure.reason}. "
+                                "Fix: run the kit with `knobtune tune postgresql --workload ...` to see it fail with "
+                                "its logs kept") from None
         return from_files(log, dump, out, name, KIT_NONDETERMINISTIC.get(kit, ()))
 
