@@ -37,8 +37,20 @@ def postgresql():
     return load_catalog("postgresql")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def own_cache(tmp_path_factory):
+    """Every capture here is new (its dump differs): its restored copy goes to a cache of this module's own."""
+    before = os.environ.get("KNOBTUNE_CACHE")
+    os.environ["KNOBTUNE_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if before is None:
+        os.environ.pop("KNOBTUNE_CACHE")
+    else:
+        os.environ["KNOBTUNE_CACHE"] = before
+
+
 @pytest.fixture(scope="module")
-def captured(tmp_path_factory) -> Path:
+def captured(tmp_path_factory, own_cache) -> Path:
     """A capture of a real pgbench TPC-B run: 8 clients on one branch row (contended), 600 transactions."""
     find_replayer()
     kit = tiny("pgbench-tpcb", TRANSACTIONS)

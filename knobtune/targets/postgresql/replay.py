@@ -154,8 +154,11 @@ class PostgresReplayTarget(PostgresTarget):
         return self.workload.capture.sessions if self.workload.capture else 1
 
     def loaded_inputs(self) -> Mapping[str, object]:
+        """The server's version and the dump (its SHA-256 from the capture's summary): later studies of the same
+        capture reuse the restored copy."""
+        known = self.workload.capture.files.get(self.files["dump"].name) if self.workload.capture else None
         return {"system": self.system, "driver": self.driver, "version": self.version(), "database": self.database,
-                "dump": loaded.file_digest(self.files["dump"])}
+                "dump": known or loaded.file_digest(self.files["dump"])}
 
     def data_bytes(self) -> int | None:
         size = self.files["dump"].stat().st_size
