@@ -14,7 +14,7 @@ from knobtune.knobs import Catalog, load_catalog
 from knobtune.knobs.display import knob_range, knob_value, same_behaviour
 from knobtune.knobs.units import human_bytes
 from knobtune.report import StudySummary
-from knobtune.report.summary import describe_costs, diagnosis_lines
+from knobtune.report.summary import capture_lines, describe_costs, diagnosis_lines
 from knobtune.tuning import Progress
 from knobtune.tuning.space import left_out_line
 from knobtune.tuning.verify import Comparison
@@ -156,16 +156,6 @@ def comparison_text(comparison: Comparison, goal: Objective, unsafe: dict[str, d
                  "compaction)" if settled else "UNSETTLED runs: raw window, the work a run leaves behind is not counted"))
 
 
-def _capture_lines(summary: StudySummary) -> None:
-    """What a capture study replays (its summary, never its data), and how well the default kept the captured pace."""
-    for line in summary.capture.lines():  # type: ignore[union-attr]
-        out.print(f"replayed: {line.strip()}" if not line.startswith(" ") else f"  {line.strip()}", markup=False)
-    lag, most = summary.default_counters.get("replay_lag_p99_s"), summary.default_counters.get("replay_lag_max_s")
-    if lag is not None:
-        out.print(f"  the default's replay at the captured pace started operations late by {lag * 1000:,.1f} ms at "
-                  f"p99 ({(most or 0) * 1000:,.1f} ms at most)", markup=False)
-
-
 def summary_text(summary: StudySummary, catalog: Catalog) -> None:
     """The end of ``tune`` and ``show``: counts, the result against the default, the proof, the risks."""
     counts = ", ".join(f"{n} {k}" for k, n in summary.counts.items() if n)
@@ -173,8 +163,8 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
               f"objective {summary.objective.value} ({'higher' if summary.objective.maximize else 'lower'} is better)")
     style = "bold green" if summary.verified else "bold yellow"
     out.print(f"[{style}]verdict: {summary.verdict}[/{style}]")  # the verified figure first; single runs below
-    if summary.capture is not None:
-        _capture_lines(summary)
+    for line in capture_lines(summary.capture, summary.default_counters):
+        out.print(line, markup=False)
     out.print(f"trials: {counts or 'none yet'}")
     failed = {k: v for k, v in summary.time_s.items() if k not in ("all", "complete", "pruned", "budget")}
     if sum(failed.values()) >= 1:

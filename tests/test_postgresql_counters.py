@@ -16,7 +16,7 @@ from knobtune.targets import FailureKind, RunFailure, make_target
 from knobtune.targets._counters import UNITS, described_counters
 from knobtune.tuning.guide import counter_meanings
 from knobtune.targets._process import process_tree
-from knobtune.targets.postgresql import counters, waits
+from knobtune.targets.postgresql import counters, replay, waits
 from knobtune.targets.postgresql.target import PG_BIN
 
 from conftest import tiny
@@ -86,7 +86,7 @@ def test_samples_count_by_type_and_event() -> None:
 
 
 def test_the_described_counters_are_exactly_those_postgresql_gives() -> None:
-    gives = {*counters.COUNTERS, "cache_hit_ratio", *waits.NAMES}
+    gives = {*counters.COUNTERS, "cache_hit_ratio", *waits.NAMES, *replay.COUNTERS}
     assert set(counter_meanings("postgresql")) == gives
     assert all(entry.unit in UNITS for entry in counter_meanings("postgresql").values())
 

@@ -8,7 +8,7 @@ import pytest
 
 from knobtune.errors import WorkloadError
 from knobtune.knobs import load_catalog
-from knobtune.targets import TARGETS, Measurement, RunFailure, export_formats, make_target, workload_section
+from knobtune.targets import TARGETS, Measurement, RunFailure, capturing, export_formats, make_target, workload_section
 from knobtune.tuning.verify import Candidate, run_interleaved
 from knobtune.workloads import load_workload
 
@@ -25,8 +25,27 @@ def _runs(system: str, driver: str, workload) -> bool:  # noqa: ANN001
     return True
 
 
-def _workload(system: str, driver: str):
-    """A shipped workload the pair runs, at 1,000 records; else the corpus's tiny analytic one (scale factor 0.01)."""
+# a capture of each system's own work, made from the corpus (log or trace, state, nondeterministic columns)
+CAPTURES = {"postgresql": ("tiny.csv", "tiny-dump.sql", ("items.touched",))}
+
+
+def _capture(system: str, folder: Path):
+    """A capture folder of ``system`` made from the corpus's tiny record of real work (the replay driver's workload)."""
+    source, state, nondeterministic = CAPTURES[system]
+    corpus = CORPUS / "captures" / system
+    capturing(system).from_files(corpus / source, corpus / state, folder, "tiny")  # checks it, as a user's would be
+    if nondeterministic:
+        path = folder / "capture.toml"
+        path.write_text(path.read_text().replace("nondeterministic = []", f"nondeterministic = {list(nondeterministic)!r}"
+                                                 .replace("'", '"')))
+    return load_workload(folder)
+
+
+def _workload(system: str, driver: str, tmp_path: Path | None = None):
+    """A shipped workload the pair runs, at 1,000 records; a capture for the replay driver; else the corpus's tiny
+    analytic one (scale factor 0.01)."""
+    if driver == "replay" and system in CAPTURES and tmp_path is not None:
+        return _capture(system, tmp_path / "tiny.capture")
     name = next((n for n in ("put-get-delete", "ycsb-a", "pgbench-tpcb", "oltp_point_select")
                  if _runs(system, driver, load_workload(n))),
                 None)
@@ -36,7 +55,7 @@ def _workload(system: str, driver: str):
 @pytest.mark.parametrize(("system", "driver"), PAIRS, ids=[f"{s}-{d}" for s, d in PAIRS])
 def test_open_apply_run_close(system: str, driver: str, tmp_path: Path) -> None:
     catalog = load_catalog(system)
-    workload = _workload(system, driver)
+    workload = _workload(system, driver, tmp_path)
     target = make_target(catalog, workload, tmp_path / "scratch", driver)
     assert target.installed(), f"{driver} should be installed by the set-up"
     shape = target.workload_shape()  # what the diagnosis rules read before a study's first run
@@ -62,7 +81,7 @@ def test_twin_is_the_workloads_verifiable_twin_or_none(system: str, driver: str,
     if _runs(system, driver, with_twin):
         twin = make_target(catalog, with_twin, tmp_path / "scratch", driver).twin()
         assert twin is not None and twin.driver == driver and twin.settle
-    assert make_target(catalog, _workload(system, driver), tmp_path / "s2", driver).twin() is None
+    assert make_target(catalog, _workload(system, driver, tmp_path), tmp_path / "s2", driver).twin() is None
 
 
 def test_a_config_the_driver_cannot_take_is_a_refusal_not_an_error(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import optuna
 from knobtune.analysis.importance import evaluator_name
 from knobtune.errors import UsageError
 from knobtune.report.report_data import report_data
-from knobtune.report.summary import describe_costs, diagnosis_lines
+from knobtune.report.summary import capture_lines, describe_costs, diagnosis_lines
 
 OUTCOME_STYLE = {  # outcome -> (marker symbol, colour)
     "complete": ("circle", "#1f77b4"), "pruned": ("triangle-down", "#999999"), "timeout": ("x", "#d62728"),
@@ -110,7 +110,16 @@ def _header(data: dict[str, Any]) -> str:
                                        + ", ".join(ranked["knobs"])))
     table = "".join(f"<tr><th>{k}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
     return (f"<h1>Study {html.escape(s['study'])}</h1><p class='verdict'>{html.escape(s['verdict'])}</p>"
-            f"<table>{table}</table>{_costs(s)}{_diagnosis(s)}{safety}{warnings}{_ranking(s.get('ranking'))}")
+            f"<table>{table}</table>{_captured(data)}{_costs(s)}{_diagnosis(s)}{safety}{warnings}"
+            f"{_ranking(s.get('ranking'))}")
+
+
+def _captured(data: dict[str, Any]) -> str:
+    """What a capture study replayed and how well the default kept its pace (fingerprints, never statements)."""
+    s = data["summary"]
+    lines = capture_lines(s.get("capture") or {}, s.get("default_counters") or {})
+    return ("<h2>What was replayed</h2><ul>" + "".join(f"<li>{html.escape(line.strip())}</li>" for line in lines)
+            + "</ul>") if lines else ""
 
 
 def _ranking(ranking: dict[str, Any] | None) -> str:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -374,3 +375,19 @@ def _warnings(catalog: Catalog, config: dict[str, Any], unsafe: dict[str, str]) 
         notes.append(f"the result sets {name}={config.get(name)} ({safety}): {knob.safety_note}; "
                      f"run with --knobs excluding {name} to avoid it")
     return notes
+
+
+def capture_lines(capture: CaptureSummary | Mapping[str, Any] | None, counters: Mapping[str, float]) -> list[str]:
+    """What a capture study replayed (``capture``: span, sessions, the mix, the costliest fingerprints; never data)
+    and how well the default's replay kept the captured pace (its ``counters`` over its full-size run)."""
+    if not capture:
+        return []
+    lines = (capture if isinstance(capture, CaptureSummary) else CaptureSummary.from_record(capture)).lines()
+    if "replay_lag_p99_s" in counters:
+        lines.append(f"  the default's replay at full size ran behind the captured schedule by "
+                     f"{counters['replay_lag_p99_s']:.3f} s at p99 ({counters.get('replay_lag_max_s', 0.0):.3f} s at "
+                     "most; 0 when replayed as fast as it can)")
+    if counters.get("replay_failed_statements"):
+        lines.append(f"  {counters['replay_failed_statements']:,.0f} statements failed under the default's replay "
+                     "too (not held against a config)")
+    return lines

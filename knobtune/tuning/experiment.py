@@ -105,6 +105,7 @@ class Experiment:
             attrs.UNITS_MACHINE: units_machine,
             attrs.WORKLOAD: {"name": w.name, "records": w.records, "ladder": list(w.ladder), "key_size": w.key_size,
                              "value_size": w.value_size, "source": str(w.source)},
+            **({attrs.CAPTURE: w.capture.record()} if w.capture is not None else {}),
             attrs.OBJECTIVE: self.objective.value,
             attrs.SEARCHED_KNOBS: list(self.space.knobs),
             attrs.ALLOW_UNSAFE: self.space.allow_unsafe,
@@ -118,7 +119,6 @@ class Experiment:
             **({attrs.PRODUCTION: self.production_record()} if self.production is not None else {}),
             **({attrs.ONLY_RUNG: self.only_rung} if self.only_rung is not None else {}),
             **({attrs.RANKED_BY: self.ranking} if self.ranking is not None else {}),
-            **({attrs.CAPTURE: w.capture.record()} if w.capture is not None else {}),
         }
 
     def production_record(self) -> dict[str, Any]:

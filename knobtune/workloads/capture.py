@@ -29,6 +29,7 @@ from knobtune.errors import WorkloadError
 
 CAPTURE_FILE = "capture.toml"
 DRIVER = "replay"  # the driver section every capture has, whichever system it is of
+PACES = ("captured", "fast")  # at the capture's own pace (objective: latency), or as fast as it can (time)
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
 
@@ -81,6 +82,22 @@ class CaptureSummary:
         out += [f"  {f.count:,}x {f.total_s:,.2f} s  {f.text[:100]}" for f in self.fingerprints[:5]]
         out += [f"  note: {note}" for note in self.notes]
         return out
+
+
+def check_pace(workload: Any, pace: str) -> None:
+    """Refuse a replay ``pace`` the objective of ``workload`` (a capture) cannot measure.
+
+    Raises:
+        WorkloadError: an unknown pace, or one whose objective does not fit it (one line naming the fix).
+    """
+    if pace not in PACES:
+        raise WorkloadError(f"{workload.source}: [drivers.replay] pace = '{pace}' is unknown. Fix: use captured "
+                            "(objective p99_us) or fast (objective elapsed_s)")
+    fits = ("p99_us",) if pace == "captured" else ("elapsed_s", "ops_per_s")
+    if workload.objective.value not in fits:
+        raise WorkloadError(f"{workload.source}: objective = '{workload.objective.value}' does not measure a replay at "
+                            f"pace = '{pace}' (at the captured pace the time is the capture's). Fix: set objective = "
+                            f"'{fits[0]}', or the other pace")
 
 
 def capture_dir(path: Path) -> Path | None:

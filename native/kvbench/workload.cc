@@ -169,8 +169,8 @@ ReplaySpec parse_replay_spec(const nlohmann::json& json) {
   spec.limit = field<uint64_t>(json, "limit", 0, "");
   spec.threads = parse_threads(json);
   spec.statistics = field<bool>(json, "statistics", false, "");
-  const std::string pace = field<std::string>(json, "pace", "full", "");
-  if (pace != "full" && pace != "captured") throw SpecError("field 'pace' is '" + pace + "'; use full or captured");
+  const std::string pace = field<std::string>(json, "pace", "fast", "");
+  if (pace != "fast" && pace != "captured") throw SpecError("field 'pace' is '" + pace + "'; use fast or captured");
   spec.paced = pace == "captured";
   spec.config = parse_config(json);
   return spec;

@@ -1,15 +1,20 @@
-"""PostgreSQL 15: a scratch server driven by pgbench, by analytic queries or by sysbench; its formats, PGTune and its data checks."""
+"""PostgreSQL 15: a scratch server driven by pgbench, by analytic queries, by sysbench or by the replay of a capture of
+a user's own server (its log and a dump); its formats, PGTune and its data checks."""
 
 from pathlib import Path
 
-from knobtune.targets._system import Heuristics, System
-from knobtune.targets.postgresql import pgtune
+from knobtune.targets._system import Capturing, Heuristics, System
+from knobtune.targets.postgresql import capture, pgtune
 from knobtune.targets.postgresql.analytic import PostgresQueriesTarget
 from knobtune.targets.postgresql.formats import FORMATS
+from knobtune.targets.postgresql.replay import PostgresReplayTarget
 from knobtune.targets.postgresql.sysbench import PostgresSysbenchTarget
 from knobtune.targets.postgresql.target import PostgresTarget
 
 HERE = Path(__file__).parent
 SYSTEM = System("postgresql", "pgbench", {"pgbench": PostgresTarget, "queries": PostgresQueriesTarget,
-                                          "sysbench": PostgresSysbenchTarget}, FORMATS, Heuristics(("pgtune",), pgtune.compute),
-                rules=HERE / "rules.toml", counters=HERE / "counters.toml")
+                                          "sysbench": PostgresSysbenchTarget, "replay": PostgresReplayTarget},
+                FORMATS, Heuristics(("pgtune",), pgtune.compute), rules=HERE / "rules.toml", counters=HERE / "counters.toml",
+                capturing=Capturing("the server's CSV log (log_destination = 'csvlog'; docs/replay.md lists the settings)",
+                                    "the dump taken when logging began (pg_dump -Fc)", capture.from_files,
+                                    capture.from_workload))

@@ -90,7 +90,7 @@ def _write(out: Path, name: str, inspected: dict, has_checkpoint: bool, origin: 
         files.update({f"{CHECKPOINT_DIR}/{p.name}": sha256_of(p) for p in sorted((out / CHECKPOINT_DIR).iterdir())})
     summary = CaptureSummary(system="rocksdb", operations=kept["operations"], span_s=kept["span_s"], sessions=1,
                              mix=kept["mix"], files=files, notes=trace.NOTES)
-    section = {"trace": TRACE_FILE, "pace": "full", "threads": 1}
+    section = {"trace": TRACE_FILE, "pace": "fast", "threads": 1}
     if has_checkpoint:
         section["checkpoint"] = CHECKPOINT_DIR
     write_capture(out, name=name, description=f"A capture: {origin}", system="rocksdb", objective="elapsed_s",

@@ -2,7 +2,7 @@
 
 A capture (``workloads/capture.py``, docs/replay.md) holds the trace, the
 checkpoint taken when tracing began (or none: the trace starts from an empty
-store) and a ``[drivers.replay]`` section: ``pace`` ("full": as fast as it can;
+store) and a ``[drivers.replay]`` section: ``pace`` ("fast": as fast as it can;
 "captured": at the trace's own pace, where the lag behind the schedule is
 measured) and ``threads`` (records go to threads by their first key, so each
 key's operations keep their order).
@@ -36,9 +36,9 @@ from knobtune.targets._embedded import EmbeddedTarget, find_kvbench, read_result
 from knobtune.targets._process import run_logged
 from knobtune.targets.rocksdb import trace
 from knobtune.workloads import Rung, Workload
+from knobtune.workloads.capture import check_pace
 
 SECTION_FIELDS = ("trace", "checkpoint", "pace", "threads")
-PACES = ("full", "captured")
 MAX_THREADS = 1024
 DIGEST_LIMIT_S = 600.0  # a digest reads the whole store once; longer means the machine is in trouble
 
@@ -77,9 +77,7 @@ class RocksdbReplayTarget(EmbeddedTarget):
             if name not in SECTION_FIELDS:
                 raise WorkloadError(f"{where}: field 'drivers.replay.{name}': is not a field of the replay section. "
                                     f"Fix: use {', '.join(SECTION_FIELDS)}")
-        if section.get("pace", "full") not in PACES:
-            raise WorkloadError(f"{where}: field 'drivers.replay.pace': {section.get('pace')!r} is not one of "
-                                f"{', '.join(PACES)}. Fix: pace = \"full\" (as fast as it can) or \"captured\"")
+        check_pace(workload, str(section.get("pace", "fast")))
         threads = section.get("threads", 1)
         if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
             raise WorkloadError(f"{where}: field 'drivers.replay.threads': {threads!r} is not a number of threads "
@@ -106,7 +104,7 @@ class RocksdbReplayTarget(EmbeddedTarget):
         section = self.section(workload)
         self.trace = _path(workload, section, "trace")
         self.checkpoint = _path(workload, section, "checkpoint")
-        self.pace = str(section.get("pace", "full"))
+        self.pace = str(section.get("pace", "fast"))
         self.threads = int(section.get("threads", 1))
         self._config: dict[str, str] = {}
         self._is_default = True
