@@ -11,10 +11,13 @@ the winner on the original workload. For a RocksDB workload kvbench runs
 3. measure that winner (or, when nothing won, the best verified candidate) on
    the original workload through kvbench beside the default, interleaved,
    `--repeats` times (`knobtune compare --driver kvbench`).
-It prints and stores (`--out`) both gains with their 95% CIs, their ratio
-(1.0: the replay's gain holds on the original exactly), and the cost of one
-full-size run of the default on each (replay + settle against workload + settle),
-with the commit, the machine and the RocksDB build.
+It prints and stores (`--out`) both gains with their 95% CIs (each side's own
+objective: the replay's time, the workload's; for a workload that measures its
+run phase in ops/s, both count the same operations and the settle after them),
+their ratio (1.0: the replay's gain holds on the original exactly), and the
+cost of one full-size run of the default on each (replay + settle against
+workload + settle; the original's includes its load phase, which the capture
+holds as its checkpoint), with the commit, the machine and the RocksDB build.
 
     .venv/bin/python bench/replay_transfer.py --workload ycsb-a --budget 5m --seeds 1 2 3 \
         --out bench/results/replay-transfer-ycsb-a.json
@@ -49,9 +52,11 @@ def _machine() -> dict:
             "rocksdb": rocksdb_build().description}
 
 
-def _default_cost_s(candidates: list[dict]) -> float | None:
-    default = next((c for c in candidates if c["label"] == "default"), None)
-    return default["median"] if default else None
+def _run_s(costs: dict | None) -> float | None:
+    """One run's time (its workload plus its settle) from a ``costs`` entry of knobtune's JSON."""
+    if not costs or costs.get("workload_s") is None:
+        return None
+    return round(costs["workload_s"] + (costs.get("settle_s") or 0.0), 3)
 
 
 def one_seed(args: argparse.Namespace, seed: int, home: Path) -> dict:
@@ -73,8 +78,8 @@ def one_seed(args: argparse.Namespace, seed: int, home: Path) -> dict:
     winner = next(c for c in compared["candidates"] if c["label"] != "default")
     on_kit = {key: winner["speedup"].get(key) for key in ("ratio", "ci_low", "ci_high", "p_value")} \
         if winner.get("speedup") else None
-    replay_cost = _default_cost_s((summary.get("verification") or {}).get("candidates", []))
-    kit_cost = _default_cost_s(compared["candidates"])
+    replay_cost = _run_s((summary.get("costs") or {}).get("default"))
+    kit_cost = _run_s(next(c for c in compared["candidates"] if c["label"] == "default").get("costs"))
     return {"seed": seed, "study": study, "trials": summary.get("counts"), "winner": on_replay["label"],
             "winner_config": json.loads(config.read_text()), "won_on_replay": on_replay["won"],
             "on_replay": on_replay, "on_original": on_kit,
