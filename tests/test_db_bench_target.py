@@ -38,7 +38,7 @@ def test_rocksdb_runs_on_the_release_build_without_assertions(rocksdb, tiny_pgd,
     build = rocksdb_build()
     assert build.release and "release" in build.description, build.description
     measurement = _run(rocksdb, tiny_pgd, tmp_path, {})
-    logs = [measurement.log_path, *(measurement.settle.log_path,) if measurement.settle else ()]
+    logs = [measurement.log_path] + ([measurement.settle.log_path] if measurement.settle else [])
     assert all("Assertions are enabled" not in log.read_text() for log in logs)
     with make_target(rocksdb, tiny_pgd, tmp_path / "kv", "kvbench") as target:
         assert "release" in target.version(), target.version()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -63,6 +64,13 @@ class RocksdbReplayTarget(EmbeddedTarget):
             return find_kvbench()
         except Exception:  # noqa: BLE001 - ToolMissingError: not built
             return None
+
+    @classmethod
+    def build(cls) -> str | None:
+        if cls.installed() is None:
+            return None
+        with tempfile.TemporaryDirectory(prefix="knobtune-build-") as tmp:
+            return trace.engine_version(Path(tmp))
 
     @classmethod
     def section(cls, workload: Workload) -> Mapping[str, Any]:
