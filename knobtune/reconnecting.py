@@ -95,6 +95,7 @@ class ReconnectingStorage(BaseStorage, BaseHeartbeat):
         self._inner, self._url, self._note, self._limit_s = inner, shown_url(url), on_note, limit_s
         self._lock = threading.Lock()
         self._lost_at: float | None = None  # when the current outage was first seen (None: the server answers)
+        self._answered_at = 0.0  # when the server last answered after an outage
         logging.getLogger(_OPTUNA_RDB_LOGGER).addFilter(_not_optunas_fallback)  # once: the same filter
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
@@ -105,6 +106,7 @@ class ReconnectingStorage(BaseStorage, BaseHeartbeat):
         """
         started, wait_s = time.monotonic(), FIRST_WAIT_S
         while True:
+            tried_at = time.monotonic()
             try:
                 result = getattr(self._inner, name)(*args, **kwargs)
             except Exception as exc:  # Optuna's and SQLAlchemy's many kinds: only a lost connection is retried
@@ -117,7 +119,10 @@ class ReconnectingStorage(BaseStorage, BaseHeartbeat):
                         f"lost the storage {self._url}: it did not answer for {self._limit_s:.0f} s "
                         f"({_first_line(lost)}). Fix: check that the storage server is up and reachable from this machine, then run the "
                         "same command to resume (finished trials are kept; the trial in progress runs again)") from None
-                self._lost(lost)
+                # an attempt begun before the server last answered (another thread's connect, timing out) failed
+                # in the outage already said and over: it is retried without a word
+                if tried_at >= self._answered_at:
+                    self._lost(lost)
                 time.sleep(min(wait_s, self._limit_s - waited_s))
                 wait_s = min(2 * wait_s, LONGEST_WAIT_S)
                 continue
@@ -138,6 +143,7 @@ class ReconnectingStorage(BaseStorage, BaseHeartbeat):
             return
         with self._lock:
             lost_at, self._lost_at = self._lost_at, None
+            self._answered_at = time.monotonic()
         if lost_at is not None and self._note:
             self._note(f"the storage {self._url} answers again (after {time.monotonic() - lost_at:.1f} s)")
 

@@ -20,18 +20,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
+import sqlalchemy.exc
+from sqlalchemy.engine import make_url
 
 from knobtune.errors import StorageError, StudyNotFoundError
 from knobtune.names import inside
 from knobtune.names import study_name as study_name_checked
 from knobtune.processes import LeftBehind, left_behind, remove_left_behind
-from knobtune.reconnecting import ReconnectingStorage
+from knobtune.reconnecting import ReconnectingStorage, shown_url
 
 DEFAULT_HOME = "knobtune-studies"
 # a running trial's process writes a heartbeat this often; a trial without one for 6 times as long has lost its
 # process (its machine died, or the network to the storage): another worker runs it again
 HEARTBEAT_S = max(1, int(os.environ.get("KNOBTUNE_HEARTBEAT_S", "10")))
 GRACE_S = 6 * HEARTBEAT_S
+# a storage server over a network: a link that dies without a word (a cable, a partition that drops packets) is
+# noticed by TCP within about this long, rather than after the kernel's retransmissions (~15 min) or its
+# keepalives (2 h); a slow but live server is not taken for dead (its kernel still acknowledges)
+LINK_TIMEOUT_S = 2 * HEARTBEAT_S
 
 StaleTrialCallback = Callable[[optuna.Study, optuna.trial.FrozenTrial], None]
 
@@ -58,6 +64,11 @@ class StudyStore:
         return self.scratch_root / f"{socket.gethostname()}-{os.getpid()}"
 
     @property
+    def shown_url(self) -> str:
+        """``url`` as it may be printed: its password hidden."""
+        return shown_url(self.url)
+
+    @property
     def is_sqlite(self) -> bool:
         return self.url.startswith("sqlite:")
 
@@ -74,10 +85,10 @@ class StudyStore:
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: chosen knowingly
                 storage = optuna.storages.get_storage(optuna.storages.RDBStorage(
                     self.url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
-                    heartbeat_stale_trial_callback=on_stale))
+                    heartbeat_stale_trial_callback=on_stale, engine_kwargs=link_limits(self.url)))
         except Exception as exc:  # Optuna raises many kinds for a bad URL
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise StorageError(f"cannot open storage '{self.url}': {first_line}. "
+            raise StorageError(f"cannot open storage '{self.shown_url}': {first_line}. "
                                "Fix: give a valid Optuna storage URL (e.g. sqlite:///studies.db)") from None
         return storage if self.is_sqlite else ReconnectingStorage(storage, self.url, on_note)
 
@@ -106,7 +117,7 @@ class StudyStore:
             study_name_checked(study_name, "study")  # a name that cannot be a study says why, not only that it is
             # missing
             listed = ", ".join(names) if names else "none"
-            raise StudyNotFoundError(f"no study '{study_name}' in {self.url} (studies there: {listed}). "
+            raise StudyNotFoundError(f"no study '{study_name}' in {self.shown_url} (studies there: {listed}). "
                                      "Fix: check --study, --storage and --dir")
         return optuna.load_study(study_name=study_name, storage=storage)
 
@@ -119,6 +130,22 @@ class StudyStore:
         """Remove scratch folders of processes on this host that are gone (after a SIGKILL); the bytes freed."""
         return sum(remove_left_behind(folder, folder.name.rsplit("-", 1)[-1])
                    for folder in self.scratch_root.glob(f"{socket.gethostname()}-*"))
+
+
+def link_limits(url: str) -> dict[str, object]:
+    """SQLAlchemy's engine settings that bound how long a dead link to a PostgreSQL storage goes unnoticed: libpq's
+    connect timeout, TCP keepalives and user timeout, all about ``LINK_TIMEOUT_S``; each unless the URL sets it.
+    (A Unix socket has no link: libpq ignores them there.)"""
+    try:
+        parsed = make_url(url)
+    except sqlalchemy.exc.ArgumentError:
+        return {}
+    if parsed.get_backend_name() != "postgresql":
+        return {}
+    limit_s = LINK_TIMEOUT_S
+    limits = {"connect_timeout": max(2, limit_s), "keepalives": 1, "keepalives_idle": max(1, limit_s // 2),
+              "keepalives_interval": max(1, limit_s // 4), "keepalives_count": 2, "tcp_user_timeout": limit_s * 1000}
+    return {"connect_args": {k: v for k, v in limits.items() if k not in parsed.query}}
 
 
 def open_store(home: str | Path | None = None, url: str | None = None) -> StudyStore:

@@ -119,7 +119,7 @@ def tune(
         info.print(space.driver_note(), markup=False)
     if spec.raised_note():
         info.print(spec.raised_note(), markup=False)
-    info.print(f"study [bold]{settings.study_name}[/bold] in {store.url}; raw output in "
+    info.print(f"study [bold]{settings.study_name}[/bold] in {store.shown_url}; raw output in "
                f"{store.artifacts(settings.study_name)}")
     result = Tuner(settings, store, on_progress=None if json_output else console.progress_line).run()
     summary = summarize(result, catalog)
@@ -163,7 +163,7 @@ def _searched_knobs(store: StudyStore, knobs: str | None, ranking: str | None,
 def _print_plan(settings: Experiment, store: StudyStore) -> None:
     """``tune --dry-run``: the study, the knobs searched and kept out, the ladder; nothing is run."""
     space = settings.space
-    console.out.print(f"study {settings.study_name} in {store.url}; {len(space.knobs)} knobs searched: "
+    console.out.print(f"study {settings.study_name} in {store.shown_url}; {len(space.knobs)} knobs searched: "
                       + ", ".join(space.knobs))
     console.out.print("ladder: " + "; ".join(str(r) for r in settings.workload.rungs))
     console.out.print("kept out (unsafe): " + (", ".join(f"{kept_out_label(k, settings.catalog)} ({v})"
@@ -188,7 +188,7 @@ def worker(
     store = open_store(directory, storage)
     settings = join_experiment(store, study, machine, allow_mixed_machines)
     reclaim(store)
-    console.out.print(f"joined study [bold]{study}[/bold] in {store.url} ({settings.catalog.system}, "
+    console.out.print(f"joined study [bold]{study}[/bold] in {store.shown_url} ({settings.catalog.system}, "
                       f"{settings.workload.name}, {len(settings.space.knobs)} knobs); raw output in "
                       f"{store.artifacts(study)}")
     tuner = Tuner(settings, store, on_progress=console.progress_line)
@@ -254,7 +254,7 @@ def rank(
             info.print(settings.space.driver_note(), markup=False)
         if spec.raised_note():
             info.print(spec.raised_note(), markup=False)
-        info.print(f"ranking study [bold]{settings.study_name}[/bold] in {store.url}: {samples} Latin-hypercube samples "
+        info.print(f"ranking study [bold]{settings.study_name}[/bold] in {store.shown_url}: {samples} Latin-hypercube samples "
                    f"of {len(settings.space.knobs)} knobs at {spec.rungs[rung]}")
         loaded = Tuner(settings, store, on_progress=None if json_output else console.progress_line).run()
     result = rank_study(loaded, catalog, rung, seed=seed)

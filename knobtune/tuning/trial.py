@@ -18,7 +18,7 @@ import optuna
 from optuna.trial import TrialState
 
 from knobtune.errors import KnobtuneError, StorageError, UsageError
-from knobtune.storage import HEARTBEAT_S, StudyStore
+from knobtune.storage import GRACE_S, HEARTBEAT_S, StudyStore
 from knobtune.targets import RunFailure, Target, disk_full_of, is_disk_full
 from knobtune.tuning import attrs
 from knobtune.tuning.budget import Budget
@@ -61,11 +61,14 @@ class TrialRunner:
                 outcome = self._start(target, trial, config, is_default)
         except StorageError:  # the storage is gone: the trial stays running there, and is run again when the next
             raise  # process on this host finds its pid gone, or another machine finds its heartbeat stopped
-        except BaseException:  # Ctrl-C or a failure of ours: keep the trial, queue the config again
+        except BaseException as exc:  # Ctrl-C or a failure of ours: keep the trial, queue the config again
             if self.workers.still_running(trial.number):  # Ctrl-C may land after Optuna recorded its end
                 trial.set_user_attr(attrs.OUTCOME, Outcome.INTERRUPTED.value)
                 self.study.tell(trial, state=TrialState.FAIL)
                 self.queue.requeue(trial.params, trial.user_attrs, trial.number)
+            elif _refused_as_finished(exc):
+                self._taken_over(trial)
+                return
             raise
         reason = str(trial.user_attrs.get(attrs.REASON, outcome.value))
         if outcome is Outcome.TOOL:  # the machine's failure (a full disk): the study stops, the config is not blamed
@@ -76,6 +79,17 @@ class TrialRunner:
                                 f"{fix}, then run the same command to resume")
         if is_default:
             self._after_default(trial, outcome, reason)
+
+    def _taken_over(self, trial: optuna.Trial) -> None:
+        """Say in one line that ``trial`` ended elsewhere while this process ran it: its heartbeat did not reach the
+        storage for the grace period (a cut link, a partition), so another worker failed it and queued its config
+        again. The storage refused this process's late result; the process goes on with the next trial."""
+        retry = next((t.number for t in self.study.get_trials(deepcopy=False)
+                      if t.user_attrs.get(attrs.RETRY_OF) == trial.number), None)
+        again = f", its config queued again as trial {retry}" if retry is not None else ""
+        self.reporter.note(f"{_label(trial)}: its result here is not recorded: the storage heard no heartbeat from "
+                           f"this worker for over {GRACE_S} s and another worker ended the trial as lost{again}; "
+                           "going on with the next trial")
 
     def _record_config(self, trial: optuna.Trial) -> dict:
         """Draw the trial's config and store what it changes, its hash, its repairs, unsafe values, memory plan."""
@@ -305,6 +319,12 @@ class TrialRunner:
         ratio = max((self.budget.limit_s(rung) or 0.0) / base.elapsed_s, 1.0)
         raw = base.value / ratio if self.experiment.objective.maximize else base.value * ratio
         return self.workers.in_study_units(rung, raw)
+
+
+def _refused_as_finished(exc: BaseException) -> bool:
+    """Whether ``exc`` is Optuna refusing to update a trial that has already finished."""
+    return isinstance(exc, optuna.exceptions.UpdateFinishedTrialError) or (
+        isinstance(exc, ValueError) and str(exc).startswith("Cannot tell a "))
 
 
 def _label(trial: optuna.Trial) -> str:
