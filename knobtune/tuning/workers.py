@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import os
 import socket
 import threading
@@ -20,10 +21,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.storages._heartbeat import BaseHeartbeat
 from optuna.trial import TrialState
 
 from knobtune.errors import StorageError, UsageError
-from knobtune.storage import HEARTBEAT_S
+from knobtune.storage import GRACE_S, HEARTBEAT_S
 from knobtune.tuning import attrs
 from knobtune.tuning.experiment import Experiment
 from knobtune.tuning.machine import differences, machine_facts
@@ -159,9 +162,29 @@ class Workers:
         return self.storage.get_trial(self.trial_id(number)).state == TrialState.RUNNING
 
     def fail_stale(self) -> None:
-        """Fail (and so queue again, through the storage's callback) the running trials of dead workers."""
+        """Fail (and so queue again, through the storage's callback) the running trials of dead workers: those whose
+        heartbeat stopped (Optuna's), and those no worker ever took (``_fail_unowned``)."""
         with optuna_warnings_silenced():
             optuna.storages.fail_stale_trials(self.study)
+        self._fail_unowned()
+
+    def _fail_unowned(self) -> None:
+        """Optuna sees a trial's heartbeat stop only once it has beaten: a trial whose process lost the storage after
+        asking for it but before naming itself its worker (and so before its first heartbeat) would stay RUNNING for
+        good, and a verifier would wait on it for ever. One still unnamed GRACE_S after it began is failed and queued
+        again, as a stale one is (its start is the asking process's clock: workers keep their clocks in step)."""
+        callback = self.storage.get_failed_trial_callback() if isinstance(self.storage, BaseHeartbeat) else None
+        now = datetime.datetime.now()
+        for trial in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if attrs.WORKER in trial.user_attrs or trial.datetime_start is None \
+                    or (now - trial.datetime_start).total_seconds() < GRACE_S:
+                continue
+            try:
+                taken = self.storage.set_trial_state_values(self.trial_id(trial.number), state=TrialState.FAIL)
+            except UpdateFinishedTrialError:
+                continue  # it ended meanwhile
+            if taken and callback is not None:
+                callback(self.study, self.study.get_trials(deepcopy=False)[trial.number])
 
     @contextlib.contextmanager
     def heartbeat(self, trial: optuna.Trial) -> Iterator[None]:
