@@ -1,16 +1,17 @@
 """Benchmark: does the gain found on a capture's replay hold on the workload that was captured?
 
 The question a user asks before trusting a replay: tune on the capture, then run
-the winner on the original workload. For a RocksDB workload kvbench runs
-(`--workload`, shipped or a file), at each seed:
-1. capture it: `knobtune capture rocksdb --workload W` runs it under the
-   default config and RocksDB's tracer records it (its load phase in the
-   checkpoint, its measured phases in the trace);
+the winner on the original workload. For a workload of `--system` (RocksDB:
+one kvbench runs; PostgreSQL: one pgbench runs), at each seed:
+1. capture it: `knobtune capture SYSTEM --workload W` runs it under the
+   default config and records it as the system does (RocksDB's tracer: its
+   load phase in the checkpoint, its measured phases in the trace;
+   PostgreSQL: the server's CSV log and a dump);
 2. tune on the capture for `--budget` (`knobtune tune rocksdb --workload CAPTURE`),
    which verifies its winner against the default on the replay;
 3. measure that winner (or, when nothing won, the best verified candidate) on
-   the original workload through kvbench beside the default, interleaved,
-   `--repeats` times (`knobtune compare --driver kvbench`).
+   the original workload beside the default, interleaved, `--repeats` times
+   (`knobtune compare --driver kvbench|pgbench`).
 It prints and stores (`--out`) both gains with their 95% CIs (each side's own
 objective: the replay's time, the workload's; for a workload that measures its
 run phase in ops/s, both count the same operations and the settle after them),
@@ -21,6 +22,8 @@ holds as its checkpoint), with the commit, the machine and the RocksDB build.
 
     .venv/bin/python bench/replay_transfer.py --workload ycsb-a --budget 5m --seeds 1 2 3 \
         --out bench/results/replay-transfer-ycsb-a.json
+    .venv/bin/python bench/replay_transfer.py --system postgresql --workload pgbench-tpcb --records 20000 \
+        --kit-objective p99_us --nondeterministic "pgbench_history.mtime" --budget 10m --seeds 1
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from pathlib import Path
 from _cli import emit, knobtune, knobtune_json, verified_speedup
 
 from knobtune.targets.rocksdb.build import rocksdb_build
+
+KIT_DRIVER = {"rocksdb": "kvbench", "postgresql": "pgbench"}  # how each system runs the original workload
 
 
 def _commit() -> str:
@@ -62,9 +67,13 @@ def _run_s(costs: dict | None) -> float | None:
 def one_seed(args: argparse.Namespace, seed: int, home: Path) -> dict:
     capture = home / f"capture-s{seed}"
     sizing = ["--records", str(args.records)] if args.records else []
-    knobtune("capture", "rocksdb", "--workload", args.workload, *sizing, "-o", str(capture))
+    knobtune("capture", args.system, "--workload", args.workload, *sizing, "-o", str(capture))
+    if args.nondeterministic:  # what the user knows of their workload: columns concurrent sessions fill in any order
+        text = (capture / "capture.toml").read_text()
+        listed = ", ".join(f'"{c}"' for c in args.nondeterministic.split(","))
+        (capture / "capture.toml").write_text(text.replace("nondeterministic = []", f"nondeterministic = [{listed}]"))
     study = f"replay-{Path(args.workload).stem}-s{seed}"
-    summary = knobtune_json("tune", "rocksdb", "--workload", str(capture), "--time", args.budget, "--study", study,
+    summary = knobtune_json("tune", args.system, "--workload", str(capture), "--time", args.budget, "--study", study,
                             "--seed", str(seed), "--repeats", str(args.repeats), home=home)
     on_replay = verified_speedup(summary)
     if on_replay is None:
@@ -72,9 +81,10 @@ def one_seed(args: argparse.Namespace, seed: int, home: Path) -> dict:
     trial = on_replay["label"].removeprefix("trial ")
     config = home / f"{study}-winner.json"
     knobtune("export", study, "--format", "json", "--trial", trial, "-o", str(config), home=home)
-    compared = knobtune_json("compare", "rocksdb", "--driver", "kvbench", "--workload", args.workload, *sizing,
-                             "--config", "default", "--config", str(config), "--repeats", str(args.repeats),
-                             "--seed", str(seed), home=home)
+    objective = ["--objective", args.kit_objective] if args.kit_objective else []
+    compared = knobtune_json("compare", args.system, "--driver", KIT_DRIVER[args.system], "--workload", args.workload,
+                             *sizing, *objective, "--config", "default", "--config", str(config), "--repeats",
+                             str(args.repeats), "--seed", str(seed), home=home)
     winner = next(c for c in compared["candidates"] if c["label"] != "default")
     on_kit = {key: winner["speedup"].get(key) for key in ("ratio", "ci_low", "ci_high", "p_value")} \
         if winner.get("speedup") else None
@@ -91,7 +101,11 @@ def one_seed(args: argparse.Namespace, seed: int, home: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workload", default="ycsb-a", help="a workload kvbench runs (shipped name or .toml)")
+    parser.add_argument("--system", default="rocksdb", choices=sorted(KIT_DRIVER))
+    parser.add_argument("--workload", default="ycsb-a", help="a workload the kit's driver runs (shipped name or .toml)")
+    parser.add_argument("--kit-objective", default=None, help="the original's objective (default: the workload's)")
+    parser.add_argument("--nondeterministic", default="", help="PostgreSQL: columns the data check leaves out, "
+                        "table.column or table.* (comma-separated; docs/replay.md)")
     parser.add_argument("--records", type=int, default=None, help="its full size (default: the workload's)")
     parser.add_argument("--budget", default="5m", help="tune's --time on the capture")
     parser.add_argument("--repeats", type=int, default=5, help="interleaved runs per config, on each side")
@@ -103,7 +117,7 @@ def main() -> None:
         home = args.dir or Path(tmp)
         seeds = [one_seed(args, seed, home) for seed in args.seeds]
     emit({"question": "does the gain found on a capture's replay hold on the original workload?",
-          "workload": args.workload, "records": args.records, "budget": args.budget, "repeats": args.repeats,
+          "system": args.system, "workload": args.workload, "kit_driver": KIT_DRIVER[args.system], "records": args.records, "budget": args.budget, "repeats": args.repeats,
           "commit": _commit(), "machine": _machine(), "seeds": seeds}, args.out)
 
 
