@@ -117,7 +117,8 @@ def main() -> None:
         home = args.dir or Path(tmp)
         seeds = [one_seed(args, seed, home) for seed in args.seeds]
     emit({"question": "does the gain found on a capture's replay hold on the original workload?",
-          "system": args.system, "workload": args.workload, "kit_driver": KIT_DRIVER[args.system], "records": args.records, "budget": args.budget, "repeats": args.repeats,
+          "system": args.system, "workload": args.workload, "kit_driver": KIT_DRIVER[args.system],
+          "records": args.records, "budget": args.budget, "repeats": args.repeats,
           "commit": _commit(), "machine": _machine(), "seeds": seeds}, args.out)
 
 

@@ -98,7 +98,7 @@ def test_the_replay_runs_under_two_configs_and_a_contended_capture_never_hangs(p
         assert phase.ops == rung.records and phase.p99_us > 0 and measurement.verified
         assert measurement.counters["replay_failed_statements"] == 0
         assert measurement.counters["replayer_cpu_s"] > 0 and measurement.counters["replay_server_cpu_s"] > 0
-        assert (tmp_path / f"{rung.index}-default.log").exists(), "the default's reference replay ran first"
+        assert (tmp_path / f"{rung.index}.default-reference.log").exists(), "the default's reference replay ran first"
 
 
 class ReadOnlyWhenChanged(PostgresReplayTarget):

@@ -29,6 +29,7 @@ from knobtune.knobs import Catalog
 from knobtune.targets import _loaded as loaded
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
 from knobtune.targets._embedded import BUILD_HINT
+from knobtune.targets._replay import run_reference
 from knobtune.targets._process import last_lines, process_tree, run_logged
 from knobtune.targets._server import Benchmarked
 from knobtune.targets.postgresql.capture import statement_fingerprint
@@ -185,11 +186,8 @@ class PostgresReplayTarget(PostgresTarget):
         config, settle = self._config, self.settle
         self._config, self.settle = dict(self.catalog.defaults()), False
         try:
-            super().run(rung, timeout_s=None, log_path=log_path.with_name(f"{log_path.stem}-default{log_path.suffix}"),
-                        seed=seed)
-        except RunFailure as failure:
-            raise RunFailure(FailureKind.TOOL, f"the default config's replay at {rung} (the reference) failed: "
-                             f"{failure.reason}", failure.log_path) from None
+            run_reference(rung, log_path, lambda log: super(PostgresReplayTarget, self).run(
+                rung, timeout_s=None, log_path=log, seed=seed))
         finally:
             self._config, self.settle = config, settle
 

@@ -35,6 +35,7 @@ from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
 from knobtune.targets._counters import numbers, with_ratios
 from knobtune.targets._embedded import EmbeddedTarget, find_kvbench, read_result
 from knobtune.targets._process import run_logged
+from knobtune.targets._replay import run_reference
 from knobtune.targets.rocksdb import trace
 from knobtune.workloads import Rung, Workload
 from knobtune.workloads.capture import check_pace
@@ -173,11 +174,8 @@ class RocksdbReplayTarget(EmbeddedTarget):
         config, was_default = self._config, self._is_default
         self._config, self._is_default = render_every(self.catalog, self.catalog.defaults(), self.spelling), True
         try:
-            super().run(rung, timeout_s=None, log_path=log_path.with_name(log_path.stem + ".default-reference.log"),
-                        seed=seed)
-        except RunFailure as failure:
-            raise RunFailure(FailureKind.TOOL, f"the default config's replay (the reference for the data check) "
-                             f"failed: {failure.reason}", failure.log_path) from None
+            run_reference(rung, log_path, lambda log: super(RocksdbReplayTarget, self).run(
+                rung, timeout_s=None, log_path=log, seed=seed))
         finally:
             self._config, self._is_default = config, was_default
 
