@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workload", default="ycsb-a")
-    parser.add_argument("--records", type=int, default=1000, help="records loaded; the first rung runs a tenth of the operations")
+    parser.add_argument("--records", type=int, default=1000,
+                        help="records loaded; the first rung runs a tenth of the operations")
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()

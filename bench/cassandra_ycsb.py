@@ -42,7 +42,8 @@ def main() -> None:
     home = args.dir or Path(tempfile.mkdtemp(prefix="knobtune-bench-cassandra-"))
     result: dict = {"records": args.records, "seed": args.seed}
     if not args.skip_tune:
-        result["tune"] = json.loads(knobtune("tune", "cassandra", "--workload", "ycsb-a", "--records", str(args.records),
+        result["tune"] = json.loads(knobtune("tune", "cassandra", "--workload", "ycsb-a", "--records",
+                                             str(args.records),
                                              "--time", args.time, "--study", "cassandra-ycsb-a", "--seed",
                                              str(args.seed), "--json", home=home))
         if args.out:

@@ -96,7 +96,10 @@ def ranked(values: list[float | None], maximize: bool) -> list[float]:
 def survivors(small: list[float], full: list[float], maximize: bool) -> float:
     """Of the full size's best third, the fraction that the small size's best third keeps."""
     keep = max(1, len(full) // 3)
-    order = (lambda vs: sorted(range(len(vs)), key=lambda i: vs[i], reverse=maximize))
+
+    def order(vs: list[float]) -> list[int]:
+        return sorted(range(len(vs)), key=lambda i: vs[i], reverse=maximize)
+
     return len(set(order(small)[:keep]) & set(order(full)[:keep])) / keep
 
 
@@ -144,7 +147,8 @@ def run(args: argparse.Namespace) -> dict:
     for rung, scaled in sizes[:-1]:
         # the full size's row compares its second measurement with the first: the ceiling noise allows
         row = values[_key(rung.index + (rung.index == workload.full.index), scaled)]
-        rows.append({"fraction": rung.fraction, "records": rung.records, "scaled": scaled, "key": _key(rung.index, scaled),
+        rows.append({"fraction": rung.fraction, "records": rung.records, "scaled": scaled,
+                     "key": _key(rung.index, scaled),
                      "rho": spearmanr(ranked(row, maximize), full_ranked).statistic,
                      "best_third_kept": survivors(ranked(row, maximize), full_ranked, maximize),
                      "failed": sum(v is None for v in row)})

@@ -98,7 +98,8 @@ class Bench:
     repeats: int
     home: Path  # the studies folder: knobtune's studies, every run's log, the winners' files
     knobtune_args: tuple[str, ...] = ()  # more options for knobtune's `tune` (--knobtune-args)
-    peers_scaled: bool = False  # SMAC3 and the script also run small rungs scaled, as knobtune does (--peers-scaled-rungs)
+    # SMAC3 and the script also run small rungs scaled, as knobtune does (--peers-scaled-rungs)
+    peers_scaled: bool = False
 
     @property
     def maximize(self) -> bool:
@@ -187,7 +188,8 @@ class Harness:
             raise OutOfTime()
         log = self.log_dir / f"run-{len(self.runs):04d}-rung-{rung.index}.log"
         try:
-            self.target.apply(self.bench.catalog.at_fraction(config, rung.fraction) if self.bench.peers_scaled else config)
+            self.target.apply(self.bench.catalog.at_fraction(config,
+                                                             rung.fraction) if self.bench.peers_scaled else config)
             value = self.target.run(rung, timeout_s=self.limit_s(rung), log_path=log, seed=self.seed).value(
                 self.bench.workload.objective)
         except RunFailure as failure:
@@ -655,7 +657,8 @@ def table(path: Path) -> str:
         name, _, source = tool.partition("@")
         rows.append(f"| {NAMES.get(name, name)}, {source} winners measured again here | "
                     f"{f'**{statistics.median(ratios):.2f}x**' if ratios else 'none'} ("
-                    + "; ".join(f"seed {v['seed']}: " + _verified({"verified": v}) for v in measured) + ") | - | - | - | - |")
+                    + "; ".join(f"seed {v['seed']}: " + _verified({"verified": v}) for v in measured) + ") | - | - | - "
+                                                                                                        "| - |")
     pairs: dict[str, list[str]] = {}
     for seed in data["verification"]:
         for name, s in (seed.get("pairwise") or {}).items():
@@ -771,7 +774,8 @@ def main() -> None:
                         help="the arms to run, each its own search (default: knobtune smac optuna; see above)")
     parser.add_argument("--repeats", type=int, default=5, help="interleaved runs per winner when verifying")
     parser.add_argument("--allow-unsafe", action="store_true", help="every tool also searches unsafe values")
-    parser.add_argument("--knobtune-args", default="", help="more options for knobtune's `tune`, e.g. '--sampler forest'; one starting with -- "
+    parser.add_argument("--knobtune-args", default="",
+                        help="more options for knobtune's `tune`, e.g. '--sampler forest'; one starting with -- "
                              "needs '=': --knobtune-args=--allow-operational")
     parser.add_argument("--peers-scaled-rungs", action="store_true",
                         help="SMAC3 and the script run small rungs with data-sized knobs scaled, as knobtune does")
@@ -804,8 +808,10 @@ def main() -> None:
     result: dict[str, Any] = {
         "system": bench.catalog.system, "workload": bench.workload.name, "records": bench.workload.records,
         "driver": bench.driver, "budget": args.budget, "seeds": args.seeds, "repeats": args.repeats,
-        "allow_unsafe": args.allow_unsafe, "knobtune_args": args.knobtune_args, "peers_scaled_rungs": args.peers_scaled_rungs,
-        "beside": [str(p) for p in args.beside], "known": args.known, "searched_knobs": list(bench.space.knobs), "home": str(home),
+        "allow_unsafe": args.allow_unsafe, "knobtune_args": args.knobtune_args,
+        "peers_scaled_rungs": args.peers_scaled_rungs,
+        "beside": [str(p) for p in args.beside], "known": args.known, "searched_knobs": list(bench.space.knobs),
+        "home": str(home),
         "smac_budgets": {KNOBTUNE["reduction_factor"] ** r.index: r.records for r in bench.workload.rungs},
         "results": [], "verification": []}
     chosen = [t for t in TOOLS if t in args.tools]

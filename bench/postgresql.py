@@ -55,7 +55,8 @@ def run(args: argparse.Namespace) -> dict:
 
 
 def table(paths: list[Path]) -> str:
-    rows = ["| workload | study | candidate | median (tps, or s for tpch) | vs default (95% CI) | p | recovery (median) | peak memory |",
+    rows = ["| workload | study | candidate | median (tps, or s for tpch) | vs default (95% CI) | p | recovery "
+            "(median) | peak memory |",
             "|---|---|---|---|---|---|---|---|"]
     for path in paths:
         data = json.loads(path.read_text())

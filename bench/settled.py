@@ -42,7 +42,8 @@ def run_study(args: argparse.Namespace, store) -> tuple[dict, dict]:  # noqa: AN
     catalog = load_catalog(args.system)
     workload = load_workload(args.workload)
     name = f"settled-{'unsettled' if args.unsettled else 'settled'}-{args.workload}-s{args.seed}-{time.strftime('%H%M%S')}"
-    settings = Experiment(study_name=name, catalog=catalog, workload=workload, space=build_space(catalog, driver=args.driver),
+    settings = Experiment(study_name=name, catalog=catalog, workload=workload,
+                          space=build_space(catalog, driver=args.driver),
                             objective=workload.objective, driver=args.driver, sampler="tpe", seed=args.seed,
                             time_budget_s=parse_duration_s(args.time), verify_top=3, verify_repeats=5,
                             settle=not args.unsettled)
@@ -68,7 +69,8 @@ def interleaved(ctx: dict, args: argparse.Namespace, store, settle: bool) -> dic
     catalog, workload, config = ctx["catalog"], ctx["workload"], ctx["config"]
     with make_target(catalog, workload, store.worker_scratch(), args.driver, settle=settle) as target:
         comparison = run_interleaved(
-            target, [(Candidate("default", {}), catalog.defaults()), (Candidate("winner", config), catalog.config(config))],
+            target,
+            [(Candidate("default", {}), catalog.defaults()), (Candidate("winner", config), catalog.config(config))],
             workload.full, repeats=args.repeats, objective=workload.objective, seed=args.seed,
             log_dir=store.home / "bench-settled" / ("settled" if settle else "unsettled"))
     data = comparison.to_dict()

@@ -52,7 +52,8 @@ def arm(args: argparse.Namespace, home: Path, name: str, seed: int, budget_s: fl
         extra = ["--sampler", "random"]
     study = f"{name}-s{seed}"
     started = time.monotonic()
-    summary = knobtune_json("tune", args.system, *common, "--time", f"{max(budget_s - offset, 30):.0f}s", "--study", study,
+    summary = knobtune_json("tune", args.system, *common, "--time", f"{max(budget_s - offset, 30):.0f}s", "--study",
+                            study,
                        *extra, home=home)
     wall = time.monotonic() - started + offset
     maximize = summary["objective"] == "ops_per_s"
@@ -71,7 +72,8 @@ def rung_agreement(args: argparse.Namespace, home: Path, seed: int) -> dict:
     orders = {}
     for rung in (0, 1):
         try:
-            orders[rung] = knobtune_json("rank", args.system, "--workload", args.workload, "--from-study", f"all-s{seed}",
+            orders[rung] = knobtune_json("rank", args.system, "--workload", args.workload, "--from-study",
+                                         f"all-s{seed}",
                                     "--rung", str(rung), home=home)
         except SystemExit as exc:  # too few trials reached rung 1
             return {"seed": seed, "note": str(exc)[:300]}
@@ -90,7 +92,8 @@ def table(path: Path) -> str:
     arms = sorted({r["arm"] for r in data["runs"]}, key=["all", "random", "top5", "top10"].index)
     for name in arms:
         runs = [r for r in data["runs"] if r["arm"] == name]
-        verified = "; ".join(f"{s['ratio']:.2f}x ({s['ci_low']:.2f}-{s['ci_high']:.2f}){'' if s.get('won') else ' n.s.'}"
+        verified = "; ".join(f"{s['ratio']:.2f}x "
+                             f"({s['ci_low']:.2f}-{s['ci_high']:.2f}){'' if s.get('won') else ' n.s.'}"
                              if (s := r["verified_speedup"]) else "none verified" for r in runs)
         bests = "; ".join(f"{max(v for _, v in speedups(r)):.2f}x" if r["timeline"] else "-" for r in runs)
         reach = [r.get("reached_s") for r in runs if r.get("reached_s") is not None]
@@ -133,7 +136,8 @@ def plot(path: Path, out: Path) -> None:
         end = (run["wall_s"], verified["ratio"], verified["ci_low"], verified["ci_high"]) if verified else None
         lines.append({"arm": run["arm"], "points": speedups(run), "end": end})
     plot_best_over_time(lines, out, ylabel="best full-size speedup so far (single runs; dot: verified, 95% CI)",
-                        title=f"RocksDB put-get-delete, {data.get('records', '?')} records, {data.get('budget', '?')} per arm, "
+                        title=f"RocksDB put-get-delete, {data.get('records', '?')} records, {data.get('budget', '?')} "
+                              "per arm, "
                               f"{len({r['seed'] for r in data['runs']})} seeds")
     print(f"wrote {out}")
 

@@ -53,14 +53,16 @@ def run_study(name: str, allow_unsafe: bool, args: argparse.Namespace, store) ->
                "unsafe_in_best": summary.unsafe_in_result}
     with make_target(catalog, workload, store.worker_scratch()) as target:
         comparison = run_interleaved(
-            target, [(Candidate("default", {}), catalog.defaults()), (Candidate("best", config), catalog.config(config))],
+            target,
+            [(Candidate("default", {}), catalog.defaults()), (Candidate("best", config), catalog.config(config))],
             workload.full, repeats=args.repeats, objective=workload.objective, seed=args.seed,
             log_dir=store.artifacts(name) / "bench")
     default_runs, best_runs = comparison.runs
     speedup = comparison.speedups.get("best")
     result |= {
         "objective": workload.objective.value, "repeats": args.repeats,
-        "default_values": default_runs.values, "best_values": best_runs.values, "best_failure": None if best_runs.failure is None else best_runs.failure.reason,
+        "default_values": default_runs.values, "best_values": best_runs.values,
+        "best_failure": None if best_runs.failure is None else best_runs.failure.reason,
         "median_ratio": speedup.ratio if speedup else None,
         "ci95": [speedup.ci_low, speedup.ci_high] if speedup else None,
         "p_value": speedup.p_value if speedup else None,
@@ -74,7 +76,8 @@ def describe(result: dict) -> str:
              + ", ".join(f"{n} {k}" for k, n in result["counts"].items() if n)]
     if "median_ratio" in result and result["median_ratio"]:
         d, b = result["default_values"], result["best_values"]
-        lines.append(f"  default {result['objective']}: median {statistics.median(d):.3f} (min {min(d):.3f}, max {max(d):.3f})")
+        lines.append(f"  default {result['objective']}: median {statistics.median(d):.3f} (min {min(d):.3f}, max "
+                     f"{max(d):.3f})")
         lines.append(f"  best (trial {result['best_trial']}): median {statistics.median(b):.3f} "
                      f"(min {min(b):.3f}, max {max(b):.3f})")
         lines.append(f"  tuned/default: {result['median_ratio']:.2f}x, 95% CI {result['ci95'][0]:.2f}-"

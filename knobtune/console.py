@@ -77,7 +77,8 @@ def cost_lines(summary: StudySummary) -> list[str]:
                               f"recovery {limits['max_recovery_s']:g} s" if limits.get("max_recovery_s") else "") if part))
     if production := limits.get("production"):
         lines.append(f"memory-to-data ratio assumed: production's {human_bytes(production['memory_bytes'])} for "
-                     f"{human_bytes(production['data_bytes'])} of data (1:{production['data_bytes'] / production['memory_bytes']:.3g}); "
+                     f"{human_bytes(production['data_bytes'])} of data "
+                     f"(1:{production['data_bytes'] / production['memory_bytes']:.3g}); "
                      f"configs planned at most {human_bytes(production.get('planned_limit_bytes') or 0)} of caches and "
                      "buffers for the benchmark's data")
     return lines
@@ -152,7 +153,8 @@ def comparison_text(comparison: Comparison, goal: Objective, unsafe: dict[str, d
             out.print(f"    {phase} latency (µs, median of runs): "
                       + ", ".join(f"{k} {v:,.1f}" for k, v in percentiles.items()))
     out.print(f"noise of {comparison.first.candidate.label}: {comparison.noise * 100:.1f}%; "
-              + ("settled runs (each includes the work it leaves behind: restart as after a crash, flush or checkpoint, "
+              + ("settled runs (each includes the work it leaves behind: restart as after a crash, flush or "
+                 "checkpoint, "
                  "compaction)" if settled else "UNSETTLED runs: raw window, the work a run leaves behind is not counted"))
 
 

@@ -149,7 +149,8 @@ def test_the_rules_file_names_its_source_commit() -> None:
 @pytest.mark.parametrize(("change", "expected"), [
     (("max_connections = 300\n", ""), "profiles.oltp: missing field 'max_connections'"),
     (("work_mem_divisor = 1\n", "work_mem_divisor = 1\nwork_mem_factor = 2\n"), "unknown field 'work_mem_factor'"),
-    (('wal_buffers_max = "16MiB"', 'wal_buffers_max = "16 parsecs"'), "rules.wal_buffers_max: '16 parsecs' is not a size"),
+    (('wal_buffers_max = "16MiB"', 'wal_buffers_max = "16 parsecs"'),
+     "rules.wal_buffers_max: '16 parsecs' is not a size"),
     (("default_statistics_target = 500", 'default_statistics_target = "many"'), "'many' is not of type int"),
     (("random_page_cost = 4.0", 'random_page_cost = "4"'), "disks.hdd.random_page_cost: '4' is not of type float"),
 ])
@@ -224,7 +225,8 @@ def test_cli_errors() -> None:
     assert "no baseline for system 'leveldb'" in line and "postgresql (pgtune)" in line and "rocksdb (rocksdb-guide)" in line
     assert "rocksdb-guide has no profiles" in _error("baseline", "rocksdb", "--profile", "oltp")
     assert "PGTune needs the database type" in _error("baseline", "postgresql")
-    assert "'nvme' is not one of ssd, hdd, san" in _error("baseline", "postgresql", "--profile", "oltp", "--disk", "nvme")
+    assert "'nvme' is not one of ssd, hdd, san" in _error("baseline", "postgresql", "--profile", "oltp", "--disk",
+                                                          "nvme")
 
 
 def test_the_rocksdb_guide_is_one_config_in_catalog_units(tmp_path: Path) -> None:

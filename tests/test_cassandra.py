@@ -170,6 +170,7 @@ def test_no_node_is_left_after_knobtune_is_killed(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", [-1, 1.5, True, "many"])
 def test_a_warm_up_that_is_not_a_count_of_operations_is_refused_in_one_line(cassandra, value, tmp_path: Path) -> None:
     workload = tiny("ycsb-a", 500)
-    workload = dataclasses.replace(workload, drivers={"ycsb": {**workload.drivers["ycsb"], "warm_up_operations": value}})
+    workload = dataclasses.replace(workload,
+                                   drivers={"ycsb": {**workload.drivers["ycsb"], "warm_up_operations": value}})
     with pytest.raises(WorkloadError, match="warm_up_operations .* is not a whole number of operations. Fix: "):
         make_target(cassandra, workload, tmp_path / "scratch")

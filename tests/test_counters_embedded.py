@@ -130,7 +130,8 @@ rocksdb.db.get.micros P50 : 1.0 P95 : 2.0 P99 : 3.0 P100 : 4.0 COUNT : 9 SUM : 1
     free = parse_counters(text.split("STATISTICS:")[0])
     assert free["stall_s"] == 1.5  # the DB stats' cumulative stall
     assert free["user_bytes_written"] == 6.25 * 2**20  # the interval's ingest: no periodic dump came before
-    dumped = parse_counters(text.split("STATISTICS:")[0].replace("3.0 total, 3.0 interval", "700.0 total, 100.0 interval"))
+    dumped = parse_counters(text.split("STATISTICS:")[0].replace("3.0 total, 3.0 interval",
+                                                                 "700.0 total, 100.0 interval"))
     assert dumped["user_bytes_written"] == 0.01 * 2**30  # after a periodic dump the interval is not the run
     ratios = with_ratios(counters, workload_s=10.0)
     assert ratios["stall_share"] == pytest.approx(0.125)

@@ -113,7 +113,8 @@ Percentiles: P50: 3.70 P75: 4.45 P99: 9.53 P99.9: 76.00 P99.99: 3787.00
 readrandom   :      19.200 micros/op 52079 ops/sec 0.960 seconds 50000 operations;  509.4 MB/s (1545 of 50000 found)
 """
     fill, read = parse_output(text)
-    assert (fill.name, fill.ops, fill.seconds, fill.p99_us, fill.max_us) == ("filluniquerandom", 50000, 1.618, 9.53, 3787)
+    assert (fill.name, fill.ops, fill.seconds, fill.p99_us, fill.max_us) == ("filluniquerandom", 50000, 1.618, 9.53,
+                                                                             3787)
     assert (read.found, read.expected, read.p99_us) == (1545, 50000, None)
 
 

@@ -161,7 +161,8 @@ def test_a_focus_stays_within_the_planned_memory_limit_or_leaves_the_knob_out() 
     assert tight.ranges([grow], defaults) == {} and tight.ranges([grow], defaults) == {}
     assert len(notes) == 1 and notes[0].startswith("cache_size is not searched first: the planned-memory limit")
     roomy = Advice(space, plan + (64 << 20), notes.append)
-    assert roomy.ranges([grow], defaults) == {"cache_size": (defaults["cache_size"], defaults["cache_size"] + (64 << 20))}
+    assert roomy.ranges([grow],
+                        defaults) == {"cache_size": (defaults["cache_size"], defaults["cache_size"] + (64 << 20))}
     assert Advice(space, None, notes.append).ranges([grow], defaults)["cache_size"][1] == catalog["cache_size"].max
 
 

@@ -9,7 +9,6 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -182,7 +181,8 @@ def test_cassandra_yaml_and_its_jvm_options_beside_are_what_the_node_logs(tmp_pa
     assert {name: settings.get(name) for name in exported} == exported
     assert {"memtable_heap_space": "256MiB", "compaction_throughput": "32MiB/s", "key_cache_size": "64MiB",
             "commitlog_segment_size": "16MiB", "row_cache_size": "32MiB", "concurrent_reads": "16",
-            "memtable_allocation_type": "offheap_objects", "memtable_cleanup_threshold": "0.2"}.items() <= settings.items()
+            "memtable_allocation_type": "offheap_objects",
+            "memtable_cleanup_threshold": "0.2"}.items() <= settings.items()
     arguments = re.search(r"JVM Arguments: \[(.*)\]", logged).group(1).split(", ")
     assert {"-Xmx805306368", "-Xms805306368", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=250"} <= set(arguments)
     assert "Heap size: 768.000MiB/768.000MiB" in logged

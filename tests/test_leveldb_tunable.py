@@ -68,12 +68,14 @@ def test_the_plain_driver_leaves_them_out_and_says_how_to_search_them(leveldb) -
                                 catch_exceptions=False).stdout
     assert [line for line in output.splitlines() if "kvbench-tunable" in line] == [plain.driver_note()]
     assert "kvbench-tunable" not in CliRunner().invoke(
-        app, ["tune", "leveldb", "--workload", "fillrandom", "--trials", "1", "--dry-run", "--driver", "kvbench-tunable"],
+        app,
+        ["tune", "leveldb", "--workload", "fillrandom", "--trials", "1", "--dry-run", "--driver", "kvbench-tunable"],
         catch_exceptions=False).stdout
 
 
 def test_naming_one_with_the_plain_driver_is_a_usage_error(leveldb) -> None:
-    with pytest.raises(UsageError, match="only through driver kvbench-tunable, not kvbench. Fix: add --driver kvbench-tunable"):
+    with pytest.raises(UsageError,
+                       match="only through driver kvbench-tunable, not kvbench. Fix: add --driver kvbench-tunable"):
         build_space(leveldb, ["level0_stop_writes_trigger"], driver="kvbench")
 
 
@@ -91,7 +93,8 @@ def test_plain_kvbench_refuses_the_options_as_its_store_and_unknown_names_as_our
     for config, status, said in (({"level0_stop_writes_trigger": "20"}, 3, "compile-time constant"),
                                  ({"level0_stop_trigger": "20"}, 2, "unknown LevelDB option")):
         spec.write_text(json.dumps({"record_count": 10, "phases": [{"kind": "fill"}], "config": config}))
-        result = subprocess.run([find_kvbench(), "--engine", "leveldb", "--db", str(tmp_path / "db"), "--spec", str(spec)],
+        result = subprocess.run([find_kvbench(), "--engine", "leveldb", "--db", str(tmp_path / "db"), "--spec",
+                                 str(spec)],
                                 capture_output=True, text=True)
         assert result.returncode == status and result.stderr.startswith("kvbench: error:") and said in result.stderr
 

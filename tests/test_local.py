@@ -26,7 +26,8 @@ def _objective(trial: optuna.Trial) -> float:
 def _study(sampler: optuna.samplers.BaseSampler, trials: int) -> optuna.Study:
     """The default first (fixed params, the role knobtune gives it), then ``trials`` sampled ones, all complete."""
     study = optuna.create_study(sampler=sampler)
-    study.enqueue_trial({**{f"x{i}": 0.5 for i in range(KNOBS)}, "mode": "a"}, user_attrs={attrs.ROLE: attrs.ROLE_DEFAULT})
+    study.enqueue_trial({**{f"x{i}": 0.5 for i in range(KNOBS)}, "mode": "a"},
+                        user_attrs={attrs.ROLE: attrs.ROLE_DEFAULT})
     study.optimize(_objective, n_trials=trials + 1)
     return study
 

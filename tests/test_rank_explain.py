@@ -38,10 +38,12 @@ def test_the_latin_hypercube_uses_every_stratum_of_every_param_once() -> None:
 
 def test_a_resumed_design_goes_on_down_its_rows_and_the_default_takes_none(tmp_path) -> None:
     storage = f"sqlite:///{tmp_path / 'lhs.db'}"
-    first = optuna.create_study(study_name="lhs", storage=storage, sampler=LatinHypercubeSampler(10, ["x", "n", "c"], 1))
+    first = optuna.create_study(study_name="lhs", storage=storage,
+                                sampler=LatinHypercubeSampler(10, ["x", "n", "c"], 1))
     first.enqueue_trial({"x": 0.5, "n": 10, "c": "a"})  # the default: fixed params
     _ask(first, 6)
-    resumed = optuna.load_study(study_name="lhs", storage=storage, sampler=LatinHypercubeSampler(10, ["x", "n", "c"], 1))
+    resumed = optuna.load_study(study_name="lhs", storage=storage,
+                                sampler=LatinHypercubeSampler(10, ["x", "n", "c"], 1))
     _ask(resumed, 4)
     rows = [t.system_attrs.get(LHS_ROW) for t in resumed.get_trials()]
     assert rows == [None, 0, 1, 2, 3, 4, 5, 6, 7, 8]

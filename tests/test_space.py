@@ -56,7 +56,8 @@ def test_allow_operational_lets_in_auto_compaction_off_and_nothing_else(rocksdb)
 def test_naming_an_operational_knob_names_the_narrow_flag(rocksdb) -> None:
     with pytest.raises(UsageError, match="add --allow-operational to search it"):
         build_space(rocksdb, ["disable_auto_compactions"])
-    assert build_space(rocksdb, ["disable_auto_compactions"], allow_operational=True).knobs == ("disable_auto_compactions",)
+    assert build_space(rocksdb, ["disable_auto_compactions"],
+                       allow_operational=True).knobs == ("disable_auto_compactions",)
 
 
 def test_unknown_knob_suggests_close_names(rocksdb) -> None:

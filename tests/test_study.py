@@ -334,7 +334,8 @@ def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_s
 
     starts = starting_configs(first, "rocksdb")
     assert starts and all(label.startswith("study first trial ") for label, _ in starts)
-    second = Tuner(_settings(rocksdb, workload, study_name="second", trials=len(starts), start_configs=starts), store).run()
+    second = Tuner(_settings(rocksdb, workload, study_name="second", trials=len(starts), start_configs=starts),
+                   store).run()
     tried = [t for t in second.trials if not attrs.is_default(t.user_attrs)]
     assert [t.user_attrs[attrs.STARTED_FROM] for t in tried] == [label for label, _ in starts]
     assert [t.user_attrs[attrs.CONFIG] for t in tried] == [config for _, config in starts]

@@ -36,7 +36,8 @@ def _capture(system: str, folder: Path):
     capturing(system).from_files(corpus / source, corpus / state, folder, "tiny")  # checks it, as a user's would be
     if nondeterministic:
         path = folder / "capture.toml"
-        path.write_text(path.read_text().replace("nondeterministic = []", f"nondeterministic = {list(nondeterministic)!r}"
+        path.write_text(path.read_text().replace("nondeterministic = []",
+                                                 f"nondeterministic = {list(nondeterministic)!r}"
                                                  .replace("'", '"')))
     return load_workload(folder)
 
@@ -93,6 +94,7 @@ def test_a_config_the_driver_cannot_take_is_a_refusal_not_an_error(tmp_path: Pat
             target.apply(catalog.config({"row_cache_size": "64MiB"}))
         comparison = run_interleaved(
             target, [(Candidate("default", {}), catalog.defaults()),
-                     (Candidate("row cache", {"row_cache_size": "64MiB"}), catalog.config({"row_cache_size": "64MiB"}))],
+                     (Candidate("row cache", {"row_cache_size": "64MiB"}),
+                      catalog.config({"row_cache_size": "64MiB"}))],
             workload.rungs[0], repeats=1, objective=workload.objective, seed=1, log_dir=tmp_path / "logs")
     assert comparison.runs[0].values and str(comparison.runs[1].failure).startswith("row_cache_size cannot be set")

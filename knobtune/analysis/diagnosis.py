@@ -282,7 +282,8 @@ def _start(raw: Any, fail: Any) -> Start:
         raise fail("has a start without a label", "write [[rules.starts]] label = \"...\" config = {...}")
     config, sized = raw.get("config", {}), raw.get("sized", {})
     if not isinstance(config, dict) or not isinstance(sized, dict) or not (config or sized):
-        raise fail(f"start {raw['label']} has no config", "give config = {knob = value} and/or sized = {knob = \"expr\"}")
+        raise fail(f"start {raw['label']} has no config",
+                   "give config = {knob = value} and/or sized = {knob = \"expr\"}")
     if bad := [k for k, v in sized.items() if not isinstance(v, str)]:
         raise fail(f"start {raw['label']} sizes {', '.join(bad)} without an expression",
                    "write sized values as expressions in quotes, e.g. \"0.4 * data_bytes\"")

@@ -17,12 +17,17 @@ from knobtune.cli.options import JsonOption, SystemArgument
 
 def capture(
     system: SystemArgument,
-    output: Annotated[Path, typer.Option("-o", "--output", help="The capture folder to create (owner-only; must be new or empty).")],
-    source: Annotated[Optional[Path], typer.Option("--from", help="The system's own record of the work: a RocksDB trace file, a PostgreSQL log.")] = None,
-    state: Annotated[Optional[Path], typer.Option("--state", help="The state the work began from: a RocksDB checkpoint folder, a PostgreSQL dump (omit: it began empty).")] = None,
-    workload: Annotated[Optional[str], typer.Option(help="Instead of --from: run this workload under the default config and capture it, as the system records it.")] = None,
+    output: Annotated[Path, typer.Option("-o", "--output",
+                                         help="The capture folder to create (owner-only; must be new or empty).")],
+    source: Annotated[Optional[Path], typer.Option("--from", help="The system's own record of the work: a RocksDB "
+                                                                  "trace file, a PostgreSQL log.")] = None,
+    state: Annotated[Optional[Path], typer.Option("--state", help="The state the work began from: a RocksDB checkpoint "
+                                                                  "folder, a PostgreSQL dump (omit: it began empty).")] = None,
+    workload: Annotated[Optional[str], typer.Option(help="Instead of --from: run this workload under the default "
+                                                         "config and capture it, as the system records it.")] = None,
     records: Annotated[Optional[int], typer.Option(help="With --workload: its full size.")] = None,
-    name: Annotated[Optional[str], typer.Option(help="The capture's workload name (default: the folder's name).")] = None,
+    name: Annotated[Optional[str],
+                    typer.Option(help="The capture's workload name (default: the folder's name).")] = None,
     json_output: JsonOption = False,
 ) -> None:
     """Make a capture folder from SYSTEM's own record of real work; tune on it with `tune SYSTEM --workload FOLDER`.
@@ -41,7 +46,8 @@ def capture(
         raise UsageError(f"--records {records} is not a positive number. Fix: e.g. --records 10000")
     for given, what in ((source, "--from"), (state, "--state")):
         if given is not None and not given.exists():
-            raise UsageError(f"{what} {given} does not exist. Fix: give the path of {how.source if what == '--from' else how.state}")
+            raise UsageError(f"{what} {given} does not exist. Fix: give the path of "
+                             f"{how.source if what == '--from' else how.state}")
     label = name or output.name.removesuffix(".capture") or "capture"
     if workload is not None and how.from_workload is not None:
         summary = how.from_workload(load_workload(workload), output, label, records)
@@ -52,5 +58,6 @@ def capture(
         return
     for line in summary.lines():
         console.out.print(line, markup=False)
-    console.err.print(f"wrote the capture {output} (owner-only); tune on it: knobtune tune {system} --workload {output} "
+    console.err.print(f"wrote the capture {output} (owner-only); tune on it: knobtune tune {system} --workload "
+                      f"{output} "
                       "--time 20m", markup=False)

@@ -78,12 +78,18 @@ def knobs(system: SystemArgument, json_output: JsonOption = False) -> None:
 
 def baseline(
     system: SystemArgument,
-    profile: Annotated[Optional[str], typer.Option(help="PostgreSQL (PGTune): the database type, web, oltp, dw, desktop or mixed.")] = None,
-    disk: Annotated[Optional[str], typer.Option(help="ssd, hdd or san (default: hdd when a disk here says it spins, else ssd).")] = None,
-    connections: Annotated[Optional[int], typer.Option(help="Client connections expected (default: the profile's max_connections).")] = None,
-    name: Annotated[Optional[str], typer.Option("--name", help="Another known config of the system, e.g. db-bench-universal (RocksDB: the configs published for db_bench).")] = None,
+    profile: Annotated[Optional[str], typer.Option(help="PostgreSQL (PGTune): the database type, web, oltp, dw, "
+                                                        "desktop or mixed.")] = None,
+    disk: Annotated[Optional[str], typer.Option(help="ssd, hdd or san (default: hdd when a disk here says it spins, "
+                                                     "else ssd).")] = None,
+    connections: Annotated[Optional[int], typer.Option(help="Client connections expected (default: the profile's "
+                                                            "max_connections).")] = None,
+    name: Annotated[Optional[str], typer.Option("--name", help="Another known config of the system, e.g. "
+                                                               "db-bench-universal (RocksDB: the configs published for "
+                                                               "db_bench).")] = None,
     json_output: JsonOption = False,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write it as JSON, for `compare --config FILE`.")] = None,
+    output: Annotated[Optional[Path],
+                      typer.Option("-o", "--output", help="Write it as JSON, for `compare --config FILE`.")] = None,
 ) -> None:
     """The heuristic config users start from (PGTune for PostgreSQL, the tuning guide's for RocksDB), to compare against.
 

@@ -34,9 +34,12 @@ from knobtune.cli.options import (
 def explain_command(
     study: str,
     repeats: Annotated[int, typer.Option(help="Interleaved full-size runs of each step of the path.")] = 3,
-    select_rung: Annotated[int, typer.Option(help="Rung of the single runs that choose the greedy order (0: the cheapest).")] = 0,
-    keep: Annotated[float, typer.Option(help="The minimal config keeps at least this share of the winner's gain.")] = 0.95,
-    trial: Annotated[Optional[int], typer.Option(help="Explain this trial's config instead of the verified result.")] = None,
+    select_rung: Annotated[int, typer.Option(help="Rung of the single runs that choose the greedy order (0: the "
+                                                  "cheapest).")] = 0,
+    keep: Annotated[float,
+                    typer.Option(help="The minimal config keeps at least this share of the winner's gain.")] = 0.95,
+    trial: Annotated[Optional[int],
+                     typer.Option(help="Explain this trial's config instead of the verified result.")] = None,
     storage: StorageOption = None,
     directory: DirOption = None,
     json_output: JsonOption = False,
@@ -72,7 +75,8 @@ def explain_command(
 def compare(
     system: SystemArgument,
     workload: WorkloadOption,
-    config: Annotated[list[str], typer.Option("--config", help="'default', a JSON file, or study:NAME (its result). Repeat; the others are measured against the first.")],
+    config: Annotated[list[str], typer.Option("--config", help="'default', a JSON file, or study:NAME (its result). "
+                                                               "Repeat; the others are measured against the first.")],
     repeats: Annotated[int, typer.Option(help="Interleaved runs per config.")] = 5,
     records: RecordsOption = None,
     objective: ObjectiveOption = None,
@@ -122,18 +126,23 @@ def sweep_command(
     system: SystemArgument,
     workload: WorkloadOption,
     knob: Annotated[list[str], typer.Option("--knob", help="The knob to sweep; a second --knob sweeps a 2-D grid.")],
-    around: Annotated[Optional[str], typer.Option("--around", help="Hold the other knobs at this study's result (its verified winner) instead of the defaults.")] = None,
-    points: Annotated[Optional[int], typer.Option(help="Grid steps per numeric knob (default 7; 5 x 5 for two knobs); the default, the study's value and special values are added.")] = None,
+    around: Annotated[Optional[str], typer.Option("--around", help="Hold the other knobs at this study's result (its "
+                                                                   "verified winner) instead of the defaults.")] = None,
+    points: Annotated[Optional[int], typer.Option(help="Grid steps per numeric knob (default 7; 5 x 5 for two knobs); "
+                                                       "the default, the study's value and special values are added.")] = None,
     repeats: Annotated[int, typer.Option(help="Interleaved runs per point.")] = 3,
     records: RecordsOption = None,
     objective: ObjectiveOption = None,
     driver: DriverOption = None,
     seed: Annotated[int, typer.Option(help="Seed of the run order and of the workload's keys.")] = 42,
     timeout_factor: TimeoutFactorOption = 3.0,
-    allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe", help="Also sweep knobs and values that trade durability or data.")] = False,
+    allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe", help="Also sweep knobs and values that trade "
+                                                                      "durability or data.")] = False,
     unsettled: UnsettledOption = False,
     memory_limit: MemoryLimitOption = None,
-    out: Annotated[Optional[Path], typer.Option("-o", "--output", "--out", help="The HTML file to write, its JSON beside it (default: in the studies folder); --out is the older spelling.")] = None,
+    out: Annotated[Optional[Path], typer.Option("-o", "--output", "--out", help="The HTML file to write, its JSON "
+                                                                                "beside it (default: in the studies "
+                                                                                "folder); --out is the older spelling.")] = None,
     storage: StorageOption = None,
     directory: DirOption = None,
     json_output: JsonOption = False,
@@ -183,7 +192,8 @@ def sweep_command(
 def diagnose_command(
     system: SystemArgument,
     workload: WorkloadOption,
-    config: Annotated[Optional[str], typer.Option("--config", help="'default' (the default), a JSON file, or study:NAME (its result).")] = None,
+    config: Annotated[Optional[str], typer.Option("--config", help="'default' (the default), a JSON file, or "
+                                                                   "study:NAME (its result).")] = None,
     records: RecordsOption = None,
     driver: DriverOption = None,
     seed: Annotated[int, typer.Option(help="Seed of the workload's keys.")] = 42,

@@ -23,20 +23,34 @@ from knobtune.tuning.records import record_of
 from knobtune.workloads import Objective, Workload, load_workload
 from knobtune.workloads.spec import MIN_RUNG_RECORDS
 
-DirOption = Annotated[Optional[Path], typer.Option("--dir", help="Studies folder (default ./knobtune-studies or $KNOBTUNE_HOME).")]
-StorageOption = Annotated[Optional[str], typer.Option("--storage", help="Optuna storage URL (default: SQLite in --dir).")]
+DirOption = Annotated[Optional[Path],
+                      typer.Option("--dir", help="Studies folder (default ./knobtune-studies or $KNOBTUNE_HOME).")]
+StorageOption = Annotated[Optional[str],
+                          typer.Option("--storage", help="Optuna storage URL (default: SQLite in --dir).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
-UnsettledOption = Annotated[bool, typer.Option("--unsettled", help="Measure the raw window: leave out the flush, compaction and reopen a run leaves behind.")]
-MemoryLimitOption = Annotated[Optional[str], typer.Option("--memory-limit", help="Configs planned or measured above this peak memory are infeasible, e.g. 2GiB.")]
+UnsettledOption = Annotated[bool, typer.Option("--unsettled", help="Measure the raw window: leave out the flush, "
+                                                                   "compaction and reopen a run leaves behind.")]
+MemoryLimitOption = Annotated[Optional[str], typer.Option("--memory-limit", help="Configs planned or measured above "
+                                                                                 "this peak memory are infeasible, "
+                                                                                 "e.g. 2GiB.")]
 WorkloadOption = Annotated[str, typer.Option(help="Workload name (see `knobtune systems`) or a .toml file.")]
-ObjectiveOption = Annotated[Optional[str], typer.Option(help="elapsed_s, ops_per_s or p99_us (default: the workload's).")]
+ObjectiveOption = Annotated[Optional[str],
+                            typer.Option(help="elapsed_s, ops_per_s or p99_us (default: the workload's).")]
 DriverOption = Annotated[Optional[str], typer.Option(help="Benchmark driver (default: the system's).")]
 RecordsOption = Annotated[Optional[int], typer.Option(help="Override the workload's full size (records).")]
 TimeoutFactorOption = Annotated[float, typer.Option(help="Stop a run taking longer than this times the default's.")]
-MachineOption = Annotated[Optional[str], typer.Option("--machine", help="This machine's name in a study shared by workers (default: the host name).")]
-UnscaledRungsOption = Annotated[bool, typer.Option("--unscaled-rungs", help="Run small rungs with the config as it is, not with its memtables, caches and file sizes scaled to the rung's share of the data.")]
-AllowOperationalOption = Annotated[bool, typer.Option("--allow-operational", help="Also search operational values (auto-compaction off): nothing is lost, but the store never settles by itself.")]
-MixedOption = Annotated[bool, typer.Option("--allow-mixed-machines", help="Let a machine of another kind (CPU, memory, disk, OS, version) work on the study.")]
+MachineOption = Annotated[Optional[str], typer.Option("--machine", help="This machine's name in a study shared by "
+                                                                        "workers (default: the host name).")]
+UnscaledRungsOption = Annotated[bool, typer.Option("--unscaled-rungs", help="Run small rungs with the config as it is, "
+                                                                            "not with its memtables, caches and file "
+                                                                            "sizes scaled to the rung's share of the "
+                                                                            "data.")]
+AllowOperationalOption = Annotated[bool, typer.Option("--allow-operational", help="Also search operational values "
+                                                                                  "(auto-compaction off): nothing is "
+                                                                                  "lost, but the store never settles "
+                                                                                  "by itself.")]
+MixedOption = Annotated[bool, typer.Option("--allow-mixed-machines", help="Let a machine of another kind (CPU, memory, "
+                                                                          "disk, OS, version) work on the study.")]
 
 
 def system_argument(value: str) -> str:

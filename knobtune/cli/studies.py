@@ -19,7 +19,8 @@ from knobtune.tuning.explain import EXPLANATION
 from knobtune.cli.options import DirOption, JsonOption, StorageOption, output_path, trial_config, write_output
 
 
-def show(study: str, storage: StorageOption = None, directory: DirOption = None, json_output: JsonOption = False) -> None:
+def show(study: str, storage: StorageOption = None, directory: DirOption = None,
+         json_output: JsonOption = False) -> None:
     """Progress and result of a study: counts, best against the default, the verdict.
 
     Example: knobtune show rocksdb-put-get-delete --json
@@ -35,10 +36,13 @@ def show(study: str, storage: StorageOption = None, directory: DirOption = None,
 
 def export(
     study: str,
-    format: Annotated[str, typer.Option("--format", help="The system's own format or a driver's (`show` lists a study's formats); json always.")] = "json",
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
+    format: Annotated[str, typer.Option("--format", help="The system's own format or a driver's (`show` lists a "
+                                                         "study's formats); json always.")] = "json",
+    output: Annotated[Optional[Path],
+                      typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
     trial: Annotated[Optional[int], typer.Option(help="Export this trial's config instead of the result.")] = None,
-    minimal: Annotated[bool, typer.Option("--minimal", help="Export the smallest set of the result's changes that keeps 95% of its gain (`knobtune explain` first).")] = False,
+    minimal: Annotated[bool, typer.Option("--minimal", help="Export the smallest set of the result's changes that "
+                                                            "keeps 95% of its gain (`knobtune explain` first).")] = False,
     storage: StorageOption = None,
     directory: DirOption = None,
 ) -> None:
@@ -80,7 +84,9 @@ def export(
 
 def report(
     study: str,
-    output: Annotated[Path, typer.Option("-o", "--output", help="The HTML file to write (its JSON goes beside it).")] = Path("report.html"),
+    output: Annotated[Path,
+                      typer.Option("-o", "--output",
+                                   help="The HTML file to write (its JSON goes beside it).")] = Path("report.html"),
     storage: StorageOption = None,
     directory: DirOption = None,
 ) -> None:

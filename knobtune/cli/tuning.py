@@ -33,35 +33,57 @@ from knobtune.names import NAME_CHARS, name_problem, study_name
 def tune(
     system: SystemArgument,
     workload: WorkloadOption,
-    trials: Annotated[Optional[int], typer.Option(help="Total sampled trials of the study (the default not counted).")] = None,
+    trials: Annotated[Optional[int],
+                      typer.Option(help="Total sampled trials of the study (the default not counted).")] = None,
     time: Annotated[Optional[str], typer.Option("--time", help="Wall-clock budget of this run, e.g. 90s, 20m.")] = None,
     study: Annotated[Optional[str], typer.Option(help="Study name; running again with it resumes the study.")] = None,
     storage: StorageOption = None,
     directory: DirOption = None,
     sampler: Annotated[str, typer.Option(help=f"One of {', '.join(SAMPLERS)}.")] = "tpe",
     seed: Annotated[int, typer.Option(help="Seed of the sampler and of the workload's keys.")] = 42,
-    knobs: Annotated[Optional[str], typer.Option("--knobs", help="Comma-separated knobs to search (default: all safe ones).")] = None,
-    allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe", help="Also search knobs that trade durability or data.")] = False,
+    knobs: Annotated[Optional[str],
+                     typer.Option("--knobs", help="Comma-separated knobs to search (default: all safe ones).")] = None,
+    allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe",
+                                               help="Also search knobs that trade durability or data.")] = False,
     allow_operational: AllowOperationalOption = False,
     objective: ObjectiveOption = None,
     driver: DriverOption = None,
     records: RecordsOption = None,
     timeout_factor: TimeoutFactorOption = 3.0,
     reduction_factor: Annotated[int, typer.Option(help="Successive halving keeps 1/N of the trials at each rung.")] = 3,
-    verify_top: Annotated[int, typer.Option(help="Candidates re-measured against the default at the end (0: none).")] = 3,
+    verify_top: Annotated[int,
+                          typer.Option(help="Candidates re-measured against the default at the end (0: none).")] = 3,
     repeats: Annotated[int, typer.Option(help="Interleaved runs per candidate when verifying.")] = 5,
-    control_every: Annotated[int, typer.Option(help="Re-run the default after every N trials that reached full size, to track drift (0: never).")] = 10,
+    control_every: Annotated[int, typer.Option(help="Re-run the default after every N trials that reached full size, "
+                                                    "to track drift (0: never).")] = 10,
     unsettled: UnsettledOption = False,
     unscaled_rungs: UnscaledRungsOption = False,
-    no_warm_up: Annotated[bool, typer.Option("--no-warm-up", help="Count the default's first full-size run (by default it runs once more, before its ladder, not counted: a first run on a fresh machine is often slow).")] = False,
+    no_warm_up: Annotated[bool, typer.Option("--no-warm-up", help="Count the default's first full-size run (by default "
+                                                                  "it runs once more, before its ladder, not counted: "
+                                                                  "a first run on a fresh machine is often slow).")] = False,
     memory_limit: MemoryLimitOption = None,
-    production_data: Annotated[Optional[str], typer.Option("--production-data", help="The data size in production, e.g. 500GiB: with --production-memory, configs are held to production's memory-to-data ratio on the benchmark's data.")] = None,
-    production_memory: Annotated[Optional[str], typer.Option("--production-memory", help="The memory the system gets in production, e.g. 64GiB (with --production-data).")] = None,
-    max_recovery_time: Annotated[Optional[str], typer.Option("--max-recovery-time", help="Full-size runs whose reopen after a crash takes longer are infeasible, e.g. 30s.")] = None,
-    start_from: Annotated[Optional[str], typer.Option("--start-from", help="A previous study of the same system: a new study tries its winner and best configs first.")] = None,
-    no_rules: Annotated[bool, typer.Option("--no-rules", help="Search without the diagnosis: no starts from the system's rules, no narrowed first search (docs/diagnosis.md).")] = False,
-    ranking: Annotated[Optional[str], typer.Option("--ranking", help="A study holding a knob ranking (`knobtune rank`): search only its --top-k knobs.")] = None,
-    top_k: Annotated[Optional[int], typer.Option("--top-k", help="With --ranking: how many of its top knobs to search.")] = None,
+    production_data: Annotated[Optional[str], typer.Option("--production-data", help="The data size in production, "
+                                                                                     "e.g. 500GiB: with "
+                                                                                     "--production-memory, configs are "
+                                                                                     "held to production's "
+                                                                                     "memory-to-data ratio on the "
+                                                                                     "benchmark's data.")] = None,
+    production_memory: Annotated[Optional[str], typer.Option("--production-memory", help="The memory the system gets "
+                                                                                         "in production, e.g. 64GiB "
+                                                                                         "(with --production-data).")] = None,
+    max_recovery_time: Annotated[Optional[str], typer.Option("--max-recovery-time", help="Full-size runs whose reopen "
+                                                                                         "after a crash takes longer "
+                                                                                         "are infeasible, e.g. 30s.")] = None,
+    start_from: Annotated[Optional[str], typer.Option("--start-from", help="A previous study of the same system: a new "
+                                                                           "study tries its winner and best configs "
+                                                                           "first.")] = None,
+    no_rules: Annotated[bool, typer.Option("--no-rules", help="Search without the diagnosis: no starts from the "
+                                                              "system's rules, no narrowed first search "
+                                                              "(docs/diagnosis.md).")] = False,
+    ranking: Annotated[Optional[str], typer.Option("--ranking", help="A study holding a knob ranking (`knobtune "
+                                                                     "rank`): search only its --top-k knobs.")] = None,
+    top_k: Annotated[Optional[int],
+                     typer.Option("--top-k", help="With --ranking: how many of its top knobs to search.")] = None,
     machine: MachineOption = None,
     allow_mixed_machines: MixedOption = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show the search space and plan; run nothing.")] = False,
@@ -97,7 +119,8 @@ def tune(
         study_name=name, catalog=catalog, workload=spec, space=space,
         objective=goal, driver=driver, sampler=sampler, seed=seed, trials=trials,
         time_budget_s=duration_option(time), timeout_factor=timeout_factor, reduction_factor=reduction_factor,
-        verify_top=verify_top, verify_repeats=repeats, control_every=control_every, warm_up=not no_warm_up, settle=not unsettled,
+        verify_top=verify_top, verify_repeats=repeats, control_every=control_every, warm_up=not no_warm_up,
+        settle=not unsettled,
         scale_rungs=not unscaled_rungs, memory_limit_bytes=limit,
         production=production_ratio(production_data, production_memory),
         max_recovery_s=duration_option(max_recovery_time, "--max-recovery-time"), ranking=ranked_by, machine=machine,
@@ -199,16 +222,22 @@ def worker(
 def rank(
     system: SystemArgument,
     workload: WorkloadOption,
-    samples: Annotated[int, typer.Option(help="Latin-hypercube configs to run (a resumed study adds up to this total).")] = 100,
-    rung: Annotated[int, typer.Option(help="The ladder rung every sample runs at (0: the smallest, the cheapest).")] = 0,
-    time: Annotated[Optional[str], typer.Option("--time", help="Wall-clock budget of this run, e.g. 30m; rank what finished.")] = None,
+    samples: Annotated[int,
+                       typer.Option(help="Latin-hypercube configs to run (a resumed study adds up to this total).")] = 100,
+    rung: Annotated[int,
+                    typer.Option(help="The ladder rung every sample runs at (0: the smallest, the cheapest).")] = 0,
+    time: Annotated[Optional[str],
+                    typer.Option("--time", help="Wall-clock budget of this run, e.g. 30m; rank what finished.")] = None,
     study: Annotated[Optional[str], typer.Option(help="Study name; running again with it resumes the samples.")] = None,
-    from_study: Annotated[Optional[str], typer.Option("--from-study", help="Rank an existing study's trials at --rung instead (no new runs).")] = None,
+    from_study: Annotated[Optional[str], typer.Option("--from-study", help="Rank an existing study's trials at --rung "
+                                                                           "instead (no new runs).")] = None,
     storage: StorageOption = None,
     directory: DirOption = None,
     seed: Annotated[int, typer.Option(help="Seed of the design, the workload's keys and the models.")] = 42,
-    knobs: Annotated[Optional[str], typer.Option("--knobs", help="Comma-separated knobs to rank (default: all safe ones).")] = None,
-    allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe", help="Also sample knobs that trade durability or data.")] = False,
+    knobs: Annotated[Optional[str],
+                     typer.Option("--knobs", help="Comma-separated knobs to rank (default: all safe ones).")] = None,
+    allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe",
+                                               help="Also sample knobs that trade durability or data.")] = False,
     allow_operational: AllowOperationalOption = False,
     objective: ObjectiveOption = None,
     driver: DriverOption = None,
@@ -254,7 +283,8 @@ def rank(
             info.print(settings.space.driver_note(), markup=False)
         if spec.raised_note():
             info.print(spec.raised_note(), markup=False)
-        info.print(f"ranking study [bold]{settings.study_name}[/bold] in {store.shown_url}: {samples} Latin-hypercube samples "
+        info.print(f"ranking study [bold]{settings.study_name}[/bold] in {store.shown_url}: {samples} Latin-hypercube "
+                   "samples "
                    f"of {len(settings.space.knobs)} knobs at {spec.rungs[rung]}")
         loaded = Tuner(settings, store, on_progress=None if json_output else console.progress_line).run()
     result = rank_study(loaded, catalog, rung, seed=seed)

@@ -92,7 +92,8 @@ def _build_catalog(path: Path, data: dict[str, Any]) -> Catalog:
                 raise CatalogError(f"{path}: knob '{knob.name}': field 'conditions' names unknown knob "
                                    f"'{condition.knob}'. Fix: name a knob of this catalog")
     relations = tuple(_build_relation(path, i, spec, knobs) for i, spec in enumerate(data.get("relations", [])))
-    implications = tuple(_build_implication(path, i, spec, knobs) for i, spec in enumerate(data.get("implications", [])))
+    implications = tuple(_build_implication(path, i, spec,
+                                            knobs) for i, spec in enumerate(data.get("implications", [])))
     catalog = Catalog(system=data["system"], version=str(data.get("version", "")),
                       description=data.get("description", ""), formats=formats,
                       knobs=knobs, relations=relations, implications=implications, source=path,
@@ -117,7 +118,8 @@ def _build_knob(path: Path, name: str, spec: dict[str, Any], formats: tuple[str,
     except KeyError:
         raise fail("type", "missing", f"add type = one of {', '.join(t.value for t in KnobType)}") from None
     except ValueError:
-        raise fail("type", f"{spec['type']!r} is not a type", f"use one of {', '.join(t.value for t in KnobType)}") from None
+        raise fail("type", f"{spec['type']!r} is not a type",
+                   f"use one of {', '.join(t.value for t in KnobType)}") from None
     if "default" not in spec:
         raise fail("default", "missing", "add the system's own default value")
     if "safety" not in spec and _NEEDS_SAFETY.search(name):
@@ -155,7 +157,8 @@ def _build_knob(path: Path, name: str, spec: dict[str, Any], formats: tuple[str,
     if not (isinstance(drivers, list) and all(isinstance(d, str) and d for d in drivers)) \
             or ("drivers" in spec and not drivers):
         raise fail("drivers", f"{drivers!r} is not a non-empty list of driver names",
-                   "list the drivers that can set the knob, e.g. drivers = [\"kvbench-tunable\"], or leave the field out")
+                   "list the drivers that can set the knob, e.g. drivers = [\"kvbench-tunable\"], or leave the field "
+                   "out")
     knob = Knob(
         name=name, type=knob_type, default=coerce("default", spec["default"]),
         description=spec.get("description", ""), group=spec.get("group", "other"),
@@ -230,7 +233,8 @@ def _build_relation(path: Path, index: int, spec: dict[str, Any], knobs: Mapping
 def _build_implication(path: Path, index: int, spec: dict[str, Any], knobs: Mapping[str, Knob]) -> Implication:
     def fail(problem: str) -> CatalogError:
         return CatalogError(f"{path}: implications[{index}]: {problem}. "
-                            "Fix: write when = { knob = [values] } and then = { knob = value } with knobs of this catalog")
+                            "Fix: write when = { knob = [values] } and then = { knob = value } with knobs of this "
+                            "catalog")
 
     when, then = spec.get("when"), spec.get("then")
     if not isinstance(when, dict) or not isinstance(then, dict) or not when or not then:

@@ -4,4 +4,5 @@ from knobtune.report.export import export_beside, export_config, load_config_fil
 from knobtune.report.html import write_report
 from knobtune.report.summary import StudySummary, count_outcomes, summarize
 
-__all__ = ["StudySummary", "count_outcomes", "export_beside", "export_config", "load_config_file", "summarize", "write_report"]
+__all__ = ["StudySummary", "count_outcomes", "export_beside", "export_config", "load_config_file", "summarize",
+           "write_report"]

@@ -151,7 +151,8 @@ def _costs(s: dict[str, Any]) -> str:
            "flushed or checkpointed, compaction waited for)." if s.get("settled") else
            "UNSETTLED runs (--unsettled): the work a run leaves behind is not counted.")
     rows = "".join(f"<tr><th>{role}</th><td>{html.escape(describe_costs(cost))}</td>"
-                   f"<td>{html.escape(str(cost.get('source', '')))}</td></tr>" for role, cost in s.get("costs", {}).items())
+                   f"<td>{html.escape(str(cost.get('source', '')))}</td></tr>" for role, cost in s.get("costs",
+                                                                                                       {}).items())
     return f"<h2>What it costs</h2><p>{how}</p>" + (f"<table>{rows}</table>" if rows else "")
 
 

@@ -50,7 +50,8 @@ class StudySummary:
     warnings: list[str] = field(default_factory=list)
     experiment: dict[str, Any] = field(default_factory=dict)
     allow_operational: bool = False  # operational values (auto-compaction off) were searched
-    default_runs: list[float] = field(default_factory=list)  # the default's full-size value, its first run then controls
+    # the default's full-size value, its first run then controls
+    default_runs: list[float] = field(default_factory=list)
     default_warm_up: float | None = None  # the default's full-size warm-up run, not counted (None: no warm-up)
     export_formats: tuple[str, ...] = ("json",)
     settled: bool = True  # run times include settling the store (False: the raw window, --unsettled)
@@ -65,7 +66,8 @@ class StudySummary:
     time_s: dict[str, float] = field(default_factory=dict)  # outcome -> seconds its trials took (and "all")
     units_machine: str | None = None  # the machine whose default gives the values' units (workers: docs/workers.md)
     time_spent: dict[str, float | None] = field(default_factory=dict)  # the latest `tune`: search, verification
-    default_counters: dict[str, float] = field(default_factory=dict)  # the system's counters over the default's full run
+    # the system's counters over the default's full run
+    default_counters: dict[str, float] = field(default_factory=dict)
     diagnosis: dict[str, Any] = field(default_factory=dict)  # the rules over the default's and the result's full runs
     kept_out: dict[str, str] = field(default_factory=dict)  # what was kept out as said (compaction_style=fifo) -> class
     capture: CaptureSummary | None = None  # the workload is a capture of a user's own work: what it holds, no data

@@ -49,7 +49,8 @@ def sweep_verdict(data: dict[str, Any]) -> str:
     text = f"best point: {_name(best)} at {show(best['median'])}{_interval(best, show)}"
     versus = best["versus_default"]
     if versus:
-        text += (f", {versus['ratio']:.2f}x {_default_word(data)} (95% CI {versus['ci_low']:.2f}-{versus['ci_high']:.2f}"
+        text += (f", {versus['ratio']:.2f}x {_default_word(data)} (95% CI "
+                 f"{versus['ci_low']:.2f}-{versus['ci_high']:.2f}"
                  + ("" if versus["significant"] else ", within the noise") + ")")
     others = sum(1 for p in points if p["median"] is not None) - 1
     tied = len(data["within_noise_of_best"])
@@ -161,7 +162,8 @@ def _setup(data: dict[str, Any]) -> str:
     rows = [("system", f"{data['system']} {data['system_version']} via {data['driver']}"),
             ("workload", f"{data['workload']}, {data['rung']['records']:,} records"),
             ("objective", _axis_title(data)),
-            ("runs", f"{data['repeats']} per point, interleaved (round-robin, order shuffled per round, seed {data['seed']})"),
+            ("runs",
+             f"{data['repeats']} per point, interleaved (round-robin, order shuffled per round, seed {data['seed']})"),
             ("other knobs held at", held), ("time limit per run", timeout),
             ("noise of the default point", f"{data['noise_cv'] * 100:.1f}% (standard deviation / mean)"),
             ("measured time", "settled: each run includes the flush and compaction it leaves behind"
@@ -281,7 +283,8 @@ def _curve(data: dict[str, Any]) -> Any:
     banded = [p for p in measured if p["ci_low"] is not None]
     if banded:
         xs = [x_of(p) for p in banded]
-        figure.add_trace(go.Scatter(x=xs + xs[::-1], y=[p["ci_high"] for p in banded] + [p["ci_low"] for p in banded][::-1],
+        figure.add_trace(go.Scatter(x=xs + xs[::-1],
+                                    y=[p["ci_high"] for p in banded] + [p["ci_low"] for p in banded][::-1],
                                     fill="toself", fillcolor=_BAND, line={"width": 0}, name="95% CI of the median",
                                     hoverinfo="skip"))
     figure.add_trace(go.Scatter(x=[x_of(p) for p in measured], y=[p["median"] for p in measured], mode="lines+markers",

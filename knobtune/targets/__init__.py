@@ -15,9 +15,12 @@ from knobtune.targets._registry import (
 )
 from knobtune.targets._system import Capturing, Heuristics, System
 
-__all__ = ["Beside", "Capturing", "ExportFormat", "FailureKind", "HeuristicConfig", "Heuristics", "KnownConfig", "Machine", "Measurement",
-           "Phase", "RunFailure", "SYSTEMS", "System", "TARGETS", "Target", "capturing", "described_systems", "disk_detection", "driver_for",
+__all__ = ["Beside", "Capturing", "ExportFormat", "FailureKind", "HeuristicConfig", "Heuristics", "KnownConfig",
+           "Machine", "Measurement",
+           "Phase", "RunFailure", "SYSTEMS", "System", "TARGETS", "Target", "capturing", "described_systems",
+           "disk_detection", "driver_for",
            "disk_full_of", "is_disk_full",
-           "export_format", "export_formats", "heuristic_config", "make_target", "reclaim_server_homes", "resolve_driver",
+           "export_format", "export_formats", "heuristic_config", "make_target", "reclaim_server_homes",
+           "resolve_driver",
            "spelling_of", "stale_server_homes",
            "target_class", "know_system", "use_system_file", "user_system_file", "workload_section"]

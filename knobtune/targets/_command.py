@@ -113,7 +113,8 @@ class CommandDriver:
         program = Path(argv[0]).name
         result = run_logged(argv, log_path=log_path, timeout_s=timeout_s)
         if result.timed_out:
-            raise RunFailure(FailureKind.TIMEOUT, f"{program} was stopped after {timeout_s:.1f} s (the limit at {rung})",
+            raise RunFailure(FailureKind.TIMEOUT,
+                             f"{program} was stopped after {timeout_s:.1f} s (the limit at {rung})",
                              log_path)
         text = log_path.read_text(errors="replace")
         if result.returncode != 0:

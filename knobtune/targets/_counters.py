@@ -77,7 +77,8 @@ def with_ratios(counts: Mapping[str, float], workload_s: float) -> dict[str, flo
     if "stall_s" in counts:
         share("stall_share", counts["stall_s"], workload_s)
     if "block_cache_hit" in counts and "block_cache_miss" in counts:
-        share("block_cache_hit_ratio", counts["block_cache_hit"], counts["block_cache_hit"] + counts["block_cache_miss"])
+        share("block_cache_hit_ratio", counts["block_cache_hit"],
+              counts["block_cache_hit"] + counts["block_cache_miss"])
     if "bloom_useful" in counts and "bloom_full_positive" in counts:
         share("bloom_useful_ratio", counts["bloom_useful"], counts["bloom_useful"] + counts["bloom_full_positive"])
     if "user_bytes_written" in counts and "compact_write_bytes" in counts:

@@ -136,7 +136,8 @@ class DescribedServerTarget(CommandShape, ServerTarget):
 
     def benchmark(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
                   server_log: Path) -> Benchmarked:
-        return self.command.run(rung, timeout_s, log_path, self._run_places(max(1, rung.operations or rung.records), seed))
+        return self.command.run(rung, timeout_s, log_path,
+                                self._run_places(max(1, rung.operations or rung.records), seed))
 
     def read_counters(self, log: Path) -> dict[str, float]:
         """The system's counters now, as its file's query answers them (name, number rows).

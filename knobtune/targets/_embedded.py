@@ -195,7 +195,8 @@ class EmbeddedTarget(Target):
         stop_s = limit_s + min(CLOSE_GRACE_S, max(MIN_CLOSE_GRACE_S, limit_s))  # a small rung's 1 s limit: 2 s, not 6
         process = run_logged(argv, log_path=log_path, timeout_s=stop_s, memory_limit_bytes=self.memory_limit_bytes)
         if process.timed_out:
-            raise RunFailure(FailureKind.TIMEOUT, f"the store did not settle within {limit_s:.1f} s: the settle (reopen, "
+            raise RunFailure(FailureKind.TIMEOUT,
+                             f"the store did not settle within {limit_s:.1f} s: the settle (reopen, "
                              f"flush, compaction) was stopped after {stop_s:.1f} s", log_path)
         self.check_process(process, rung, stop_s, log_path, what="the settle (reopen, flush, compaction)")
         report = read_result(result_path)

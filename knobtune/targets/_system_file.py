@@ -272,7 +272,8 @@ class _Checker:
         connections = {}
         for driver, spec in drivers.items():
             if not isinstance(spec, dict):
-                raise self.fail(f"[drivers.{driver}]", "must be a table", f"write [drivers.{driver}] connection = [...]")
+                raise self.fail(f"[drivers.{driver}]", "must be a table",
+                                f"write [drivers.{driver}] connection = [...]")
             connections[driver] = self.argv(spec, "connection", f"[drivers.{driver}] connection", places)
         default_driver = self.text(d, "default_driver", "default_driver", next(iter(connections), None))
         if default_driver not in connections:
@@ -405,7 +406,8 @@ class _Checker:
                 except (KnobtuneError, ValueError, TypeError, SyntaxError, KeyError) as exc:
                     raise self.fail(f"{where} values.{knob}", f"{value!r} cannot be read ({exc})",
                                     f"give a value or an expression over {', '.join(MACHINE_NAMES)}") from None
-            known.append(KnownSpec(self.text(spec, "label", f"{where} label"), self.text(spec, "source", f"{where} source"),
+            known.append(KnownSpec(self.text(spec, "label", f"{where} label"),
+                                   self.text(spec, "source", f"{where} source"),
                                    dict(values)))
         return tuple(known)
 

@@ -137,7 +137,8 @@ class Budget:
                 return True
             return (r.outcome or Outcome.INTERRUPTED) not in (Outcome.INTERRUPTED, Outcome.TOOL) \
                 and r.config_hash is not None
-        return [r for r in records(self.workers.study) if counted(r)]  # a trial given up right after asking has no config
+        # a trial given up right after asking has no config
+        return [r for r in records(self.workers.study) if counted(r)]
 
     def over_trial_budget(self, trial: optuna.Trial) -> bool:
         """Whether ``trial``, just asked, would pass --trials: workers check the count, then ask, so two may ask

@@ -151,7 +151,8 @@ class Experiment:
         records = (recorded.get(attrs.WORKLOAD) or {}).get("records")
         if records is not None and records != self.workload.records:
             raise UsageError(f"study '{name}' was created with {records:,} records, not {self.workload.records:,}: "
-                             "its default's times would not compare. Fix: use the same --records, or another --study name")
+                             "its default's times would not compare. Fix: use the same --records, or another --study "
+                             "name")
 
 
 def _same_flag(study: str, stored: bool | None, given: bool, yes: str, no: str, option: str, why: str) -> None:

@@ -94,7 +94,8 @@ def explain(study: optuna.Study, target: Target, winner: Mapping[str, Value], *,
     shares = gain_shares([r.values for r in runs], objective.maximize, seed) if not failed else []
     for index, (group, record) in enumerate(zip(order, runs[1:])):
         entry = {"knobs": list(group), "changes": {name: winner[name] for name in group},
-                 "label": record.candidate.label, "median": record.median, "failure": None if record.failure is None else record.failure.reason}
+                 "label": record.candidate.label, "median": record.median,
+                 "failure": None if record.failure is None else record.failure.reason}
         versus = comparison.speedups.get(record.candidate.label)
         if versus is not None:
             entry |= {"ratio": versus.ratio, "ci_low": versus.ci_low, "ci_high": versus.ci_high}

@@ -84,7 +84,8 @@ class LocalMovesSampler(optuna.samplers.BaseSampler):
         step = not isinstance(param_distribution, CategoricalDistribution) and self._rng.random() < 0.5
         for _ in range(5):  # a moved param takes another value than the incumbent's, if it can
             if step:  # a step from the incumbent's value
-                value = from_unit(param_distribution, to_unit(param_distribution, kept) + self._rng.normal(0, self._step))
+                value = from_unit(param_distribution,
+                                  to_unit(param_distribution, kept) + self._rng.normal(0, self._step))
             else:
                 value = self._base.sample_independent(study, trial, param_name, param_distribution)
             if value != kept:

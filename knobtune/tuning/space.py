@@ -222,7 +222,8 @@ def opt_in_flag(safety: Safety) -> str:
 def left_out_line(left_out: Mapping[str, Safety], catalog: Catalog | None = None) -> str:
     """One line naming what the search keeps out and the flags that let it in: a whole knob by its name, the unsafe
     values of a knob whose other values are searched as ``knob=value`` (``compaction_style=fifo``)."""
-    flags = " or ".join(sorted({opt_in_flag(Safety(s)) for s in left_out.values()}))  # the narrow flag first (a study stores str)
+    # the narrow flag first (a study stores str)
+    flags = " or ".join(sorted({opt_in_flag(Safety(s)) for s in left_out.values()}))
     return ("kept out of the search (would trade durability or data, or never settle; " + flags + " to include): "
             + ", ".join(f"{kept_out_label(k, catalog)} ({Safety(v).value})" for k, v in left_out.items()))
 

@@ -30,7 +30,6 @@ from knobtune.tuning.budget import Budget
 from knobtune.tuning.experiment import Experiment
 from knobtune.tuning.finish import name_lead, verify_study
 from knobtune.tuning.guide import Guide
-from knobtune.tuning.outcomes import Outcome
 from knobtune.tuning.owner import running
 from knobtune.tuning.progress import Progress, Reporter
 from knobtune.tuning.pruning import DefaultAwareHalvingPruner

@@ -287,7 +287,8 @@ def _make_room(catalog: Catalog, config: dict[str, Value], swept: set[str]) -> l
         for relation in catalog.relations:
             if relation.holds(config) or (relation.left in pinned) == (relation.right in pinned):
                 continue
-            fixed, other = (relation.left, relation.right) if relation.left in pinned else (relation.right, relation.left)
+            fixed, other = (relation.left, relation.right) if relation.left in pinned else (relation.right,
+                                                                                            relation.left)
             knob, value = catalog.knobs[other], meeting_value(catalog, relation, config, other)
             if not (knob.min is None or knob.min <= value) or not (knob.max is None or value <= knob.max):
                 continue
@@ -414,7 +415,8 @@ def run_sweep(target: Target, plan: SweepPlan, rung: Rung, *, repeats: int, obje
                 _merge(records[by_label[runs.candidate.label]], runs)
             if limit_s is None:
                 limit_s = _limit_s(records[clock.index], timeout_factor, min_timeout_s, clock, log_dir)
-                note(f"time limit per run: {limit_s:.1f} s ({timeout_factor:g}x the {'default' if clock.is_default else 'study'}"
+                note(f"time limit per run: {limit_s:.1f} s ({timeout_factor:g}x the "
+                     f"{'default' if clock.is_default else 'study'}"
                      f" point's {records[clock.index].measurements[0].elapsed_s:.2f} s)")
     return _result(target, plan, records, rung, repeats, objective, seed, limit_s, timeout_factor)
 
@@ -464,7 +466,8 @@ def _result(target: Target, plan: SweepPlan, records: Mapping[int, CandidateRuns
     finished = {r.point.index: r.values for r in results if r.interval is not None}
     held = plan.held_point
     judgement = judge(finished, objective.maximize, held.index if held else None, seed)
-    facts = {"knobtune_version": knobtune.__version__, "system": target.catalog.system, "driver": target.driver, "system_version": target.version(),
+    facts = {"knobtune_version": knobtune.__version__, "system": target.catalog.system, "driver": target.driver,
+             "system_version": target.version(),
              "workload": target.workload.name, "records": target.workload.records, "settled": target.settle,
              "memory_limit_bytes": target.memory_limit_bytes}
     return SweepResult(plan, objective, rung, repeats, seed, limit_s, timeout_factor, tuple(results), judgement,

@@ -22,7 +22,8 @@ from knobtune.workloads import Objective, Rung
 class Candidate:
     label: str
     config: Mapping[str, Value]
-    known_config: bool = False  # a known config users run instead (PGTune, the guide): measured beside, never the winner
+    # a known config users run instead (PGTune, the guide): measured beside, never the winner
+    known_config: bool = False
     tried_first: str = ""  # the known config the study tried first that this is (its label), or "" for the search's
     trial: int | None = None  # the study's trial whose config this is (None: the default, a known config, a file)
 

@@ -175,14 +175,16 @@ def _build(path: Path, data: dict[str, Any]) -> Workload:
     try:
         objective = Objective(data.get("objective", "elapsed_s"))
     except ValueError:
-        raise fail("objective", f"{data['objective']!r} is unknown", f"use one of {', '.join(o.value for o in Objective)}") from None
+        raise fail("objective", f"{data['objective']!r} is unknown",
+                   f"use one of {', '.join(o.value for o in Objective)}") from None
     given_ladder = data["ladder"]
     if not isinstance(given_ladder, list) or not all(isinstance(f, int | float) and not isinstance(f, bool)
                                                      for f in given_ladder):
         raise fail("ladder", f"{given_ladder!r} is not a list of fractions", "e.g. [0.05, 0.2, 1.0]")
     ladder = tuple(float(f) for f in given_ladder)
     if not ladder or ladder[-1] != 1.0 or any(not 0 < f <= 1 for f in ladder) or list(ladder) != sorted(set(ladder)):
-        raise fail("ladder", f"{list(ladder)} is not an increasing list of fractions ending at 1.0", "e.g. [0.05, 0.2, 1.0]")
+        raise fail("ladder", f"{list(ladder)} is not an increasing list of fractions ending at 1.0",
+                   "e.g. [0.05, 0.2, 1.0]")
     for size_field in ("records", "key_size", "value_size", "operations"):
         value = data.get(size_field, 1)
         if not isinstance(value, int) or value <= 0 or isinstance(value, bool):

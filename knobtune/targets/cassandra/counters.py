@@ -132,7 +132,8 @@ def _from_system_log(text: str) -> dict[str, float]:
         dropped[verb] += int(internal) + int(cross_node)
     return {"switches_total": float(len(reasons)),
             "commitlog_switches_total": float(sum(reason == "COMMITLOG_DIRTY" for reason in reasons)),
-            "dropped_mutations_total": float(dropped["MUTATION_REQ"]), "dropped_reads_total": float(dropped["READ_REQ"])}
+            "dropped_mutations_total": float(dropped["MUTATION_REQ"]),
+            "dropped_reads_total": float(dropped["READ_REQ"])}
 
 
 def _number(value: object) -> float:

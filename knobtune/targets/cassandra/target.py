@@ -134,7 +134,8 @@ class CassandraTarget(ServerTarget):
         self._node = data
         for folder in _FOLDERS:
             (data / folder).mkdir(parents=True, exist_ok=True)
-        (data / "cassandra.yaml").write_text(yaml_text(data, self._ports, cassandra_yaml_settings(self.catalog, config)))
+        (data / "cassandra.yaml").write_text(yaml_text(data, self._ports,
+                                                       cassandra_yaml_settings(self.catalog, config)))
         return node_argv(data, cassandra_jvm_flags(self.catalog, config), record_classes=self._record_classes)
 
     def start_env(self) -> dict[str, str] | None:

@@ -14,7 +14,9 @@ from knobtune.targets.postgresql.target import PostgresTarget
 HERE = Path(__file__).parent
 SYSTEM = System("postgresql", "pgbench", {"pgbench": PostgresTarget, "queries": PostgresQueriesTarget,
                                           "sysbench": PostgresSysbenchTarget, "replay": PostgresReplayTarget},
-                FORMATS, Heuristics(("pgtune",), pgtune.compute), rules=HERE / "rules.toml", counters=HERE / "counters.toml",
-                capturing=Capturing("the server's CSV log (log_destination = 'csvlog'; docs/replay.md lists the settings)",
+                FORMATS, Heuristics(("pgtune",), pgtune.compute), rules=HERE / "rules.toml",
+                counters=HERE / "counters.toml",
+                capturing=Capturing("the server's CSV log (log_destination = 'csvlog'; docs/replay.md lists the "
+                                    "settings)",
                                     "the dump taken when logging began (pg_dump -Fc)", capture.from_files,
                                     capture.from_workload))

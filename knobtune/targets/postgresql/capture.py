@@ -57,7 +57,8 @@ def check_dump(path: Path | None) -> Dump:
         WorkloadError: missing, of a format knobtune does not restore, cut off, or setting owners (one line).
     """
     if path is None or not path.exists():
-        raise WorkloadError(f"a PostgreSQL capture needs the dump taken when logging began{f' ({path} is missing)' if path else ''}. "
+        raise WorkloadError("a PostgreSQL capture needs the dump taken when logging "
+                            f"began{f' ({path} is missing)' if path else ''}. "
                             f"{DUMP_FIX}, then give it with --state")
     if path.is_dir():
         raise WorkloadError(f"{path} is a folder (pg_dump's directory format): knobtune restores the custom or the "
@@ -67,7 +68,8 @@ def check_dump(path: Path | None) -> Dump:
     if head.startswith(b"PGDMP"):
         return Dump("custom", _custom_database(path))
     if len(head) > 262 and head[257:262] == b"ustar":
-        raise WorkloadError(f"{path} is pg_dump's tar format: knobtune restores the custom or the plain format. {DUMP_FIX}")
+        raise WorkloadError(f"{path} is pg_dump's tar format: knobtune restores the custom or the plain format. "
+                            f"{DUMP_FIX}")
     if not head.startswith(b"--\n-- PostgreSQL database dump"):
         what = "a pg_dumpall dump (many databases)" if b"database cluster dump" in head else "not a pg_dump dump"
         raise WorkloadError(f"{path} is {what}. {DUMP_FIX}")
@@ -92,9 +94,11 @@ def _custom_database(path: Path) -> str | None:
 def _check_plain(path: Path) -> None:
     with path.open("rb") as handle:
         for line in handle:
-            if line.startswith((b"ALTER ", b"GRANT ", b"REVOKE ")) and (b" OWNER TO " in line or not line.startswith(b"ALTER ")):
+            if line.startswith((b"ALTER ", b"GRANT ",
+                                b"REVOKE ")) and (b" OWNER TO " in line or not line.startswith(b"ALTER ")):
                 raise WorkloadError(f"{path} sets owners or privileges (roles the scratch server does not have). "
-                                    "Fix: take it with `pg_dump --no-owner --no-privileges`, or in the custom format (-Fc)")
+                                    "Fix: take it with `pg_dump --no-owner --no-privileges`, or in the custom format "
+                                    "(-Fc)")
         handle.seek(max(0, handle.seek(0, 2) - 200))
         if b"-- PostgreSQL database dump complete" not in handle.read():
             raise WorkloadError(f"{path} does not end as pg_dump ends a dump: it is truncated. {DUMP_FIX}")
@@ -223,7 +227,8 @@ class _Recording(PostgresTarget):
 
     def start_argv(self, data: Path, config: Mapping[str, Value]) -> list[str]:
         argv = super().start_argv(data, config)
-        return argv + [arg for name, value in LOGGING.items() for arg in ("-c", f"{name}={value}")] if self.logging else argv
+        return argv + [arg for name, value in LOGGING.items() for arg in ("-c",
+                                                                          f"{name}={value}")] if self.logging else argv
 
     def record(self, into: Path) -> tuple[Path, Path]:
         """Start the loaded copy with logging on, dump it, run the kit at full size; the log and the dump."""

@@ -62,7 +62,8 @@ def _pgtune_settings(rules: Pgtune, profile: Profile, machine: Machine, connecti
     common, disk = rules.rules, rules.disks[machine.disk]
     memory_kb = machine.memory_bytes // KIB
     shared_kb = _share_kb(memory_kb, profile.shared_buffers)
-    maintenance_kb = min(_share_kb(memory_kb, profile.maintenance_work_mem), common.maintenance_work_mem_cap_bytes // KIB)
+    maintenance_kb = min(_share_kb(memory_kb, profile.maintenance_work_mem),
+                         common.maintenance_work_mem_cap_bytes // KIB)
     parallel = _parallel(common, profile, machine.cpus)
     workers = parallel.get("max_worker_processes", common.default_worker_processes)
     settings: dict[str, Value] = {

@@ -52,7 +52,8 @@ def find_replayer() -> str:
     Raises:
         ToolMissingError: it is not built.
     """
-    for candidate in (os.environ.get("KNOBTUNE_PGREPLAY"), str(Path(__file__).resolve().parents[3] / "native" / "build" / PROGRAM)):
+    for candidate in (os.environ.get("KNOBTUNE_PGREPLAY"),
+                      str(Path(__file__).resolve().parents[3] / "native" / "build" / PROGRAM)):
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return candidate
     raise ToolMissingError(f"the PostgreSQL replayer {PROGRAM} is not built. {BUILD_HINT}")
@@ -283,7 +284,8 @@ class PostgresReplayTarget(PostgresTarget):
             columns.setdefault(f"{schema}.{table}", []).append(column)
         if not columns:
             return {}
-        queries = [_table_query(name, [c for c in cols if not self._excluded(name, c)]) for name, cols in columns.items()]
+        queries = [_table_query(name,
+                                [c for c in cols if not self._excluded(name, c)]) for name, cols in columns.items()]
         out: dict[str, TableDigest] = {}
         for name, line in zip(columns, self._sql("\n".join(queries), log), strict=True):
             rows, checksum, *sums = line.split("\t")

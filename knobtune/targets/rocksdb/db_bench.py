@@ -133,7 +133,8 @@ class DbBenchTarget(EmbeddedTarget):
         section = workload.driver(self.driver)
         self.workload_flags: WorkloadFlags = read_section(workload, section, knob_flags(catalog.system))
         if twin and "twin" not in section:
-            raise WorkloadError(f"workload '{workload.name}' has no verifiable twin. Fix: add `twin` to its db_bench section")
+            raise WorkloadError(f"workload '{workload.name}' has no verifiable twin. Fix: add `twin` to its db_bench "
+                                "section")
         self.benchmarks: list[str] = list(section["twin"] if twin else section["benchmarks"])
         checked = set(self.benchmarks) & _READS if twin else set(section.get("verify", ()))
         self.verify: set[str] = checked & set(self.benchmarks)

@@ -40,7 +40,8 @@ from knobtune.targets.rocksdb.build import find_db_bench
 _ROCKSDB_ERROR = re.compile(r"error|Invalid argument|Not supported|should be", re.IGNORECASE)
 _TABLE_SECTION = re.compile(r'^\[TableOptions/BlockBasedTable "[^"]*"\]$')
 # see the module's note; and how to open (create it, fail if it exists) is the application's, not a knob's
-_NOT_DEPLOYED = ("info_log_level", "listeners", "create_if_missing", "create_missing_column_families", "error_if_exists")
+_NOT_DEPLOYED = ("info_log_level", "listeners", "create_if_missing", "create_missing_column_families",
+                 "error_if_exists")
 _CACHE_FIELDS = ("capacity", "num_shard_bits", "strict_capacity_limit", "high_pri_pool_ratio", "low_pri_pool_ratio")
 _CACHE_FIELD = re.compile(r"^\s+(" + "|".join(_CACHE_FIELDS) + r")\s*:\s*(\S+)\s*$")
 
@@ -140,7 +141,8 @@ def _options_header(catalog: Catalog, config: Mapping[str, Value], cache: Mappin
 
 # What an OPTIONS file cannot hold: knob -> the C++ line that sets it (``{value}``) and what it is.
 _CODE_BESIDE = {
-    "row_cache_size": ("  db_options.row_cache = rocksdb::NewLRUCache({value});", "the row cache (DBOptions::row_cache)"),
+    "row_cache_size": ("  db_options.row_cache = rocksdb::NewLRUCache({value});",
+                       "the row cache (DBOptions::row_cache)"),
     "disable_wal": ("  write_options.disableWAL = {value};", "disable_wal (WriteOptions::disableWAL, for every write)"),
 }
 

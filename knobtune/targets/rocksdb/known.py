@@ -41,4 +41,5 @@ def guide_config(catalog: Catalog) -> KnownConfig:
         CatalogError: its file names a knob the catalog lacks or a value it refuses.
     """
     guide = compute(GUIDE, Machine.from_host(), None)
-    return KnownConfig(guide.name, dict(catalog.changed(catalog.config(guide.config))), guide.source.get("page", guide.name))
+    return KnownConfig(guide.name, dict(catalog.changed(catalog.config(guide.config))),
+                       guide.source.get("page", guide.name))
