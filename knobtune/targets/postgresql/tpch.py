@@ -140,7 +140,8 @@ class Answer:
 def answers(output: str) -> tuple[Answer, ...]:
     """The queries' answers and times as one psql session printed them (``script``, unaligned, tuples only)."""
     found: list[Answer] = []
-    query, rows = None, []
+    query: int | None = None
+    rows: list[tuple[str, ...]] = []
     for line in output.splitlines():
         if line.startswith(MARK):
             query, rows = int(line.removeprefix(MARK)), []
