@@ -166,25 +166,7 @@ class Workers:
         heartbeat stopped (Optuna's), and those no worker ever took (``_fail_unowned``)."""
         with optuna_warnings_silenced():
             optuna.storages.fail_stale_trials(self.study)
-        self._fail_unowned()
-
-    def _fail_unowned(self) -> None:
-        """Optuna sees a trial's heartbeat stop only once it has beaten: a trial whose process lost the storage after
-        asking for it but before naming itself its worker (and so before its first heartbeat) would stay RUNNING for
-        good, and a verifier would wait on it for ever. One still unnamed GRACE_S after it began is failed and queued
-        again, as a stale one is (its start is the asking process's clock: workers keep their clocks in step)."""
-        callback = self.storage.get_failed_trial_callback() if isinstance(self.storage, BaseHeartbeat) else None
-        now = datetime.datetime.now()
-        for trial in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            if attrs.WORKER in trial.user_attrs or trial.datetime_start is None \
-                    or (now - trial.datetime_start).total_seconds() < GRACE_S:
-                continue
-            try:
-                taken = self.storage.set_trial_state_values(self.trial_id(trial.number), state=TrialState.FAIL)
-            except UpdateFinishedTrialError:
-                continue  # it ended meanwhile
-            if taken and callback is not None:
-                callback(self.study, self.study.get_trials(deepcopy=False)[trial.number])
+        fail_unowned(self.study, self.storage, GRACE_S)
 
     @contextlib.contextmanager
     def heartbeat(self, trial: optuna.Trial) -> Iterator[None]:
@@ -207,3 +189,30 @@ class Workers:
         finally:
             stop.set()
             thread.join()
+
+
+def fail_unowned(study: optuna.Study, storage: optuna.storages.BaseStorage, grace_s: float) -> list[int]:
+    """Fail, and queue again as a stale trial is, every running trial no worker ever took; the numbers failed.
+
+    Optuna sees a trial's heartbeat stop only once it has beaten: a trial whose process lost the storage after asking
+    for it but before naming itself its worker (and so before its first heartbeat) would stay RUNNING for good, and a
+    verifier would wait on it for ever. One still unnamed ``grace_s`` after it began is failed (its start is the
+    asking process's clock: workers keep their clocks in step, docs/workers.md).
+    """
+    callback = storage.get_heartbeat_stale_trial_callback() if isinstance(storage, BaseHeartbeat) else None
+    study_id = storage.get_study_id_from_name(study.study_name)
+    now, failed = datetime.datetime.now(), []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if attrs.WORKER in trial.user_attrs or trial.datetime_start is None \
+                or (now - trial.datetime_start).total_seconds() < grace_s:
+            continue
+        trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, trial.number)
+        try:
+            if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+                continue
+        except UpdateFinishedTrialError:
+            continue  # it ended meanwhile
+        failed.append(trial.number)
+        if callback is not None:
+            callback(study, storage.get_trial(trial_id))
+    return failed
