@@ -74,7 +74,9 @@ class StudyStore:
 
     def storage(self, on_stale: StaleTrialCallback | None = None,
                 on_note: Callable[[str], None] | None = None) -> optuna.storages.BaseStorage:
-        """The Optuna storage behind ``url``, with heartbeats; ``on_stale`` is called for a trial whose heartbeat stopped.
+        """The Optuna storage behind ``url``, with heartbeats.
+
+        ``on_stale`` is called for a trial whose heartbeat stopped.
         A server's storage retries a lost connection for a while (``knobtune.reconnecting``), saying so to ``on_note``.
 
         Raises:

@@ -53,8 +53,9 @@ def catalog_path(system: str) -> Path:
 
 
 def available_systems() -> list[str]:
-    return sorted({p.stem for p in CATALOG_DIR.glob("*.toml")} | {p.parent.name for p in SYSTEMS_DIR.glob("*/catalog.toml")}
-                  | set(_DESCRIBED))
+    old_style = {p.stem for p in CATALOG_DIR.glob("*.toml")}
+    shipped = {p.parent.name for p in SYSTEMS_DIR.glob("*/catalog.toml")}
+    return sorted(old_style | shipped | set(_DESCRIBED))
 
 
 def load_catalog(system_or_path: str | Path) -> Catalog:
@@ -83,7 +84,8 @@ def _build_catalog(path: Path, data: dict[str, Any]) -> Catalog:
                                "(docs/catalog-format.md)")
     for required in ("system", "knobs"):
         if required not in data:
-            raise CatalogError(f"{path}: missing top-level field '{required}'. Fix: add it (see docs/catalog-format.md)")
+            raise CatalogError(f"{path}: missing top-level field '{required}'. "
+                               "Fix: add it (see docs/catalog-format.md)")
     formats = tuple(data.get("formats", ()))
     knobs = {name: _build_knob(path, name, spec, formats) for name, spec in data["knobs"].items()}
     for knob in knobs.values():

@@ -122,7 +122,8 @@ class Knob:
                               f"{nearest(str(value), self.choices)}. Fix: use one of {', '.join(self.choices)}")
         if self.is_numeric and value not in self.special:
             if (self.min is not None and value < self.min) or (self.max is not None and value > self.max):
-                raise ConfigError(f"knob '{self.name}': {value!r} is out of range. Fix: use a value{self._range_hint()}")
+                raise ConfigError(f"knob '{self.name}': {value!r} is out of range. "
+                                  f"Fix: use a value{self._range_hint()}")
 
     def supports(self, spelling: str) -> bool:
         """Whether ``spelling`` (a key of the catalog's ``formats``: a driver's or a config file's way of naming

@@ -164,8 +164,8 @@ def _machines(study: optuna.Study, trials: list[FrozenTrial]) -> dict[str, dict[
     for record in map(record_of, trials):
         if record.machine is None:
             continue
-        entry = machines.setdefault(record.machine, {"trials": 0, "default_value": None,
-                                                     "facts": study.user_attrs.get(attrs.MACHINE_PREFIX + record.machine, {})})
+        facts = study.user_attrs.get(attrs.MACHINE_PREFIX + record.machine, {})
+        entry = machines.setdefault(record.machine, {"trials": 0, "default_value": None, "facts": facts})
         run = record.run_at(full)
         if not record.is_default:
             entry["trials"] += 1

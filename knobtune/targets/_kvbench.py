@@ -49,9 +49,9 @@ SECTION_FIELDS = ("phases", "measure", "twin", "threads")
 MAX_THREADS = 1024  # kvbench's own limit (native/kvbench/workload.h, kMaxThreads)
 
 # Every knob kvbench can set, defaults too: the store left alone runs its library's defaults, not the catalog's.
-KVBENCH_CONFIG = ExportFormat("kvbench-config", "the option map kvbench takes (JSON)", None,
-                              lambda catalog, config: json.dumps(render_every(catalog, config, "kvbench"),
-                                                                 indent=2) + "\n")
+KVBENCH_CONFIG = ExportFormat(
+    "kvbench-config", "the option map kvbench takes (JSON)", None,
+    lambda catalog, config: json.dumps(render_every(catalog, config, "kvbench"), indent=2) + "\n")
 
 
 class KvbenchTarget(EmbeddedTarget):
@@ -75,8 +75,8 @@ class KvbenchTarget(EmbeddedTarget):
         if binary is None:
             return None
         with tempfile.TemporaryDirectory(prefix="knobtune-build-") as tmp:
-            return " ".join(f"{system} {engine_version(binary, system, Path(tmp))}" for system in ("rocksdb",
-                                                                                                   "leveldb"))
+            return " ".join(f"{system} {engine_version(binary, system, Path(tmp))}"
+                            for system in ("rocksdb", "leveldb"))
 
     @classmethod
     def find_program(cls) -> str:
@@ -112,8 +112,8 @@ class KvbenchTarget(EmbeddedTarget):
         section = self.section(workload)
         self.threads: int = section.get("threads", 1)  # checked by section()
         if twin and "twin" not in section:
-            raise WorkloadError(f"workload '{workload.name}' has no verifiable twin. Fix: add `twin` to its kvbench "
-                                "section")
+            raise WorkloadError(f"workload '{workload.name}' has no verifiable twin. "
+                                "Fix: add `twin` to its kvbench section")
         self.phases: list[dict[str, Any]] = [dict(p) for p in (section["twin"] if twin else section["phases"])]
         names = [p.get("name", p.get("kind")) for p in self.phases]
         self.measure: tuple[str, ...] = tuple(names if twin else section.get("measure", names))
@@ -150,8 +150,9 @@ class KvbenchTarget(EmbeddedTarget):
     def reads_and_writes(self) -> tuple[bool, bool]:
         kinds = {p.get("kind") for p in self.phases} | {op for p in self.phases for op, share in
                                                         (p.get("mix") or {}).items() if share}
-        return bool(kinds & {"read", "readseq", "scan", "rmw"}), bool(kinds & {"fill", "update", "insert", "delete",
-                                                                               "rmw"})
+        reads = bool(kinds & {"read", "readseq", "scan", "rmw"})
+        writes = bool(kinds & {"fill", "update", "insert", "delete", "rmw"})
+        return reads, writes
 
     def clients(self) -> int:
         return self.threads

@@ -72,7 +72,9 @@ def counter_meanings(system: str) -> Mapping[str, CounterDoc]:
 
 @cache
 def rules_of(system: str) -> tuple[Rule, ...]:
-    """``system``'s diagnosis rules (package data: read and checked once per process), checked against its counters (none when it has no rules file).
+    """``system``'s diagnosis rules (package data: read and checked once per process), checked against its counters.
+
+    None when it has no rules file.
 
     Raises:
         CatalogError: the rules file is malformed or names an unknown counter or knob.

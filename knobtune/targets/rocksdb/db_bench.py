@@ -175,7 +175,10 @@ class DbBenchTarget(EmbeddedTarget):
         return (guide_config(self.catalog),)
 
     def reads_single_keys_only(self) -> bool:
-        """Whether every benchmark reads or writes single keys (any other, a scan or seek say, may not) and one reads."""
+        """Whether every benchmark reads or writes single keys and one of them reads.
+
+        Any other benchmark, a scan or seek say, may not.
+        """
         return set(self.benchmarks) <= _POINT_READS | _POINT_WRITES and bool(set(self.benchmarks) & _POINT_READS)
 
     def scans_ranges(self) -> bool:
