@@ -150,7 +150,8 @@ def comparison_text(comparison: Comparison, goal: Objective, unsafe: dict[str, d
             out.print(f"{label}: [red]failed[/red]: {runs.failure}")
             continue
         versus = comparison.speedups.get(label)
-        out.print(f"{label}: median {goal.show(runs.median)} over {len(runs.values)} runs"
+        median = goal.show(runs.median) if runs.median is not None else "-"
+        out.print(f"{label}: median {median} over {len(runs.values)} runs"
                   + (f"; {versus.describe()} vs {comparison.first.candidate.label}" if versus else ""))
         out.print("    " + describe_costs(runs.costs()) + " (medians)", markup=False)
         for phase, percentiles in runs.latency_us().items():

@@ -158,4 +158,5 @@ def _passed_on(name: str) -> Callable[..., Any]:
 
 for _name in _CALLS:
     setattr(ReconnectingStorage, _name, _passed_on(_name))
-abc.update_abstractmethods(ReconnectingStorage)  # each abstract call is now passed on
+# each abstract call is now passed on (mypy does not see methods attached by setattr)
+abc.update_abstractmethods(ReconnectingStorage)  # type: ignore[type-abstract]

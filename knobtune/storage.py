@@ -92,7 +92,8 @@ class StudyStore:
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StorageError(f"cannot open storage '{self.shown_url}': {first_line}. "
                                "Fix: give a valid Optuna storage URL (e.g. sqlite:///studies.db)") from None
-        return storage if self.is_sqlite else ReconnectingStorage(storage, self.url, on_note)
+        # its abstract methods are attached by setattr (knobtune.reconnecting), which mypy does not see
+        return storage if self.is_sqlite else ReconnectingStorage(storage, self.url, on_note)  # type: ignore[abstract]
 
     @contextlib.contextmanager
     def _creation_lock(self) -> Iterator[None]:

@@ -17,7 +17,7 @@ from typing import Any
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError, ConfigError
 from knobtune.names import nearest
-from knobtune.knobs.knob import NUMERIC_TYPES, Condition, Knob, KnobType, Safety, Value, coerce_value
+from knobtune.knobs.knob import NUMERIC_TYPES, Condition, Knob, KnobType, Safety, Value, as_number, coerce_value
 from knobtune.knobs.memory import MemoryModel, Product
 from knobtune.knobs.model import Catalog, Implication, Relation
 
@@ -140,8 +140,13 @@ def _build_knob(path: Path, name: str, spec: dict[str, Any], formats: tuple[str,
             raise fail(field_name, str(exc), f"give a {knob_type} value") from None
 
     special = {coerce("special", k): str(v) for k, v in spec.get("special", {}).items()}
-    bounds = {b: float(coerce(b, spec[b])) if knob_type is KnobType.FLOAT else coerce(b, spec[b])
-              for b in ("min", "max") if b in spec}
+    def bound(field_name: str) -> float:
+        value = coerce(field_name, spec[field_name])
+        if isinstance(value, str):
+            raise fail(field_name, "only a numeric knob has bounds", "remove the field")
+        return float(value) if knob_type is KnobType.FLOAT else value
+
+    bounds = {b: bound(b) for b in ("min", "max") if b in spec}
     if knob_type in NUMERIC_TYPES and len(bounds) < 2:
         raise fail("min" if "min" not in bounds else "max", "missing for a numeric knob", "add min and max")
     if bounds and bounds["min"] > bounds["max"]:
@@ -178,7 +183,7 @@ def _build_knob(path: Path, name: str, spec: dict[str, Any], formats: tuple[str,
     if (knob.data_sized or knob.data_sized_min is not None) and not (knob.is_numeric and knob.data_sized):
         raise fail("data_sized", "only a numeric knob can be data-sized, and data_sized_min needs data_sized = true",
                    "remove the field, or set data_sized = true on a numeric knob")
-    if knob.data_sized_min is not None and not 0 < knob.data_sized_min <= knob.min:
+    if knob.data_sized_min is not None and not 0 < as_number(knob.data_sized_min) <= knob.bounds[0]:
         raise fail("data_sized_min", f"{knob.data_sized_min} is not above 0 and at most min {knob.min}",
                    "give the system's own floor for the value, at most the knob's min")
     try:

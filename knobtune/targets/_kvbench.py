@@ -57,7 +57,7 @@ KVBENCH_CONFIG = ExportFormat(
 class KvbenchTarget(EmbeddedTarget):
     driver = "kvbench"
     key_format = "kvbench"
-    driver_formats = (KVBENCH_CONFIG,)
+    driver_formats: tuple[ExportFormat, ...] = (KVBENCH_CONFIG,)
     program = "kvbench"  # the binary in native/build (or on PATH) ...
     program_env = "KNOBTUNE_KVBENCH"  # ... or where this variable points
     spelling: str = "kvbench"  # the workload section and the catalog format it reads: kvbench's, whichever build
@@ -102,12 +102,13 @@ class KvbenchTarget(EmbeddedTarget):
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
-        return any("expect" in phase for phase in section.get("phases", []))  # type: ignore[union-attr]
+        phases = section.get("phases", [])
+        return isinstance(phases, list) and any("expect" in phase for phase in phases)
 
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
-                 **options: object) -> None:
+                 **options: Any) -> None:
         """``twin=True`` runs the workload's verifiable twin instead of its own phases."""
-        super().__init__(catalog, workload, scratch_dir, **options)  # type: ignore[arg-type]
+        super().__init__(catalog, workload, scratch_dir, **options)
         self.system = catalog.system
         section = self.section(workload)
         self.threads: int = section.get("threads", 1)  # checked by section()
@@ -115,7 +116,7 @@ class KvbenchTarget(EmbeddedTarget):
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin. "
                                 "Fix: add `twin` to its kvbench section")
         self.phases: list[dict[str, Any]] = [dict(p) for p in (section["twin"] if twin else section["phases"])]
-        names = [p.get("name", p.get("kind")) for p in self.phases]
+        names: list[Any] = [p.get("name", p.get("kind")) for p in self.phases]  # section() checked the phases
         self.measure: tuple[str, ...] = tuple(names if twin else section.get("measure", names))
         self._config: dict[str, str] = {}
 
@@ -208,7 +209,7 @@ class KvbenchTarget(EmbeddedTarget):
 
 
 def _all_operations(by_kind: Mapping[str, Mapping[str, float]],
-                    merged: Mapping[str, float] | None = None) -> Mapping[str, float]:
+                    merged: Mapping[str, float] | None = None) -> Mapping[str, float | None]:
     """A phase's latency over all its operations: kvbench's histogram of every kind merged (``latency_all_us``)
     when it printed one; else (an older kvbench) the percentiles of the kind with the worst p99, with the mean and
     max over every kind."""

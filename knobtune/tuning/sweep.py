@@ -22,7 +22,7 @@ import itertools
 import math
 import random
 import shutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -208,8 +208,9 @@ def plan_sweep(catalog: Catalog, knobs: Sequence[str], *, points: int | None = N
                          f"Fix: add --driver {next(iter(elsewhere.values()))[0]}")
     unsafe = {k: v for k, v in catalog.unsafe_in(base).items() if k not in knobs}
     if unsafe and not allow_unsafe:
-        values = ", ".join(f"{k}={base[k]} ({v})" for k, v in unsafe.items())
-        raise UsageError(f"the held config holds unsafe values: {values}. Fix: add --allow-unsafe to sweep around it")
+        held_unsafe = ", ".join(f"{k}={base[k]} ({v})" for k, v in unsafe.items())
+        raise UsageError(f"the held config holds unsafe values: {held_unsafe}. "
+                         "Fix: add --allow-unsafe to sweep around it")
     steps = points or DEFAULT_POINTS[len(knobs)]
     axes = [make_axis(catalog[name], steps, held=base[name] if around else None, allow_unsafe=allow_unsafe,
                       impossible=(impossible or {}).get(name, ())) for name in knobs]
@@ -467,7 +468,7 @@ def _result(target: Target, plan: SweepPlan, records: Mapping[int, CandidateRuns
             speedup(base_values, values, objective.maximize, seed) if measured and base_values and not point.is_default
             else None,
             runs.costs() if runs else {}))
-    finished = {r.point.index: r.values for r in results if r.interval is not None}
+    finished: dict[Hashable, tuple[float, ...]] = {r.point.index: r.values for r in results if r.interval is not None}
     held = plan.held_point
     judgement = judge(finished, objective.maximize, held.index if held else None, seed)
     facts = {"knobtune_version": knobtune.__version__, "system": target.catalog.system, "driver": target.driver,

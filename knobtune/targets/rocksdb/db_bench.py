@@ -229,7 +229,7 @@ class DbBenchTarget(EmbeddedTarget):
             raise RunFailure(FailureKind.CRASH, f"db_bench printed no result for {', '.join(missing)}", log_path)
         for phase in phases:
             if phase.name in self.verify:
-                if phase.found is None:
+                if phase.found is None or phase.expected is None:
                     raise RunFailure(FailureKind.TOOL, f"{phase.name} printed no '(X of Y found)'", log_path)
                 if phase.found < phase.expected:
                     raise RunFailure(FailureKind.DATA_LOSS, f"data loss: {phase.found:,} of {phase.expected:,} "
