@@ -12,7 +12,8 @@ Runs, with the CLI a user runs:
    concurrent_reads, native_transport_max_threads, memtable_heap_space,
    memtable_cleanup_threshold, compaction_throughput.
 
-    .venv/bin/python bench/cassandra_ycsb.py --records 20000 --time 20m --rank-time 20m --out bench/results/cassandra-20261123.json
+    .venv/bin/python bench/cassandra_ycsb.py --records 20000 --time 20m --rank-time 20m \
+        --out bench/results/cassandra-20261123.json
 """
 
 from __future__ import annotations

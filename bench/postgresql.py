@@ -64,7 +64,8 @@ def table(paths: list[Path]) -> str:
         trials = " / ".join(f"{counts.get(k, 0)}" for k in ("complete", "pruned", "timeout"))
         for row in data["compare"]["candidates"]:
             speedup = row.get("speedup") or {}
-            ci = f"{speedup['ratio']:.2f}x ({speedup['ci_low']:.2f}-{speedup['ci_high']:.2f})" if speedup else "the default"
+            ci = (f"{speedup['ratio']:.2f}x ({speedup['ci_low']:.2f}-{speedup['ci_high']:.2f})" if speedup
+                  else "the default")
             p = f"{speedup['p_value']:.3f}" if speedup.get("p_value") is not None else ""
             costs = row.get("costs") or {}
             recovery = costs.get("recovery_s")
@@ -81,7 +82,8 @@ def query_table(path: Path) -> str:
     """Per query, each candidate's median time over its runs (the queries driver's phases), and its ratio to the
     default's: where an analytic config gains or loses."""
     candidates = json.loads(path.read_text())["compare"]["candidates"]
-    seconds = [{phase: values["seconds"] for phase, values in (c.get("latency_us") or {}).items() if "seconds" in values}
+    seconds = [{phase: values["seconds"]
+                for phase, values in (c.get("latency_us") or {}).items() if "seconds" in values}
                for c in candidates]
     queries = sorted(seconds[0], key=lambda q: int(q.lstrip("Qq")) if q.lstrip("Qq").isdigit() else 0)
     labels = [c["label"] for c in candidates]

@@ -41,7 +41,8 @@ WAITFORCOMPACTION_SLEEP_S = 5.0  # RocksDB 7.8 db_bench: SleepForMicroseconds(5 
 def run_study(args: argparse.Namespace, store) -> tuple[dict, dict]:  # noqa: ANN001
     catalog = load_catalog(args.system)
     workload = load_workload(args.workload)
-    name = f"settled-{'unsettled' if args.unsettled else 'settled'}-{args.workload}-s{args.seed}-{time.strftime('%H%M%S')}"
+    settled = "unsettled" if args.unsettled else "settled"
+    name = f"settled-{settled}-{args.workload}-s{args.seed}-{time.strftime('%H%M%S')}"
     settings = Experiment(study_name=name, catalog=catalog, workload=workload,
                           space=build_space(catalog, driver=args.driver),
                             objective=workload.objective, driver=args.driver, sampler="tpe", seed=args.seed,

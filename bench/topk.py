@@ -16,7 +16,8 @@ of the best full-size value the all-knob arm reached. Also the rank
 agreement between rungs: the same ranking computed from rung 0 and from
 rung 1 of the all-knob studies' trials (``rank --from-study``).
 
-    .venv/bin/python bench/topk.py --budget 4m --rank-time 80 --seeds 1 2 3 --records 20000 --out bench/results/topk-20261123.json
+    .venv/bin/python bench/topk.py --budget 4m --rank-time 80 --seeds 1 2 3 --records 20000 \
+        --out bench/results/topk-20261123.json
     .venv/bin/python bench/topk.py --table bench/results/topk-20261123.json
     .venv/bin/python bench/topk.py --plot bench/results/topk-20261123.json bench/results/topk-20261123.png
 """

@@ -39,7 +39,10 @@ def duration(seconds: float | None) -> str:
 
 def progress_line(event: Progress) -> None:
     """One line per event: elapsed, time left, best so far, then what happened."""
-    best = f"{event.best:,.0f}" if event.best is not None and abs(event.best) >= 1000 else (f"{event.best:.4g}" if event.best is not None else "-")
+    if event.best is None:
+        best = "-"
+    else:
+        best = f"{event.best:,.0f}" if abs(event.best) >= 1000 else f"{event.best:.4g}"
     left = f" | left {duration(event.time_left_s)}" if event.time_left_s is not None else ""
     style = {"trial": "bold", "note": "cyan"}.get(event.kind, "")
     out.print(f"[dim][{duration(event.elapsed_s):>7}{left} | best {best}][/dim] [{style}]{event.message}[/{style}]"
@@ -72,9 +75,9 @@ def cost_lines(summary: StudySummary) -> list[str]:
         lines.append(line)
     limits = summary.limits
     if limits.get("memory_limit_bytes") or limits.get("max_recovery_s"):
-        lines.append("limits: " + ", ".join(
-            part for part in (f"memory {human_bytes(limits['memory_limit_bytes'])}" if limits.get("memory_limit_bytes") else "",
-                              f"recovery {limits['max_recovery_s']:g} s" if limits.get("max_recovery_s") else "") if part))
+        parts = (f"memory {human_bytes(limits['memory_limit_bytes'])}" if limits.get("memory_limit_bytes") else "",
+                 f"recovery {limits['max_recovery_s']:g} s" if limits.get("max_recovery_s") else "")
+        lines.append("limits: " + ", ".join(part for part in parts if part))
     if production := limits.get("production"):
         lines.append(f"memory-to-data ratio assumed: production's {human_bytes(production['memory_bytes'])} for "
                      f"{human_bytes(production['data_bytes'])} of data "
@@ -107,7 +110,8 @@ def ranking_text(ranking: Ranking, study: str, system: str, workload: str, shown
     if len(ranking.order) > shown:
         out.print(f"... and {len(ranking.order) - shown} more (--json lists all)")
     if ranking.agreement:
-        out.print("agreement (Kendall's tau): " + ", ".join(f"{pair} {tau:.2f}" for pair, tau in ranking.agreement.items()))
+        out.print("agreement (Kendall's tau): "
+                  + ", ".join(f"{pair} {tau:.2f}" for pair, tau in ranking.agreement.items()))
     if ranking.top_k_stability:
         out.print("top-k stable under bootstrap: " + ", ".join(f"top {k}: {share * 100:.0f}%"
                                                               for k, share in ranking.top_k_stability.items()))
@@ -146,7 +150,8 @@ def comparison_text(comparison: Comparison, goal: Objective, unsafe: dict[str, d
             out.print(f"{label}: [red]failed[/red]: {runs.failure}")
             continue
         versus = comparison.speedups.get(label)
-        out.print(f"{label}: median {goal.show(runs.median)} over {len(runs.values)} runs"
+        median = goal.show(runs.median) if runs.median is not None else "-"
+        out.print(f"{label}: median {median} over {len(runs.values)} runs"
                   + (f"; {versus.describe()} vs {comparison.first.candidate.label}" if versus else ""))
         out.print("    " + describe_costs(runs.costs()) + " (medians)", markup=False)
         for phase, percentiles in runs.latency_us().items():
@@ -154,8 +159,8 @@ def comparison_text(comparison: Comparison, goal: Objective, unsafe: dict[str, d
                       + ", ".join(f"{k} {v:,.1f}" for k, v in percentiles.items()))
     out.print(f"noise of {comparison.first.candidate.label}: {comparison.noise * 100:.1f}%; "
               + ("settled runs (each includes the work it leaves behind: restart as after a crash, flush or "
-                 "checkpoint, "
-                 "compaction)" if settled else "UNSETTLED runs: raw window, the work a run leaves behind is not counted"))
+                 "checkpoint, compaction)" if settled
+                 else "UNSETTLED runs: raw window, the work a run leaves behind is not counted"))
 
 
 def summary_text(summary: StudySummary, catalog: Catalog) -> None:

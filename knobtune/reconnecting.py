@@ -118,8 +118,8 @@ class ReconnectingStorage(BaseStorage, BaseHeartbeat):
                     raise StorageError(
                         f"lost the storage {self._url}: it did not answer for {self._limit_s:.0f} s "
                         f"({_first_line(lost)}). Fix: check that the storage server is up and reachable from this "
-                        "machine, then run the "
-                        "same command to resume (finished trials are kept; the trial in progress runs again)") from None
+                        "machine, then run the same command to resume "
+                        "(finished trials are kept; the trial in progress runs again)") from None
                 # an attempt begun before the server last answered (another thread's connect, timing out) failed
                 # in the outage already said and over: it is retried without a word
                 if tried_at >= self._answered_at:
@@ -158,4 +158,5 @@ def _passed_on(name: str) -> Callable[..., Any]:
 
 for _name in _CALLS:
     setattr(ReconnectingStorage, _name, _passed_on(_name))
-abc.update_abstractmethods(ReconnectingStorage)  # each abstract call is now passed on
+# each abstract call is now passed on (mypy does not see methods attached by setattr)
+abc.update_abstractmethods(ReconnectingStorage)  # type: ignore[type-abstract]

@@ -74,7 +74,9 @@ class StudyStore:
 
     def storage(self, on_stale: StaleTrialCallback | None = None,
                 on_note: Callable[[str], None] | None = None) -> optuna.storages.BaseStorage:
-        """The Optuna storage behind ``url``, with heartbeats; ``on_stale`` is called for a trial whose heartbeat stopped.
+        """The Optuna storage behind ``url``, with heartbeats.
+
+        ``on_stale`` is called for a trial whose heartbeat stopped.
         A server's storage retries a lost connection for a while (``knobtune.reconnecting``), saying so to ``on_note``.
 
         Raises:
@@ -90,7 +92,8 @@ class StudyStore:
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StorageError(f"cannot open storage '{self.shown_url}': {first_line}. "
                                "Fix: give a valid Optuna storage URL (e.g. sqlite:///studies.db)") from None
-        return storage if self.is_sqlite else ReconnectingStorage(storage, self.url, on_note)
+        # its abstract methods are attached by setattr (knobtune.reconnecting), which mypy does not see
+        return storage if self.is_sqlite else ReconnectingStorage(storage, self.url, on_note)  # type: ignore[abstract]
 
     @contextlib.contextmanager
     def _creation_lock(self) -> Iterator[None]:

@@ -122,7 +122,7 @@ rocksdb.bytes.written COUNT : 6550000
 rocksdb.flush.write.bytes COUNT : 3116944
 rocksdb.compact.write.bytes COUNT : 1376530
 rocksdb.db.get.micros P50 : 1.0 P95 : 2.0 P99 : 3.0 P100 : 4.0 COUNT : 9 SUM : 10
-"""
+"""  # noqa: E501 (db_bench's own output, verbatim)
     counters = parse_counters(text)
     assert counters == {"l0_files_end": 3, "stalls_level0": 5, "stalls_pending_compaction": 9, "stalls_memtable": 13,
                         "block_cache_miss": 2035, "block_cache_hit": 159705, "stall_s": 1.25,
@@ -147,7 +147,7 @@ def test_rocksdb_log_gives_flush_and_compaction_bytes() -> None:
 2026/11/25-12:02:11.9 21119 EVENT_LOG_v1 {"time_micros": 4, "cf_name": "default", "job": 6, "event": "table_file_creation", "file_number": 22, "file_size": 1376530}
 2026/11/25-12:02:11.9 21119 (Original Log Time 2026/11/25-12:02:11.998757) EVENT_LOG_v1 {"time_micros": 5, "job": 6, "event": "compaction_finished", "total_output_size": 1376530}
 2026/11/25-12:02:12.0 21119 EVENT_LOG_v1 {"time_micros": 6, "job": 7, "event": "flush_sta
-"""
+"""  # noqa: E501 (a RocksDB LOG, verbatim)
     assert parse_event_log(log) == {"flush_write_bytes": 446616, "compact_read_bytes": 1777135,
                                     "compact_write_bytes": 1376530}
     assert parse_event_log("") == {}

@@ -198,7 +198,8 @@ def test_a_study_starts_from_what_fires_on_the_default_and_searches_its_knobs_na
     assert low == story["shape"]["data_bytes"] and high > low  # from where the rule stops firing
     [start] = [t for t in study.trials if attrs.STARTED_FROM in t.user_attrs]
     assert start.user_attrs[attrs.STARTED_FROM].startswith("rules: ")
-    assert start.user_attrs[attrs.CONFIG]["bloom_bits"] == 10 and start.user_attrs[attrs.CONFIG]["block_cache_size"] > low
+    assert start.user_attrs[attrs.CONFIG]["bloom_bits"] == 10
+    assert start.user_attrs[attrs.CONFIG]["block_cache_size"] > low
     focused = [t for t in study.trials if attrs.FOCUSED in t.user_attrs]
     assert len(focused) == 3 and all(t.user_attrs[attrs.FOCUSED] == ["block_cache_size"] for t in focused)
     for trial in focused:

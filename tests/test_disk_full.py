@@ -162,9 +162,9 @@ def test_a_full_scratch_disk_stops_the_study_and_blames_no_config(home: Path, tm
 
 def test_a_server_whose_own_data_folder_fills_up_fails_as_the_machine_not_the_config(tmp_path: Path,
                                                                                      monkeypatch) -> None:
-    """PostgreSQL's home (its data copy, in the temporary folder) on a tmpfs of 1.2 GiB (the room its WAL may need), filled while pgbench runs:
-    whatever the server then fails to write (its restart after the kill, a WAL segment), the run is the
-    machine's failure, with the folder, its free space and the fix."""
+    """PostgreSQL's home (its data copy, in the temporary folder) on a tmpfs of 1.2 GiB (the room its WAL may need),
+    filled while pgbench runs: whatever the server then fails to write (its restart after the kill, a WAL segment),
+    the run is the machine's failure, with the folder, its free space and the fix."""
     import tempfile  # noqa: PLC0415
 
     from knobtune.knobs import load_catalog  # noqa: PLC0415

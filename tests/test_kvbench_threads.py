@@ -43,7 +43,7 @@ EXACT = """phases = [
   { name = "gone", kind = "read", order = "shuffled", expect = "none" },
 ]
 threads = 4
-"""
+"""  # noqa: E501 (an inline table is one TOML line)
 
 
 def _workload_file(tmp_path: Path, section: str, records: int = 3001, operations: int = 4001) -> Path:

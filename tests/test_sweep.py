@@ -69,8 +69,8 @@ def test_bool_and_enum_knobs_sweep_their_choices_without_unsafe_values() -> None
 def test_the_plan_marks_the_default_and_the_study_value_and_holds_the_others() -> None:
     held = {"write_buffer_size": 3 * 2**20, "block_size": 2048}
     plan = plan_sweep(LEVELDB, ["write_buffer_size"], points=3, held=held, around={"study": "s"})
-    assert [p.values["write_buffer_size"] for p in plan.points] == [2**20, 3 * 2**20, 4 * 2**20, 16 * 2**20,
-                                                                    256 * 2**20]
+    swept = [p.values["write_buffer_size"] for p in plan.points]
+    assert swept == [2**20, 3 * 2**20, 4 * 2**20, 16 * 2**20, 256 * 2**20]
     assert plan.default_point.values["write_buffer_size"] == 4 * 2**20
     assert plan.held_point is not None and plan.held_point.values["write_buffer_size"] == 3 * 2**20
     assert all(p.config["block_size"] == 2048 for p in plan.points) and plan.held == {"block_size": 2048}
@@ -79,8 +79,8 @@ def test_the_plan_marks_the_default_and_the_study_value_and_holds_the_others() -
 def test_a_two_knob_plan_is_the_grid_and_relations_move_the_held_knob_never_the_swept_one() -> None:
     plan = plan_sweep(ROCKSDB, ["level0_stop_writes_trigger", "level0_slowdown_writes_trigger"], points=2)
     assert len(plan.points) == 3 * 3  # 2 steps + the default, each
-    low = next(p for p in plan.points if p.values == {"level0_stop_writes_trigger": 1,
-                                                      "level0_slowdown_writes_trigger": 1})
+    lowest = {"level0_stop_writes_trigger": 1, "level0_slowdown_writes_trigger": 1}
+    low = next(p for p in plan.points if p.values == lowest)
     assert low.refused is None and low.config["level0_file_num_compaction_trigger"] == 1 and low.repairs
     broken = next(p for p in plan.points if p.values == {"level0_stop_writes_trigger": 36,
                                                          "level0_slowdown_writes_trigger": 128})

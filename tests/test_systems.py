@@ -43,7 +43,8 @@ def test_each_format_renders_the_defaults(entry: System) -> None:
 
 def test_every_catalog_has_a_system_and_the_described_ones_are_the_shipped_system_files() -> None:
     assert sorted(SYSTEMS) == sorted(available_systems())
-    shipped = sorted(p.parent.name for p in (Path(__file__).resolve().parents[1] / "knobtune" / "systems").glob("*/system.toml"))
+    systems_dir = Path(__file__).resolve().parents[1] / "knobtune" / "systems"
+    shipped = sorted(p.parent.name for p in systems_dir.glob("*/system.toml"))
     assert sorted(s.name for s in described_systems()) == shipped == ["mariadb"]
 
 

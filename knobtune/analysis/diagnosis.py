@@ -82,7 +82,7 @@ class Start:
 
     label: str
     config: Mapping[str, Any]
-    sized: Mapping[str, str] = field(default_factory=dict)
+    sized: Mapping[str, Number | None] = field(default_factory=dict)  # expressions, then their values
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ def load_rules(path: Path, counters: Mapping[str, Any] | None = None) -> tuple[R
         for bound in [v for s in suggest for v in (s.low, s.high) if isinstance(v, str)]:
             names |= _names(bound, fail)  # a bound is a number: a bare word is a name ("data_bytes")
         for expression in [s.value for s in suggest if isinstance(s.value, str)] \
-                + [v for s in starts for v in s.sized.values()]:
+                + [str(v) for s in starts for v in s.sized.values()]:
             names |= _names(expression, fail, enum_ok=True)
         if counters is not None and (unknown_names := names - known):
             raise fail(f"reads {', '.join(sorted(unknown_names))}, neither a counter of the system nor a shape name",

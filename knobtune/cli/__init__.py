@@ -95,7 +95,7 @@ def run(args: list[str]) -> int:
     return code if isinstance(code, int) else 0
 
 
-def _raised_by_a_stop(exc: BaseException) -> bool:
+def _raised_by_a_stop(exc: BaseException | None) -> bool:
     """Whether ``exc`` was raised while a Ctrl-C or SIGTERM was being handled: an interrupt that lands inside a
     storage call can end as the storage's own error (seen: SQLite's 'database is locked' on the rollback, raised
     as Optuna's StorageInternalError from the KeyboardInterrupt); the trial it cut stays running in the storage and

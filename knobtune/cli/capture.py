@@ -21,8 +21,9 @@ def capture(
                                          help="The capture folder to create (owner-only; must be new or empty).")],
     source: Annotated[Optional[Path], typer.Option("--from", help="The system's own record of the work: a RocksDB "
                                                                   "trace file, a PostgreSQL log.")] = None,
-    state: Annotated[Optional[Path], typer.Option("--state", help="The state the work began from: a RocksDB checkpoint "
-                                                                  "folder, a PostgreSQL dump (omit: it began empty).")] = None,
+    state: Annotated[Optional[Path], typer.Option(
+        "--state", help="The state the work began from: a RocksDB checkpoint folder, a PostgreSQL dump "
+                        "(omit: it began empty).")] = None,
     workload: Annotated[Optional[str], typer.Option(help="Instead of --from: run this workload under the default "
                                                          "config and capture it, as the system records it.")] = None,
     records: Annotated[Optional[int], typer.Option(help="With --workload: its full size.")] = None,

@@ -29,8 +29,10 @@ def systems(json_output: JsonOption = False) -> None:
         built = f" ({escape(row['build'])})" if row["build"] else ""
         console.out.print(f"{row['system']} --driver {row['driver']}: {state}{built}")
     for w in workloads:
-        checks = ", ".join(f"{d}: {'reads checked' if v else 'NOT verifiable' + (' (twin checks the winner)' if d in w['verifiable_twin'] else '')}"
-                           for d, v in w["verifiable"].items())
+        checks = ", ".join(
+            f"{d}: " + ("reads checked" if v
+                        else "NOT verifiable" + (" (twin checks the winner)" if d in w["verifiable_twin"] else ""))
+            for d, v in w["verifiable"].items())
         console.out.print(f"  workload {w['name']}: {w['description']} ({w['objective']}; {checks})", markup=False)
 
 
@@ -91,7 +93,9 @@ def baseline(
     output: Annotated[Optional[Path],
                       typer.Option("-o", "--output", help="Write it as JSON, for `compare --config FILE`.")] = None,
 ) -> None:
-    """The heuristic config users start from (PGTune for PostgreSQL, the tuning guide's for RocksDB), to compare against.
+    """The heuristic config users start from, to compare against.
+
+    PGTune for PostgreSQL, the tuning guide's for RocksDB.
 
     Example: knobtune baseline postgresql --profile oltp -o pgtune.json
     """

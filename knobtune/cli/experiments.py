@@ -112,7 +112,8 @@ def compare(
         comparison = run_interleaved(
             target, candidates, spec.full, repeats=repeats, objective=goal, seed=seed, timeout_factor=timeout_factor,
             log_dir=store.home / "compare", on_run=None if json_output else _print_run(goal))
-    unsafe = {candidate.label: {k: v.value for k, v in catalog.unsafe_in(full).items()} for candidate, full in candidates}
+    unsafe = {candidate.label: {k: v.value for k, v in catalog.unsafe_in(full).items()}
+              for candidate, full in candidates}
     if json_output:
         data = comparison.to_dict()
         for entry in data["candidates"]:
@@ -128,8 +129,9 @@ def sweep_command(
     knob: Annotated[list[str], typer.Option("--knob", help="The knob to sweep; a second --knob sweeps a 2-D grid.")],
     around: Annotated[Optional[str], typer.Option("--around", help="Hold the other knobs at this study's result (its "
                                                                    "verified winner) instead of the defaults.")] = None,
-    points: Annotated[Optional[int], typer.Option(help="Grid steps per numeric knob (default 7; 5 x 5 for two knobs); "
-                                                       "the default, the study's value and special values are added.")] = None,
+    points: Annotated[Optional[int], typer.Option(
+        help="Grid steps per numeric knob (default 7; 5 x 5 for two knobs); the default, the study's value and "
+             "special values are added.")] = None,
     repeats: Annotated[int, typer.Option(help="Interleaved runs per point.")] = 3,
     records: RecordsOption = None,
     objective: ObjectiveOption = None,
@@ -140,9 +142,9 @@ def sweep_command(
                                                                       "durability or data.")] = False,
     unsettled: UnsettledOption = False,
     memory_limit: MemoryLimitOption = None,
-    out: Annotated[Optional[Path], typer.Option("-o", "--output", "--out", help="The HTML file to write, its JSON "
-                                                                                "beside it (default: in the studies "
-                                                                                "folder); --out is the older spelling.")] = None,
+    out: Annotated[Optional[Path], typer.Option(
+        "-o", "--output", "--out", help="The HTML file to write, its JSON beside it (default: in the studies folder); "
+                                        "--out is the older spelling.")] = None,
     storage: StorageOption = None,
     directory: DirOption = None,
     json_output: JsonOption = False,

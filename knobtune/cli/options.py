@@ -289,7 +289,8 @@ def _positive(option: str, text: str | None, parse: Callable[[str], Any], what: 
         value = parse(text)
     except ValueError as exc:
         text = str(exc)
-        raise UsageError(f"{option} {text}" + ("" if "Fix:" in text else f". Fix: write e.g. {option} {example}")) from None
+        fix = "" if "Fix:" in text else f". Fix: write e.g. {option} {example}"
+        raise UsageError(f"{option} {text}{fix}") from None
     if value <= 0:
         raise UsageError(f"{option} {text!r} is not a positive {what}. Fix: write e.g. {example}")
     return value

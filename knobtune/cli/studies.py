@@ -41,8 +41,9 @@ def export(
     output: Annotated[Optional[Path],
                       typer.Option("-o", "--output", help="Write to this file instead of stdout.")] = None,
     trial: Annotated[Optional[int], typer.Option(help="Export this trial's config instead of the result.")] = None,
-    minimal: Annotated[bool, typer.Option("--minimal", help="Export the smallest set of the result's changes that "
-                                                            "keeps 95% of its gain (`knobtune explain` first).")] = False,
+    minimal: Annotated[bool, typer.Option(
+        "--minimal", help="Export the smallest set of the result's changes that keeps 95% of its gain "
+                          "(`knobtune explain` first).")] = False,
     storage: StorageOption = None,
     directory: DirOption = None,
 ) -> None:

@@ -58,25 +58,22 @@ def tune(
                                                     "to track drift (0: never).")] = 10,
     unsettled: UnsettledOption = False,
     unscaled_rungs: UnscaledRungsOption = False,
-    no_warm_up: Annotated[bool, typer.Option("--no-warm-up", help="Count the default's first full-size run (by default "
-                                                                  "it runs once more, before its ladder, not counted: "
-                                                                  "a first run on a fresh machine is often slow).")] = False,
+    no_warm_up: Annotated[bool, typer.Option(
+        "--no-warm-up", help="Count the default's first full-size run (by default it runs once more, before its "
+                             "ladder, not counted: a first run on a fresh machine is often slow).")] = False,
     memory_limit: MemoryLimitOption = None,
-    production_data: Annotated[Optional[str], typer.Option("--production-data", help="The data size in production, "
-                                                                                     "e.g. 500GiB: with "
-                                                                                     "--production-memory, configs are "
-                                                                                     "held to production's "
-                                                                                     "memory-to-data ratio on the "
-                                                                                     "benchmark's data.")] = None,
-    production_memory: Annotated[Optional[str], typer.Option("--production-memory", help="The memory the system gets "
-                                                                                         "in production, e.g. 64GiB "
-                                                                                         "(with --production-data).")] = None,
-    max_recovery_time: Annotated[Optional[str], typer.Option("--max-recovery-time", help="Full-size runs whose reopen "
-                                                                                         "after a crash takes longer "
-                                                                                         "are infeasible, e.g. 30s.")] = None,
-    start_from: Annotated[Optional[str], typer.Option("--start-from", help="A previous study of the same system: a new "
-                                                                           "study tries its winner and best configs "
-                                                                           "first.")] = None,
+    production_data: Annotated[Optional[str], typer.Option(
+        "--production-data", help="The data size in production, e.g. 500GiB: with --production-memory, configs are "
+                                  "held to production's memory-to-data ratio on the benchmark's data.")] = None,
+    production_memory: Annotated[Optional[str], typer.Option(
+        "--production-memory", help="The memory the system gets in production, e.g. 64GiB "
+                                    "(with --production-data).")] = None,
+    max_recovery_time: Annotated[Optional[str], typer.Option(
+        "--max-recovery-time", help="Full-size runs whose reopen after a crash takes longer are infeasible, "
+                                    "e.g. 30s.")] = None,
+    start_from: Annotated[Optional[str], typer.Option(
+        "--start-from", help="A previous study of the same system: a new study tries its winner and best configs "
+                             "first.")] = None,
     no_rules: Annotated[bool, typer.Option("--no-rules", help="Search without the diagnosis: no starts from the "
                                                               "system's rules, no narrowed first search "
                                                               "(docs/diagnosis.md).")] = False,
@@ -222,8 +219,8 @@ def worker(
 def rank(
     system: SystemArgument,
     workload: WorkloadOption,
-    samples: Annotated[int,
-                       typer.Option(help="Latin-hypercube configs to run (a resumed study adds up to this total).")] = 100,
+    samples: Annotated[int, typer.Option(
+        help="Latin-hypercube configs to run (a resumed study adds up to this total).")] = 100,
     rung: Annotated[int,
                     typer.Option(help="The ladder rung every sample runs at (0: the smallest, the cheapest).")] = 0,
     time: Annotated[Optional[str],

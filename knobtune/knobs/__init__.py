@@ -7,11 +7,12 @@ Nothing here runs a process or knows an optimizer.
 """
 
 from knobtune.knobs.catalog import available_systems, load_catalog
-from knobtune.knobs.knob import Condition, Knob, KnobType, Safety, Value
+from knobtune.knobs.knob import Condition, Knob, KnobType, Safety, Value, as_number
 from knobtune.knobs.model import Catalog, Implication, Relation
 from knobtune.knobs.render import check_driver, render_every, render_flags, render_named, spell_value
 
 __all__ = [
     "Catalog", "Condition", "Implication", "Knob", "KnobType", "Relation", "Safety", "Value",
-    "available_systems", "check_driver", "load_catalog", "render_every", "render_flags", "render_named", "spell_value",
+    "as_number", "available_systems", "check_driver", "load_catalog", "render_every", "render_flags", "render_named",
+    "spell_value",
 ]

@@ -17,7 +17,7 @@ from typing import Any
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError, ConfigError
 from knobtune.names import nearest
-from knobtune.knobs.knob import NUMERIC_TYPES, Condition, Knob, KnobType, Safety, Value, coerce_value
+from knobtune.knobs.knob import NUMERIC_TYPES, Condition, Knob, KnobType, Safety, Value, as_number, coerce_value
 from knobtune.knobs.memory import MemoryModel, Product
 from knobtune.knobs.model import Catalog, Implication, Relation
 
@@ -53,8 +53,9 @@ def catalog_path(system: str) -> Path:
 
 
 def available_systems() -> list[str]:
-    return sorted({p.stem for p in CATALOG_DIR.glob("*.toml")} | {p.parent.name for p in SYSTEMS_DIR.glob("*/catalog.toml")}
-                  | set(_DESCRIBED))
+    old_style = {p.stem for p in CATALOG_DIR.glob("*.toml")}
+    shipped = {p.parent.name for p in SYSTEMS_DIR.glob("*/catalog.toml")}
+    return sorted(old_style | shipped | set(_DESCRIBED))
 
 
 def load_catalog(system_or_path: str | Path) -> Catalog:
@@ -83,7 +84,8 @@ def _build_catalog(path: Path, data: dict[str, Any]) -> Catalog:
                                "(docs/catalog-format.md)")
     for required in ("system", "knobs"):
         if required not in data:
-            raise CatalogError(f"{path}: missing top-level field '{required}'. Fix: add it (see docs/catalog-format.md)")
+            raise CatalogError(f"{path}: missing top-level field '{required}'. "
+                               "Fix: add it (see docs/catalog-format.md)")
     formats = tuple(data.get("formats", ()))
     knobs = {name: _build_knob(path, name, spec, formats) for name, spec in data["knobs"].items()}
     for knob in knobs.values():
@@ -138,8 +140,13 @@ def _build_knob(path: Path, name: str, spec: dict[str, Any], formats: tuple[str,
             raise fail(field_name, str(exc), f"give a {knob_type} value") from None
 
     special = {coerce("special", k): str(v) for k, v in spec.get("special", {}).items()}
-    bounds = {b: float(coerce(b, spec[b])) if knob_type is KnobType.FLOAT else coerce(b, spec[b])
-              for b in ("min", "max") if b in spec}
+    def bound(field_name: str) -> float:
+        value = coerce(field_name, spec[field_name])
+        if isinstance(value, str):
+            raise fail(field_name, "only a numeric knob has bounds", "remove the field")
+        return float(value) if knob_type is KnobType.FLOAT else value
+
+    bounds = {b: bound(b) for b in ("min", "max") if b in spec}
     if knob_type in NUMERIC_TYPES and len(bounds) < 2:
         raise fail("min" if "min" not in bounds else "max", "missing for a numeric knob", "add min and max")
     if bounds and bounds["min"] > bounds["max"]:
@@ -176,7 +183,7 @@ def _build_knob(path: Path, name: str, spec: dict[str, Any], formats: tuple[str,
     if (knob.data_sized or knob.data_sized_min is not None) and not (knob.is_numeric and knob.data_sized):
         raise fail("data_sized", "only a numeric knob can be data-sized, and data_sized_min needs data_sized = true",
                    "remove the field, or set data_sized = true on a numeric knob")
-    if knob.data_sized_min is not None and not 0 < knob.data_sized_min <= knob.min:
+    if knob.data_sized_min is not None and not 0 < as_number(knob.data_sized_min) <= knob.bounds[0]:
         raise fail("data_sized_min", f"{knob.data_sized_min} is not above 0 and at most min {knob.min}",
                    "give the system's own floor for the value, at most the knob's min")
     try:

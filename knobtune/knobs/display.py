@@ -38,6 +38,7 @@ def knob_range(knob: Knob) -> str:
         return " | ".join(knob.choices)
     if knob.type.value == "bool":
         return "true | false"
-    low, high = (format_bytes(int(knob.min)), format_bytes(int(knob.max))) if knob.type.value == "bytes" \
-        else (f"{knob.min:g}", f"{knob.max:g}")
+    least, most = knob.bounds
+    low, high = (format_bytes(int(least)), format_bytes(int(most))) if knob.type.value == "bytes" \
+        else (f"{least:g}", f"{most:g}")
     return f"{low} .. {high}" + (" (log)" if knob.log else "")

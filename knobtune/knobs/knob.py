@@ -121,8 +121,10 @@ class Knob:
             raise ConfigError(f"knob '{self.name}': {value!r} is not one of {', '.join(self.choices)}"
                               f"{nearest(str(value), self.choices)}. Fix: use one of {', '.join(self.choices)}")
         if self.is_numeric and value not in self.special:
-            if (self.min is not None and value < self.min) or (self.max is not None and value > self.max):
-                raise ConfigError(f"knob '{self.name}': {value!r} is out of range. Fix: use a value{self._range_hint()}")
+            if (self.min is not None and as_number(value) < self.min) \
+                    or (self.max is not None and as_number(value) > self.max):
+                raise ConfigError(f"knob '{self.name}': {value!r} is out of range. "
+                                  f"Fix: use a value{self._range_hint()}")
 
     def supports(self, spelling: str) -> bool:
         """Whether ``spelling`` (a key of the catalog's ``formats``: a driver's or a config file's way of naming
@@ -150,11 +152,22 @@ class Knob:
         a value already under the floor stay as they are); any other knob's value unchanged."""
         if not self.data_sized or fraction >= 1 or value in self.special or isinstance(value, bool):
             return value
-        floor = self.data_sized_min if self.data_sized_min is not None else self.min
-        if floor is None or value <= floor:
+        floor = as_number(self.data_sized_min) if self.data_sized_min is not None else self.min
+        if floor is None or as_number(value) <= floor:
             return value
-        scaled = max(floor, value * fraction)
+        scaled = max(floor, as_number(value) * fraction)
         return float(scaled) if self.type is KnobType.FLOAT else int(round(scaled))
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """A numeric knob's (min, max).
+
+        Raises:
+            TypeError: the knob has no min or no max (it is not numeric).
+        """
+        if self.min is None or self.max is None:
+            raise TypeError(f"knob '{self.name}' has no min and max")
+        return self.min, self.max
 
     def to_dict(self) -> dict[str, Any]:
         """The knob as JSON-ready data (``knobtune knobs --json``)."""
@@ -177,6 +190,17 @@ class Knob:
             parts.append(" among " + ", ".join(self.choices))
         return "".join(parts)
 
+
+
+def as_number(value: Value) -> float:
+    """``value`` as it is, narrowed to a number, for comparing with bounds and for arithmetic.
+
+    Raises:
+        TypeError: ``value`` is text (an enum's choice), not a number.
+    """
+    if isinstance(value, str):
+        raise TypeError(f"{value!r} is not a number")
+    return value
 
 
 def _bound_text(bound: float | None) -> str:

@@ -37,7 +37,8 @@ def export_config(summary: StudySummary, catalog: Catalog, format_name: str,
         return text
     header = [f"{comment} study {summary.study}: {summary.verdict}"]
     header += [f"{comment} NOT IN THIS FILE: {b.note}" for b in spec.beside(catalog, catalog.config(changed))]
-    header += [f"{comment} {role}: {describe_costs(cost)} ({cost.get('source')})" for role, cost in summary.costs.items()]
+    header += [f"{comment} {role}: {describe_costs(cost)} ({cost.get('source')})"
+               for role, cost in summary.costs.items()]
     header += [f"{comment} WARNING: {w}" for w in summary.warnings]
     if summary.left_out and not summary.allow_unsafe:
         header.append(f"{comment} kept out of the search (unsafe): "

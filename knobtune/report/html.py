@@ -53,7 +53,8 @@ def write_page(path: Path, page: str, data: dict[str, Any], what: str, option: s
         path.write_text(page)
         json_path.write_text(json.dumps(data, indent=2, default=str))
     except OSError as exc:
-        raise UsageError(f"cannot write {what} to {path} ({exc.strerror}). Fix: choose a writable {option} path") from None
+        raise UsageError(f"cannot write {what} to {path} ({exc.strerror}). "
+                         f"Fix: choose a writable {option} path") from None
     return path, json_path
 
 
@@ -151,8 +152,8 @@ def _costs(s: dict[str, Any]) -> str:
            "flushed or checkpointed, compaction waited for)." if s.get("settled") else
            "UNSETTLED runs (--unsettled): the work a run leaves behind is not counted.")
     rows = "".join(f"<tr><th>{role}</th><td>{html.escape(describe_costs(cost))}</td>"
-                   f"<td>{html.escape(str(cost.get('source', '')))}</td></tr>" for role, cost in s.get("costs",
-                                                                                                       {}).items())
+                   f"<td>{html.escape(str(cost.get('source', '')))}</td></tr>"
+                   for role, cost in s.get("costs", {}).items())
     return f"<h2>What it costs</h2><p>{how}</p>" + (f"<table>{rows}</table>" if rows else "")
 
 

@@ -29,8 +29,8 @@ def report_data(study: optuna.Study, catalog: Catalog | None = None) -> dict[str
     return {
         "summary": summary.to_dict(),
         "trials": [_trial_row(t) for t in trials if t.state != TrialState.WAITING],
-        "defaults_by_rung": {rung: base.get("value") for rung, base in study.user_attrs.get(attrs.DEFAULT_BY_RUNG,
-                                                                                            {}).items()},
+        "defaults_by_rung": {rung: base.get("value")
+                             for rung, base in study.user_attrs.get(attrs.DEFAULT_BY_RUNG, {}).items()},
         "best_over_time": _best_over_time(trials, summary.objective.maximize),
         "verification": study.user_attrs.get(attrs.VERIFICATION),
         "explanation": study.user_attrs.get(attrs.EXPLANATION),
@@ -79,13 +79,14 @@ def _best_over_time(trials: list[FrozenTrial], maximize: bool) -> list[dict[str,
     if not starts:
         return []
     origin = min(starts)
-    points, best = [], None
-    for trial in sorted((t for t in trials if t.state == TrialState.COMPLETE and t.datetime_complete),
-                        key=lambda t: t.datetime_complete):
-        if best is None or (trial.value > best if maximize else trial.value < best):
-            best = trial.value
-        points.append({"minutes": (trial.datetime_complete - origin).total_seconds() / 60, "best": best,
-                       "trial": trial.number})
+    points: list[dict[str, float]] = []
+    best: float | None = None
+    finished = [(t.datetime_complete, t.value, t.number) for t in trials
+                if t.state == TrialState.COMPLETE and t.datetime_complete is not None and t.value is not None]
+    for completed, value, number in sorted(finished, key=lambda f: f[0]):
+        if best is None or (value > best if maximize else value < best):
+            best = value
+        points.append({"minutes": (completed - origin).total_seconds() / 60, "best": best, "trial": number})
     return points
 
 
@@ -94,7 +95,7 @@ def _latency(trials: list[FrozenTrial], result: int | None, verification: dict |
     candidates = (verification or {}).get("candidates", [])
     if candidates and all("latency_us" in c for c in candidates):
         return {c["label"]: c["latency_us"] for c in candidates
-                if c["label"] == "default" or c["label"] == verification.get("winner")}
+                if c["label"] == "default" or c["label"] == (verification or {}).get("winner")}
     chosen = {"default": trials[0] if trials else None}
     if result is not None:
         chosen[f"trial {result}"] = next((t for t in trials if t.number == result), None)

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +23,7 @@ from knobtune.errors import CatalogError, UsageError
 from knobtune.tuning.finish import DEFAULT_LABEL, study_result
 from knobtune.tuning.guide import compare_findings, rules_of
 from knobtune.tuning.outcomes import Outcome
-from knobtune.tuning.records import TrialRecord, record_of
+from knobtune.tuning.records import TrialRecord, record_of, value_of
 from knobtune.tuning.space import kept_out_label
 from knobtune.workloads import Objective
 from knobtune.workloads.capture import CaptureSummary
@@ -102,7 +102,7 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
     result = study.trials[outcome.trial] if outcome.trial is not None else None
     config = dict(outcome.config)
     unsafe = {k: v.value for k, v in catalog.unsafe_in(catalog.config(config)).items()} if config else {}
-    speedup = (objective.speedup(result.value, default_trial.value)
+    speedup = (objective.speedup(result.value, value_of(default_trial))
                if result is not None and default_trial is not None and result.value else None)
     return StudySummary(
         study=study.study_name, system=user.get(attrs.SYSTEM, "?"),
@@ -147,7 +147,7 @@ def time_by_outcome(trials: list[FrozenTrial]) -> dict[str, float]:
 
     A trial's time runs from its start to its end: every rung it ran, the settle of each, and its reused
     rungs (which take no time)."""
-    spent: Counter[str] = Counter()
+    spent: defaultdict[str, float] = defaultdict(float)
     for trial in trials:
         if attrs.is_default(trial.user_attrs) or not (trial.datetime_start and trial.datetime_complete):
             continue
@@ -164,8 +164,8 @@ def _machines(study: optuna.Study, trials: list[FrozenTrial]) -> dict[str, dict[
     for record in map(record_of, trials):
         if record.machine is None:
             continue
-        entry = machines.setdefault(record.machine, {"trials": 0, "default_value": None,
-                                                     "facts": study.user_attrs.get(attrs.MACHINE_PREFIX + record.machine, {})})
+        facts = study.user_attrs.get(attrs.MACHINE_PREFIX + record.machine, {})
+        entry = machines.setdefault(record.machine, {"trials": 0, "default_value": None, "facts": facts})
         run = record.run_at(full)
         if not record.is_default:
             entry["trials"] += 1
@@ -231,7 +231,7 @@ def _diagnosis(study: optuna.Study, catalog: Catalog, default: FrozenTrial | Non
     result_run = record_of(result).run_at(full) if result is not None else None
     story = compare_findings(rules, state.get("shape", {}), (run, catalog.defaults()),
                              (result_run, catalog.config(result.user_attrs.get(attrs.CONFIG, {})))
-                             if result_run is not None else None)
+                             if result is not None and result_run is not None else None)
     for moved in story.get("result", {}).get("moved", {}).values():  # as a person reads the knobs' values
         moved.update({k: [knob_value(catalog[k], v) for v in values] for k, values in moved.items()})
     return {**story, "guided": bool(state), "fired_during_search": state.get("fired", []),

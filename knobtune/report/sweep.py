@@ -59,7 +59,8 @@ def sweep_verdict(data: dict[str, Any]) -> str:
                  else "; no other point lies within its noise" if tied == 0
                  else f"; {tied} of the {others} other points {'lies' if tied == 1 else 'lie'} within its noise")
     if data["repeats"] < 3:
-        text += f" ({data['repeats']} run{'s' if data['repeats'] > 1 else ''} per point: rough intervals; --repeats 5 for a firmer verdict)"
+        runs = "runs" if data["repeats"] > 1 else "run"
+        text += f" ({data['repeats']} {runs} per point: rough intervals; --repeats 5 for a firmer verdict)"
     return text + "." + _study_sentence(data, show)
 
 
@@ -132,7 +133,10 @@ def _interval(point: dict[str, Any], show: Any) -> str:
 
 def render_sweep(data: dict[str, Any]) -> str:
     """The whole HTML page: verdict, set-up, the chart, the table of points."""
-    figure = _heatmap(data) if len(data["axes"]) == 2 else (_curve(data) if data["axes"][0]["numeric"] else _choices(data))
+    if len(data["axes"]) == 2:
+        figure = _heatmap(data)
+    else:
+        figure = _curve(data) if data["axes"][0]["numeric"] else _choices(data)
     chart = figure.to_html(include_plotlyjs=True, full_html=False, config={"displaylogo": False}, div_id="sweep")
     knobs = " x ".join(a["knob"] for a in data["axes"])
     title = html.escape(f"knobtune sweep: {knobs} ({data['system']}, {data['workload']})")
@@ -170,8 +174,10 @@ def _setup(data: dict[str, Any]) -> str:
              if data["settled"] else "UNSETTLED: the raw window only")]
     for axis in data["axes"]:
         if axis["left_out"]:
-            rows.append((f"{axis['knob']}: left out", "; ".join(f"{v}: {why}" for v, why in axis["left_out"].items())))
-    return "<table>" + "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows) + "</table>"
+            left_out = "; ".join(f"{v}: {why}" for v, why in axis["left_out"].items())
+            rows.append((f"{axis['knob']}: left out", left_out))
+    cells = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
+    return "<table>" + cells + "</table>"
 
 
 def _table(data: dict[str, Any]) -> str:
@@ -307,7 +313,8 @@ def _curve(data: dict[str, Any]) -> Any:
         figure.update_xaxes(type="log")
     figure.update_xaxes(tickvals=[x_of(p) for p in regular], ticktext=[p["shown"][knob] for p in regular],
                         tickangle=-30)
-    unit = f" ({axis['unit']}{', log scale' if axis['log'] else ''})" if axis["unit"] else (" (log scale)" if axis["log"] else "")
+    log = ", log scale" if axis["log"] else ""
+    unit = f" ({axis['unit']}{log})" if axis["unit"] else (" (log scale)" if axis["log"] else "")
     figure.update_layout(title=f"{data['objective']} against {knob}: median of {data['repeats']} runs per point")
     return _layout(figure, data, knob + unit)
 

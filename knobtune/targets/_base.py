@@ -311,7 +311,10 @@ class Target(abc.ABC):
         return None
 
     def impossible_values(self) -> dict[str, tuple[Value, ...]]:
-        """Values of enum or bool knobs the system cannot take on this machine (knob -> values), left out of a search."""
+        """Values of enum or bool knobs the system cannot take on this machine (knob -> values).
+
+        They are left out of a search.
+        """
         return {}
 
     def has_crash_check(self) -> bool:

@@ -49,15 +49,15 @@ SECTION_FIELDS = ("phases", "measure", "twin", "threads")
 MAX_THREADS = 1024  # kvbench's own limit (native/kvbench/workload.h, kMaxThreads)
 
 # Every knob kvbench can set, defaults too: the store left alone runs its library's defaults, not the catalog's.
-KVBENCH_CONFIG = ExportFormat("kvbench-config", "the option map kvbench takes (JSON)", None,
-                              lambda catalog, config: json.dumps(render_every(catalog, config, "kvbench"),
-                                                                 indent=2) + "\n")
+KVBENCH_CONFIG = ExportFormat(
+    "kvbench-config", "the option map kvbench takes (JSON)", None,
+    lambda catalog, config: json.dumps(render_every(catalog, config, "kvbench"), indent=2) + "\n")
 
 
 class KvbenchTarget(EmbeddedTarget):
     driver = "kvbench"
     key_format = "kvbench"
-    driver_formats = (KVBENCH_CONFIG,)
+    driver_formats: tuple[ExportFormat, ...] = (KVBENCH_CONFIG,)
     program = "kvbench"  # the binary in native/build (or on PATH) ...
     program_env = "KNOBTUNE_KVBENCH"  # ... or where this variable points
     spelling: str = "kvbench"  # the workload section and the catalog format it reads: kvbench's, whichever build
@@ -75,8 +75,8 @@ class KvbenchTarget(EmbeddedTarget):
         if binary is None:
             return None
         with tempfile.TemporaryDirectory(prefix="knobtune-build-") as tmp:
-            return " ".join(f"{system} {engine_version(binary, system, Path(tmp))}" for system in ("rocksdb",
-                                                                                                   "leveldb"))
+            return " ".join(f"{system} {engine_version(binary, system, Path(tmp))}"
+                            for system in ("rocksdb", "leveldb"))
 
     @classmethod
     def find_program(cls) -> str:
@@ -102,20 +102,21 @@ class KvbenchTarget(EmbeddedTarget):
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
-        return any("expect" in phase for phase in section.get("phases", []))  # type: ignore[union-attr]
+        phases = section.get("phases", [])
+        return isinstance(phases, list) and any("expect" in phase for phase in phases)
 
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
-                 **options: object) -> None:
+                 **options: Any) -> None:
         """``twin=True`` runs the workload's verifiable twin instead of its own phases."""
-        super().__init__(catalog, workload, scratch_dir, **options)  # type: ignore[arg-type]
+        super().__init__(catalog, workload, scratch_dir, **options)
         self.system = catalog.system
         section = self.section(workload)
         self.threads: int = section.get("threads", 1)  # checked by section()
         if twin and "twin" not in section:
-            raise WorkloadError(f"workload '{workload.name}' has no verifiable twin. Fix: add `twin` to its kvbench "
-                                "section")
+            raise WorkloadError(f"workload '{workload.name}' has no verifiable twin. "
+                                "Fix: add `twin` to its kvbench section")
         self.phases: list[dict[str, Any]] = [dict(p) for p in (section["twin"] if twin else section["phases"])]
-        names = [p.get("name", p.get("kind")) for p in self.phases]
+        names: list[Any] = [p.get("name", p.get("kind")) for p in self.phases]  # section() checked the phases
         self.measure: tuple[str, ...] = tuple(names if twin else section.get("measure", names))
         self._config: dict[str, str] = {}
 
@@ -150,8 +151,9 @@ class KvbenchTarget(EmbeddedTarget):
     def reads_and_writes(self) -> tuple[bool, bool]:
         kinds = {p.get("kind") for p in self.phases} | {op for p in self.phases for op, share in
                                                         (p.get("mix") or {}).items() if share}
-        return bool(kinds & {"read", "readseq", "scan", "rmw"}), bool(kinds & {"fill", "update", "insert", "delete",
-                                                                               "rmw"})
+        reads = bool(kinds & {"read", "readseq", "scan", "rmw"})
+        writes = bool(kinds & {"fill", "update", "insert", "delete", "rmw"})
+        return reads, writes
 
     def clients(self) -> int:
         return self.threads
@@ -207,7 +209,7 @@ class KvbenchTarget(EmbeddedTarget):
 
 
 def _all_operations(by_kind: Mapping[str, Mapping[str, float]],
-                    merged: Mapping[str, float] | None = None) -> Mapping[str, float]:
+                    merged: Mapping[str, float] | None = None) -> Mapping[str, float | None]:
     """A phase's latency over all its operations: kvbench's histogram of every kind merged (``latency_all_us``)
     when it printed one; else (an older kvbench) the percentiles of the kind with the worst p99, with the mean and
     max over every kind."""

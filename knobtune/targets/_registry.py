@@ -191,7 +191,7 @@ def target_class(system: str, driver: str) -> type[Target] | None:
 
 
 def make_target(catalog: Catalog, workload: Workload, scratch_dir: Path, driver: str | None = None,
-                **options: object) -> Target:
+                **options: Any) -> Target:
     """The target that runs ``catalog.system`` through ``driver`` (if None: the one ``driver_for`` finds).
 
     Raises:

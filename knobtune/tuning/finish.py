@@ -19,7 +19,7 @@ from knobtune.knobs import Value
 from knobtune.targets import RunFailure, Target
 from knobtune.tuning import attrs
 from knobtune.tuning.experiment import Experiment
-from knobtune.tuning.records import RungRun, record_of, winner_trial
+from knobtune.tuning.records import RungRun, record_of, value_of, winner_trial
 from knobtune.tuning.verify import (
     MACHINE_RETRIES, Candidate, CandidateRuns, Comparison, relative_limit_s, run_interleaved,
 )
@@ -32,7 +32,7 @@ def top_trials(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
     complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                 if not attrs.is_default(t.user_attrs) and t.user_attrs.get(attrs.CONFIG)
                 and attrs.INFEASIBLE not in t.user_attrs]
-    complete.sort(key=lambda t: t.value, reverse=study.direction == optuna.study.StudyDirection.MAXIMIZE)
+    complete.sort(key=value_of, reverse=study.direction == optuna.study.StudyDirection.MAXIMIZE)
     chosen, seen = [], set()
     for trial in complete:
         digest = trial.user_attrs.get(attrs.CONFIG_HASH)
@@ -90,6 +90,7 @@ def name_lead(study: optuna.Study, experiment: Experiment, note: Callable[[str],
     best config that reached full size in it is named with its single run's ratio to the default, for the user to
     verify; the result stays the default. With none, the usual "no candidate" verdict."""
     best = top_trials(study, 1)
+    result: dict[str, object]
     if not best:
         result = {"verdict": "no candidate to verify: no sampled config completed every rung, also in the time "
                              "kept back for verifying; keep the default", "rejected": {}}
@@ -137,10 +138,10 @@ def verify_study(study: optuna.Study, target: Target, experiment: Experiment, lo
     if tuned == 0:
         why = (f"every candidate failed the verifiable twin ({'; '.join(rejected.values())})" if rejected
                else "no sampled config completed every rung")
-        result = {"verdict": f"no candidate to verify: {why}; keep the default", "rejected": rejected}
-        study.set_user_attr(attrs.VERIFICATION, result)
-        note(result["verdict"])
-        return result
+        verdict_text = f"no candidate to verify: {why}; keep the default"
+        study.set_user_attr(attrs.VERIFICATION, {"verdict": verdict_text, "rejected": rejected})
+        note(verdict_text)
+        return {"verdict": verdict_text, "rejected": rejected}
     timeout_s = _limit_s(study, experiment)
     note(f"verifying {tuned} candidate(s) against the default{_beside(candidates)}: {experiment.verify_repeats} "
          f"interleaved runs each at {experiment.workload.full}")
@@ -153,7 +154,7 @@ def verify_study(study: optuna.Study, target: Target, experiment: Experiment, lo
     comparison = run_interleaved(target, candidates, experiment.workload.full, repeats=experiment.verify_repeats,
                                  objective=objective, seed=experiment.seed, log_dir=log_dir, timeout_s=timeout_s,
                                  on_run=on_run)
-    result = {**comparison.to_dict(), "rejected": rejected, "verdict": verdict(comparison)}
+    result: dict[str, object] = {**comparison.to_dict(), "rejected": rejected, "verdict": verdict(comparison)}
     winner = comparison.winner()
     if winner is not None:
         lost = _crash_check(target, catalog.config(winner.candidate.config), log_dir, note)
@@ -164,7 +165,7 @@ def verify_study(study: optuna.Study, target: Target, experiment: Experiment, lo
         elif target.has_crash_check():
             result["crash_check"] = "passed"
     study.set_user_attr(attrs.VERIFICATION, result)
-    note(result["verdict"])
+    note(str(result["verdict"]))
     return result
 
 

@@ -169,7 +169,10 @@ def from_unit(distribution: BaseDistribution, u: float) -> Any:
         return distribution.choices[int(round(u * (len(distribution.choices) - 1)))]
     assert isinstance(distribution, (FloatDistribution, IntDistribution))
     low, high = float(distribution.low), float(distribution.high)
-    value = math.exp(math.log(low) + u * (math.log(high) - math.log(low))) if distribution.log else low + u * (high - low)
+    if distribution.log:
+        value = math.exp(math.log(low) + u * (math.log(high) - math.log(low)))
+    else:
+        value = low + u * (high - low)
     if isinstance(distribution, IntDistribution):
         step = distribution.step
         value = int(round((value - distribution.low) / step)) * step + distribution.low

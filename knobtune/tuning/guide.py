@@ -72,7 +72,9 @@ def counter_meanings(system: str) -> Mapping[str, CounterDoc]:
 
 @cache
 def rules_of(system: str) -> tuple[Rule, ...]:
-    """``system``'s diagnosis rules (package data: read and checked once per process), checked against its counters (none when it has no rules file).
+    """``system``'s diagnosis rules (package data: read and checked once per process), checked against its counters.
+
+    None when it has no rules file.
 
     Raises:
         CatalogError: the rules file is malformed or names an unknown counter or knob.
@@ -130,7 +132,7 @@ class Advice:
         """The fired rules' own starts, then every suggestion composed into one (label, changed knobs), each within
         the memory limit."""
         starts = [(start.label, changed) for finding in findings for start in finding.starts
-                  if (changed := self.fitted(start.config | start.sized))]
+                  if (changed := self.fitted({**start.config, **start.sized}))]
         if composed := self.composed(findings, config):
             starts.append(("rules: " + "+".join(f.rule for f in findings if f.suggest), composed))
         return [(label, changed) for label, changed in starts if self.within_memory(label, changed)]
@@ -186,9 +188,11 @@ class Advice:
             knob = self.catalog[name]
             if knob.type in (KnobType.INT, KnobType.BYTES) and isinstance(value, (int, float)) \
                     and not isinstance(value, bool) and value not in knob.special:
-                value = int(round(min(max(value, knob.min), knob.max)))
+                low, high = knob.bounds
+                value = int(round(min(max(value, low), high)))
             elif knob.type in (KnobType.FLOAT, KnobType.DURATION) and isinstance(value, (int, float)):
-                value = float(min(max(value, knob.min), knob.max))
+                low, high = knob.bounds
+                value = float(min(max(value, low), high))
             fitted[name] = value
         try:
             return self.catalog.changed(self.catalog.config(fitted))

@@ -26,6 +26,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from knobtune.tuning import attrs
 from knobtune.tuning.forest import from_unit, to_unit
+from knobtune.tuning.records import value_of
 
 LOCAL_OF = "local_of"  # trial system attribute: the trial whose config a local move changed
 
@@ -105,7 +106,7 @@ def best_complete(study: optuna.Study, k: int) -> list[FrozenTrial]:
     """The ``k`` best trials complete at full size and feasible, the default's runs among them, by value."""
     complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
                 if t.value is not None and t.params and attrs.INFEASIBLE not in t.user_attrs]
-    complete.sort(key=lambda t: t.value, reverse=study.direction == optuna.study.StudyDirection.MAXIMIZE)
+    complete.sort(key=value_of, reverse=study.direction == optuna.study.StudyDirection.MAXIMIZE)
     return complete[:k]
 
 

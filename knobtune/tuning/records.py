@@ -140,6 +140,17 @@ class TrialRecord:
         return self.runs.get(rung)
 
 
+def value_of(trial: FrozenTrial) -> float:
+    """A complete trial's value (Optuna types it optional: a running, pruned or failed trial has none).
+
+    Raises:
+        ValueError: the trial has no value.
+    """
+    if trial.value is None:
+        raise ValueError(f"trial {trial.number} has no value")
+    return trial.value
+
+
 def record_of(trial: FrozenTrial) -> TrialRecord:
     """The typed record of a stored trial."""
     user = trial.user_attrs

@@ -151,8 +151,8 @@ def _from_unit(u: float, distribution: BaseDistribution) -> Any:
             value = low + u * (high - low + 1)
         return min(high, max(low, int(math.floor(value))))
     if isinstance(distribution, FloatDistribution):
-        low, high = distribution.low, distribution.high
+        least, most = distribution.low, distribution.high
         if distribution.log:
-            return math.exp(math.log(low) + u * (math.log(high) - math.log(low)))
-        return low + u * (high - low)
+            return math.exp(math.log(least) + u * (math.log(most) - math.log(least)))
+        return least + u * (most - least)
     raise TypeError(f"no Latin hypercube mapping for {type(distribution).__name__}")

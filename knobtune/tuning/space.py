@@ -18,11 +18,12 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 import optuna
 
 from knobtune.errors import UsageError
-from knobtune.knobs import Catalog, Knob, KnobType, Relation, Safety, Value
+from knobtune.knobs import Catalog, Knob, KnobType, Relation, Safety, Value, as_number
 from knobtune.knobs.units import human_bytes
 from knobtune.targets import spelling_of
 
@@ -105,7 +106,7 @@ class SearchSpace:
         ceiling = self.ceilings.get(knob.name) if held else None
         if ceiling is None:
             return bounds
-        low, high = bounds if bounds is not None else (knob.min, knob.max)
+        low, high = bounds if bounds is not None else knob.bounds
         return low, max(min(high, ceiling), low)
 
     def param_names(self) -> list[str]:
@@ -219,7 +220,7 @@ def opt_in_flag(safety: Safety) -> str:
     return "--allow-operational" if safety is Safety.OPERATIONAL else "--allow-unsafe"
 
 
-def left_out_line(left_out: Mapping[str, Safety], catalog: Catalog | None = None) -> str:
+def left_out_line(left_out: Mapping[str, Safety | str], catalog: Catalog | None = None) -> str:
     """One line naming what the search keeps out and the flags that let it in: a whole knob by its name, the unsafe
     values of a knob whose other values are searched as ``knob=value`` (``compaction_style=fifo``)."""
     # the narrow flag first (a study stores str)
@@ -271,7 +272,8 @@ def fit_to_plan(catalog: Catalog, config: dict[str, Value], searched: Iterable[s
     original = {n: config[n] for n in sized}
 
     def scaled(factor: float) -> dict[str, Value]:
-        return {**config, **{n: max(int(v * factor), int(catalog.knobs[n].min or 0)) for n, v in original.items()}}
+        return {**config, **{n: max(int(as_number(v) * factor), int(catalog.knobs[n].min or 0))
+                             for n, v in original.items()}}
 
     low, high = 0.0, 1.0  # the plan falls as the factor does: find the largest factor that fits
     for _ in range(40):
@@ -282,15 +284,15 @@ def fit_to_plan(catalog: Catalog, config: dict[str, Value], searched: Iterable[s
             f"{', '.join(sized)} scaled by {low:.2f} (plan {human_bytes(catalog.memory.planned_bytes(config))})")
 
 
-def meeting_value(catalog: Catalog, relation: Relation, config: Mapping[str, Value], move: str) -> Value:
+def meeting_value(catalog: Catalog, relation: Relation, config: Mapping[str, Value], move: str) -> float:
     """The value knob ``move`` (either side of ``relation``) takes to meet the other side, the other held."""
     if move == relation.left:
         return _on_the_safe_side(catalog.knobs[move], relation.bound(config), relation.op)
     flipped = "<=" if relation.op == ">=" else ">="
-    return _on_the_safe_side(catalog.knobs[move], config[relation.left] / relation.factor, flipped)  # type: ignore[operator]
+    return _on_the_safe_side(catalog.knobs[move], as_number(config[relation.left]) / relation.factor, flipped)
 
 
-def _on_the_safe_side(knob: Knob, value: float, op: str) -> Value:
+def _on_the_safe_side(knob: Knob, value: float, op: str) -> float:
     """``value`` in ``knob``'s type, rounded so that ``knob op value`` still holds (down for <=, up for >=)."""
     if knob.type is KnobType.FLOAT:
         return value
@@ -308,13 +310,13 @@ def _suggest_knob(trial: optuna.Trial, knob: Knob, choices: list[Value] | None,
     if choices is not None:
         if len(choices) == 1:
             return choices[0]
-        return trial.suggest_categorical(knob.name, choices)
+        return cast(Value, trial.suggest_categorical(knob.name, choices))  # no choice is None
     if knob.special and knob.search_special:
         options = [VALUE_CHOICE] + [str(v) for v in knob.special]
         mode = trial.suggest_categorical(knob.name + SPECIAL_SUFFIX, options)
         if mode != VALUE_CHOICE:
             return next(v for v in knob.special if str(v) == mode)
-    low, high = bounds if bounds is not None else (knob.min, knob.max)
+    low, high = bounds if bounds is not None else knob.bounds
     if knob.type in (KnobType.FLOAT, KnobType.DURATION):
         return trial.suggest_float(knob.name, float(low), float(high), log=knob.log)
     return trial.suggest_int(knob.name, math.ceil(low), math.floor(high), log=knob.log)

@@ -138,7 +138,7 @@ class Tuner:
         """With a limit on the planned memory (--memory-limit, the production ratio): the memory knobs searched
         only up to what fits it, each on its own (``SearchSpace.held_under``). Said once."""
         space = e.space.held_under(e.planned_memory_limit())
-        if space.ceilings:
+        if space.ceilings and space.planned_limit is not None:  # held_under sets both
             knobs = e.catalog.knobs
             self.reporter.note(f"held to {human_bytes(space.planned_limit)} of planned memory: a sampled config "
                                "planning more is scaled down to it; searched up to " + ", ".join(

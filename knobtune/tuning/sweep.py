@@ -22,7 +22,7 @@ import itertools
 import math
 import random
 import shutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -203,12 +203,14 @@ def plan_sweep(catalog: Catalog, knobs: Sequence[str], *, points: int | None = N
     base = catalog.config(held or {})
     elsewhere = catalog.needs_other_driver(base, driver) if driver is not None else {}
     if elsewhere:
-        raise UsageError("the held config sets " + ", ".join(f"{k} (driver {' or '.join(d)})" for k, d in elsewhere.items())
-                         + f", which driver {driver} cannot set. Fix: add --driver {next(iter(elsewhere.values()))[0]}")
+        sets = ", ".join(f"{k} (driver {' or '.join(d)})" for k, d in elsewhere.items())
+        raise UsageError(f"the held config sets {sets}, which driver {driver} cannot set. "
+                         f"Fix: add --driver {next(iter(elsewhere.values()))[0]}")
     unsafe = {k: v for k, v in catalog.unsafe_in(base).items() if k not in knobs}
     if unsafe and not allow_unsafe:
-        raise UsageError("the held config holds unsafe values: " + ", ".join(f"{k}={base[k]} ({v})" for k, v in unsafe.items())
-                         + ". Fix: add --allow-unsafe to sweep around it")
+        held_unsafe = ", ".join(f"{k}={base[k]} ({v})" for k, v in unsafe.items())
+        raise UsageError(f"the held config holds unsafe values: {held_unsafe}. "
+                         "Fix: add --allow-unsafe to sweep around it")
     steps = points or DEFAULT_POINTS[len(knobs)]
     axes = [make_axis(catalog[name], steps, held=base[name] if around else None, allow_unsafe=allow_unsafe,
                       impossible=(impossible or {}).get(name, ())) for name in knobs]
@@ -267,7 +269,8 @@ def _point_config(catalog: Catalog, axes: Sequence[Axis], config: dict[str, Valu
     moved = [name for name, value in swept.items() if mended[name] != value]
     if moved:
         broken = [str(r) for r in catalog.relations if not r.holds(config)]
-        broken += [str(i) for i in catalog.implications if i.applies(config) and any(config[k] != v for k, v in i.then.items())]
+        broken += [str(i) for i in catalog.implications
+                   if i.applies(config) and any(config[k] != v for k, v in i.then.items())]
         return config, repairs, f"refused: the point breaks {'; '.join(broken)}"
     try:
         return catalog.config(catalog.changed(mended)), repairs, None
@@ -287,8 +290,10 @@ def _make_room(catalog: Catalog, config: dict[str, Value], swept: set[str]) -> l
         for relation in catalog.relations:
             if relation.holds(config) or (relation.left in pinned) == (relation.right in pinned):
                 continue
-            fixed, other = (relation.left, relation.right) if relation.left in pinned else (relation.right,
-                                                                                            relation.left)
+            if relation.left in pinned:
+                fixed, other = relation.left, relation.right
+            else:
+                fixed, other = relation.right, relation.left
             knob, value = catalog.knobs[other], meeting_value(catalog, relation, config, other)
             if not (knob.min is None or knob.min <= value) or not (knob.max is None or value <= knob.max):
                 continue
@@ -415,9 +420,9 @@ def run_sweep(target: Target, plan: SweepPlan, rung: Rung, *, repeats: int, obje
                 _merge(records[by_label[runs.candidate.label]], runs)
             if limit_s is None:
                 limit_s = _limit_s(records[clock.index], timeout_factor, min_timeout_s, clock, log_dir)
-                note(f"time limit per run: {limit_s:.1f} s ({timeout_factor:g}x the "
-                     f"{'default' if clock.is_default else 'study'}"
-                     f" point's {records[clock.index].measurements[0].elapsed_s:.2f} s)")
+                which = "default" if clock.is_default else "study"
+                note(f"time limit per run: {limit_s:.1f} s ({timeout_factor:g}x the {which} "
+                     f"point's {records[clock.index].measurements[0].elapsed_s:.2f} s)")
     return _result(target, plan, records, rung, repeats, objective, seed, limit_s, timeout_factor)
 
 
@@ -463,12 +468,12 @@ def _result(target: Target, plan: SweepPlan, records: Mapping[int, CandidateRuns
             speedup(base_values, values, objective.maximize, seed) if measured and base_values and not point.is_default
             else None,
             runs.costs() if runs else {}))
-    finished = {r.point.index: r.values for r in results if r.interval is not None}
+    finished: dict[Hashable, tuple[float, ...]] = {r.point.index: r.values for r in results if r.interval is not None}
     held = plan.held_point
     judgement = judge(finished, objective.maximize, held.index if held else None, seed)
     facts = {"knobtune_version": knobtune.__version__, "system": target.catalog.system, "driver": target.driver,
-             "system_version": target.version(),
-             "workload": target.workload.name, "records": target.workload.records, "settled": target.settle,
+             "system_version": target.version(), "workload": target.workload.name,
+             "records": target.workload.records, "settled": target.settle,
              "memory_limit_bytes": target.memory_limit_bytes}
     return SweepResult(plan, objective, rung, repeats, seed, limit_s, timeout_factor, tuple(results), judgement,
                        noise(base_values), facts)

@@ -11,6 +11,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from knobtune.analysis import Speedup, noise, speedup
 from knobtune.knobs import Value
@@ -122,7 +123,7 @@ class Comparison:
                   and self.speedups[r.candidate.label].significant and not r.candidate.known_config]
         return max(better, key=lambda r: self.speedups[r.candidate.label].ratio, default=None)
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "objective": self.objective.value,
             "rung": {"index": self.rung.index, "records": self.rung.records},

@@ -51,6 +51,9 @@ class Workers:
     def __init__(self, study: optuna.Study, storage: optuna.storages.BaseStorage, experiment: Experiment,
                  reporter: Reporter) -> None:
         self.study, self.storage, self.experiment, self.reporter = study, storage, experiment, reporter
+        if not isinstance(storage, BaseHeartbeat):  # Storage.storage() opens one: RDBStorage or ReconnectingStorage
+            raise TypeError(f"{type(storage).__name__} records no heartbeats: open the storage with Storage.storage()")
+        self.heartbeats: BaseHeartbeat = storage  # the same storage, typed for its heartbeat calls
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         self.machine = experiment.machine or socket.gethostname()
         self.units_machine = study.user_attrs.get(attrs.UNITS_MACHINE) or self.machine
@@ -176,7 +179,7 @@ class Workers:
         def beat() -> None:
             while True:
                 try:
-                    self.storage.record_heartbeat(trial_id)  # waits while a server storage is away (reconnecting)
+                    self.heartbeats.record_heartbeat(trial_id)  # waits while a server storage is away (reconnecting)
                 except StorageError:
                     return  # gone for good: the trial's own next call to the storage says so, in one line
                 if stop.wait(HEARTBEAT_S):

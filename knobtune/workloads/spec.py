@@ -122,8 +122,8 @@ class Workload:
         if name not in self.drivers:
             raise WorkloadError(f"workload '{self.name}' cannot run on driver '{name}' "
                                 f"(it has {', '.join(self.drivers) or 'no drivers'}). Fix: "
-                                + (f"add --driver {next(iter(self.drivers))}, or choose another workload" if self.drivers
-                                   else "choose another workload"))
+                                + (f"add --driver {next(iter(self.drivers))}, or choose another workload"
+                                   if self.drivers else "choose another workload"))
         return self.drivers[name]
 
     def scaled(self, records: int) -> Workload:

@@ -56,7 +56,8 @@ def read(port: int, gc_log: Path, system_log: Path) -> dict[str, float]:
     reading["flushes_total"] = float(sum(_number(row["completed_tasks"]) for name, row in pools.items()
                                          if name.startswith("PerDiskMemtableFlushWriter")))
     counts = list(compactions.values())
-    reading["compactions_total"], reading["compacted_bytes_total"] = float(_number(counts[0])), float(_number(counts[1]))
+    reading["compactions_total"] = float(_number(counts[0]))
+    reading["compacted_bytes_total"] = float(_number(counts[1]))
     for cache in ("keys", "rows"):
         if cache in caches:
             reading[f"{cache}_hits_total"] = float(_number(caches[cache]["hit_count"]))

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from knobtune.knobs import Catalog, Value, spell_value
+from knobtune.knobs import Catalog, Knob, Value, spell_value
 from knobtune.targets._formats import Beside, ExportFormat, settings_with_units
 
 
 def cassandra_yaml_settings(catalog: Catalog, config: Mapping[str, Value]) -> dict[str, str]:
     """The changed cassandra.yaml settings as Cassandra 5.0 reads them: sizes with a unit (MiB, KiB, B; a rate
     with /s), durations in ms, booleans true/false. A value left at its default is not written."""
-    return settings_with_units(catalog, config, "cassandra-yaml",
-                               lambda knob, size: _cassandra_size(size) + ("/s" if knob.unit == "bytes/s" and size >= 0 else ""),
-                               ("true", "false"), plain_specials=False)
+    def size_text(knob: Knob, size: int) -> str:
+        return _cassandra_size(size) + ("/s" if knob.unit == "bytes/s" and size >= 0 else "")
+
+    return settings_with_units(catalog, config, "cassandra-yaml", size_text, ("true", "false"), plain_specials=False)
 
 
 def cassandra_jvm_flags(catalog: Catalog, config: Mapping[str, Value]) -> list[str]:

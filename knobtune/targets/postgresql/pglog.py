@@ -142,7 +142,8 @@ def _rows(path: Path) -> Iterator[list[str]]:
                 yield row
         except csv.Error as exc:
             raise WorkloadError(f"{path}: line {reader.line_num} cannot be read as CSV ({exc}): the file is "
-                                "truncated or not a csvlog. Fix: give the whole .csv file as the server wrote it") from None
+                                "truncated or not a csvlog. "
+                                "Fix: give the whole .csv file as the server wrote it") from None
 
 
 _SEVERITIES = frozenset({"DEBUG1", "DEBUG2", "DEBUG3", "DEBUG4", "DEBUG5", "INFO", "NOTICE", "WARNING", "ERROR",

@@ -106,7 +106,7 @@ def _work_mem_kb(rules: Rules, profile: Profile, free_kb: int, sessions: int) ->
     return max(share, rules.work_mem_min_bytes // KIB)
 
 
-def _parallel(rules: Rules, profile: Profile, cpus: int) -> dict[str, Value]:
+def _parallel(rules: Rules, profile: Profile, cpus: int) -> dict[str, int]:
     """The parallel settings, only with enough CPUs: all of them as workers, half of them per query."""
     if cpus < rules.parallel_from_cpus:
         return {}

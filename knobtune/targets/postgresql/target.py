@@ -79,7 +79,8 @@ class PostgresTarget(ServerTarget):
         self.check: DataCheck | None = CHECKS[check] if check else None
         if self.check is not None and self.check.ledger_script not in (None, *scripts):
             raise WorkloadError(f"workload '{workload.name}': check = '{check}' counts the commits of script "
-                                f"'{self.check.ledger_script}', which the workload does not run. Fix: add it to scripts")
+                                f"'{self.check.ledger_script}', which the workload does not run. "
+                                "Fix: add it to scripts")
         self._ledger_rows = 0  # the ledger table's rows in the loaded data
 
     @staticmethod

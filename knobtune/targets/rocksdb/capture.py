@@ -35,7 +35,8 @@ def from_files(source: Path, state: Path | None, out: Path, name: str) -> Captur
         raise WorkloadError(f"{source} is not a file. Fix: give the trace file DB::StartTrace wrote with --from")
     if state is not None and not (state / "CURRENT").is_file():
         raise WorkloadError(f"{state} is not a RocksDB checkpoint (no CURRENT file in it). Fix: give the folder "
-                            "Checkpoint::CreateCheckpoint made when tracing began, or no --state if the store was empty")
+                            "Checkpoint::CreateCheckpoint made when tracing began, "
+                            "or no --state if the store was empty")
     inspected = trace.inspect(source)
     make_private_dir(out)
     private_copy(source, out / TRACE_FILE)

@@ -175,7 +175,10 @@ class DbBenchTarget(EmbeddedTarget):
         return (guide_config(self.catalog),)
 
     def reads_single_keys_only(self) -> bool:
-        """Whether every benchmark reads or writes single keys (any other, a scan or seek say, may not) and one reads."""
+        """Whether every benchmark reads or writes single keys and one of them reads.
+
+        Any other benchmark, a scan or seek say, may not.
+        """
         return set(self.benchmarks) <= _POINT_READS | _POINT_WRITES and bool(set(self.benchmarks) & _POINT_READS)
 
     def scans_ranges(self) -> bool:
@@ -226,7 +229,7 @@ class DbBenchTarget(EmbeddedTarget):
             raise RunFailure(FailureKind.CRASH, f"db_bench printed no result for {', '.join(missing)}", log_path)
         for phase in phases:
             if phase.name in self.verify:
-                if phase.found is None:
+                if phase.found is None or phase.expected is None:
                     raise RunFailure(FailureKind.TOOL, f"{phase.name} printed no '(X of Y found)'", log_path)
                 if phase.found < phase.expected:
                     raise RunFailure(FailureKind.DATA_LOSS, f"data loss: {phase.found:,} of {phase.expected:,} "

@@ -21,7 +21,7 @@ class RocksdbKvbenchTarget(KvbenchTarget):
     driver_formats = (ROCKSDB_OPTIONS_KVBENCH, DB_BENCH_FLAGS_KVBENCH, KVBENCH_CONFIG)
 
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, ticker_counters: bool = False,
-                 **options: object) -> None:
+                 **options: Any) -> None:
         """``ticker_counters=True`` has kvbench keep RocksDB's tickers (at a cost) for the counters only they give."""
         super().__init__(catalog, workload, scratch_dir, **options)
         self.ticker_counters = ticker_counters
