@@ -166,7 +166,7 @@ class Workers:
 
     def fail_stale(self) -> None:
         """Fail (and so queue again, through the storage's callback) the running trials of dead workers: those whose
-        heartbeat stopped (Optuna's), and those no worker ever took (``_fail_unowned``)."""
+        heartbeat stopped (Optuna's), and those no worker ever took (``fail_unowned``)."""
         with optuna_warnings_silenced():
             optuna.storages.fail_stale_trials(self.study)
         fail_unowned(self.study, self.storage, GRACE_S)
