@@ -99,6 +99,28 @@ def one_seed(args: argparse.Namespace, seed: int, home: Path) -> dict:
                          "original": compared.get("noise_cv")}}
 
 
+def _ci(figure: dict | None) -> str:
+    if not figure:
+        return "n/a"
+    return f"{figure['ratio']:.2f}x ({figure['ci_low']:.2f}-{figure['ci_high']:.2f})"
+
+
+def table(result: dict) -> str:
+    """A result file as a Markdown table, one row per seed (what bench/README.md shows)."""
+    build = f", RocksDB {result['machine']['rocksdb']}" if result["system"] == "rocksdb" else ""
+    rows = [f"{result['system']} / {result['workload']}, budget {result['budget']}, {result['repeats']} interleaved "
+            f"runs a side, commit {result['commit']}{build}",
+            "", "| seed | winner | gain on the replay | gain on the original | held | default's run: replay / original "
+            "| trials |", "|---|---|---|---|---|---|---|"]
+    for seed in result["seeds"]:
+        runs = seed.get("default_run_s") or {}
+        trials = ", ".join(f"{n} {k}" for k, n in (seed.get("trials") or {}).items() if n)
+        rows.append(f"| {seed['seed']} | {seed.get('winner', '-')}{'' if seed.get('won_on_replay') else ' (not won)'} "
+                    f"| {_ci(seed.get('on_replay'))} | {_ci(seed.get('on_original'))} | {seed.get('held')} "
+                    f"| {runs.get('replay')} s / {runs.get('original')} s | {trials} |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--system", default="rocksdb", choices=sorted(KIT_DRIVER))
@@ -112,7 +134,11 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
     parser.add_argument("--dir", type=Path, default=None, help="studies folder (default: a temporary one)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--table", type=Path, metavar="RESULT", help="print a result file as a Markdown table")
     args = parser.parse_args()
+    if args.table:
+        print(table(json.loads(args.table.read_text())))
+        return
     with tempfile.TemporaryDirectory(prefix="knobtune-replay-bench-") as tmp:
         home = args.dir or Path(tmp)
         seeds = [one_seed(args, seed, home) for seed in args.seeds]
