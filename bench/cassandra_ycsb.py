@@ -8,7 +8,7 @@ Runs, with the CLI a user runs:
 2. ``knobtune rank cassandra --workload ycsb-b --time R`` (Latin-hypercube
    samples at rung 0, ranked by four methods);
 3. the ranking's top knobs beside the knob-importance study's top 5 for
-   Cassandra (HotStorage'20 via ../shared/reference/servers.md):
+   Cassandra (Kanellis et al., HotStorage'20, via a secondary source):
    concurrent_reads, native_transport_max_threads, memtable_heap_space,
    memtable_cleanup_threshold, compaction_throughput.
 

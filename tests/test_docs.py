@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import typer.main
@@ -38,3 +39,25 @@ def test_readme_starts_with_the_two_commands() -> None:
     first = (ROOT / "README.md").read_text().splitlines()[:4]
     assert first[1].startswith("scripts/demo") and first[2].startswith("scripts/test")
     assert (ROOT / ".ci" / "run").read_text().strip().endswith("exec bash scripts/test")
+
+
+def test_docs_stand_on_their_own() -> None:
+    """Whoever clones the repository has only the repository: no doc, data file or bench points outside it, and every
+    relative link in README.md and docs/ names a file that is there."""
+    files = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "knobtune").rglob("*.toml"),
+             *(ROOT / "knobtune").rglob("*.py"), *(ROOT / "bench").glob("*.py")]
+    texts = {p: p.read_text() for p in files}
+    outside = [str(p.relative_to(ROOT)) for p, text in texts.items() if "../shared" in text]
+    assert outside == []
+    broken = [f"{p.relative_to(ROOT)}: {target}" for p, text in texts.items() if p.suffix == ".md"
+              for target in re.findall(r"\]\(([^)#:\s]+)(?:#[^)]*)?\)", text)
+              if not (p.parent / target).exists()]
+    assert broken == []
+
+
+def test_readme_counts_are_the_catalogs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for system in available_systems():
+        said = re.search(rf"knobtune knobs {system}\s+# (\d+) knobs", readme)
+        if said:
+            assert int(said.group(1)) == len(load_catalog(system).knobs), f"README's knob count for {system}"
