@@ -32,17 +32,21 @@ def postgresql():
 
 
 def _live_servers(ours: tuple[int, ...] = ()) -> list[str]:
-    """postgres processes still running that are not another live knobtune's (a benchmark running beside the tests).
+    """postgres processes still running that this test started (or that a knobtune it started left behind).
 
-    Zombies waiting for init to reap them are not running. A server is another knobtune's when its data folder
-    (/tmp/knobtune-pg-<pid>-...) names a live process other than this one and ``ours``; its children go by parent pid.
+    Zombies waiting for init to reap them are not running. A server is someone else's when its data folder is not a
+    knobtune one (/tmp/knobtune-pg-<pid>-...: a cluster of the machine's own, another test's storage server), or
+    names a live process other than this one and ``ours`` (a benchmark running beside the tests); its children go by
+    parent pid. A knobtune home whose process is gone was left behind: it counts.
     """
     out = subprocess.run(["ps", "-u", PG_USER, "-o", "pid=,ppid=,stat=,args="], capture_output=True, text=True).stdout
     rows = [line.split(None, 3) for line in out.splitlines() if len(line.split(None, 3)) == 4]
     others = set()
-    for pid, _, _, args in rows:
+    for pid, ppid, _, args in rows:
+        if ppid in {row[0] for row in rows}:
+            continue  # a server's own child: it goes with its server
         owner = re.search(r"knobtune-pg-(\d+)-", args)
-        if owner and int(owner.group(1)) not in (os.getpid(), *ours) and pid_alive(int(owner.group(1))):
+        if owner is None or (int(owner.group(1)) not in (os.getpid(), *ours) and pid_alive(int(owner.group(1)))):
             others.add(pid)
     return [args for pid, ppid, stat, args in rows
             if not stat.startswith("Z") and pid not in others and ppid not in others]
