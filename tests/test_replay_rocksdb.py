@@ -105,6 +105,7 @@ def test_a_config_that_loses_writes_fails_as_data_loss(rocksdb, capture: Path, t
     assert caught.value.kind is FailureKind.DATA_LOSS and "digest" in caught.value.reason
 
 
+@pytest.mark.slow
 def test_tune_on_a_capture_gives_a_verified_verdict(capture: Path, tmp_path: Path) -> None:
     result = _cli("tune", "rocksdb", "--workload", str(capture), "--trials", "3", "--repeats", "2",
                   "--dir", str(tmp_path / "studies"), "--study", "app")
@@ -147,6 +148,7 @@ def _kvbench_under(folder: Path) -> list[str]:
     return subprocess.run(["pgrep", "-f", f"kvbench.*{folder}"], capture_output=True, text=True).stdout.split()
 
 
+@pytest.mark.slow
 def test_sigkill_mid_replay_leaves_no_process_and_its_scratch_is_reclaimed(capture: Path, tmp_path: Path) -> None:
     home = tmp_path / "studies"
     log = tmp_path / "out.log"

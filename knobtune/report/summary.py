@@ -116,7 +116,7 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         allow_unsafe=bool(user.get(attrs.ALLOW_UNSAFE)),
         allow_operational=bool(user.get(attrs.ALLOW_OPERATIONAL)), left_out=dict(user.get(attrs.LEFT_OUT, {})),
         unsafe_in_result=unsafe, warnings=_warnings(catalog, config, unsafe) + _fits_in_memory(study, catalog, config),
-        experiment={k: user.get(k) for k in (attrs.TOOL_VERSION, attrs.SYSTEM_VERSION, attrs.DRIVER,
+        experiment={k: user.get(k) for k in (attrs.TOOL_VERSION, attrs.TOOL_COMMIT, attrs.SYSTEM_VERSION, attrs.DRIVER,
                                              attrs.MACHINE, attrs.WORKLOAD, attrs.SEED)},
         default_runs=[c["value"] for c in user.get(attrs.CONTROLS, []) if c.get("value") is not None],
         default_warm_up=(default_trial.user_attrs.get(attrs.WARM_UP) or {}).get("value") if default_trial else None,

@@ -6,6 +6,7 @@ what was run and measured. ``optuna-dashboard`` shows them as they are.
 
 # study
 TOOL_VERSION = "knobtune_version"
+TOOL_COMMIT = "knobtune_commit"  # the checkout's git commit (knobtune.source_commit), when run from one
 SYSTEM = "system"
 SYSTEM_VERSION = "system_version"
 SYSTEM_FILE = "system_file"  # the user's system file a study's system came from (absent: shipped)

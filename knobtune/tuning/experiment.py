@@ -97,6 +97,7 @@ class Experiment:
         w = self.workload
         return {
             attrs.TOOL_VERSION: knobtune.__version__,
+            **({attrs.TOOL_COMMIT: commit} if (commit := knobtune.source_commit()) else {}),
             attrs.SYSTEM: self.catalog.system,
             **({attrs.SYSTEM_FILE: str(f)} if (f := user_system_file(self.catalog.system)) else {}),
             attrs.SYSTEM_VERSION: system_version,
