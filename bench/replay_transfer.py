@@ -107,9 +107,9 @@ def _ci(figure: dict | None) -> str:
 
 def table(result: dict) -> str:
     """A result file as a Markdown table, one row per seed (what bench/README.md shows)."""
-    build = f", RocksDB {result['machine']['rocksdb']}" if result["system"] == "rocksdb" else ""
-    rows = [f"{result['system']} / {result['workload']}, budget {result['budget']}, {result['repeats']} interleaved "
-            f"runs a side, commit {result['commit']}{build}",
+    build = f", RocksDB {result['machine']['rocksdb']}" if result.get("system", "rocksdb") == "rocksdb" else ""
+    rows = [f"{result.get('system', 'rocksdb')} / {result['workload']}, budget {result['budget']}, "
+            f"{result['repeats']} interleaved runs a side, commit {result['commit']}{build}",
             "", "| seed | winner | gain on the replay | gain on the original | held | default's run: replay / original "
             "| trials |", "|---|---|---|---|---|---|---|"]
     for seed in result["seeds"]:
@@ -139,13 +139,14 @@ def main() -> None:
     if args.table:
         print(table(json.loads(args.table.read_text())))
         return
+    commit = _commit()  # the code state the runs start from (each knobtune command imports it afresh)
     with tempfile.TemporaryDirectory(prefix="knobtune-replay-bench-") as tmp:
         home = args.dir or Path(tmp)
         seeds = [one_seed(args, seed, home) for seed in args.seeds]
     emit({"question": "does the gain found on a capture's replay hold on the original workload?",
           "system": args.system, "workload": args.workload, "kit_driver": KIT_DRIVER[args.system],
           "records": args.records, "budget": args.budget, "repeats": args.repeats,
-          "commit": _commit(), "machine": _machine(), "seeds": seeds}, args.out)
+          "commit": commit, "machine": _machine(), "seeds": seeds}, args.out)
 
 
 if __name__ == "__main__":
