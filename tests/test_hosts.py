@@ -269,9 +269,6 @@ def test_a_killed_worker_and_a_killed_verifier_restarted_on_another_host_lose_no
     assert told.count("verifying 1 candidate(s)") == 1 and "verifying" not in study.said("h1")
 
 
-@pytest.mark.skip(reason="known bug, not fixed yet: a trial lost between its ask and its first heartbeat (its worker "
-                         "not yet stored) on another host is never taken over, and the resumed `tune` waits for it "
-                         "for ever before verifying (seen in runs of this test; it passed in others)")
 def test_a_storage_host_gone_past_the_retry_limit_stops_every_process_in_one_line_and_the_study_resumes(
         net: tuple[Hosts, NetworkStorage], study_name: str, tmp_path: Path) -> None:
     """The storage's host unreachable for longer than the retries (8 s here): each process stops in one line, its
