@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from knobtune.errors import ConfigError, WorkloadError
+from knobtune.errors import ConfigError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, check_driver, render_every
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
 from knobtune.targets._counters import numbers, with_ratios
@@ -63,7 +63,7 @@ class RocksdbReplayTarget(EmbeddedTarget):
     def installed(cls) -> str | None:
         try:
             return find_kvbench()
-        except Exception:  # noqa: BLE001 - ToolMissingError: not built
+        except ToolMissingError:
             return None
 
     @classmethod
