@@ -147,7 +147,7 @@ def test_a_full_scratch_disk_stops_the_study_and_blames_no_config(home: Path, tm
         # still full: the same command refuses to start, in one line with the sizes (nothing is run)
         refused = subprocess.run(_tune(home), capture_output=True, text=True, timeout=120)
         assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
-        assert f"not enough free space in {scratch}/" in refused.stderr and "Fix:" in refused.stderr
+        assert f"not enough free space in {scratch} " in refused.stderr and "Fix:" in refused.stderr
 
     # room again: the same command resumes, and the config the full disk stopped runs to its end
     filler.unlink()
