@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,11 +38,17 @@ class ProcessResult:
     over_memory: bool = False  # killed because it held more than the memory limit
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
+def _die_with(parent: int) -> Callable[[], None]:
+    """What the child runs between fork and exec: die with ``parent`` (this process), even when it died already,
+    between the fork and the prctl (then no signal would ever come)."""
+    def die_with_parent() -> None:
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except OSError:
+            pass
+        if os.getppid() != parent:
+            os._exit(1)
+    return die_with_parent
 
 
 def spawn(argv: list[str], *, log_path: Path, cwd: Path | None = None, env: dict[str, str] | None = None,
@@ -60,7 +67,7 @@ def spawn(argv: list[str], *, log_path: Path, cwd: Path | None = None, env: dict
     with InterruptsHeld() as held:
         with open(log_path, "ab") as log:
             process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd,
-                                       env=env, start_new_session=True, preexec_fn=_die_with_parent,
+                                       env=env, start_new_session=True, preexec_fn=_die_with(os.getpid()),
                                        user=as_user, group=as_user, extra_groups=None if as_user is None else [])
         try:
             held.release()
