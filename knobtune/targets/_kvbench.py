@@ -44,7 +44,7 @@ from knobtune.workloads import Rung, Workload
 _MACHINE_FAULTS = ("No space left on device", "Too many open files", "Cannot allocate memory")
 _SPEC_FIX = ("correct the workload's kvbench section ({workload}; docs/workloads.md says what kvbench takes); if it is "
              "right, the spec knobtune wrote from it ({spec}) is knobtune's bug: report it with that file")
-_KILLED_AT_END = -9  # --crash-at-end: kvbench kills itself with SIGKILL once its result is written
+KILLED_AT_END = -9  # --crash-at-end: kvbench kills itself with SIGKILL once its result is written
 SECTION_FIELDS = ("phases", "measure", "twin", "threads")
 MAX_THREADS = 1024  # kvbench's own limit (native/kvbench/workload.h, kMaxThreads)
 
@@ -128,11 +128,7 @@ class KvbenchTarget(EmbeddedTarget):
         return self.find_program()  # its stores reopen under the same build and config
 
     def apply(self, config: Mapping[str, Value]) -> None:
-        try:
-            check_driver(self.catalog, config, self.driver)
-            self._config = render_every(self.catalog, config, self.spelling)
-        except ConfigError as exc:
-            raise RunFailure(FailureKind.REFUSED, str(exc)) from None
+        self._config = kvbench_options(self.catalog, config, self.driver, self.spelling)
 
     def settle_config(self) -> dict[str, str]:
         return dict(self._config)
@@ -182,7 +178,7 @@ class KvbenchTarget(EmbeddedTarget):
                 "--result", str(result_path), "--interval-ms", "1000", "--crash-at-end", "1" if self.settle else "0"]
         outcome = run_logged(argv, log_path=log_path, timeout_s=timeout_s, memory_limit_bytes=self.memory_limit_bytes)
         self.check_process(outcome, rung, timeout_s, log_path)
-        ended_as_asked = outcome.returncode == 0 or (self.settle and outcome.returncode == _KILLED_AT_END)
+        ended_as_asked = outcome.returncode == 0 or (self.settle and outcome.returncode == KILLED_AT_END)
         result = read_result(result_path) if ended_as_asked else None
         if result is None:
             kind, reason = classify_exit(outcome.returncode, log_path.read_text(errors="replace"))
@@ -270,6 +266,20 @@ def _check(spec: Mapping[str, Any], measured: Mapping[str, Any], log_path: Path,
     if expect == "none" and found:
         raise RunFailure(FailureKind.DATA_LOSS, f"deleted keys came back: {found:,} of {found + missing:,} "
                          f"deleted keys found by {name}", log_path)
+
+
+def kvbench_options(catalog: Catalog, config: Mapping[str, Value], driver: str, spelling: str) -> dict[str, str]:
+    """The option map kvbench takes for ``config``: every knob ``spelling`` can express, defaults too (kvbench's
+    RocksDB would otherwise use its library's defaults, not the catalog's).
+
+    Raises:
+        RunFailure: REFUSED when the config changes a knob ``driver`` cannot set.
+    """
+    try:
+        check_driver(catalog, config, driver)
+        return render_every(catalog, config, spelling)
+    except ConfigError as exc:
+        raise RunFailure(FailureKind.REFUSED, str(exc)) from None
 
 
 def engine_version(binary: str, system: str, scratch_dir: Path) -> str:

@@ -29,11 +29,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from knobtune.errors import ConfigError, ToolMissingError, WorkloadError
-from knobtune.knobs import Catalog, Value, check_driver, render_every
+from knobtune.errors import ToolMissingError, WorkloadError
+from knobtune.knobs import Catalog, Value
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
 from knobtune.targets._counters import numbers, with_ratios
 from knobtune.targets._embedded import EmbeddedTarget, find_kvbench, read_result
+from knobtune.targets._kvbench import KILLED_AT_END, kvbench_options
 from knobtune.targets._process import run_logged
 from knobtune.targets._replay import run_reference
 from knobtune.targets.rocksdb import trace
@@ -127,11 +128,7 @@ class RocksdbReplayTarget(EmbeddedTarget):
         return trace.engine_version(self.scratch_dir)
 
     def apply(self, config: Mapping[str, Value]) -> None:
-        try:
-            check_driver(self.catalog, config, self.spelling)
-            self._config = render_every(self.catalog, config, self.spelling)
-        except ConfigError as exc:
-            raise RunFailure(FailureKind.REFUSED, str(exc)) from None
+        self._config = kvbench_options(self.catalog, config, self.spelling, self.spelling)
         self._is_default = not self.catalog.changed(config)
 
     def settle_config(self) -> dict[str, str]:
@@ -172,7 +169,8 @@ class RocksdbReplayTarget(EmbeddedTarget):
     def _measure_reference(self, rung: Rung, log_path: Path, seed: int) -> None:
         """Replay the rung once under the default config (unmeasured) for the digest the config's must equal."""
         config, was_default = self._config, self._is_default
-        self._config, self._is_default = render_every(self.catalog, self.catalog.defaults(), self.spelling), True
+        self._config, self._is_default = kvbench_options(self.catalog, self.catalog.defaults(), self.spelling,
+                                                                self.spelling), True
         try:
             run_reference(rung, log_path, lambda log: super(RocksdbReplayTarget, self).run(
                 rung, timeout_s=None, log_path=log, seed=seed))
@@ -192,7 +190,7 @@ class RocksdbReplayTarget(EmbeddedTarget):
                 "--result", str(result_path), "--interval-ms", "1000", "--crash-at-end", "1" if self.settle else "0"]
         outcome = run_logged(argv, log_path=log_path, timeout_s=timeout_s, memory_limit_bytes=self.memory_limit_bytes)
         self.check_process(outcome, rung, timeout_s, log_path, what="the replay")
-        ended_as_asked = outcome.returncode == 0 or (self.settle and outcome.returncode == -9)
+        ended_as_asked = outcome.returncode == 0 or (self.settle and outcome.returncode == KILLED_AT_END)
         result = read_result(result_path) if ended_as_asked else None
         if result is None:
             raise RunFailure(*trace.classify_exit(outcome.returncode, log_path.read_text(errors="replace")), log_path)
