@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import _stamp
+
 KNOBTUNE = str(Path(sys.executable).with_name("knobtune"))  # the entry point installed beside this Python
 
 
@@ -30,14 +32,29 @@ def knobtune_json(*args: str, home: Path | None = None) -> dict:
     return json.loads(knobtune(*args, "--json", home=home))
 
 
+def result_path(out: Path | None) -> Path | None:
+    """Where a result given ``--out`` goes: ``out`` itself, or, when ``out`` is a folder (one that exists or a path
+    ending in /), ``DAY-COMMIT.json`` in it (bench/results/QUESTION/ is such a folder)."""
+    if out is None:
+        return None
+    if out.is_dir() or str(out).endswith("/"):
+        return out / _stamp.result_name()
+    return out
+
+
 def emit(result: dict, out: Path | None) -> None:
-    """Print a benchmark's result as JSON, and write it to ``out`` when given."""
+    """Print a benchmark's result as JSON with its provenance (``_stamp``: the commit, the machine and whether it
+    was quiet, every system's build), and write it to ``out`` when given (a folder: see ``result_path``)."""
     import json
 
-    text = json.dumps(result, indent=1, default=str)
-    if out:
-        out.write_text(text + "\n")
+    path = result_path(out)
+    text = json.dumps({**result, "provenance": _stamp.stamp(path)}, indent=1, default=str)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
     print(text)
+    if path:
+        print(f"wrote {path}", flush=True)
 
 
 def verified_speedup(summary: dict) -> dict | None:

@@ -29,11 +29,11 @@ interleaved full-size runs each). Recorded per tool and seed: the verified speed
 own claim, its trials and runs, when it reached 95% of its final best, and the unsafe values its winner holds.
 
     .venv/bin/python -m pip install -e ".[bench]"      # SMAC3 and matplotlib
-    .venv/bin/python bench/peers.py --budget 10m --seeds 1 2 3 --out bench/results/peers-YYYYMMDD.json
+    .venv/bin/python bench/peers.py --budget 10m --seeds 1 2 3 --out peers.json   # the suite's: bench/run.py peers
     .venv/bin/python bench/peers.py --budget 10m --seeds 1 2 3 \
-        --tools knobtune knobtune-alone rules-random smac smac-starts optuna --out bench/results/peers-YYYYMMDD.json
-    .venv/bin/python bench/peers.py --table bench/results/peers-YYYYMMDD.json
-    .venv/bin/python bench/peers.py --plot bench/results/peers-YYYYMMDD.json bench/results/peers-YYYYMMDD.png
+        --tools knobtune knobtune-alone rules-random smac smac-starts optuna --out arms.json
+    .venv/bin/python bench/peers.py --table bench/results/peers/DAY-COMMIT.json
+    .venv/bin/python bench/peers.py --plot bench/results/peers/DAY-COMMIT.json peers.png
 """
 
 from __future__ import annotations
@@ -58,7 +58,9 @@ import optuna
 from optuna.trial import TrialState
 
 import handwritten_optuna
-from _cli import as_speedups, best_so_far, emit, first_reached_s, knobtune_json, study_timeline, verified_speedup
+from _cli import (
+    as_speedups, best_so_far, emit, first_reached_s, knobtune_json, result_path, study_timeline, verified_speedup,
+)
 from knobtune.analysis import speedup
 from knobtune.analysis.diagnosis import diagnose
 from knobtune.errors import KnobtuneError
@@ -622,9 +624,8 @@ def _shown(tool: str) -> str:
     return NAMES.get(name, name) + (f" ({source})" if at else "")
 
 
-def table(path: Path) -> str:
-    """A Markdown table: per tool the median over seeds, then each seed's figures."""
-    data = json.loads(path.read_text())
+def table(data: dict[str, Any]) -> str:
+    """A result as a Markdown table: per tool the median over seeds, then each seed's figures."""
     rows = ["| tool | verified speedup vs the default: median (per seed, 95% CI; n.s.: within the noise) | "
             "its own claim per seed | "
             "trials / runs per seed | time to 95% of its final best: median (per seed) | unsafe values in its winner |",
@@ -795,7 +796,7 @@ def main() -> None:
         emit(merge([json.loads(p.read_text()) for p in args.merge]), args.out)
         return
     if args.table:
-        print(table(args.table))
+        print(table(json.loads(args.table.read_text())))
         return
     if args.plot:
         plot(*args.plot)
@@ -871,8 +872,11 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _save(result: dict[str, Any], out: Path | None) -> None:
-    if out:
-        out.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    """The result so far (no provenance yet: ``emit`` adds it at the end)."""
+    path = result_path(out)
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=1, default=str) + "\n")
 
 
 if __name__ == "__main__":

@@ -15,9 +15,10 @@ and writes the study's verdict, the comparison (medians, 95% bootstrap
 intervals against the default, Mann-Whitney p-values, recovery time and peak
 memory of each) and the tuned config to one JSON file.
 
-    .venv/bin/python bench/postgresql.py --workload pgbench-tpcb --time 20m --out bench/results/pg-tpcb-20261123.json
-    .venv/bin/python bench/postgresql.py --table bench/results/pg-*-20261123.json
-    .venv/bin/python bench/postgresql.py --queries bench/results/pg-tpch-30m-20261126.json   # per query, tpch
+    .venv/bin/python bench/postgresql.py --workload pgbench-tpcb --time 30m --out tpcb.json
+    .venv/bin/python bench/run.py postgresql-tpcb       # the suite's question (bench/questions/)
+    .venv/bin/python bench/postgresql.py --table bench/results/postgresql-*/*.json
+    .venv/bin/python bench/postgresql.py --queries bench/results/postgresql-tpch/DAY-COMMIT.json   # per query, tpch
 """
 
 from __future__ import annotations
@@ -54,15 +55,16 @@ def run(args: argparse.Namespace) -> dict:
             "total_wall_s": round(time.monotonic() - started, 1)}
 
 
-def table(paths: list[Path]) -> str:
+def table(*results: dict) -> str:
+    """Results as a Markdown table: per result, each candidate of its side-by-side comparison."""
     rows = ["| workload | study | candidate | median (tps, or s for tpch) | vs default (95% CI) | p | recovery "
             "(median) | peak memory |",
             "|---|---|---|---|---|---|---|---|"]
-    for path in paths:
-        data = json.loads(path.read_text())
+    for data in results:
         counts = data["summary"].get("counts", {})
         trials = " / ".join(f"{counts.get(k, 0)}" for k in ("complete", "pruned", "timeout"))
-        for row in data["compare"]["candidates"]:
+        for row, name in zip(data["compare"]["candidates"], ("default", f"PGTune ({data['pgtune_profile']})",
+                                                             f"the study's result ({data['study']})")):
             speedup = row.get("speedup") or {}
             ci = (f"{speedup['ratio']:.2f}x ({speedup['ci_low']:.2f}-{speedup['ci_high']:.2f})" if speedup
                   else "the default")
@@ -72,7 +74,7 @@ def table(paths: list[Path]) -> str:
             memory = costs.get("peak_rss_bytes")
             median = row["median"]
             shown = "" if median is None else (f"{median:.0f}" if median >= 100 else f"{median:.2f}")
-            rows.append(f"| {data['workload']} | {data['time']}, trials {trials} | {row['label']} | {shown} | {ci} | "
+            rows.append(f"| {data['workload']} | {data['time']}, trials {trials} | {name} | {shown} | {ci} | "
                         f"{p} | {'' if recovery is None else f'{recovery:.2f} s'} | "
                         f"{'' if memory is None else f'{memory / 2**20:.0f} MiB'} |")
     return "\n".join(rows)
@@ -112,7 +114,7 @@ def main() -> None:
     parser.add_argument("--queries", type=Path, help="print the per-query table of this result file (tpch)")
     args = parser.parse_args()
     if args.table:
-        print(table(args.table))
+        print(table(*(json.loads(path.read_text()) for path in args.table)))
         return
     if args.queries:
         print(query_table(args.queries))

@@ -13,7 +13,7 @@ the default, interleaved, --repeats times each at full size, three ways:
    7.8's waitforcompaction first sleeps a fixed 5 s ("give background threads
    a chance to wake"); the harness reports its time with and without those 5 s.
 
-    .venv/bin/python bench/settled.py --workload put-get-delete --time 10m --out bench/results/settled-pgd.json
+    .venv/bin/python bench/settled.py --workload put-get-delete --time 10m --out bench/results/settled/
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import argparse
 import json
 import time
 from pathlib import Path
+
+from _cli import emit
 
 from knobtune.analysis import speedup
 from knobtune.knobs import load_catalog
@@ -122,14 +124,13 @@ def _costs(costs: dict) -> str:
     return f"{settle} / {recovery} / {costs['peak_rss_bytes'] / 2**20:,.0f} MiB"
 
 
-def table(paths: list[Path]) -> str:
-    """The bench/README.md table from result files: one row per study."""
+def table(*results: dict) -> str:
+    """Results as a Markdown table: one row per study."""
     rows = ["| workload | study | trials (complete / pruned / timeout) | knobtune's verdict | re-measured settled "
             "| re-measured unsettled | db_bench flush,waitforcompaction (raw; less its 5 s sleep) "
             "| default: settle / recovery / peak memory | winner: settle / recovery / peak memory |",
             "|---|---|---|---|---|---|---|---|---|"]
-    for path in paths:
-        data = json.loads(path.read_text())
+    for data in results:
         r, args = data["result"], data["args"]
         counts = r["counts"]
         harness = r.get("db_bench_harness") or {}
@@ -163,7 +164,7 @@ def main() -> None:
     parser.add_argument("--table", type=Path, nargs="+", default=None, help="print the README table of these results")
     args = parser.parse_args()
     if args.table:
-        print(table(args.table))
+        print(table(*(json.loads(path.read_text()) for path in args.table)))
         return
     store = open_store(args.dir)
     result, ctx = run_study(args, store)
@@ -179,11 +180,7 @@ def main() -> None:
             result["db_bench_harness"] = db_bench_harness(ctx, args, store)
             print("db_bench flush,waitforcompaction:", json.dumps(result["db_bench_harness"].get("speedup")),
                   json.dumps(result["db_bench_harness"].get("speedup_without_sleep")), flush=True)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "result": result},
-                                       indent=2, default=str))
-    print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=1, default=str)[:3000])
+    emit({"args": {k: str(v) for k, v in vars(args).items()}, "result": result}, args.out)
 
 
 if __name__ == "__main__":

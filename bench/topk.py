@@ -17,9 +17,9 @@ agreement between rungs: the same ranking computed from rung 0 and from
 rung 1 of the all-knob studies' trials (``rank --from-study``).
 
     .venv/bin/python bench/topk.py --budget 4m --rank-time 80 --seeds 1 2 3 --records 20000 \
-        --out bench/results/topk-20261123.json
-    .venv/bin/python bench/topk.py --table bench/results/topk-20261123.json
-    .venv/bin/python bench/topk.py --plot bench/results/topk-20261123.json bench/results/topk-20261123.png
+        --out bench/results/topk/
+    .venv/bin/python bench/topk.py --table bench/results/topk/DAY-COMMIT.json
+    .venv/bin/python bench/topk.py --plot bench/results/topk/DAY-COMMIT.json topk.png
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _cli import as_speedups, emit, knobtune_json, study_timeline, verified_speedup
+from _cli import as_speedups, emit, knobtune_json, result_path, study_timeline, verified_speedup
 from knobtune.knobs.units import parse_duration_s
 
 
@@ -85,8 +85,8 @@ def rung_agreement(args: argparse.Namespace, home: Path, seed: int) -> dict:
             "top5": {r: orders[r]["order"][:5] for r in (0, 1)}}
 
 
-def table(path: Path) -> str:
-    data = json.loads(path.read_text())
+def table(data: dict) -> str:
+    """A result as a Markdown table: one row per arm, its seeds' figures side by side."""
     rows = ["| arm | seeds | verified speedup of the best candidate per seed (95% CI; n.s.: within the noise) | "
             "best full-size single run per seed (over the arm's default) | time to 95% of the all-knob best (median) |",
             "|---|---|---|---|---|"]
@@ -161,7 +161,7 @@ def main() -> None:
                         help="draw the best speedup over time of a result file into a PNG")
     args = parser.parse_args()
     if args.table:
-        print(table(args.table))
+        print(table(json.loads(args.table.read_text())))
         return
     if args.plot:
         plot(*args.plot)
@@ -175,8 +175,9 @@ def main() -> None:
     for seed in args.seeds:  # arms of one seed one after the other: drift spreads over every arm alike
         for name in args.arms:
             runs.append(arm(args, home, name, seed, budget_s))
-            if args.out:
-                args.out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
+            if out := result_path(args.out):  # the runs so far (emit adds the provenance at the end)
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
     mark_reached(runs)
     result = {"budget": args.budget, "rank_time_s": args.rank_time, "records": args.records, "runs": runs,
               "rung_agreement": [rung_agreement(args, home, seed) for seed in args.seeds if "all" in args.arms]}

@@ -1,0 +1,137 @@
+"""Where a bench's figures come from: the commit, the machine, whether it was quiet, every system's build.
+
+``_cli.emit`` adds ``stamp()`` to every result as its ``provenance``, so every result file says which code state
+made it (the commit its runs started from, and whether the checkout had changes), on which machine (CPU model,
+cores, memory, kernel, OS, storage), whether the machine was quiet while it ran, and which build of each system
+it measured (``knobtune systems --json``: for RocksDB, Debian's assertion-enabled package or the release build
+of scripts/rocksdb-release).
+
+Quiet is judged from the CPU the rest of the machine used while the bench ran: the machine's busy time
+(/proc/stat) less the CPU this bench and the processes it waited for used (getrusage), as a share of the
+machine's capacity, and the time the hypervisor took (steal). The load averages before and after are kept
+beside it; the one after counts the bench's own work.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import resource
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from knobtune.tuning.machine import machine_facts
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
+QUESTION_ENV = "KNOBTUNE_BENCH_QUESTION"  # set by bench/run.py: the question a script's run answers
+COMMAND_ENV = "KNOBTUNE_BENCH_COMMAND"  # set by bench/run.py: the command that ran it, as a user types it
+QUIET_OTHERS_SHARE = 0.10  # quiet: the rest of the machine used under a tenth of its CPU while the bench ran ...
+QUIET_STEAL_SHARE = 0.05  # ... and the hypervisor took under 5% of it
+
+
+def _cpu_ticks() -> dict[str, int]:
+    """The machine's CPU time so far, in clock ticks: busy (user, nice, system, irq, softirq), steal and all."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:9]]
+    except (OSError, ValueError, IndexError):
+        return {}
+    user, nice, system, idle, iowait, irq, softirq, steal = fields
+    return {"busy": user + nice + system + irq + softirq, "steal": steal, "all": sum(fields)}
+
+
+def _own_cpu_s() -> float:
+    """CPU seconds of this process and of every process it (or they) waited for."""
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+def _git(*args: str) -> str:
+    ran = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False)
+    return ran.stdout.strip()
+
+
+STARTED = {"at": datetime.datetime.now(datetime.timezone.utc), "monotonic": time.monotonic(),
+           "load": os.getloadavg(), "cpu": _cpu_ticks(), "own_cpu_s": _own_cpu_s(),
+           # the code state the runs start from (each knobtune command a bench runs imports it afresh)
+           "commit": _git("rev-parse", "--short=7", "HEAD") or "unknown",
+           "dirty": bool(_git("status", "--porcelain", "--untracked-files=no"))}
+
+
+def result_name() -> str:
+    """A result's file name in its question's folder: the day the bench started and the commit it ran."""
+    return f"{STARTED['at']:%Y%m%d}-{STARTED['commit']}.json"
+
+
+def command() -> str:
+    """The command that made this result, repository-relative: bench/run.py's when it ran the script, else the
+    script's own argv (its path made relative to the repository)."""
+    given = os.environ.get(COMMAND_ENV)
+    if given:
+        return given
+    script = Path(sys.argv[0]).resolve()
+    shown = str(script.relative_to(REPO)) if script.is_relative_to(REPO) else script.name
+    return shlex.join([".venv/bin/python", shown, *sys.argv[1:]])
+
+
+def question(out: Path | None) -> str | None:
+    """Which question the result answers: bench/run.py says so, or the result goes into bench/results/QUESTION/."""
+    given = os.environ.get(QUESTION_ENV)
+    if given:
+        return given
+    if out is not None and out.resolve().parent.parent == RESULTS:
+        return out.resolve().parent.name
+    return None
+
+
+def machine() -> dict[str, Any]:
+    """The machine's facts: knobtune's own (CPU model, cores, memory, storage, kernel), its OS and the kernel."""
+    facts = machine_facts(Path(tempfile.gettempdir()))
+    try:
+        distribution = platform.freedesktop_os_release().get("PRETTY_NAME")
+    except OSError:
+        distribution = None
+    return {**facts, "kernel": platform.release(), "distribution": distribution}
+
+
+def systems() -> list[dict[str, Any]]:
+    """Every installed system and driver with its build, as ``knobtune systems --json`` reports them."""
+    knobtune = str(Path(sys.executable).with_name("knobtune"))
+    ran = subprocess.run([knobtune, "systems", "--json"], capture_output=True, text=True, check=False)
+    if ran.returncode != 0:
+        return [{"error": f"knobtune systems --json failed (status {ran.returncode}): {ran.stderr[-300:]}"}]
+    return [{key: row[key] for key in ("system", "driver", "build")}
+            for row in json.loads(ran.stdout)["systems"] if row["installed"]]
+
+
+def quiet() -> dict[str, Any]:
+    """Whether the machine was quiet from the bench's start until now, with the figures that judge it."""
+    now, elapsed_s = _cpu_ticks(), time.monotonic() - STARTED["monotonic"]
+    figures: dict[str, Any] = {"load_before": list(STARTED["load"]), "load_after": list(os.getloadavg()),
+                               "elapsed_s": round(elapsed_s, 1)}
+    before = STARTED["cpu"]
+    if not now or not before or now["all"] <= before["all"]:
+        return figures | {"quiet": None, "why": "the machine's CPU time could not be read (/proc/stat)"}
+    tick_s = 1 / os.sysconf("SC_CLK_TCK")
+    capacity_s = (now["all"] - before["all"]) * tick_s
+    own_s = _own_cpu_s() - STARTED["own_cpu_s"]
+    others = max(0.0, (now["busy"] - before["busy"]) * tick_s - own_s) / capacity_s
+    steal = (now["steal"] - before["steal"]) * tick_s / capacity_s
+    return figures | {"others_cpu_share": round(others, 3), "steal_share": round(steal, 3),
+                      "quiet": others < QUIET_OTHERS_SHARE and steal < QUIET_STEAL_SHARE}
+
+
+def stamp(out: Path | None) -> dict[str, Any]:
+    """The provenance of a result written now to ``out`` (None: printed only)."""
+    return {"recorded": True, "question": question(out), "command": command(),
+            "commit": STARTED["commit"], "dirty": STARTED["dirty"],
+            "started": STARTED["at"].isoformat(timespec="seconds"),
+            "ended": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": machine(), "quiet": quiet(), "systems": systems()}
