@@ -54,6 +54,18 @@ def run(args: argparse.Namespace) -> dict:
             "medians": medians}
 
 
+
+def table(result: dict) -> str:
+    """A result as a Markdown table: each arm's medians."""
+    rows = [f"{result['workload']}, {result['records']:,} records, first rung, {result['pairs']} interleaved pairs "
+            "(medians):", "", "| class archive | node's start | restart after the crash (measured) | run's wall time |",
+            "|---|---|---|---|"]
+    for arm, label in (("archive", "used"), ("none", "moved aside")):
+        m = result["medians"][arm]
+        rows.append(f"| {label} | {m['start_s']:.2f} s | {m['recovery_s']:.2f} s | {m['wall_s']:.2f} s |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workload", default="ycsb-a")

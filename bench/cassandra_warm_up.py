@@ -53,6 +53,18 @@ def run(args: argparse.Namespace) -> dict:
     return {"workload": workload.name, "runs": rows, "summary": summary}
 
 
+
+def table(result: dict) -> str:
+    """A result as a Markdown table: per arm the medians of the first rung and the full size."""
+    rows = [f"{result['workload']}, the default's measured throughput (medians):", "",
+            "| warm-up | first rung | full size | first rung / full size | first rung's spread |",
+            "|---|---|---|---|---|"]
+    for arm, s in result["summary"].items():
+        rows.append(f"| {arm} | {s['small_median']:,.0f} ops/s | {s['full_median']:,.0f} ops/s "
+                    f"| {s['small_to_full']:.0%} | {s['small_spread']:.0%} |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workload", default="ycsb-a-1m")

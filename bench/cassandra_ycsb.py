@@ -13,7 +13,7 @@ Runs, with the CLI a user runs:
    memtable_cleanup_threshold, compaction_throughput.
 
     .venv/bin/python bench/cassandra_ycsb.py --records 20000 --time 20m --rank-time 20m \
-        --out bench/results/cassandra-20261123.json
+        --out cassandra-ycsb.json
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ db_bench process. A settled study (knobtune's default) counted the store's flush
 a fixed 5 s, the speedup is also given without those 5 s (that one is compared with the claim).
 
     .venv/bin/python bench/export_check.py STUDY --dir bench/studies --repeats 5 \\
-        --out bench/results/export-check-STUDY-COMMIT.json
+        --out bench/results/export-check/      # the suite runs it as: bench/run.py export-check --dir DIR
 
 The result holds the speedup with its 95% bootstrap interval (knobtune.analysis.speedup), the study's verified
 claim, their ratio and whether it clears 90%, with the git commit, the machine's facts and the RocksDB build.
@@ -151,6 +151,26 @@ def check(args: argparse.Namespace) -> dict:
         result["gain_of_claim"] = (compared["ratio"] - 1) / (claim["ratio"] - 1) if claim["ratio"] != 1 else None
         result["holds"] = result["of_claim"] >= BAR
     return result
+
+
+
+def _ratio(figure: dict | None) -> str:
+    return f"{figure['ratio']:.2f}x ({figure['ci_low']:.2f}-{figure['ci_high']:.2f})" if figure else "-"
+
+
+def table(result: dict) -> str:
+    """A result as a Markdown table: the study's claim beside the figure measured outside knobtune."""
+    workload = result["workload"]
+    medians = {label: sorted(values)[len(values) // 2] for label, values in result["times_s"].items() if values}
+    of_claim = f"{result['of_claim']:.2f}" if result.get("of_claim") else "-"
+    return "\n".join([
+        f"Study `{result['study']}` ({workload['name']}, {workload['records']:,} records, "
+        f"{'settled' if workload['settled'] else 'unsettled'}), {result['repeats']} interleaved db_bench runs a side:",
+        "", "| the study's verified claim | db_bench alone, whole process | less waitforcompaction's 5 s sleep "
+        "| of the claim | holds (>= 90%) | db_bench's median: default / exported |", "|---|---|---|---|---|---|",
+        f"| {_ratio(result.get('claim'))} | {_ratio(result.get('speedup'))} "
+        f"| {_ratio(result.get('speedup_without_sleep'))} | {of_claim} | {'yes' if result.get('holds') else 'no'} "
+        f"| {' / '.join(f'{medians[label]:.2f} s' for label in ('default', 'exported') if label in medians)} |"])
 
 
 def main() -> None:

@@ -5,9 +5,9 @@ elapsed time as the objective, no check of what the reads found: the kind of
 script the published RocksDB study describes and issue 9 tried. It writes its
 best config as a knobtune config file, so the two can be compared side by side:
 
-    .venv/bin/python bench/handwritten_optuna.py --time 8m --out bench/results/handwritten-best.json
+    .venv/bin/python bench/handwritten_optuna.py --time 8m --out handwritten-best.json
     .venv/bin/knobtune compare rocksdb --workload put-get-delete --repeats 5 \\
-        --config default --config bench/results/handwritten-best.json --config study:NAME --dir bench/studies
+        --config default --config handwritten-best.json --config study:NAME --dir bench/studies
 
 It is a benchmark baseline, not part of knobtune: it deliberately does what
 such scripts do (and so falls into the traps knobtune guards against).

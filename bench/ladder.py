@@ -17,10 +17,10 @@ or, with ``--scaling both``, both scaled and as it is.
 Sizes are measured size-major, configs in a new shuffled order at each size, so the machine's drift is spread.
 
     .venv/bin/python bench/ladder.py --workload put-get-delete --configs 24 --fractions 0.05 0.1 0.2 0.33 0.5 1 \
-        --out bench/results/ladder-pgd-YYYYMMDD.json
-    .venv/bin/python bench/ladder.py --table bench/results/ladder-pgd-YYYYMMDD.json
+        --out ladder-pgd.json   # the suite's: bench/run.py ladder
+    .venv/bin/python bench/ladder.py --table bench/results/ladder/DAY-COMMIT.json
     .venv/bin/python bench/ladder.py --workload put-get-delete --configs 24 --fractions 0.05 0.2 1 --scaling both \
-        --climbed-from sqlite:////tmp/peers/run/studies.db --out bench/results/ladder-scaled-pgd-YYYYMMDD.json
+        --climbed-from sqlite:///STUDIES/studies.db --out scaled-pgd.json
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@
    side by side, interleaved, on the patched build (its defaults measure as
    the system library does: tests/test_leveldb_tunable.py).
 
-    .venv/bin/python bench/leveldb_constants.py --time 6m --out bench/results/leveldb-constants-20261123.json
+    .venv/bin/python bench/leveldb_constants.py --time 5m --out bench/results/leveldb-constants/
 """
 
 from __future__ import annotations
@@ -30,6 +30,29 @@ def winner_file(home: Path, study: str) -> Path | None:
     path = home / f"{study}.json"
     path.write_text(knobtune("export", study, "--format", "json", home=home))
     return path
+
+
+
+def _figure(verified: dict | None) -> str:
+    if not verified:
+        return "none verified"
+    return f"{verified['ratio']:.2f}x ({verified['ci_low']:.2f}-{verified['ci_high']:.2f})"
+
+
+def table(result: dict) -> str:
+    """A result as a Markdown table: each study's own verdict, then the winners side by side."""
+    side = result["side_by_side"]
+    rows = [f"Side by side on the patched build, {len(side['labels'])} configs, noise {side['noise_cv']:.1%}:", "",
+            "| config | median | vs the default (95% CI) | the study's own verified figure |", "|---|---|---|---|"]
+    own = {"runtime": result["runtime"]["verified"], "constants": result["constants"]["verified"]}
+    for row in side["speedups"]:
+        label = row["config"]
+        vs = "-" if label == "default" else _figure(row if "ratio" in row else None)
+        rows.append(f"| {label} | {row['median']:,.0f} | {vs} | {_figure(own[label]) if label in own else '-'} |")
+    notebook = result["notebook_study"]
+    rows += ["", f"write_buffer_size alone, 10 trials (the notebook's study): {_figure(notebook['verified'])} "
+                 f"({notebook['verdict']})"]
+    return "\n".join(rows)
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ workload + settle; the original's includes its load phase, which the capture
 holds as its checkpoint), with the commit, the machine and the RocksDB build.
 
     .venv/bin/python bench/replay_transfer.py --workload ycsb-a --budget 5m --seeds 1 2 3 \
-        --out bench/results/replay-transfer-ycsb-a.json
+        --out bench/results/replay-transfer/
     .venv/bin/python bench/replay_transfer.py --system postgresql --workload pgbench-tpcb --records 20000 \
         --kit-objective p99_us --nondeterministic "pgbench_history.mtime" --budget 10m --seeds 1
 """
@@ -106,7 +106,7 @@ def _ci(figure: dict | None) -> str:
 
 
 def table(result: dict) -> str:
-    """A result file as a Markdown table, one row per seed (what bench/README.md shows)."""
+    """A result file as a Markdown table, one row per seed (bench/RESULTS.md shows it)."""
     build = f", RocksDB {result['machine']['rocksdb']}" if result.get("system", "rocksdb") == "rocksdb" else ""
     rows = [f"{result.get('system', 'rocksdb')} / {result['workload']}, budget {result['budget']}, "
             f"{result['repeats']} interleaved runs a side, commit {result['commit']}{build}",

@@ -9,7 +9,7 @@ that a shipped size does what its workload file says (data larger than the
 default's cache, the default checkpointing at least twice inside a run).
 
     .venv/bin/python bench/server_sizes.py postgresql tpcc --runs 1
-    .venv/bin/python bench/server_sizes.py postgresql pgbench-tpcb --runs 2 --out bench/results/sizes-tpcb.json
+    .venv/bin/python bench/server_sizes.py postgresql pgbench-tpcb --runs 2 --out sizes-tpcb.json
 """
 
 from __future__ import annotations

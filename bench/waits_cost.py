@@ -6,7 +6,7 @@ pgbench's own time (the settle is the same either way), as a ratio of medians wi
 (``analysis/stats.py``): above 1, the runs without the sampler were faster.
 
     .venv/bin/python bench/waits_cost.py --workload pgbench-tpcb --records 20000 --repeats 5 \\
-        --out bench/results/waits-cost-tpcb-20261125.json
+        --out bench/results/waits-cost/
 """
 
 from __future__ import annotations
@@ -23,6 +23,20 @@ from knobtune.targets.postgresql import waits
 from knobtune.workloads import load_workload
 
 from _cli import emit
+
+
+
+def table(result: dict) -> str:
+    """A result as a Markdown table: pgbench's median time with and without the sampler, and their ratio."""
+    low, high = result["ci"]
+    runs = len(result["workload_s"]["sampled"])
+    return "\n".join([
+        f"{result['workload']}, {result['records']:,} transactions a run, {runs} runs each, interleaved:", "",
+        "| sampled (median) | unsampled (median) | sampled / unsampled (95% CI) | p | wait samples a sampled run |",
+        "|---|---|---|---|---|",
+        f"| {result['median_s']['sampled']:.1f} s | {result['median_s']['unsampled']:.1f} s "
+        f"| {result['sampled_over_unsampled']:.2f}x ({low:.2f}-{high:.2f}) | {result['p_value']:.2f} "
+        f"| {min(result['wait_samples']):.0f}-{max(result['wait_samples']):.0f} |"])
 
 
 def main() -> None:

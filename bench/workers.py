@@ -10,7 +10,7 @@ processes disturb each other's timings (two db_bench runs at once): this
 shows the mechanics and the throughput of trials, not the gain of a second
 machine.
 
-    .venv/bin/python bench/workers.py --time 6m --records 20000 --out bench/results/workers-20261123.json
+    .venv/bin/python bench/workers.py --time 6m --records 20000 --out bench/results/workers/
 """
 
 from __future__ import annotations
@@ -73,6 +73,18 @@ def run_arm(args: argparse.Namespace, url: str, home: Path, workers: int) -> dic
             "references": sum(1 for t in trials if attrs.is_default(t.user_attrs)),
             "measured_twice": sum(1 for n in per_config_rung.values() if n > 1),
             "machines": summary.get("machines")}
+
+
+
+def table(result: dict) -> str:
+    """A result as a Markdown table: one row per arm."""
+    rows = ["| workers | trials (per worker) | per hour | reached full size | defaults run (baseline + controls) "
+            "| configs measured twice at one rung | study's own verdict |", "|---|---|---|---|---|---|---|"]
+    for arm in result["arms"]:
+        per_worker = " + ".join(str(n) for n in arm["per_worker"].values())
+        rows.append(f"| {arm['workers']} | {arm['trials']} ({per_worker}) | {arm['trials_per_hour']:,.0f} "
+                    f"| {arm['full_size']} | {arm['references']} | {arm['measured_twice']} | {arm['verdict']} |")
+    return "\n".join(rows)
 
 
 def main() -> None:

@@ -1,0 +1,113 @@
+"""Run one question of the bench suite, or regenerate bench/RESULTS.md (bench/README.md says more).
+
+    .venv/bin/python bench/run.py --list                 # the questions, what each asks and how long it takes
+    .venv/bin/python bench/run.py peers                  # run one: bench/results/peers/DAY-COMMIT.json, RESULTS.md
+    .venv/bin/python bench/run.py peers --dir STUDIES    # keep its studies in STUDIES (default: a temporary folder)
+    .venv/bin/python bench/run.py --results              # regenerate bench/RESULTS.md from the stored results
+    .venv/bin/python bench/run.py --adopt peers FILE --commit ccf6e1e --quiet yes --note "..."   # made outside it
+
+A question runs its script (bench/questions/QUESTION.toml: ``run``) with ``--out`` pointing into its results
+folder; the script's ``emit`` stamps the result with the commit, the machine, whether it was quiet and every
+system's build. ``--adopt`` takes a result file a bench wrote without the runner (run by hand from a checkout of
+COMMIT on this machine): its stamp gives that commit, this machine's facts and builds as read now, and says it
+was adopted, with the note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import _stamp
+import suite
+
+
+def run_question(question: suite.Question, studies: Path | None) -> int:
+    """Run the question's script; its exit status. Its result goes to bench/results/QUESTION/DAY-COMMIT.json."""
+    folder = suite.RESULTS / question.name
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / _stamp.result_name()
+    for n in range(2, 100):
+        if not out.exists():
+            break
+        out = folder / _stamp.result_name().replace(".json", f"-{n}.json")
+    extra = ["--dir", str(studies)] if studies else []
+    env = os.environ | {_stamp.QUESTION_ENV: question.name,
+                        _stamp.COMMAND_ENV: question.command + (" --dir DIR" if studies else "")}
+    shown = " ".join([question.script_command(), *extra, "--out", str(out.relative_to(suite.BENCH.parent))])
+    print(f"$ {shown}", flush=True)
+    ran = subprocess.run([sys.executable, str(question.script), *question.run[1:], *extra, "--out", str(out)],
+                         env=env, check=False)
+    if ran.returncode == 0 and out.exists():
+        print(f"wrote {suite.write_results_md().relative_to(suite.BENCH.parent)}")
+    return ran.returncode
+
+
+def adopted_stamp(source: Path, commit: str, note: str, quiet: bool | None) -> dict:
+    """A stamp for a result made by hand on this machine from a checkout of ``commit``: the machine's facts and
+    builds as read now, the file's time as its end; quietness as the person adopting it says (not measured)."""
+    ended = datetime.datetime.fromtimestamp(source.stat().st_mtime, datetime.timezone.utc)
+    return {"recorded": False, "adopted": f"made outside bench/run.py and adopted {datetime.date.today()}: the "
+                                         "machine's facts and builds were read at adoption, on the machine that "
+                                         f"ran it; {note}".rstrip("; "),
+            "command": note_command(note), "commit": commit, "dirty": False,
+            "started": None, "ended": ended.isoformat(timespec="seconds"),
+            "machine": _stamp.machine(),
+            "quiet": {"quiet": quiet, "said": "said at adoption, not measured" if quiet is not None else None},
+            "systems": _stamp.systems()}
+
+
+def note_command(note: str) -> str | None:
+    """The command a note quotes between backticks, if any."""
+    parts = note.split("`")
+    return parts[1] if len(parts) >= 3 else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("question", nargs="?", help="the question to run (bench/questions/QUESTION.toml)")
+    parser.add_argument("--dir", type=Path, help="the studies folder given to the script (default: its own)")
+    parser.add_argument("--list", action="store_true", help="list the questions")
+    parser.add_argument("--results", action="store_true", help="regenerate bench/RESULTS.md")
+    parser.add_argument("--adopt", type=Path, metavar="FILE", help="take FILE as the question's latest result")
+    parser.add_argument("--commit", help="with --adopt: the commit the result's runs started from")
+    parser.add_argument("--note", default="", help="with --adopt: how it ran (quote its command in backticks)")
+    parser.add_argument("--quiet", choices=("yes", "no"), help="with --adopt: whether the machine was quiet")
+    args = parser.parse_args()
+    try:
+        questions = {q.name: q for q in suite.questions()}
+    except suite.QuestionError as exc:
+        raise SystemExit(str(exc)) from None
+    if args.list:
+        for q in questions.values():
+            print(f"{q.name}: {q.asks}" + (f" ({q.takes})" if q.takes else ""))
+        return
+    if args.results:
+        print(f"wrote {suite.write_results_md().relative_to(suite.BENCH.parent)}")
+        return
+    if args.question not in questions:
+        raise SystemExit(f"no question {args.question!r} in bench/questions/. Fix: one of {', '.join(questions)} "
+                         "(bench/run.py --list)")
+    question = questions[args.question]
+    if args.adopt:
+        if not args.commit:
+            raise SystemExit("--adopt needs --commit: the commit the result's runs started from. Fix: add --commit")
+        try:
+            path = suite.adopt(question, args.adopt, adopted_stamp(args.adopt, args.commit, args.note,
+                                                                   None if args.quiet is None else args.quiet == "yes"))
+        except suite.QuestionError as exc:
+            raise SystemExit(str(exc)) from None
+        print(f"wrote {path.relative_to(suite.BENCH.parent)}")
+        print(f"wrote {suite.write_results_md().relative_to(suite.BENCH.parent)}")
+        return
+    if args.dir and "--dir" not in Path(question.script).read_text():
+        raise SystemExit(f"bench/{question.run[0]} takes no --dir. Fix: run {question.name} without it")
+    raise SystemExit(run_question(question, args.dir))
+
+
+if __name__ == "__main__":
+    main()
