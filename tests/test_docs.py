@@ -43,9 +43,10 @@ def test_readme_starts_with_the_two_commands() -> None:
 
 def test_docs_stand_on_their_own() -> None:
     """Whoever clones the repository has only the repository: no doc, data file or bench points outside it, and every
-    relative link in README.md and docs/ names a file that is there."""
+    relative link in README.md, docs/ and bench/ names a file that is there."""
     files = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "knobtune").rglob("*.toml"),
-             *(ROOT / "knobtune").rglob("*.py"), *(ROOT / "bench").glob("*.py")]
+             *(ROOT / "knobtune").rglob("*.py"), *(ROOT / "bench").glob("*.py"), *(ROOT / "bench").glob("*.md"),
+             *(ROOT / "bench" / "questions").glob("*.toml")]
     texts = {p: p.read_text() for p in files}
     outside = [str(p.relative_to(ROOT)) for p, text in texts.items() if "../shared" in text]
     assert outside == []

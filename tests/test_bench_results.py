@@ -1,0 +1,109 @@
+"""The bench suite (bench/suite.py): its question files are valid, every stored result names its commit and machine,
+bench/RESULTS.md is what the stored results generate, and no bench page or question holds one machine's path.
+Pure Python over stored files: nothing runs a database."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import suite  # noqa: E402  (bench/ holds scripts, not a package)
+
+MACHINE_PATH = re.compile(r"(?<![\w.~-])/(work|tmp|root|home)/")
+
+
+def test_results_md_is_generated_from_the_stored_results() -> None:
+    assert suite.RESULTS_MD.read_text() == suite.results_md(), \
+        "bench/RESULTS.md differs from what the results generate. Fix: .venv/bin/python bench/run.py --results"
+
+
+def test_every_question_file_reads_and_names_a_script_and_a_renderer() -> None:
+    questions = suite.questions()
+    assert len(questions) >= 10
+    for question in questions:
+        assert question.script.is_file() and callable(question.renderer())
+        assert question.command == f".venv/bin/python bench/run.py {question.name}"
+
+
+def test_every_stored_result_names_its_commit_machine_and_question() -> None:
+    names = {q.name for q in suite.questions()}
+    folders = [p for p in suite.RESULTS.iterdir() if p.is_dir()]
+    assert folders and {p.name for p in folders} <= names, "a results folder with no question file"
+    for folder in folders:
+        for path in folder.glob("*.json"):
+            assert suite.RESULT_NAME.match(path.name), f"{path.name}: not DAY-COMMIT.json"
+            stamp = suite.provenance(path)
+            assert stamp.get("question") == folder.name, path
+            assert re.fullmatch(r"[0-9a-f]{7}", stamp.get("commit") or ""), f"{path}: no commit"
+            assert path.name.split("-")[1].startswith(stamp["commit"]), f"{path}: named for another commit"
+            assert stamp.get("machine"), f"{path}: no machine"
+            assert stamp.get("recorded") or stamp.get("recovered") or stamp.get("adopted"), \
+                f"{path}: a stamp not recorded by its run says how it was made"
+
+
+def test_each_section_names_the_commit_the_machine_and_the_raw_file() -> None:
+    text = suite.RESULTS_MD.read_text()
+    for question in suite.questions():
+        path = suite.latest(question.name)
+        body = text.split(f"\n## {question.name}\n", 1)[1].split("\n## ", 1)[0]
+        assert f"`{question.command}`" in body
+        if path is not None:
+            stamp = suite.provenance(path)
+            assert f"commit `{stamp['commit']}`" in body and "- machine: " in body
+            assert f"]({path.relative_to(suite.BENCH).as_posix()})" in body
+
+
+@pytest.mark.parametrize("change, says", [
+    ('asks = "x"', "unknown field 'asked'"),
+    ('system = "rocksdb"\n', "no 'system'"),
+    ('seeds = [1, 2, 3]', "seeds is str"),
+    ('"peers.py"', "run must start with a script of bench/"),
+    ('table = "peers.table"', "table 'peers.nothing' is no function"),
+    ('budget = "5m"', "budget '7m' is not in its run's arguments"),
+    ('"--repeats", "5"]', "names a path of one machine"),
+])
+def test_a_bad_question_file_is_refused_with_one_line(tmp_path: Path, change: str, says: str) -> None:
+    good = (suite.QUESTIONS / "peers.toml").read_text()
+    bad = {'asks = "x"': good.replace("asks =", "asked ="),
+           'system = "rocksdb"\n': good.replace('system = "rocksdb"\n', ""),
+           "seeds = [1, 2, 3]": good.replace("seeds = [1, 2, 3]", 'seeds = "1 2 3"'),
+           '"peers.py"': good.replace('"peers.py"', '"peers.sh"'),
+           'table = "peers.table"': good.replace('table = "peers.table"', 'table = "peers.nothing"'),
+           'budget = "5m"': good.replace('budget = "5m"', 'budget = "7m"'),
+           '"--repeats", "5"]': good.replace('"--repeats", "5"]', '"--repeats", "5", "--dir", "/tmp/studies"]')}[change]
+    path = tmp_path / "peers.toml"
+    path.write_text(bad)
+    with pytest.raises(suite.QuestionError) as refused:
+        suite.read_question(path)
+    message = str(refused.value)
+    assert says in message and "Fix:" in message and "\n" not in message
+    assert suite.read_question(suite.QUESTIONS / "peers.toml").name == "peers"  # the good file reads
+
+
+def test_an_adopted_result_is_stamped_named_by_its_commit_and_listed(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(suite, "RESULTS", tmp_path)
+    source = tmp_path / "made-by-hand.json"
+    source.write_text(json.dumps({"seeds": [1]}))
+    question = suite.read_question(suite.QUESTIONS / "peers.toml")
+    stamp = {"adopted": "run by hand", "commit": "ccf6e1e", "ended": "2026-11-27T23:40:00+00:00",
+             "machine": {"cpus": 2}, "quiet": {"quiet": None}, "systems": []}
+    path = suite.adopt(question, source, stamp)
+    assert path == tmp_path / "peers" / "20261127-ccf6e1e.json"
+    assert json.loads(path.read_text())["provenance"] == stamp | {"question": "peers"}
+    assert suite.latest("peers") == path
+    with pytest.raises(suite.QuestionError, match="Fix: give --commit"):
+        suite.adopt(question, source, {**stamp, "commit": ""})
+
+
+def test_no_bench_page_or_question_names_a_path_of_one_machine() -> None:
+    pages = [*(ROOT / "bench").glob("*.md"), *suite.QUESTIONS.glob("*.toml"), ROOT / "docs" / "findings.md"]
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in pages for n, line in enumerate(p.read_text().splitlines(), 1)
+             if MACHINE_PATH.search(line)]
+    assert found == []
