@@ -88,6 +88,8 @@ def test_the_suite_runs_a_question_into_its_folder_with_its_provenance(finished_
     assert stamp["command"] == ".venv/bin/python bench/run.py tiny-check --dir DIR"
     assert stamp["machine"]["cpus"] == os.cpu_count() and stamp["machine"]["kernel"] == platform.release()
     assert {"system": "rocksdb", "driver": "db_bench", "build": rocksdb_build().description} in stamp["systems"]
+    builds = {(row["system"], row["driver"]): row["build"] for row in stamp["systems"]}
+    assert all(builds.values()), f"every installed system says its build (servers their version): {builds}"
     quiet = stamp["quiet"]
     assert quiet["quiet"] in (True, False) and 0 <= quiet["others_cpu_share"] <= 1 and len(quiet["load_before"]) == 3
     assert (tmp_path / "RESULTS.md").read_text().startswith("# Benchmark results")

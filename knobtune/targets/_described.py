@@ -59,13 +59,18 @@ class DescribedServerTarget(CommandShape, ServerTarget):
     def checks_reads(section: Mapping[str, object]) -> bool:
         return CommandDriver.checks_reads(section)
 
-    def version(self) -> str:
+    @classmethod
+    def build(cls) -> str | None:
+        """The system's version as its system file's version command reports it; None when it cannot say."""
         try:
-            out = subprocess.run(list(self.files.version_argv), capture_output=True, text=True, timeout=60, check=False)
+            out = subprocess.run(list(cls.files.version_argv), capture_output=True, text=True, timeout=60, check=False)
         except (OSError, subprocess.TimeoutExpired):
-            return "unknown"
-        found = re.search(self.files.version_pattern, out.stdout + out.stderr)
-        return found.group(1) if found else "unknown"
+            return None
+        found = re.search(cls.files.version_pattern, out.stdout + out.stderr)
+        return found.group(1) if found else None
+
+    def version(self) -> str:
+        return self.build() or "unknown"
 
     def known_configs(self) -> tuple[KnownConfig, ...]:
         """The system file's known starting configs, computed for this machine (memory, cores)."""

@@ -96,9 +96,14 @@ class CassandraTarget(ServerTarget):
     def clients(self) -> int:
         return self.threads
 
-    def version(self) -> str:
+    @classmethod
+    def build(cls) -> str | None:
+        """Cassandra's version, from its released jar in the cache; None when none is there."""
         jars = sorted((cache_dir() / "lib").glob("cassandra-all-*.jar"))
-        return jars[-1].stem.removeprefix("cassandra-all-") if jars else "unknown"
+        return jars[-1].stem.removeprefix("cassandra-all-") if jars else None
+
+    def version(self) -> str:
+        return self.build() or "unknown"
 
     # ------------------------------------------------------------ what ServerTarget asks
 

@@ -92,9 +92,17 @@ class PostgresTarget(ServerTarget):
         binary = PG_BIN / "pgbench"
         return str(binary) if binary.exists() else None
 
+    @classmethod
+    def build(cls) -> str | None:
+        """The server's version as ``postgres --version`` reports it; None when it cannot say."""
+        try:
+            out = subprocess.run([str(PG_BIN / "postgres"), "--version"], capture_output=True, text=True, check=False)
+        except OSError:
+            return None
+        return out.stdout.strip().split()[-1] if out.stdout.strip() else None
+
     def version(self) -> str:
-        out = subprocess.run([str(PG_BIN / "postgres"), "--version"], capture_output=True, text=True, check=False)
-        return out.stdout.strip().split()[-1] if out.stdout.strip() else "unknown"
+        return self.build() or "unknown"
 
     def known_configs(self) -> tuple[KnownConfig, ...]:
         """PGTune for this machine, with the workload's profile (``baseline_profile``, oltp unless it says)."""
