@@ -23,10 +23,27 @@ import json
 import tempfile
 from pathlib import Path
 
-from _cli import emit, knobtune
+from _cli import emit, knobtune, result_path
 
 PUBLISHED_TOP5 = ("concurrent_reads", "native_transport_max_threads", "memtable_heap_space",
                   "memtable_cleanup_threshold", "compaction_throughput")
+
+
+
+def table(result: dict) -> str:
+    """A result in Markdown: the study's verdict, then the ranking's top 10 beside the published top 5."""
+    lines = []
+    if "tune" in result:
+        counts = ", ".join(f"{n} {kind}" for kind, n in result["tune"]["counts"].items() if n)
+        lines += [f"The study on ycsb-a ({result['records']:,} records): {result['tune']['verdict']} ({counts})", ""]
+    order = result["rank"]["order"]
+    lines += ["| rank | the ranking on ycsb-b | published top 5 (rank here) |", "|---|---|---|"]
+    published = list(result["published_top5"].items())
+    for index in range(max(10, len(published))):
+        knob = order[index] if index < len(order) else ""
+        other = (f"{published[index][0]} ({published[index][1] or 'not ranked'})" if index < len(published) else "")
+        lines.append(f"| {index + 1} | {knob} | {other} |")
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -47,8 +64,9 @@ def main() -> None:
                                              str(args.records),
                                              "--time", args.time, "--study", "cassandra-ycsb-a", "--seed",
                                              str(args.seed), "--json", home=home))
-        if args.out:
-            args.out.write_text(json.dumps(result, indent=1) + "\n")
+        if out := result_path(args.out):  # the study's part so far (emit adds the provenance at the end)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(result, indent=1) + "\n")
     ranking = json.loads(knobtune("rank", "cassandra", "--workload", "ycsb-b", "--records", str(args.records),
                                   "--samples", str(args.samples), "--time", args.rank_time, "--study",
                                   "rank-cassandra-ycsb-b", "--seed", str(args.seed), "--json", home=home))

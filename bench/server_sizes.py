@@ -48,6 +48,26 @@ def run(args: argparse.Namespace) -> dict:
             "open_note": note, "runs": runs}
 
 
+
+SHOWN = ("checkpoints_timed", "checkpoints_requested", "buffers_written_by_backends", "cache_hit_ratio", "wal_bytes")
+
+
+def table(result: dict) -> str:
+    """A result as a Markdown table: one row per full-size run of the default, with the server's counters."""
+    rows = [f"{result['system']} {result['workload']}, {result['records']:,} at full size; opened in "
+            f"{result['open_s']} s ({result.get('open_note') or 'loaded'}):", "",
+            "| run | measured (workload + settle) | ops/s | recovery | peak memory | " + " | ".join(SHOWN) + " |",
+            "|---" * (5 + len(SHOWN)) + "|"]
+    for index, run in enumerate(result["runs"], 1):
+        counters = [run["counters"].get(name) for name in SHOWN]
+        shown = ["-" if value is None else f"{value:,.3g}" if isinstance(value, float) else f"{value:,}"
+                 for value in counters]
+        recovery = "-" if run["recovery_s"] is None else f"{run['recovery_s']:.2f} s"
+        rows.append(f"| {index} | {run['elapsed_s']} s | {run['ops_per_s']:,.0f} | {recovery} "
+                    f"| {run['peak_rss_bytes'] / 2**20:,.0f} MiB | " + " | ".join(shown) + " |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("system")
