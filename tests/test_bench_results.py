@@ -41,7 +41,7 @@ def test_every_stored_result_names_its_commit_machine_and_question() -> None:
             assert suite.RESULT_NAME.match(path.name), f"{path.name}: not DAY-COMMIT.json"
             stamp = suite.provenance(path)
             assert stamp.get("question") == folder.name, path
-            assert re.fullmatch(r"[0-9a-f]{7}", stamp.get("commit") or ""), f"{path}: no commit"
+            assert re.fullmatch(r"[0-9a-f]{7,40}", stamp.get("commit") or ""), f"{path}: no commit"
             assert path.name.split("-")[1].startswith(stamp["commit"]), f"{path}: named for another commit"
             assert stamp.get("machine"), f"{path}: no machine"
             assert stamp.get("recorded") or stamp.get("recovered") or stamp.get("adopted"), \
