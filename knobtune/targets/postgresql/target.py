@@ -92,17 +92,24 @@ class PostgresTarget(ServerTarget):
         binary = PG_BIN / "pgbench"
         return str(binary) if binary.exists() else None
 
-    @classmethod
-    def build(cls) -> str | None:
-        """The server's version as ``postgres --version`` reports it; None when it cannot say."""
+    @staticmethod
+    def _version_line() -> str:
+        """``postgres --version``'s line, e.g. "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)"; "" if none."""
         try:
             out = subprocess.run([str(PG_BIN / "postgres"), "--version"], capture_output=True, text=True, check=False)
         except OSError:
-            return None
-        return out.stdout.strip().split()[-1] if out.stdout.strip() else None
+            return ""
+        return out.stdout.strip()
+
+    @classmethod
+    def build(cls) -> str | None:
+        """The server's version and package, e.g. "15.18 (Debian 15.18-0+deb12u1)"; None when it cannot say."""
+        line = cls._version_line()
+        return line.split("(PostgreSQL)", 1)[-1].strip() if line else None
 
     def version(self) -> str:
-        return self.build() or "unknown"
+        line = self._version_line()
+        return line.split()[-1] if line else "unknown"
 
     def known_configs(self) -> tuple[KnownConfig, ...]:
         """PGTune for this machine, with the workload's profile (``baseline_profile``, oltp unless it says)."""
