@@ -73,7 +73,8 @@ def main() -> None:
     parser.add_argument("--dir", type=Path, help="the studies folder given to the script (default: its own)")
     parser.add_argument("--list", action="store_true", help="list the questions")
     parser.add_argument("--results", action="store_true", help="regenerate bench/RESULTS.md")
-    parser.add_argument("--adopt", type=Path, metavar="FILE", help="take FILE as the question's latest result")
+    parser.add_argument("--adopt", nargs=2, metavar=("QUESTION", "FILE"),
+                        help="take FILE, a result made without the runner, as QUESTION's latest result")
     parser.add_argument("--commit", help="with --adopt: the commit the result's runs started from")
     parser.add_argument("--note", default="", help="with --adopt: how it ran (quote its command in backticks)")
     parser.add_argument("--quiet", choices=("yes", "no"), help="with --adopt: whether the machine was quiet")
@@ -89,16 +90,20 @@ def main() -> None:
     if args.results:
         print(f"wrote {suite.write_results_md().relative_to(suite.BENCH.parent)}")
         return
-    if args.question not in questions:
-        raise SystemExit(f"no question {args.question!r} in bench/questions/. Fix: one of {', '.join(questions)} "
+    name = args.adopt[0] if args.adopt else args.question
+    if name not in questions:
+        raise SystemExit(f"no question {name!r} in bench/questions/. Fix: one of {', '.join(questions)} "
                          "(bench/run.py --list)")
-    question = questions[args.question]
+    question = questions[name]
     if args.adopt:
         if not args.commit:
             raise SystemExit("--adopt needs --commit: the commit the result's runs started from. Fix: add --commit")
+        source = Path(args.adopt[1])
+        if not source.is_file():
+            raise SystemExit(f"--adopt: no file {source}. Fix: give the JSON file the bench wrote")
         try:
-            path = suite.adopt(question, args.adopt, adopted_stamp(args.adopt, args.commit, args.note,
-                                                                   None if args.quiet is None else args.quiet == "yes"))
+            path = suite.adopt(question, source, adopted_stamp(source, args.commit, args.note,
+                                                               None if args.quiet is None else args.quiet == "yes"))
         except suite.QuestionError as exc:
             raise SystemExit(str(exc)) from None
         print(f"wrote {path.relative_to(suite.BENCH.parent)}")
