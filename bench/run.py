@@ -26,6 +26,11 @@ import _stamp
 import suite
 
 
+def shown(path: Path) -> str:
+    """A path as the repository names it (relative), or whole when it lies outside."""
+    return str(path.relative_to(suite.BENCH.parent)) if path.is_relative_to(suite.BENCH.parent) else str(path)
+
+
 def run_question(question: suite.Question, studies: Path | None) -> int:
     """Run the question's script; its exit status. Its result goes to bench/results/QUESTION/DAY-COMMIT.json."""
     folder = suite.RESULTS / question.name
@@ -38,12 +43,11 @@ def run_question(question: suite.Question, studies: Path | None) -> int:
     extra = ["--dir", str(studies)] if studies else []
     env = os.environ | {_stamp.QUESTION_ENV: question.name,
                         _stamp.COMMAND_ENV: question.command + (" --dir DIR" if studies else "")}
-    shown = " ".join([question.script_command(), *extra, "--out", str(out.relative_to(suite.BENCH.parent))])
-    print(f"$ {shown}", flush=True)
+    print(f"$ {' '.join([question.script_command(), *extra, '--out', shown(out)])}", flush=True)
     ran = subprocess.run([sys.executable, str(question.script), *question.run[1:], *extra, "--out", str(out)],
                          env=env, check=False)
     if ran.returncode == 0 and out.exists():
-        print(f"wrote {suite.write_results_md().relative_to(suite.BENCH.parent)}")
+        print(f"wrote {shown(suite.write_results_md())}")
     return ran.returncode
 
 
@@ -88,7 +92,7 @@ def main() -> None:
             print(f"{q.name}: {q.asks}" + (f" ({q.takes})" if q.takes else ""))
         return
     if args.results:
-        print(f"wrote {suite.write_results_md().relative_to(suite.BENCH.parent)}")
+        print(f"wrote {shown(suite.write_results_md())}")
         return
     name = args.adopt[0] if args.adopt else args.question
     if name not in questions:
@@ -106,8 +110,8 @@ def main() -> None:
                                                                None if args.quiet is None else args.quiet == "yes"))
         except suite.QuestionError as exc:
             raise SystemExit(str(exc)) from None
-        print(f"wrote {path.relative_to(suite.BENCH.parent)}")
-        print(f"wrote {suite.write_results_md().relative_to(suite.BENCH.parent)}")
+        print(f"wrote {shown(path)}")
+        print(f"wrote {shown(suite.write_results_md())}")
         return
     if args.dir and "--dir" not in Path(question.script).read_text():
         raise SystemExit(f"bench/{question.run[0]} takes no --dir. Fix: run {question.name} without it")
