@@ -2,12 +2,15 @@
 
 Issue 51, part 3. Each worker is a process running knobtune's own study loop
 (``Tuner``: the first as `tune`, the others joining as `worker` from the
-study's record, each as a machine of its own), so every storage call a real
-worker makes is made: the stale-trial and interrupted-trial checks, its
+study's record), so every storage call a real worker makes is made: the stale-trial and interrupted-trial checks, its
 default and its controls, ask, the config and owner written as user attrs,
 the heartbeat, an intermediate value and a pruning check per rung, tell. Only
 the database run is a stand-in (``StandIn``): it sleeps ``--run-ms`` per rung
 and returns a value drawn from the config, so the pruner prunes as it would.
+The workers are processes of one machine (``--machine bench``): its default is
+measured once and its controls are shared. As machines of their own, each would
+first measure its own default, which with 16 workers on 2 cores did not end
+inside a window (a late worker's default then fails the arm).
 
 One PostgreSQL storage server is started as the bench's child (knobtune's
 ``StorageServer``: a Unix socket, its own scratch folder, removed at the end
@@ -77,6 +80,7 @@ from knobtune.tuning.experiment import read_experiment
 from knobtune.workloads import Rung, Workload, load_workload
 
 STAND_IN = "stand-in"  # the driver name the stand-in target is registered under
+MACHINE = "bench"  # every worker's machine name: one machine, one default
 HEARTBEAT_CALLS = ("record_heartbeat", "_get_stale_trial_ids", "get_heartbeat_interval",
                    "get_heartbeat_stale_trial_callback")
 STEADY_END_S = 2.0  # the steady window ends this long before the budget's end (no trial starts that cannot finish)
@@ -248,10 +252,10 @@ def experiment_of(plan: Plan) -> Experiment:
     return Experiment(study_name=plan.study_name, catalog=catalog, workload=workload,
                       space=build_space(catalog, driver=STAND_IN), objective=workload.objective, driver=STAND_IN,
                       sampler=plan.sampler, trials=plan.max_trials, time_budget_s=plan.window_s, verify_top=0,
-                      verify_repeats=0, warm_up=False, machine="worker-0")
+                      verify_repeats=0, warm_up=False, machine=MACHINE)
 
 
-def _joined(store: TimedStore, plan: Plan, index: int, limit_s: float = 60.0) -> Experiment:
+def _joined(plan: Plan, limit_s: float = 60.0) -> Experiment:
     """The experiment a worker reads back from the study once its first process has recorded it."""
     deadline, storage = time.monotonic() + limit_s, optuna.storages.RDBStorage(plan.url)
     while time.monotonic() < deadline:
@@ -259,7 +263,7 @@ def _joined(store: TimedStore, plan: Plan, index: int, limit_s: float = 60.0) ->
             study = optuna.load_study(study_name=plan.study_name, storage=storage)
             # its record is whole once it asked for its first trial (the record's keys are written one by one)
             if study.get_trials(deepcopy=False):
-                return read_experiment(study, machine=f"worker-{index}", joining=True)
+                return read_experiment(study, machine=MACHINE, joining=True)
         except KeyError:
             pass
         time.sleep(0.1)
@@ -276,7 +280,7 @@ def work(plan: Plan, index: int, parent: int, out: Path) -> None:
     error = None
     started = os.times()
     try:
-        experiment = experiment_of(plan) if index == 0 else _joined(store, plan, index)
+        experiment = experiment_of(plan) if index == 0 else _joined(plan)
         Tuner(experiment, store).run()
     except Exception as exc:  # recorded as the arm's error, with its first line
         error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"

@@ -46,9 +46,7 @@ def test_every_trial_asked_for_is_told_once_and_none_is_left_running(tmp_path: P
     assert ids == set(arm["asked_ids"]), "the study holds the trials asked for, no more"
     workers = Counter(t.user_attrs.get(attrs.WORKER) for t in trials)
     assert len(workers) == 2, f"both workers ran trials: {workers}"
-    defaults = [t for t in trials if attrs.is_default(t.user_attrs)]
-    assert {t.user_attrs.get(attrs.TRIAL_MACHINE) for t in defaults} == {"worker-0", "worker-1"}, \
-        "each worker, a machine of its own, measured its own default"
+    assert len([t for t in trials if attrs.is_default(t.user_attrs)]) == 1, "one machine: its default ran once"
     sampled = [t for t in trials if not attrs.is_default(t.user_attrs)]
     assert 1 <= len([t for t in sampled if t.user_attrs.get(attrs.OUTCOME) != "budget"]) <= 6, \
         "the study's --trials bounds the sampled trials run (a worker that asked for one past it gives it up)"
