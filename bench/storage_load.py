@@ -507,6 +507,40 @@ def workers_served(peak_per_min: float, postgresql_ms_per_trial: float | None, t
     return served
 
 
+# ------------------------------------------------------------ the table
+
+
+def table(result: dict) -> str:
+    """A result as Markdown: per series and worker count, trials/min, the p99 of ask, tell and heartbeat, the CPU
+    per trial of the storage server and of the workers, and whether every trial was told once; then the knees
+    and the workers one storage serves."""
+    def p99(arm: dict, call: str) -> str:
+        value = arm["latency"][call].get("p99_ms")
+        return "-" if value is None else f"{value:.0f} ms"
+
+    def ms(value: float | None) -> str:
+        return "(not read)" if not value else f"{value:.0f} ms"
+
+    lines = ["| series | workers | trials/min | ask p99 | tell p99 | heartbeat p99 | PostgreSQL CPU/trial "
+             "| workers' CPU/trial | told once, none left running |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, arms in result["series"].items():
+        for arm in arms:
+            checks = arm["checks"]
+            exact = not (checks["asked_twice"] or checks["told_twice"] or checks["asked_never_told"]
+                         or checks["told_not_asked"] or checks["running_left"])
+            lines.append(f"| {name} | {arm['workers']} | {arm['trials_per_min'] or '-'} | {p99(arm, 'ask')} "
+                         f"| {p99(arm, 'tell')} | {p99(arm, 'heartbeat')} | {ms(arm['cpu']['postgresql_ms_per_trial'])} "
+                         f"| {ms(arm['cpu']['workers_ms_per_trial'])} | {'yes' if exact else 'NO'} |")
+    lines.append("")
+    for name, knee_ in result.get("knees", {}).items():
+        lines.append(f"- {name}: peak {knee_['peak_trials_per_min']} trials/min at {knee_['peak_at_workers']} "
+                     f"workers; knee at {knee_['knee_workers']} ({knee_['why']})")
+    for served in result.get("workers_served", []):
+        lines.append(f"- trials of {served['trial_s']:.0f} s: {served['at_measured_peak']} workers at the measured "
+                     f"peak, {served.get('per_server_core', '-')} per core the storage server spends")
+    return "\n".join(lines)
+
+
 # ------------------------------------------------------------ the bench
 
 
