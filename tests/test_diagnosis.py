@@ -175,10 +175,11 @@ def _tiny_leveldb_study(store, *, use_rules: bool, trials: int) -> optuna.Study:
 
     catalog = load_catalog("leveldb")
     workload = tiny("ycsb-c", 12000)
-    experiment = Experiment(study_name="guided" if use_rules else "alone", catalog=catalog, workload=workload,
-                            space=build_space(catalog, driver="kvbench"), objective=workload.objective,
-                            driver="kvbench", sampler="random", seed=3, trials=trials, verify_top=0,
-                            verify_repeats=0, control_every=0, use_rules=use_rules)
+    experiment = Experiment.of(catalog, workload, build_space(catalog, driver="kvbench"),
+                               study="guided" if use_rules else "alone", driver="kvbench", search__sampler="random",
+                               search__seed=3, budget__trials=trials, proof__verify_top=0, proof__repeats=0,
+                               measurement__control_every=0, research__rules=use_rules,
+                               research__try_known_configs=False)
     return Tuner(experiment, store).run()
 
 
@@ -293,7 +294,7 @@ def test_a_second_bottleneck_joins_the_narrowed_search_from_the_config_that_show
     focus = guide.focus()
     assert focus == {"max_write_buffer_number": (3.0, 8.0), "max_background_jobs": (2.0, 4.0)}
     assert any(n.startswith(f"narrowed from trial {trial.number}'s values") for n in notes)
-    configs = [space.suggest(study.ask(), focus, held=True)[0] for _ in range(8)]
+    configs = [space.suggest(study.ask(), focus, capped=True)[0] for _ in range(8)]
     for config in configs:
         assert 3 <= config["max_write_buffer_number"] <= 8 and 2 <= config["max_background_jobs"] <= 4
     assert len({config["write_buffer_size"] for config in configs}) > 1  # the rest searched, not held
@@ -319,7 +320,7 @@ def test_the_narrowed_search_ends_with_its_third_and_a_later_bottleneck_narrows_
         study.enqueue_trial({}, user_attrs={attrs.STARTED_FROM: "a start"})
         study.ask().set_user_attr(attrs.CONFIG, {})
         trial = study.ask()
-        config, _ = space.suggest(trial, focus, held=True)
+        config, _ = space.suggest(trial, focus, capped=True)
         trial.set_user_attr(attrs.CONFIG, catalog.changed(config))
         if focus is not None:
             assert focus["cache_size"][0] <= config["cache_size"] <= focus["cache_size"][1]
@@ -342,7 +343,7 @@ def test_a_narrowed_trial_queued_again_runs_the_config_it_ran() -> None:
     space = build_space(catalog, driver="db_bench")
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=4))
     trial = study.ask()
-    config, _ = space.suggest(trial, {"max_write_buffer_number": (3.0, 8.0)}, held=True)
+    config, _ = space.suggest(trial, {"max_write_buffer_number": (3.0, 8.0)}, capped=True)
     ran = catalog.changed(config)
     queue = Queue(SimpleNamespace(experiment=SimpleNamespace(space=space, catalog=catalog), study=study),
                   Reporter(None))

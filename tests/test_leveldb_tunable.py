@@ -168,11 +168,12 @@ def test_a_study_through_the_tunable_driver_searches_and_mends_the_triggers(stor
     catalog = load_catalog("leveldb")
     workload = load_workload("fillrandom").scaled(20000)
     knobs = ["write_buffer_size", *CONSTANTS]
-    settings = Experiment(study_name="tunable", catalog=catalog, workload=workload, driver="kvbench-tunable",
-                            space=build_space(catalog, knobs, driver="kvbench-tunable"), objective=workload.objective,
-                            sampler="random", trials=4, verify_top=0, verify_repeats=0)
+    settings = Experiment.of(study="tunable", catalog=catalog, workload=workload, driver="kvbench-tunable",
+                             space=build_space(catalog, knobs, driver="kvbench-tunable"),
+                             search__sampler="random", budget__trials=4, proof__verify_top=0, proof__repeats=0,
+                             research__rules=False, research__try_known_configs=False)
     study = Tuner(settings, store).run()
-    assert study.user_attrs["driver"] == "kvbench-tunable"
+    assert study.user_attrs["experiment"]["workload"]["driver"] == "kvbench-tunable"
     assert study.user_attrs["system_version"] == "1.23+tunable-constants"
     outcomes = Counter(t.user_attrs.get("outcome") for t in study.trials)
     assert outcomes["refused"] == 0, outcomes  # sampled triggers are mended into LevelDB's relations

@@ -179,7 +179,8 @@ def joinable(tmp_path: Path) -> Path:
                                     "--verify-top", "0", "--no-rules"), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     study = _load(home, "joined")
-    study.set_user_attr(attrs.SETTINGS, {**study.user_attrs[attrs.SETTINGS], "trials": 40})
+    document = study.user_attrs[attrs.EXPERIMENT]
+    study.set_user_attr(attrs.EXPERIMENT, {**document, "budget": {**document["budget"], "trials": 40}})
     return home
 
 

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from pathlib import Path
 
@@ -51,9 +50,10 @@ def test_its_experiment_reads_back_and_it_resumes(old_store: StudyStore) -> None
     study = old_store.load("old-release")
     experiment = read_experiment(study)
     assert (experiment.catalog.system, experiment.driver, experiment.workload.records) == ("rocksdb", "db_bench", 3000)
-    assert experiment.objective.value == study.user_attrs[attrs.OBJECTIVE] and experiment.settle
+    assert experiment.objective.value == study.user_attrs["objective"] and experiment.research.settle
     # written on another machine: this one's kernel (or more) differs, which alone refuses a resume without the flag
-    more = dataclasses.replace(experiment, trials=5, verify_top=0, sampler="random", allow_mixed_machines=True)
+    more = experiment.changed(budget__trials=5, proof__verify_top=0, search__sampler="random",
+                              placement__allow_mixed_machines=True)
     resumed = Tuner(more, old_store).run()
     assert len([r for r in records(resumed) if not r.is_default]) == 5  # one more sampled trial, none lost
 

@@ -18,6 +18,7 @@ from knobtune import console
 from knobtune.errors import KnobtuneError
 from knobtune.interrupts import catch_stops, stopped_by
 from knobtune.cli import capture, catalog, clean, experiments, studies, tuning
+from knobtune.cli.document import SectionedCommand
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Find the configuration that makes a database fast for one workload on one machine.")
@@ -40,7 +41,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("clean", clean.clean),
 )
 for _name, _command in COMMANDS:
-    app.command(_name)(_command)
+    app.command(_name, cls=SectionedCommand)(_command)
 
 # What a command stopped by Ctrl-C or SIGTERM has kept, said in its last line; a study's commands keep their
 # finished trials and resume, the others measure afresh when run again.

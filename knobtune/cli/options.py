@@ -206,8 +206,8 @@ def workload_for(catalog: Catalog, name: str, records: int | None, driver: str |
         UsageError: the workload is for another system, or the driver cannot run it.
     """
     spec = load_workload(name)
-    check_records(records, spec)
-    if records is not None:
+    if records is not None and records != spec.records:  # a resolved document names the workload's own size
+        check_records(records, spec)
         spec = spec.scaled(records)
     if spec.systems and catalog.system not in spec.systems:
         raise UsageError(f"workload '{spec.name}' is for {', '.join(spec.systems)}, not {catalog.system}. "

@@ -78,7 +78,7 @@ class Queue:
         e = self.workers.experiment
         if e.joining or any(not r.is_default for r in records(self.workers.study)):
             return
-        self._pending = [(k.label, dict(k.changed)) for k in known] if e.try_known_configs else []
+        self._pending = [(k.label, dict(k.changed)) for k in known] if e.research.try_known_configs else []
         self._pending += list(e.start_configs)
 
     def hold(self, starts: list[tuple[str, dict]]) -> None:
@@ -91,10 +91,11 @@ class Queue:
         e, pending = self.workers.experiment, self._pending
         self._pending = []
         queued = {json.dumps(e.space.params_of(e.catalog.defaults()), sort_keys=True, default=str)}  # the default ran
-        room = None if e.trials is None else e.trials - sum(not r.is_default for r in records(self.workers.study))
+        trials = e.budget.trials
+        room = None if trials is None else trials - sum(not r.is_default for r in records(self.workers.study))
         for label, changed in pending:
             if room is not None and room <= 0:
-                self.reporter.note(f"not tried, --trials {e.trials} is reached: {label}")
+                self.reporter.note(f"not tried, --trials {e.budget.trials} is reached: {label}")
                 continue
             params = e.space.params_of(e.space.within(e.catalog.config(changed)))
             key = json.dumps(params, sort_keys=True, default=str)
