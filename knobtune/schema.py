@@ -23,6 +23,7 @@ from knobtune.knobs.units import human_bytes, parse_bytes, parse_duration_s
 from knobtune.names import nearest
 
 T = TypeVar("T")
+COMMAND_LINE = "the command line"  # a Where's source when no file was given
 PARSERS: dict[str, Callable[[Any], float]] = {"duration": parse_duration_s, "size": parse_bytes}
 
 
@@ -177,7 +178,8 @@ def _out_of_range(value: float, rule: Rule, shown: Any) -> str | None:
 def _fix(path: str, rule: Rule, where: Where) -> str:
     if rule.example is None:
         return "see docs/experiment.md"
-    given = f"{rule.option} {rule.example}" if path in where.options and rule.option else \
+    shown = ",".join(rule.example) if isinstance(rule.example, list) else rule.example  # as an option is written
+    given = f"{rule.option} {shown}" if path in where.options and rule.option else \
         f"{path.rsplit('.', 1)[-1]} = {_toml(rule.example)}"
     return f"e.g. {given}" + (f" ({rule.note})" if rule.note else "")
 

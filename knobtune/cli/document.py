@@ -10,7 +10,7 @@ import click
 import typer.core
 
 from knobtune.knobs import load_catalog
-from knobtune.schema import Where, option_paths, to_toml
+from knobtune.schema import COMMAND_LINE, Where, option_paths, to_toml
 from knobtune.storage import StudyStore
 from knobtune.targets import make_target
 from knobtune.tuning import Experiment, build_space, document
@@ -43,7 +43,7 @@ def experiment_document(file: Path | None, system: str | None, given: dict[str, 
     labels = {OPTION_PATHS[option]: option for option in values} | ({"system": "SYSTEM"} if system else {})
     if file is not None:
         return load_document(file, options, labels)
-    return read_document(merged({}, options), Where("the command line", labels))
+    return read_document(merged({}, options), Where(COMMAND_LINE, labels))
 
 
 def resolve(doc: ExperimentDoc, store: StudyStore, prefix: str = "") -> Experiment:
@@ -109,7 +109,9 @@ class SectionedCommand(typer.core.TyperCommand):
         sections: dict[str, list[tuple[str, str]]] = {}
         for param in self.get_params(ctx):
             if (record := param.get_help_record(ctx)) is not None:
-                sections.setdefault(getattr(param, "rich_help_panel", None) or "Options", []).append(record)
+                name = "Arguments" if param.param_type_name == "argument" else \
+                    getattr(param, "rich_help_panel", None) or "Options"
+                sections.setdefault(name, []).append(record)
         for name, records in sections.items():
             with formatter.section(name):
                 formatter.write_dl(records)

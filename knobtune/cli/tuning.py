@@ -24,7 +24,7 @@ from knobtune.cli.options import (
     SystemArgument,
     AllowOperationalOption, DirOption, DriverOption, JsonOption, MachineOption, MemoryLimitOption, MixedOption,
     ObjectiveOption, RecordsOption, StorageOption, UnscaledRungsOption, UnsettledOption, WorkloadOption, at_least,
-    preflight, reclaim, system_argument,
+    preflight, reclaim,
 )
 from knobtune.names import study_name
 
@@ -32,14 +32,10 @@ from knobtune.names import study_name
 W, S, M, P, L, K = "Workload", "Search", "Measurement", "Proof", "Limits", "Workers"  # tune's help sections
 
 
-def _optional_system(value: str | None) -> str | None:
-    return None if value is None else system_argument(value)
-
-
 def tune(
     system: Annotated[Optional[str], typer.Argument(
         help="A system's name (see `knobtune systems`) or a system file (.toml, docs/system-file.md); may be left "
-             "to --experiment.", callback=_optional_system, show_default=False)] = None,
+             "to --experiment.", show_default=False)] = None,
     workload: Annotated[Optional[str], typer.Option(
         help="Workload name (see `knobtune systems`) or a .toml file.")] = None,
     trials: Annotated[Optional[int],
@@ -118,7 +114,8 @@ def tune(
     """Tune SYSTEM for a workload: the default first, then sampled configs up a fidelity ladder, then proof.
 
     Example: knobtune tune rocksdb --workload put-get-delete --time 20m --study pgd
-    Or from a file: knobtune tune --experiment pgd.toml --time 5m (docs/experiment.md)
+
+    The whole experiment as a file (docs/experiment.md): knobtune tune --experiment pgd.toml --time 5m
     """
     doc = experiment_document(experiment, system, {
         "--workload": workload, "--trials": trials, "--time": time, "--study": study, "--knobs": knobs,

@@ -16,7 +16,7 @@ from typing import Any
 
 from knobtune.datafile import read_toml
 from knobtune.errors import UsageError
-from knobtune.schema import Where, read, section, setting, to_dict
+from knobtune.schema import COMMAND_LINE, Where, read, section, setting, to_dict
 from knobtune.tuning import attrs
 from knobtune.tuning.samplers import SAMPLERS
 from knobtune.tuning.verify import DEFAULT_TIMEOUT_FACTOR, MIN_TIMEOUT_S, relative_limit_s
@@ -50,7 +50,7 @@ class SearchSection:
     sampler: str = setting("tpe", choices=SAMPLERS, what="a sampler", option="--sampler")
     seed: int = setting(42, least=0, most=MAX_SEED, option="--seed", example=42,
                         note=f"a seed from 0 to {MAX_SEED}")
-    knobs: tuple[str, ...] | None = setting(option="--knobs", example="write_buffer_size,max_background_jobs",
+    knobs: tuple[str, ...] | None = setting(option="--knobs", example=["write_buffer_size", "max_background_jobs"],
                                             note="or leave it out for all safe knobs")  # None: every safe knob
     allow_unsafe: bool = setting(False, option="--allow-unsafe")
     allow_operational: bool = setting(False, option="--allow-operational")
@@ -150,28 +150,29 @@ class ExperimentDoc:
         s, lim, label = self.search, self.limits, where.label
         found = []
         if self.system is None:
-            found.append(f"{where.source}: no system. Fix: give SYSTEM on the command line, or system = \"rocksdb\" "
+            found.append("no system. Fix: give SYSTEM on the command line, or system = \"rocksdb\" "
                          "in the file")
         if self.workload.name is None:
-            found.append(f"{where.source}: no workload. Fix: add --workload put-get-delete, or name = ... under "
+            found.append("no workload. Fix: add --workload put-get-delete, or name = ... under "
                          "[workload]")
         if (s.ranking is None) != (s.top_k is None):
-            found.append(f"{label('search.ranking')} and {label('search.top_k')} go together. Fix: give both, "
-                         "e.g. --ranking rank-pgd --top-k 5")
+            found.append("--ranking and --top-k go together (search.ranking, search.top_k). Fix: give both, e.g. "
+                         "--ranking rank-pgd --top-k 5")
         if s.ranking is not None and s.knobs is not None:
-            found.append(f"{label('search.knobs')} and {label('search.ranking')} both choose the knobs to search. "
+            found.append("--knobs and --ranking both choose the knobs to search (search.knobs, search.ranking). "
                          "Fix: give one of them")
         data, memory = lim.production_data_bytes, lim.production_memory_bytes
         if (data is None) != (memory is None):
-            given, missing = ("limits.production_data_bytes", "limits.production_memory_bytes") if memory is None \
-                else ("limits.production_memory_bytes", "limits.production_data_bytes")
-            found.append(f"{label(given)} needs {label(missing)}: the ratio is memory "
-                         "to data. Fix: give both, e.g. --production-data 500GiB --production-memory 64GiB")
+            given, missing = ("--production-data", "--production-memory") if memory is None else \
+                ("--production-memory", "--production-data")
+            found.append(f"{given} needs {missing} (limits.production_data_bytes, limits.production_memory_bytes): "
+                         "the ratio is memory to data. Fix: give both, e.g. --production-data 500GiB "
+                         "--production-memory 64GiB")
         elif data is not None and memory is not None and memory >= data:
             found.append(f"{label('limits.production_memory_bytes')} holds all of "
                          f"{label('limits.production_data_bytes')}: the ratio would hold no config to anything. "
                          "Fix: leave both out when the data fits in memory")
-        return found
+        return [line if where.source == COMMAND_LINE else f"{where.source}: {line}" for line in found]
 
     def budget_problem(self) -> str | None:
         """The missing budget, checked after what was named."""
@@ -271,7 +272,7 @@ def _old_spelling(user: dict[str, Any]) -> dict[str, Any]:
                    "production_data_bytes": production.get("data_bytes"),
                    "production_memory_bytes": production.get("memory_bytes")},
         "research": {"settle": user.get(attrs.OLD_SETTLED), "warm_up": search.get("warm_up"),
-                     "scale_rungs": user.get(attrs.SCALED_RUNGS, False)},
+                     "scale_rungs": user.get(attrs.SCALED_RUNGS, False), "rules": attrs.DIAGNOSIS in user},
     }
     return {name: ({k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value)
             for name, value in data.items() if value is not None}
