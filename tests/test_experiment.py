@@ -7,7 +7,6 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-import click
 import pytest
 import typer
 from typer.testing import CliRunner
@@ -33,10 +32,8 @@ def _out(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     return out
 
 
-def _tune() -> click.Command:
-    group = typer.main.get_command(app)
-    assert isinstance(group, click.Group)
-    return group.commands["tune"]
+def _tune() -> typer.core.TyperCommand:
+    return typer.main.get_command(app).commands["tune"]
 
 
 def test_help_shows_at_most_twelve_options_outside_its_sections() -> None:

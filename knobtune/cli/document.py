@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import click
 import typer.core
 
 from knobtune.knobs import load_catalog
@@ -105,7 +104,7 @@ class SectionedCommand(typer.core.TyperCommand):
     """A command whose help lists its options in sections (each option's ``rich_help_panel``), everyday ones first,
     in plain text (knobtune's help is not drawn with rich)."""
 
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_options(self, ctx: Any, formatter: Any) -> None:  # typer's click (vendored since 0.25) or click's
         sections: dict[str, list[tuple[str, str]]] = {}
         for param in self.get_params(ctx):
             if (record := param.get_help_record(ctx)) is not None:
@@ -117,10 +116,15 @@ class SectionedCommand(typer.core.TyperCommand):
                 formatter.write_dl(records)
 
 
-def everyday_options(command: click.Command) -> list[str]:
-    """The options ``--help`` lists outside a named section."""
-    return [param.opts[0] for param in command.params
-            if isinstance(param, click.Option) and not param.hidden and not getattr(param, "rich_help_panel", None)]
+def everyday_options(command: typer.core.TyperCommand) -> list[str]:
+    """The options ``--help`` lists outside a named section (``--help`` itself among them)."""
+    return [param.opts[0] for param in [*command.params, command.get_help_option(_context(command))]
+            if param is not None and param.param_type_name == "option" and not getattr(param, "hidden", False)
+            and not getattr(param, "rich_help_panel", None)]
+
+
+def _context(command: typer.core.TyperCommand) -> Any:
+    return command.make_context("knobtune", ["--help"], resilient_parsing=True)
 
 
 __all__ = ["ExperimentError", "SectionedCommand", "everyday_options", "experiment_document", "plan_text", "resolve"]
