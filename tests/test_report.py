@@ -101,9 +101,9 @@ def test_write_buffers_hold_a_rung_only_as_that_rung_ran_them(rocksdb) -> None:
     study.set_user_attr(attrs.WORKLOAD, {"records": 100_000, "ladder": [0.05, 0.2, 1.0], "key_size": 16,
                                          "value_size": 10240})
     config = {"write_buffer_size": 110 * 2**20}  # 220 MiB of buffers: the whole 5% rung (~49 MiB), not the full size
-    study.set_user_attr(attrs.SCALED_RUNGS, False)
+    study.set_user_attr(attrs.RUNGS_RUN_SCALED, False)
     assert "rung(s) 0.05, 0.2 of the ladder" in _fits_in_memory(study, rocksdb, config, True)[0]
-    study.set_user_attr(attrs.SCALED_RUNGS, True)  # each rung ran 5% or 20% of the buffers: never the whole data
+    study.set_user_attr(attrs.RUNGS_RUN_SCALED, True)  # each rung ran 5% or 20% of the buffers: never the whole data
     assert _fits_in_memory(study, rocksdb, config, True) == []
 
 

@@ -56,7 +56,7 @@ class StudySummary:
     default_warm_up: float | None = None  # the default's full-size warm-up run, not counted (None: no warm-up)
     export_formats: tuple[str, ...] = ("json",)
     settled: bool = True  # run times include settling the store (False: the raw window, --unsettled)
-    scaled_rungs: bool = False  # small rungs ran configs with their data-sized knobs scaled to the rung's share
+    rungs_run_scaled: bool = False  # small rungs ran configs with their data-sized knobs scaled to the rung's share
     costs: dict[str, dict[str, Any]] = field(default_factory=dict)  # "default" / "result" -> settle, recovery, memory
     result_tried_first: str = ""  # the known config the study tried first that the result is (its label), if it is
     limits: dict[str, Any] = field(default_factory=dict)  # memory_limit_bytes, max_recovery_s (None: none given)
@@ -127,7 +127,7 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         default_warm_up=(default_trial.user_attrs.get(attrs.WARM_UP) or {}).get("value") if default_trial else None,
         export_formats=tuple(f.name for f in export_formats(user.get(attrs.SYSTEM, catalog.system),
                                                             doc.workload.driver)) + ("json",),
-        settled=doc.research.settle, scaled_rungs=bool(user.get(attrs.SCALED_RUNGS, False)),
+        settled=doc.research.settle, rungs_run_scaled=bool(attrs.rungs_run_scaled(user)),
         capture=CaptureSummary.from_record(user[attrs.CAPTURE]) if attrs.CAPTURE in user else None,
         costs=_costs(study, default_trial, result, verification),
         limits={"memory_limit_bytes": doc.limits.memory_limit_bytes, "max_recovery_s": doc.limits.max_recovery_s,
@@ -343,7 +343,7 @@ def _fits_in_memory(study: optuna.Study, catalog: Catalog, config: dict[str, Any
     data, scales = _data_bytes(study, catalog)
     full = catalog.config(config)
     buffers = catalog.memory.write_buffer_bytes(full)
-    scaled = bool(study.user_attrs.get(attrs.SCALED_RUNGS))
+    scaled = bool(attrs.rungs_run_scaled(study.user_attrs))
     ladder = (study.user_attrs.get(attrs.WORKLOAD) or {}).get("ladder", [])
     fitting = [f"{fraction:g}" for fraction in ladder
                if (at := catalog.memory.write_buffer_bytes(catalog.at_fraction(full, fraction) if scaled else full))

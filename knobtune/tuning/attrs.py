@@ -20,7 +20,8 @@ LEFT_OUT = "left_out_unsafe"  # knob -> safety class, kept out of the search
 DEFAULT_BY_RUNG = "baseline"  # rung index (str) -> the default's run there, on the units machine (stored spelling)
 VERIFICATION = "verification"  # the final interleaved repeats, see tuning.finish
 WINNER_TRIAL = "winner_trial"  # in VERIFICATION: the verified winner's trial number (None: keep the default)
-SCALED_RUNGS = "scaled_rungs"  # what happened: small rungs ran configs with data-sized knobs scaled (True) or not
+RUNGS_RUN_SCALED = "rungs_run_scaled"  # what happened: small rungs ran configs with data-sized knobs scaled, or not
+# (what was asked: the experiment's research.scale_rungs); read with rungs_run_scaled()
 PLANNED_LIMIT = "planned_limit_bytes"  # what happened: the production ratio's planned memory on the benchmark's data
 RANKING = "ranking"  # a ranking study: the knob ranking computed from its samples (analysis.ranking.Ranking)
 EXPLANATION = "explanation"  # `knobtune explain`: the ablation path from the default to the winner, the minimal config
@@ -42,6 +43,7 @@ OLD_MEMORY_LIMIT = "memory_limit_bytes"
 OLD_MAX_RECOVERY = "max_recovery_s"
 OLD_PRODUCTION = "production"  # {data_bytes, memory_bytes, planned_limit_bytes}
 OLD_ONLY_RUNG = "only_rung"
+OLD_SCALED_RUNGS = "scaled_rungs"  # RUNGS_RUN_SCALED
 OLD_SETTINGS = "settings"  # {sampler, trials, time_budget_s, timeout_factor, ..., verify_repeats, warm_up}
 
 # trial
@@ -74,6 +76,11 @@ CONTROLS = "controls"  # study: the default's full-size value at each of its run
 
 def rung_key(index: int) -> str:
     return f"{RUNG_PREFIX}{index}"
+
+
+def rungs_run_scaled(user_attrs: dict) -> bool | None:
+    """Whether a study's small rungs ran configs scaled (by its user attributes; None: not recorded)."""
+    return user_attrs.get(RUNGS_RUN_SCALED, user_attrs.get(OLD_SCALED_RUNGS))
 
 
 def role_of(user_attrs: dict) -> str | None:

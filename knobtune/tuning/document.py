@@ -272,7 +272,7 @@ def _old_spelling(user: dict[str, Any]) -> dict[str, Any]:
                    "production_data_bytes": production.get("data_bytes"),
                    "production_memory_bytes": production.get("memory_bytes")},
         "research": {"settle": user.get(attrs.OLD_SETTLED), "warm_up": search.get("warm_up"),
-                     "scale_rungs": user.get(attrs.SCALED_RUNGS, False), "rules": attrs.DIAGNOSIS in user},
+                     "scale_rungs": bool(attrs.rungs_run_scaled(user)), "rules": attrs.DIAGNOSIS in user},
     }
     return {name: ({k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value)
             for name, value in data.items() if value is not None}

@@ -122,7 +122,7 @@ class Experiment:
         return rungs if only is None else (rungs[only],)
 
     @property
-    def scaled_rungs(self) -> bool:
+    def rungs_run_scaled(self) -> bool:
         """What happens when small rungs run (``research.scale_rungs`` asks for it): configs scaled to their share
         of the data, when the catalog says how. Not for a capture: its rungs replay its first operations onto all
         the data it started from."""
@@ -144,7 +144,7 @@ class Experiment:
             **({attrs.CAPTURE: w.capture.record()} if w.capture is not None else {}),
             attrs.SEARCHED_KNOBS: list(self.space.knobs),
             attrs.LEFT_OUT: {k: v.value for k, v in self.space.left_out.items()},
-            attrs.SCALED_RUNGS: self.scaled_rungs,
+            attrs.RUNGS_RUN_SCALED: self.rungs_run_scaled,
             **({attrs.PLANNED_LIMIT: self.planned_limit_bytes} if self.planned_limit_bytes is not None else {}),
             **({attrs.RANKED_BY: self.ranked_by} if self.ranked_by is not None else {}),
         }
@@ -169,7 +169,7 @@ class Experiment:
         if recorded[attrs.SYSTEM] != self.catalog.system:
             lines.insert(0, f"study '{name}' was created for system {recorded[attrs.SYSTEM]}, not "
                             f"{self.catalog.system}. Fix: use the same system, or another --study name")
-        if (scaled := recorded.get(attrs.SCALED_RUNGS)) is not None and scaled != self.scaled_rungs:
+        if (scaled := attrs.rungs_run_scaled(recorded)) is not None and scaled != self.rungs_run_scaled:
             lines.append(f"study '{name}' ran its small rungs {'scaled' if scaled else 'unscaled'}: their values "
                          f"would not compare. Fix: set research.scale_rungs = {_shown(scaled)}, or use another "
                          "--study name")

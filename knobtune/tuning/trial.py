@@ -165,7 +165,8 @@ class TrialRunner:
             if not is_default and not self.budget.fits(rung):
                 return self.finish(trial, Outcome.BUDGET, "the time budget ended before this rung")
             run = None if is_default else self._reused(trial, rung)
-            if run is None and e.scaled_rungs and (scaled := e.catalog.at_fraction(config, rung.fraction)) != applied:
+            scaled = e.catalog.at_fraction(config, rung.fraction) if e.rungs_run_scaled else applied
+            if run is None and scaled != applied:
                 try:
                     target.apply(scaled)
                 except RunFailure as failure:
