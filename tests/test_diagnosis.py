@@ -145,7 +145,7 @@ def test_a_focus_narrows_its_knobs_and_searches_the_rest_over_their_whole_ranges
 
 
 def test_a_focus_stays_within_the_planned_memory_limit_or_leaves_the_knob_out() -> None:
-    """Held to the default's own plan (a production ratio), a cache the rules would grow has no room while the
+    """Capped at the default's own plan (a production ratio), a cache the rules would grow has no room while the
     write buffers keep their defaults: it is left out of the focus (said once), not searched to be scaled back to
     the default every time; with room, its range stops where the plan fits."""
     from knobtune.tuning.guide import Advice  # noqa: PLC0415

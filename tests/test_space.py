@@ -138,7 +138,7 @@ def test_values_a_machine_refuses_are_left_out_of_the_search() -> None:
 
 
 def test_a_planned_memory_limit_narrows_the_plans_knobs_and_scales_a_config_down_to_it(rocksdb) -> None:
-    """Held to 140 MiB: each of the plan's knobs is searched only up to what fits with the others at their least,
+    """Capped at 140 MiB: each of the plan's knobs is searched only up to what fits with the others at their least,
     and a sampled config whose buffers and cache together plan more is scaled down to the limit, saying so."""
     limit = 140 * 2**20
     space = build_space(rocksdb, ["write_buffer_size", "max_write_buffer_number", "cache_size"]).capped_under(limit)

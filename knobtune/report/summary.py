@@ -143,7 +143,7 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
 
 
 def _production(user: dict[str, Any], doc: ExperimentDoc) -> dict[str, Any] | None:
-    """The production ratio a study held its trials to, as ``show`` prints it (None: none)."""
+    """The production ratio a study capped its trials at, as ``show`` prints it (None: none)."""
     if doc.limits.production_data_bytes is None:
         return None
     planned = user.get(attrs.PLANNED_LIMIT, (user.get(attrs.OLD_PRODUCTION) or {}).get("planned_limit_bytes"))

@@ -70,7 +70,7 @@ class Queue:
 
     # ------------------------------------------------------------ known configs first
 
-    def hold_known_configs(self, known: tuple[KnownConfig, ...]) -> None:
+    def plan_known_configs(self, known: tuple[KnownConfig, ...]) -> None:
         """A new study tries known configs first, right after the default: the target's ``known`` (when the
         experiment asks: ``try_known_configs``) and ``start_configs`` (--start-from), each as far as the search
         space holds it. They are queued when the default has run (``release_known_configs``), so that trial 0
@@ -81,12 +81,12 @@ class Queue:
         self._pending = [(k.label, dict(k.changed)) for k in known] if e.research.try_known_configs else []
         self._pending += list(e.start_configs)
 
-    def hold(self, starts: list[tuple[str, dict]]) -> None:
+    def plan(self, starts: list[tuple[str, dict]]) -> None:
         """Queue ``starts`` (label, changed knobs) with the next release: configs the diagnosis suggests."""
         self._pending += starts
 
     def release_known_configs(self) -> None:
-        """Queue the known configs held back (once this machine's default has run); none that the space makes the
+        """Queue the known configs planned (once this machine's default has run); none that the space makes the
         default, or another of them."""
         e, pending = self.workers.experiment, self._pending
         self._pending = []

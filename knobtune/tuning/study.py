@@ -18,7 +18,7 @@ import optuna
 from optuna.trial import TrialState
 
 from knobtune.errors import UsageError
-from knobtune.interrupts import InterruptsHeld, raise_if_stopped
+from knobtune.interrupts import InterruptsDeferred, raise_if_stopped
 from knobtune.storage import HEARTBEAT_S, StudyStore
 from knobtune.targets import Target, make_target
 from knobtune.tuning import attrs
@@ -88,7 +88,7 @@ class Tuner:
             facts = workers.check_machine(self.store.scratch_root, target.version())
             queue.recover_interrupted()
             self._record(study, budget, target, facts, workers)
-            queue.hold_known_configs(known)
+            queue.plan_known_configs(known)
             guide = Guide(study, e.space, target, self.reporter, memory_limit_bytes=e.planned_memory_limit(),
                           trials=e.budget.trials, enabled=e.research.rules and not e.joining)
             runner = TrialRunner(workers, budget, queue, self.reporter, self.store, guide)
@@ -135,14 +135,14 @@ class Tuner:
                 raise_if_stopped()  # a stop whose KeyboardInterrupt was lost in a finalizer asks for no more trials
                 self._tidy(workers, queue)
                 # Ctrl-C or SIGTERM before the trial is recorded as this process's would leave it RUNNING for good
-                # (no heartbeat yet; another machine never looks for this pid): held until the runner has recorded
+                # (no heartbeat yet; another machine never looks for this pid): deferred until the runner has recorded
                 # its worker and config, then delivered there (the trial is marked interrupted, its config queued)
-                with InterruptsHeld() as held:
+                with InterruptsDeferred() as deferred:
                     trial = self._ask(workers, budget, queue)
                     if budget.over_trial_budget(trial):
                         runner.give_way(trial, "other workers' trials reached --trials first")
                         break
-                    runner.run(target, trial, owned=held.release)
+                    runner.run(target, trial, owned=deferred.release)
             if self.experiment.joining or not self._await_other_workers(workers, queue) \
                     or not budget.may_start_trial():
                 return  # a worker leaves verifying to the study's process; nothing (more) may run

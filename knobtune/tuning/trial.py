@@ -45,8 +45,8 @@ class TrialRunner:
 
     def run(self, target: Target, trial: optuna.Trial, owned: Callable[[], None] = lambda: None) -> None:
         """Run ``trial`` to its end; a failure of the machine or of knobtune queues its config again. ``owned`` is
-        called once the trial's worker and config are recorded (``InterruptsHeld.release``: a Ctrl-C held while it
-        was asked for lands here, where it is handled).
+        called once the trial's worker and config are recorded (``InterruptsDeferred.release``: a Ctrl-C deferred
+        while it was asked for lands here, where it is handled).
 
         Raises:
             UsageError: the default itself does not fit the time budget or the memory limit.
@@ -219,7 +219,7 @@ class TrialRunner:
         left = self.budget.time_left_s()
         search_end = None if left is None else time.time() + left
         starts = self.guide.after_full_run(trial, run, config, is_default=is_default, search_end=search_end)
-        self.queue.hold(starts)
+        self.queue.plan(starts)
 
     def _measure(self, target: Target, trial: optuna.Trial, rung: Rung, is_default: bool) -> RungRun:
         """Run the applied config at ``rung``; the run (or its failure, with its kind) is stored on the trial."""
