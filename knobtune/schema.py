@@ -63,7 +63,7 @@ class Where:
         return self.options.get(path) or f"{self.source}: {path}"
 
 
-def option_paths(kind: type, prefix: str = "") -> dict[str, str]:
+def option_paths(kind: Any, prefix: str = "") -> dict[str, str]:
     """Each command-line option of a document's schema -> the dotted path of the field it sets."""
     paths: dict[str, str] = {}
     hints = typing.get_type_hints(kind)
@@ -89,8 +89,9 @@ def read(kind: type[T], data: Any, where: Where, error: type[KnobtuneError]) -> 
     return document
 
 
-def _section(kind: type[T], data: Any, prefix: str, where: Where, problems: list[str]) -> T | None:
-    fields = {f.name: f for f in dataclasses.fields(kind)}  # type: ignore[arg-type]
+def _section(kind: Any, data: Any, prefix: str, where: Where, problems: list[str]) -> Any:
+    """A dataclass ``kind`` from ``data``, or None with what is wrong added to ``problems``."""
+    fields = {f.name: f for f in dataclasses.fields(kind)}
     if not isinstance(data, Mapping):
         problems.append(f"{where.label(prefix)} is not a table. Fix: write it as [{prefix}] with its fields")
         return None
@@ -105,11 +106,11 @@ def _section(kind: type[T], data: Any, prefix: str, where: Where, problems: list
         path = _dotted(prefix, name)
         if name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                problems.append(f"{where.source}: no '{path}'. Fix: add it, e.g. {_example(path, f, where)}")
+                problems.append(f"{where.source}: no '{path}'. Fix: add it, e.g. {_example(path, f)}")
             continue
         hint = hints[name]
         if dataclasses.is_dataclass(hint):
-            values[name] = _section(hint, data[name], path, where, problems)  # type: ignore[arg-type]
+            values[name] = _section(hint, data[name], path, where, problems)
         else:
             values[name] = _value(hint, f.metadata.get("rule", Rule()), data[name], path, where, problems)
     return None if len(problems) > before else kind(**values)
@@ -184,7 +185,7 @@ def _fix(path: str, rule: Rule, where: Where) -> str:
     return f"e.g. {given}" + (f" ({rule.note})" if rule.note else "")
 
 
-def _example(path: str, f: dataclasses.Field, where: Where) -> str:
+def _example(path: str, f: Any) -> str:
     rule = f.metadata.get("rule", Rule())
     return f"{path.rsplit('.', 1)[-1]} = {_toml(rule.example if rule.example is not None else '...')}"
 
