@@ -416,7 +416,7 @@ def test_small_rungs_run_the_config_scaled_to_their_share_of_the_data(rocksdb, s
     full = rocksdb.knobs["cache_size"].default
     assert cache == {r.index: str(round(full * r.fraction) if scale else full) for r in workload.rungs}
     assert study.user_attrs[attrs.RUNGS_RUN_SCALED] is scale
-    with pytest.raises(UsageError, match="unscaled-rungs"):  # resumed with the other choice: values would not compare
+    with pytest.raises(UsageError, match="research.scale_rungs"):  # resumed with the other choice: would not compare
         Tuner(_settings(rocksdb, workload, budget__trials=0, research__scale_rungs=not scale), store).run()
 
 

@@ -181,7 +181,8 @@ _KEPT = {  # what a resume must keep, and the fix when it differs
     "workload.records": "its default's times would not compare. Fix: use the same --records, or another --study "
                         "name",
     "workload.objective": "its values would not compare. Fix: use the same --objective, or another --study name",
-    "research.settle": "its times would not compare. Fix: use the same research.settle, or another --study name",
+    "research.settle": "settled and unsettled times would not compare. Fix: use the same research.settle, or "
+                       "another --study name",
     "search.only_rung": "a ranking study is resumed by `knobtune rank`, a tuning study by `knobtune tune`. Fix: use "
                         "another --study name",
 }
