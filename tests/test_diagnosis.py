@@ -214,8 +214,9 @@ def test_a_study_starts_from_what_fires_on_the_default_and_searches_its_knobs_na
 
 @pytest.mark.slow
 def test_a_study_searched_without_the_rules_says_its_default_was_not_diagnosed(store) -> None:
-    """`--no-rules` never takes the workload's shape the rules read, so `show` must not claim that no rule fired on
-    the default (it did: the same default fires two rules in the guided study above); it says they were not read."""
+    """`research.rules = false` never takes the workload's shape the rules read, so `show` must not claim that no
+    rule fired on the default (it did: the same default fires two rules in the guided study above); it says they
+    were not read."""
     from knobtune.report import summarize  # noqa: PLC0415
     from knobtune.report.summary import diagnosis_lines  # noqa: PLC0415
     from knobtune.tuning import attrs  # noqa: PLC0415
@@ -225,7 +226,7 @@ def test_a_study_searched_without_the_rules_says_its_default_was_not_diagnosed(s
     diagnosis = summarize(study, load_catalog("leveldb")).diagnosis
     assert diagnosis == {"unread": True}
     [line] = diagnosis_lines(diagnosis)
-    assert line.startswith("the default's bottleneck: not read") and "--no-rules" in line
+    assert line.startswith("the default's bottleneck: not read") and "research.rules = false" in line
     assert "fired" not in line
 
 

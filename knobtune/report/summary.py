@@ -55,7 +55,7 @@ class StudySummary:
     default_runs: list[float] = field(default_factory=list)
     default_warm_up: float | None = None  # the default's full-size warm-up run, not counted (None: no warm-up)
     export_formats: tuple[str, ...] = ("json",)
-    settled: bool = True  # run times include settling the store (False: the raw window, --unsettled)
+    settled: bool = True  # run times include settling the store (False: the raw window, research.settle = false)
     rungs_run_scaled: bool = False  # small rungs ran configs with their data-sized knobs scaled to the rung's share
     costs: dict[str, dict[str, Any]] = field(default_factory=dict)  # "default" / "result" -> settle, recovery, memory
     result_tried_first: str = ""  # the known config the study tried first that the result is (its label), if it is
@@ -240,7 +240,7 @@ def _diagnosis(study: optuna.Study, catalog: Catalog, default: FrozenTrial | Non
     if not rules or run is None or not run.ok:
         return {}
     state = study.user_attrs.get(attrs.DIAGNOSIS) or {}
-    if not state:  # the rules were off (--no-rules): the workload's shape they read was never taken
+    if not state:  # the rules were off (research.rules = false): the workload's shape they read was never taken
         return {"unread": True}
     result_run = record_of(result).run_at(full) if result is not None else None
     story = compare_findings(rules, state.get("shape", {}), (run, catalog.defaults()),
@@ -274,8 +274,8 @@ def diagnosis_lines(diagnosis: dict[str, Any]) -> list[str]:
     if not diagnosis:
         return []
     if diagnosis.get("unread"):
-        return ["the default's bottleneck: not read (the system's rules were off in this study, as with --no-rules; "
-                "`knobtune diagnose` reads them over one config's run)"]
+        return ["the default's bottleneck: not read (the system's rules were off in this study: research.rules = "
+                "false; `knobtune diagnose` reads them over one config's run)"]
     found = diagnosis.get("default", [])
     if not found:
         lines = ["the default's bottleneck: no rule of the system's rules fired on its full-size run"]
@@ -295,7 +295,8 @@ def diagnosis_lines(diagnosis: dict[str, Any]) -> list[str]:
         lines.append(f"  narrowed first: {search['trials']} trial(s) searched {', '.join(search['knobs'])} within "
                      "the rules' ranges, every other knob over its whole range")
     if diagnosis.get("guided"):
-        lines.append("the search started from these findings (docs/diagnosis.md); --no-rules searches without them")
+        lines.append("the search started from these findings (docs/diagnosis.md); research.rules = false searches "
+                     "without them")
     return lines
 
 
