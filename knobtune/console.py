@@ -65,8 +65,8 @@ def cost_lines(summary: StudySummary) -> list[str]:
     """What the default and the result cost besides the objective: settle, recovery, peak memory; and the limits."""
     lines = [("settled runs: each run's time includes the work it leaves behind (the store restarted as after a "
               "crash, then flushed or checkpointed, its compaction waited for)" if summary.settled else
-              "UNSETTLED runs (--unsettled): times are the raw window; the flush and compaction a run leaves "
-              "behind are not counted")]
+              "UNSETTLED runs (research.settle = false): times are the raw window; the flush and compaction a run "
+              "leaves behind are not counted")]
     for role in ("default", "result"):
         cost = summary.costs.get(role)
         if cost:
