@@ -108,3 +108,15 @@ def test_a_resume_names_each_field_that_differs_with_its_fix(rocksdb: Catalog) -
         ["workload.records", "workload.objective", "research.settle"]
     assert all(line.startswith("study 's' was created with ") and "Fix: " in line for line in lines)
     assert "2,000, not 3,000" in lines[0]
+
+
+def test_a_bench_arm_is_a_partial_document_given_beside_the_options(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """An arm holds only what it changes (here: the search alone, by random sampling); the bench's own options give
+    the rest."""
+    arm = tmp_path / "alone-random.toml"
+    arm.write_text('[search]\nsampler = "random"\n\n[research]\nrules = false\n')
+    document = tomllib.loads(_out(capsys, *TUNE, "--trials", "3", "--experiment", str(arm), "--dry-run",
+                                  "--dir", str(tmp_path / "studies")))
+    assert document["search"]["sampler"] == "random" and document["research"]["rules"] is False
+    assert document["workload"]["name"] == "put-get-delete" and document["budget"] == {"trials": 3}
