@@ -38,6 +38,7 @@ class Rule:
     what: str = ""  # the choices' kind, said when a value is none of them ("a sampler")
     unit: str | None = None  # "duration" or "size": a string with a unit ("20m", "2GiB") is read as its number
     option: str | None = None  # the command-line option that sets it ("--trials"); None: only in a document
+    sets: Any = None  # what the option sets when it is a flag without a value (--no-rules: false); None: its value
     example: Any = None  # a good value, for the fix ("e.g. --trials 50")
     note: str = ""  # said after the example ("0: no verification")
 
@@ -63,17 +64,17 @@ class Where:
         return self.options.get(path) or f"{self.source}: {path}"
 
 
-def option_paths(kind: Any, prefix: str = "") -> dict[str, str]:
-    """Each command-line option of a document's schema -> the dotted path of the field it sets."""
-    paths: dict[str, str] = {}
+def option_fields(kind: Any, prefix: str = "") -> dict[str, tuple[str, Rule]]:
+    """Each command-line option of a document's schema -> the dotted path of the field it sets, and its rule."""
+    fields: dict[str, tuple[str, Rule]] = {}
     hints = typing.get_type_hints(kind)
     for f in dataclasses.fields(kind):
         path = _dotted(prefix, f.name)
         if dataclasses.is_dataclass(hints[f.name]):
-            paths |= option_paths(hints[f.name], path)
+            fields |= option_fields(hints[f.name], path)
         elif (rule := f.metadata.get("rule")) is not None and rule.option:
-            paths[rule.option] = path
-    return paths
+            fields[rule.option] = (path, rule)
+    return fields
 
 
 def read(kind: type[T], data: Any, where: Where, error: type[KnobtuneError]) -> T:

@@ -12,7 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from knobtune.cli import app, run
-from knobtune.cli.document import OPTION_PATHS, everyday_options
+from knobtune.cli.document import OPTIONS, everyday_options
 from knobtune.errors import StudyNotFoundError, UsageError
 from knobtune.knobs import Catalog
 from knobtune.storage import open_store
@@ -50,8 +50,9 @@ def test_help_shows_at_most_twelve_options_outside_its_sections() -> None:
 
 def test_every_option_the_schema_names_is_an_option_of_tune() -> None:
     options = {name for param in _tune().params for name in param.opts}
-    assert set(OPTION_PATHS) <= options, set(OPTION_PATHS) - options
-    assert OPTION_PATHS["--repeats"] == "proof.repeats" and OPTION_PATHS["--time"] == "budget.time_s"
+    assert set(OPTIONS) <= options, set(OPTIONS) - options
+    assert OPTIONS["--repeats"][0] == "proof.repeats" and OPTIONS["--time"][0] == "budget.time_s"
+    assert OPTIONS["--no-rules"][0] == "research.rules" and OPTIONS["--no-rules"][1].sets is False
 
 
 def test_dry_run_prints_the_document_that_runs_and_the_file_option_takes_it_back(

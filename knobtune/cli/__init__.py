@@ -71,7 +71,8 @@ def run(args: list[str]) -> int:
     try:  # click's own main, so that its usage errors reach us as exceptions (typer's would print three lines)
         code = typer.main.get_command(app).main(args=args, prog_name="knobtune", standalone_mode=False)
     except KnobtuneError as exc:
-        console.err.print(f"error: {exc}", markup=False)
+        for line in str(exc).splitlines():  # one line per problem (an experiment document can hold several)
+            console.err.print(f"error: {line}", markup=False)
         return 2
     except typer.Abort:
         code = 130

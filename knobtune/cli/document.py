@@ -9,7 +9,7 @@ from typing import Any
 import typer.core
 
 from knobtune.knobs import load_catalog
-from knobtune.schema import COMMAND_LINE, Where, option_paths, to_toml
+from knobtune.schema import COMMAND_LINE, Where, option_fields, to_toml
 from knobtune.storage import StudyStore
 from knobtune.targets import make_target
 from knobtune.tuning import Experiment, build_space, document
@@ -22,27 +22,41 @@ from knobtune.cli.options import knob_list, system_argument, workload_for
 from knobtune.names import NAME_CHARS, name_problem, study_name
 from knobtune.errors import UsageError
 
-OPTION_PATHS = option_paths(ExperimentDoc)  # --trials -> budget.trials, ...
+OPTIONS = option_fields(ExperimentDoc)  # --trials -> ("budget.trials", its rule), ...
 
 
-def experiment_document(file: Path | None, system: str | None, given: dict[str, Any],
+def experiment_document(ctx: Any, file: Path | None, system: str | None,
                         fixed: dict[str, Any] | None = None) -> ExperimentDoc:
-    """The document of ``file`` (or none) with ``system`` and the options ``given`` (option -> value, None: not
-    given) over its fields, and the fields a command sets itself (``fixed``: dotted path -> value; ``rank``'s).
+    """The document of ``file`` (or none) with ``system`` and the options given on the command line (``ctx``: the
+    command's click context) over its fields, and the fields a command sets itself (``fixed``: dotted path ->
+    value; ``rank``'s).
 
     Raises:
         ExperimentError: one line per problem, naming the field (or its option) and the fix.
     """
-    values = {option: value for option, value in given.items() if value is not None}
-    if "--knobs" in values:
-        values["--knobs"] = knob_list(values["--knobs"])
-    options = (fixed or {}) | {OPTION_PATHS[option]: value for option, value in values.items()}
+    given = given_options(ctx)
+    if "--knobs" in given:
+        given["--knobs"] = knob_list(given["--knobs"])
+    options = (fixed or {}) | {OPTIONS[option][0]: value for option, value in given.items()}
     if system is not None:
         options["system"] = system
-    labels = {OPTION_PATHS[option]: option for option in values} | ({"system": "SYSTEM"} if system else {})
+    labels = {OPTIONS[option][0]: option for option in given} | ({"system": "SYSTEM"} if system else {})
     if file is not None:
         return load_document(file, options, labels)
     return read_document(merged({}, options), Where(COMMAND_LINE, labels))
+
+
+def given_options(ctx: Any) -> dict[str, Any]:
+    """The options on the command line that set a field of the document (option -> value; a flag -> the value it
+    sets), those left at their defaults left out."""
+    given = {}
+    for param in ctx.command.params:
+        option = param.opts[0] if param.opts else ""
+        if option in OPTIONS and ctx.get_parameter_source(param.name).name != "DEFAULT":
+            value, rule = ctx.params[param.name], OPTIONS[option][1]
+            if rule.sets is None or value:
+                given[option] = value if rule.sets is None else rule.sets
+    return given
 
 
 def resolve(doc: ExperimentDoc, store: StudyStore, prefix: str = "") -> Experiment:
@@ -127,4 +141,5 @@ def _context(command: typer.core.TyperCommand) -> Any:
     return command.make_context("knobtune", ["--help"], resilient_parsing=True)
 
 
-__all__ = ["ExperimentError", "SectionedCommand", "everyday_options", "experiment_document", "plan_text", "resolve"]
+__all__ = ["OPTIONS", "ExperimentError", "SectionedCommand", "everyday_options", "experiment_document", "plan_text",
+           "resolve"]

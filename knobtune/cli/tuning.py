@@ -33,6 +33,7 @@ W, S, M, P, L, K = "Workload", "Search", "Measurement", "Proof", "Limits", "Work
 
 
 def tune(
+    ctx: typer.Context,
     system: Annotated[Optional[str], typer.Argument(
         help="A system's name (see `knobtune systems`) or a system file (.toml, docs/system-file.md); may be left "
              "to --experiment.", show_default=False)] = None,
@@ -117,17 +118,7 @@ def tune(
 
     The whole experiment as a file (docs/experiment.md): knobtune tune --experiment pgd.toml --time 5m
     """
-    doc = experiment_document(experiment, system, {
-        "--workload": workload, "--trials": trials, "--time": time, "--study": study, "--knobs": knobs,
-        "--records": records, "--driver": driver, "--objective": objective, "--sampler": sampler, "--seed": seed,
-        "--allow-unsafe": allow_unsafe or None, "--allow-operational": allow_operational or None,
-        "--ranking": ranking, "--top-k": top_k, "--start-from": start_from, "--reduction-factor": reduction_factor,
-        "--timeout-factor": timeout_factor, "--control-every": control_every, "--verify-top": verify_top,
-        "--repeats": repeats, "--memory-limit": memory_limit, "--production-data": production_data,
-        "--production-memory": production_memory, "--max-recovery-time": max_recovery_time, "--machine": machine,
-        "--allow-mixed-machines": allow_mixed_machines or None, "--no-rules": False if no_rules else None,
-        "--unsettled": False if unsettled else None, "--unscaled-rungs": False if unscaled_rungs else None,
-        "--no-warm-up": False if no_warm_up else None})
+    doc = experiment_document(ctx, experiment, system)  # the options above that name a field reach it from ctx
     store = open_store(directory, storage)
     settings = resolve(doc, store)
     store.storage()  # a storage URL that cannot be opened says so now, before anything is announced
@@ -192,6 +183,7 @@ def worker(
 
 
 def rank(
+    ctx: typer.Context,
     system: SystemArgument,
     workload: WorkloadOption,
     samples: Annotated[int, typer.Option(
@@ -235,14 +227,9 @@ def rank(
         loaded = store.load(from_study)
         reclaim(store, json_output)
     else:
-        doc = experiment_document(None, system, {
-            "--workload": workload, "--time": time, "--study": study, "--knobs": knobs, "--records": records,
-            "--driver": driver, "--objective": objective, "--seed": seed, "--allow-unsafe": allow_unsafe or None,
-            "--allow-operational": allow_operational or None, "--timeout-factor": timeout_factor,
-            "--memory-limit": memory_limit, "--unsettled": False if unsettled else None,
-            "--unscaled-rungs": False if unscaled_rungs else None},
-            fixed={"budget.trials": samples, "search.only_rung": rung, "search.sampler": "lhs", "proof.verify_top": 0,
-                   "research.rules": False, "research.try_known_configs": False})
+        doc = experiment_document(ctx, None, system, fixed={
+            "budget.trials": samples, "search.only_rung": rung, "search.sampler": "lhs", "proof.verify_top": 0,
+            "research.rules": False, "research.try_known_configs": False})
         settings = resolve(doc, store, prefix="rank-")
         spec = settings.workload
         if rung >= len(spec.rungs):

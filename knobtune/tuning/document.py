@@ -52,8 +52,8 @@ class SearchSection:
                         note=f"a seed from 0 to {MAX_SEED}")
     knobs: tuple[str, ...] | None = setting(option="--knobs", example=["write_buffer_size", "max_background_jobs"],
                                             note="or leave it out for all safe knobs")  # None: every safe knob
-    allow_unsafe: bool = setting(False, option="--allow-unsafe")
-    allow_operational: bool = setting(False, option="--allow-operational")
+    allow_unsafe: bool = setting(False, option="--allow-unsafe", sets=True)
+    allow_operational: bool = setting(False, option="--allow-operational", sets=True)
     ranking: str | None = setting(option="--ranking", example="rank-pgd")  # a ranking study: search its top_k knobs
     top_k: int | None = setting(least=1, option="--top-k", example=5)
     start_from: str | None = setting(option="--start-from", example="pgd")  # a study whose best configs go first
@@ -113,7 +113,7 @@ class PlacementSection:
     """Where the study's trials run: this machine's name among the study's workers."""
 
     machine: str | None = setting(option="--machine", example="box-1")  # None: the host name
-    allow_mixed_machines: bool = setting(False, option="--allow-mixed-machines")
+    allow_mixed_machines: bool = setting(False, option="--allow-mixed-machines", sets=True)
 
 
 @dataclass(frozen=True)
@@ -123,10 +123,10 @@ class ResearchSection:
     # each false undoes one part: no starts from the system's rules and no narrowed first search (--no-rules); the
     # raw window, without the flush, compaction and reopen a run leaves (--unsettled); small rungs run configs as
     # they are (--unscaled-rungs); the default's first full-size run counted (--no-warm-up)
-    rules: bool = setting(True, option="--no-rules", example=False)
-    settle: bool = setting(True, option="--unsettled", example=False)
-    scale_rungs: bool = setting(True, option="--unscaled-rungs", example=False)
-    warm_up: bool = setting(True, option="--no-warm-up", example=False)
+    rules: bool = setting(True, option="--no-rules", sets=False, example=False)
+    settle: bool = setting(True, option="--unsettled", sets=False, example=False)
+    scale_rungs: bool = setting(True, option="--unscaled-rungs", sets=False, example=False)
+    warm_up: bool = setting(True, option="--no-warm-up", sets=False, example=False)
     try_known_configs: bool = setting(True, example=False)  # false: a new study does not start from known configs
 
 
