@@ -3,7 +3,8 @@
 One module per command group, each command a function registered here in the order ``--help`` lists them:
 ``catalog`` (systems, knobs, baseline), ``tuning`` (tune, worker, rank), ``studies`` (show, export, report),
 ``experiments`` (explain, compare, diagnose, sweep), ``clean``; ``options`` holds the options they share and their
-parsing.
+parsing; ``document`` turns ``tune``'s and ``rank``'s options and an experiment file into one document and lists
+``tune``'s options by section in its help.
 """
 
 from __future__ import annotations
