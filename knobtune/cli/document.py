@@ -52,7 +52,8 @@ def given_options(ctx: Any) -> dict[str, Any]:
     given = {}
     for param in ctx.command.params:
         option = param.opts[0] if param.opts else ""
-        if option in OPTIONS and ctx.get_parameter_source(param.name).name != "DEFAULT":
+        source = ctx.get_parameter_source(param.name)
+        if option in OPTIONS and source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
             value, rule = ctx.params[param.name], OPTIONS[option][1]
             if rule.sets is None or value:
                 given[option] = value if rule.sets is None else rule.sets
