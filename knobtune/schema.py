@@ -59,6 +59,7 @@ class Where:
 
     source: str
     options: Mapping[str, str] = field(default_factory=dict)  # dotted path -> the option that gave it
+    ranges: bool = True  # False: types and names are checked, not ranges (a study's record: what it ran, as asked)
 
     def label(self, path: str) -> str:
         return self.options.get(path) or f"{self.source}: {path}"
@@ -147,7 +148,7 @@ def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: l
         problems.append(f"{label} '{value}' is not {rule.what}{nearest(value, rule.choices)}. "
                         f"Fix: use one of {', '.join(rule.choices)}")
         return None
-    if kind in (int, float) and (problem := _out_of_range(value, rule, shown)):
+    if kind in (int, float) and where.ranges and (problem := _out_of_range(value, rule, shown)):
         problems.append(f"{label} {problem}. Fix: {fix}")
         return None
     return value

@@ -241,13 +241,16 @@ def _at(document: Any, path: str) -> Any:
 
 
 def stored_document(user_attrs: dict[str, Any], study: str) -> ExperimentDoc:
-    """The document a study stored; for a study written before there was one, its flat keys read as one.
+    """The document a study stored; for a study written before there was one, its flat keys read as one. Its
+    values are read as stored, not held to what a person may ask (an experiment built in code may run the default
+    alone: ``budget.trials = 0``).
 
     Raises:
         ExperimentError: the stored document is not valid (a study edited by hand, or a later release's).
     """
     data = user_attrs.get(attrs.EXPERIMENT)
-    return read_document(data if data is not None else _old_spelling(user_attrs), Where(f"study '{study}'"))
+    return read_document(data if data is not None else _old_spelling(user_attrs),
+                         Where(f"study '{study}'", ranges=False))
 
 
 def _old_spelling(user: dict[str, Any]) -> dict[str, Any]:
