@@ -102,7 +102,9 @@ def test_memory_limit_stops_a_run_that_goes_over_it(system: str, tmp_path: Path)
 def _settings(catalog, workload, **overrides) -> Experiment:
     values = dict(study="s", search__sampler="random", search__seed=2, budget__trials=4, proof__verify_top=0,
                   proof__repeats=0, measurement__control_every=0, research__rules=False,
-                  research__try_known_configs=False, space=build_space(catalog, ["write_buffer_size", "cache_size"]))
+                  research__try_known_configs=False)
+    if "space" not in overrides:
+        values["space"] = build_space(catalog, ["write_buffer_size", "cache_size"])
     return Experiment.of(catalog, workload, **(values | overrides))
 
 

@@ -371,7 +371,7 @@ def test_a_tight_budget_verifies_without_the_baselines_and_says_how_late_it_ends
     budget.verify_top, budget.verify_known = 1, False  # as reserve_verification fits them
     budget.wanted_s, budget.fitted_s = 285.0, 200.0
     fitted = budget.fitted_verification()
-    assert (fitted.verify_top, fitted.verify_known) == (1, False)
+    assert (fitted.proof.verify_top, fitted.proof.known_configs) == (1, False)
     assert notes[0].startswith("verifying the top 1 of --verify-top 2 without rocksdb-guide beside the default: "
                                "all would take ~285 s, more than half of the 300 s budget")
     assert "tune ends ~50 s past --time" in notes[1]
