@@ -66,11 +66,12 @@ def test_the_plain_driver_leaves_them_out_and_says_how_to_search_them(leveldb) -
     assert set(CONSTANTS) <= set(tunable.knobs) and tunable.driver_note() is None
     output = CliRunner().invoke(app, ["tune", "leveldb", "--workload", "fillrandom", "--trials", "1", "--dry-run"],
                                 catch_exceptions=False).stdout
-    assert [line for line in output.splitlines() if "kvbench-tunable" in line] == [plain.driver_note()]
-    assert "kvbench-tunable" not in CliRunner().invoke(
+    assert [line for line in output.splitlines() if "kvbench-tunable" in line] == [f"# {plain.driver_note()}"]
+    tunable_plan = CliRunner().invoke(
         app,
         ["tune", "leveldb", "--workload", "fillrandom", "--trials", "1", "--dry-run", "--driver", "kvbench-tunable"],
         catch_exceptions=False).stdout
+    assert 'driver = "kvbench-tunable"' in tunable_plan and "# not searched" not in tunable_plan
 
 
 def test_naming_one_with_the_plain_driver_is_a_usage_error(leveldb) -> None:
