@@ -65,8 +65,8 @@ def cost_lines(summary: StudySummary) -> list[str]:
     """What the default and the result cost besides the objective: settle, recovery, peak memory; and the limits."""
     lines = [("settled runs: each run's time includes the work it leaves behind (the store restarted as after a "
               "crash, then flushed or checkpointed, its compaction waited for)" if summary.settled else
-              "UNSETTLED runs (--unsettled): times are the raw window; the flush and compaction a run leaves "
-              "behind are not counted")]
+              "UNSETTLED runs (research.settle = false): times are the raw window; the flush and compaction a run "
+              "leaves behind are not counted")]
     for role in ("default", "result"):
         cost = summary.costs.get(role)
         if cost:
@@ -184,7 +184,7 @@ def summary_text(summary: StudySummary, catalog: Catalog) -> None:
         out.print(f"time: search {spent['search_s']:.0f} s, then verification {spent['verification_s']:.0f} s"
                   f"{budget}", markup=False)
     if summary.rung_agreement:
-        scaled = "scaled" if summary.scaled_rungs else "unscaled"
+        scaled = "scaled" if summary.rungs_run_scaled else "unscaled"
         out.print(f"rungs ({scaled}) rank configs like the next (Spearman's rho, configs at both): " + ", ".join(
             f"{a['from']}->{a['to']} {a['rho']:+.2f} (n={a['n']})" for a in summary.rung_agreement), markup=False)
     if summary.default_value is not None:

@@ -1,10 +1,10 @@
-"""Ctrl-C and SIGTERM held back across a step that must not be split, then delivered where it can be handled.
+"""Ctrl-C and SIGTERM deferred across a step that must not be split, then delivered where it can be handled.
 
 knobtune turns both into ``KeyboardInterrupt`` (SIGTERM through ``cli.main``'s handler), which lands between any
 two bytecodes. Most places handle it where it lands (a trial in progress is marked interrupted and queued again),
 but a few steps leave a half-made record when split: a trial asked for is RUNNING in the storage before the process
 has written that it is its own, and a config half-suggested cannot be queued again. Such a step runs inside
-``InterruptsHeld``; a signal that arrives meanwhile is delivered, to the handler that was there before, when the
+``InterruptsDeferred``; a signal that arrives meanwhile is delivered, to the handler that was there before, when the
 step is over (``release``), at a point that handles it.
 
 A ``KeyboardInterrupt`` can also be lost: raised while Python runs a finalizer (a ``__del__``, a weakref
@@ -20,7 +20,7 @@ import signal
 import threading
 from types import FrameType, TracebackType
 
-HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class _Stop:
@@ -58,23 +58,24 @@ def raise_if_stopped() -> None:
         raise KeyboardInterrupt
 
 
-class InterruptsHeld:
-    """Hold SIGINT and SIGTERM from ``with`` until ``release()`` (or the block's end), then deliver the first held.
+class InterruptsDeferred:
+    """Defer SIGINT and SIGTERM from ``with`` until ``release()`` (or the block's end), then deliver the first that
+    arrived.
 
-    Outside the main thread (where Python runs signal handlers) it holds nothing. ``release`` is idempotent.
+    Outside the main thread (where Python runs signal handlers) it defers nothing. ``release`` is idempotent.
     """
 
     def __init__(self) -> None:
         self._saved: dict[int, object] = {}
         self._arrived: list[int] = []
 
-    def __enter__(self) -> InterruptsHeld:
+    def __enter__(self) -> InterruptsDeferred:
         if threading.current_thread() is threading.main_thread():
-            for signum in HELD_SIGNALS:
-                self._saved[signum] = signal.signal(signum, self._hold)
+            for signum in STOP_SIGNALS:
+                self._saved[signum] = signal.signal(signum, self._defer)
         return self
 
-    def _hold(self, signum: int, frame: FrameType | None) -> None:
+    def _defer(self, signum: int, frame: FrameType | None) -> None:
         self._arrived.append(signum)
 
     def release(self) -> None:

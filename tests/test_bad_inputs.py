@@ -76,6 +76,10 @@ CONFIGS = {  # file name -> (JSON text, the error's words)
     "not-json.json": ("{nope", "json"),
 }
 
+def _expected(path: Path) -> str:
+    return path.read_text().splitlines()[0].removeprefix("# expect: ")
+
+
 T = ("tune", "rocksdb", "--workload", "fillrandom", "--trials", "1")
 L = ("tune", "leveldb", "--workload", "fillrandom", "--trials", "1")
 C = ("compare", "rocksdb", "--workload", "fillrandom")
@@ -106,7 +110,7 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [  # (id, the arguments, a patte
     ("production-half", (*T, "--production-data", "1GiB"), "needs --production-memory"),
     ("memory-tiny-kvbench", (*L, "--memory-limit", "1KiB"), "below 4.0 MiB"),
     ("memory-text", (*T, "--memory-limit", "lots"), "not a size"),
-    ("sampler", (*T, "--sampler", "nosuch"), "unknown sampler"),
+    ("sampler", (*T, "--sampler", "nosuch"), "is not a sampler"),
     ("objective", (*T, "--objective", "fastest"), "not an objective"),
     ("trials-zero", ("tune", "rocksdb", "--workload", "fillrandom", "--trials", "0"), "--trials 0 is below 1"),
     ("no-budget", ("tune", "rocksdb", "--workload", "fillrandom"), "no budget given"),
@@ -179,6 +183,12 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [  # (id, the arguments, a patte
     ("baseline-to-folder", ("baseline", "rocksdb", "-o", "{files}"), "is a folder"),
     ("knobs-unknown-system", ("knobs", "nosuchdb"), "no knob catalog"),
     ("clean-option", ("clean", "--nosuch"), "No such option"),
+    ("experiment-missing", ("tune", "--experiment", "{files}/nosuch.toml"), "cannot read the experiment"),
+    ("experiment-option-over-file", ("tune", "--experiment", str(CORPUS / "experiments" / "good-minimal.toml"),
+                                     "--seed", "-1"), "--seed -1 is below 0"),
+    ("experiment-no-system", ("tune", "--workload", "fillrandom", "--trials", "1"), "no system"),
+] + [(f"experiment-{path.stem}", ("tune", "--experiment", str(path)), re.escape(_expected(path)))
+     for path in sorted((CORPUS / "experiments").glob("bad-*.toml"))
 ] + [(f"workload-{name.removesuffix('.toml')}", ("tune", "rocksdb" if "mix" not in text else "leveldb",
                                                   "--workload", f"{{files}}/{name}", "--trials", "1"), words)
      for name, (text, _, _, words) in WORKLOADS.items()]

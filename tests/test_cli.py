@@ -191,7 +191,7 @@ def test_error_bad_numbers_are_one_line(option: str, value: str, message: str, t
     (("tune", "nosuchdb", "--workload", "fillrandom"), "no knob catalog for system 'nosuchdb'"),
     (("tune", "rocksdb", "--workload", "nosuch"), "unknown workload 'nosuch'"),
     (("tune", "rocksdb", "--workload", "fillrandom", "--knobs", "nosuch_knob"), "unknown knob 'nosuch_knob'"),
-    (("tune", "rocksdb", "--workload", "fillrandom", "--sampler", "nosuch"), "unknown sampler 'nosuch'"),
+    (("tune", "rocksdb", "--workload", "fillrandom", "--sampler", "nosuch"), "--sampler 'nosuch' is not a sampler"),
     (("tune", "rocksdb", "--workload", "fillrandom", "--top-k", "3"), "--ranking and --top-k go together"),
     (("tune", "postgresql", "--workload", "fillrandom"), "is for rocksdb, leveldb, not postgresql"),
     (("tune", "rocksdb", "--workload", "fillrandom", "--storage", "bogus://x"), "cannot open storage 'bogus://x'"),

@@ -26,8 +26,9 @@ def _get(app, path: str) -> dict:
 
 def test_dashboard_reads_our_study(rocksdb, store) -> None:
     workload = tiny("put-get-delete", 3000)
-    settings = Experiment(study_name="dash", catalog=rocksdb, workload=workload, space=build_space(rocksdb),
-                            objective=workload.objective, sampler="random", trials=3, verify_top=0, verify_repeats=0)
+    settings = Experiment.of(study="dash", catalog=rocksdb, workload=workload, space=build_space(rocksdb),
+                             search__sampler="random", budget__trials=3, proof__verify_top=0, proof__repeats=0,
+                             research__rules=False, research__try_known_configs=False)
     Tuner(settings, store).run()
     app = optuna_dashboard.wsgi(store.storage())
     summaries = _get(app, "/api/studies")["study_summaries"]
@@ -36,7 +37,7 @@ def test_dashboard_reads_our_study(rocksdb, store) -> None:
     study_attrs = {a["key"] for a in detail["user_attrs"]}
     assert {"system", "workload", "baseline", "left_out_unsafe", "machine"} <= study_attrs
     baseline = detail["trials"][0]
-    assert {"key": "role", "value": "baseline"} in baseline["user_attrs"]
+    assert {"key": "role", "value": "default"} in baseline["user_attrs"]
     params = {p["name"] for trial in detail["trials"] for p in trial["params"]}
     assert "write_buffer_size" in params  # knob names exactly as the system spells them
     trial_attrs = {a["key"] for trial in detail["trials"][1:] for a in trial["user_attrs"]}

@@ -145,7 +145,7 @@ def test_a_focus_narrows_its_knobs_and_searches_the_rest_over_their_whole_ranges
 
 
 def test_a_focus_stays_within_the_planned_memory_limit_or_leaves_the_knob_out() -> None:
-    """Held to the default's own plan (a production ratio), a cache the rules would grow has no room while the
+    """Capped at the default's own plan (a production ratio), a cache the rules would grow has no room while the
     write buffers keep their defaults: it is left out of the focus (said once), not searched to be scaled back to
     the default every time; with room, its range stops where the plan fits."""
     from knobtune.tuning.guide import Advice  # noqa: PLC0415
@@ -175,10 +175,11 @@ def _tiny_leveldb_study(store, *, use_rules: bool, trials: int) -> optuna.Study:
 
     catalog = load_catalog("leveldb")
     workload = tiny("ycsb-c", 12000)
-    experiment = Experiment(study_name="guided" if use_rules else "alone", catalog=catalog, workload=workload,
-                            space=build_space(catalog, driver="kvbench"), objective=workload.objective,
-                            driver="kvbench", sampler="random", seed=3, trials=trials, verify_top=0,
-                            verify_repeats=0, control_every=0, use_rules=use_rules)
+    experiment = Experiment.of(catalog, workload, build_space(catalog, driver="kvbench"),
+                               study="guided" if use_rules else "alone", driver="kvbench", search__sampler="random",
+                               search__seed=3, budget__trials=trials, proof__verify_top=0, proof__repeats=0,
+                               measurement__control_every=0, research__rules=use_rules,
+                               research__try_known_configs=False)
     return Tuner(experiment, store).run()
 
 
@@ -213,8 +214,9 @@ def test_a_study_starts_from_what_fires_on_the_default_and_searches_its_knobs_na
 
 @pytest.mark.slow
 def test_a_study_searched_without_the_rules_says_its_default_was_not_diagnosed(store) -> None:
-    """`--no-rules` never takes the workload's shape the rules read, so `show` must not claim that no rule fired on
-    the default (it did: the same default fires two rules in the guided study above); it says they were not read."""
+    """`research.rules = false` never takes the workload's shape the rules read, so `show` must not claim that no
+    rule fired on the default (it did: the same default fires two rules in the guided study above); it says they
+    were not read."""
     from knobtune.report import summarize  # noqa: PLC0415
     from knobtune.report.summary import diagnosis_lines  # noqa: PLC0415
     from knobtune.tuning import attrs  # noqa: PLC0415
@@ -224,7 +226,7 @@ def test_a_study_searched_without_the_rules_says_its_default_was_not_diagnosed(s
     diagnosis = summarize(study, load_catalog("leveldb")).diagnosis
     assert diagnosis == {"unread": True}
     [line] = diagnosis_lines(diagnosis)
-    assert line.startswith("the default's bottleneck: not read") and "--no-rules" in line
+    assert line.startswith("the default's bottleneck: not read") and "research.rules = false" in line
     assert "fired" not in line
 
 
@@ -293,7 +295,7 @@ def test_a_second_bottleneck_joins_the_narrowed_search_from_the_config_that_show
     focus = guide.focus()
     assert focus == {"max_write_buffer_number": (3.0, 8.0), "max_background_jobs": (2.0, 4.0)}
     assert any(n.startswith(f"narrowed from trial {trial.number}'s values") for n in notes)
-    configs = [space.suggest(study.ask(), focus, held=True)[0] for _ in range(8)]
+    configs = [space.suggest(study.ask(), focus, capped=True)[0] for _ in range(8)]
     for config in configs:
         assert 3 <= config["max_write_buffer_number"] <= 8 and 2 <= config["max_background_jobs"] <= 4
     assert len({config["write_buffer_size"] for config in configs}) > 1  # the rest searched, not held
@@ -319,7 +321,7 @@ def test_the_narrowed_search_ends_with_its_third_and_a_later_bottleneck_narrows_
         study.enqueue_trial({}, user_attrs={attrs.STARTED_FROM: "a start"})
         study.ask().set_user_attr(attrs.CONFIG, {})
         trial = study.ask()
-        config, _ = space.suggest(trial, focus, held=True)
+        config, _ = space.suggest(trial, focus, capped=True)
         trial.set_user_attr(attrs.CONFIG, catalog.changed(config))
         if focus is not None:
             assert focus["cache_size"][0] <= config["cache_size"] <= focus["cache_size"][1]
@@ -342,7 +344,7 @@ def test_a_narrowed_trial_queued_again_runs_the_config_it_ran() -> None:
     space = build_space(catalog, driver="db_bench")
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=4))
     trial = study.ask()
-    config, _ = space.suggest(trial, {"max_write_buffer_number": (3.0, 8.0)}, held=True)
+    config, _ = space.suggest(trial, {"max_write_buffer_number": (3.0, 8.0)}, capped=True)
     ran = catalog.changed(config)
     queue = Queue(SimpleNamespace(experiment=SimpleNamespace(space=space, catalog=catalog), study=study),
                   Reporter(None))

@@ -62,3 +62,21 @@ def test_readme_counts_are_the_catalogs() -> None:
         said = re.search(rf"knobtune knobs {system}\s+# (\d+) knobs", readme)
         if said:
             assert int(said.group(1)) == len(load_catalog(system).knobs), f"README's knob count for {system}"
+
+
+def test_every_field_of_the_experiment_is_documented() -> None:
+    import dataclasses
+    import typing
+
+    from knobtune.tuning.document import ExperimentDoc
+
+    def paths(kind: type, prefix: str = "") -> list[str]:
+        found = []
+        for f in dataclasses.fields(kind):
+            hint = typing.get_type_hints(kind)[f.name]
+            path = f"{prefix}{f.name}"
+            found += paths(hint, f"{path}.") if dataclasses.is_dataclass(hint) else [path]
+        return found
+
+    text = (ROOT / "docs" / "experiment.md").read_text()
+    assert [path for path in paths(ExperimentDoc) if f"| `{path}` |" not in text] == []

@@ -8,6 +8,8 @@ import pytest
 
 from knobtune.errors import CatalogError, WorkloadError
 from knobtune.knobs import load_catalog
+from knobtune.schema import to_dict, to_toml
+from knobtune.tuning.document import ExperimentError, load_document
 from knobtune.workloads import load_workload
 
 from conftest import CORPUS
@@ -44,6 +46,40 @@ def test_bad_workload(path: Path) -> None:
 def test_good_workload() -> None:
     workload = load_workload(CORPUS / "workloads" / "good-small.toml")
     assert [r.records for r in workload.rungs] == [1000, 2000]
+
+
+@pytest.mark.parametrize("path", sorted((CORPUS / "experiments").glob("bad-*.toml")), ids=lambda p: p.stem)
+def test_bad_experiment(path: Path) -> None:
+    with pytest.raises(ExperimentError) as caught:
+        load_document(path)
+    message = str(caught.value)
+    assert _expected(path) in message and str(path) in message and "Fix:" in message
+    assert "\n" not in message, "each bad document holds one problem: one line"
+
+
+def test_good_experiments_read_with_their_units_and_write_back_as_they_read(tmp_path: Path) -> None:
+    everything = load_document(CORPUS / "experiments" / "good-everything.toml")
+    assert everything.budget.time_s == 600.0 and everything.limits.memory_limit_bytes == 2 << 30
+    assert everything.search.knobs == ("write_buffer_size", "max_background_jobs")
+    assert everything.limits.production_data_bytes == 500 << 30 and not everything.research.rules
+    minimal = load_document(CORPUS / "experiments" / "good-minimal.toml")
+    assert minimal.search.sampler == "tpe" and minimal.proof.repeats == 5 and minimal.research.rules
+    for document in (everything, minimal):
+        written = tmp_path / "written.toml"
+        written.write_text(to_toml(document))
+        assert load_document(written) == document and to_dict(load_document(written)) == to_dict(document)
+
+
+def test_a_document_with_several_problems_names_each_on_its_own_line(tmp_path: Path) -> None:
+    path = tmp_path / "many.toml"
+    path.write_text('system = "rocksdb"\n[workload]\nname = "pgd"\n[search]\nseed = -1\nsampler = "x"\n'
+                    '[budget]\ntrials = 0\n')
+    with pytest.raises(ExperimentError) as caught:
+        load_document(path)
+    lines = str(caught.value).splitlines()
+    assert len(lines) == 3 and all(line.startswith(f"{path}: ") and "Fix:" in line for line in lines)
+    assert [next(p for p in ("search.sampler", "search.seed", "budget.trials") if p in line) for line in lines] == \
+        ["search.sampler", "search.seed", "budget.trials"]
 
 
 def test_missing_catalog_file(tmp_path: Path) -> None:

@@ -94,7 +94,7 @@ class Study:
             if process.poll() is not None:
                 pytest.fail(f"{host} ended ({process.returncode}) before the study started: {self.said(host)[-3000:]}")
         try:
-            return attrs.SETTINGS in self.user_attrs()
+            return attrs.EXPERIMENT in self.user_attrs()
         except KeyError:
             return False
 

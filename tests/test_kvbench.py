@@ -110,9 +110,10 @@ def test_kvbench_bad_specs_exit_2_with_one_line(spec: dict, message: str, tmp_pa
 def test_a_leveldb_study_end_to_end(store) -> None:
     catalog = load_catalog("leveldb")
     workload = load_workload("fillrandom").scaled(20000)
-    settings = Experiment(study_name="lvl", catalog=catalog, workload=workload, driver="kvbench",
-                            space=build_space(catalog, driver="kvbench"), objective=workload.objective,
-                            sampler="random", trials=5, verify_top=1, verify_repeats=2)
+    settings = Experiment.of(study="lvl", catalog=catalog, workload=workload, driver="kvbench",
+                             space=build_space(catalog, driver="kvbench"),
+                             search__sampler="random", budget__trials=5, proof__verify_top=1, proof__repeats=2,
+                             research__rules=False, research__try_known_configs=False)
     study = Tuner(settings, store).run()
     assert study.user_attrs["system"] == "leveldb" and study.user_attrs["system_version"] == "1.23"
     assert study.trials[0].state.name == "COMPLETE"

@@ -66,11 +66,12 @@ def test_the_plain_driver_leaves_them_out_and_says_how_to_search_them(leveldb) -
     assert set(CONSTANTS) <= set(tunable.knobs) and tunable.driver_note() is None
     output = CliRunner().invoke(app, ["tune", "leveldb", "--workload", "fillrandom", "--trials", "1", "--dry-run"],
                                 catch_exceptions=False).stdout
-    assert [line for line in output.splitlines() if "kvbench-tunable" in line] == [plain.driver_note()]
-    assert "kvbench-tunable" not in CliRunner().invoke(
+    assert [line for line in output.splitlines() if "kvbench-tunable" in line] == [f"# {plain.driver_note()}"]
+    tunable_plan = CliRunner().invoke(
         app,
         ["tune", "leveldb", "--workload", "fillrandom", "--trials", "1", "--dry-run", "--driver", "kvbench-tunable"],
         catch_exceptions=False).stdout
+    assert 'driver = "kvbench-tunable"' in tunable_plan and "# not searched" not in tunable_plan
 
 
 def test_naming_one_with_the_plain_driver_is_a_usage_error(leveldb) -> None:
@@ -168,11 +169,12 @@ def test_a_study_through_the_tunable_driver_searches_and_mends_the_triggers(stor
     catalog = load_catalog("leveldb")
     workload = load_workload("fillrandom").scaled(20000)
     knobs = ["write_buffer_size", *CONSTANTS]
-    settings = Experiment(study_name="tunable", catalog=catalog, workload=workload, driver="kvbench-tunable",
-                            space=build_space(catalog, knobs, driver="kvbench-tunable"), objective=workload.objective,
-                            sampler="random", trials=4, verify_top=0, verify_repeats=0)
+    settings = Experiment.of(study="tunable", catalog=catalog, workload=workload, driver="kvbench-tunable",
+                             space=build_space(catalog, knobs, driver="kvbench-tunable"),
+                             search__sampler="random", budget__trials=4, proof__verify_top=0, proof__repeats=0,
+                             research__rules=False, research__try_known_configs=False)
     study = Tuner(settings, store).run()
-    assert study.user_attrs["driver"] == "kvbench-tunable"
+    assert study.user_attrs["experiment"]["workload"]["driver"] == "kvbench-tunable"
     assert study.user_attrs["system_version"] == "1.23+tunable-constants"
     outcomes = Counter(t.user_attrs.get("outcome") for t in study.trials)
     assert outcomes["refused"] == 0, outcomes  # sampled triggers are mended into LevelDB's relations

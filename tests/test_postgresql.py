@@ -164,10 +164,11 @@ def export_config_text(catalog, changes: dict) -> str:
 
 def test_a_two_trial_study_end_to_end(postgresql, store) -> None:
     workload = tiny("pgbench-tpcb", 1000)
-    settings = Experiment(study_name="pg", catalog=postgresql, workload=workload,
-                            space=build_space(postgresql, ["shared_buffers", "work_mem", "wal_buffers"]),
-                            objective=workload.objective, sampler="random", seed=3, trials=2, verify_top=1,
-                            verify_repeats=2, control_every=0)
+    settings = Experiment.of(study="pg", catalog=postgresql, workload=workload,
+                             space=build_space(postgresql, ["shared_buffers", "work_mem", "wal_buffers"]),
+                             search__sampler="random", search__seed=3, budget__trials=2, proof__verify_top=1,
+                             proof__repeats=2, measurement__control_every=0,
+                             research__rules=False, research__try_known_configs=False)
     study = Tuner(settings, store).run()
     summary = summarize(study, postgresql)
     assert summary.counts["complete"] + summary.counts["pruned"] + summary.counts["timeout"] >= 1
@@ -175,7 +176,7 @@ def test_a_two_trial_study_end_to_end(postgresql, store) -> None:
     assert summary.export_formats[:2] == ("postgresql-conf", "alter-system")
     assert "ALTER SYSTEM SET" in export_config(summary, postgresql, "alter-system",
                                                {"work_mem": 8 * 2**20}) or summary.result_trial is None
-    assert study.user_attrs[attrs.SETTLED] is True
+    assert study.user_attrs[attrs.EXPERIMENT]["research"]["settle"] is True
     verification = study.user_attrs[attrs.VERIFICATION]
     if verification.get("candidates"):  # PGTune for this machine is measured beside the default and the result
         pgtune = next(c for c in verification["candidates"] if c["label"] == "pgtune (oltp)")

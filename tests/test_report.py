@@ -32,9 +32,10 @@ def report(tmp_path_factory, rocksdb) -> tuple[Path, dict]:
 
     home = tmp_path_factory.mktemp("report")
     workload = tiny("put-get-delete", 4000)
-    settings = Experiment(study_name="rep", catalog=rocksdb, workload=workload, space=build_space(rocksdb),
-                            objective=workload.objective, sampler="random", seed=3, trials=8, verify_top=1,
-                            verify_repeats=2, control_every=2)
+    settings = Experiment.of(study="rep", catalog=rocksdb, workload=workload, space=build_space(rocksdb),
+                             search__sampler="random", search__seed=3, budget__trials=8, proof__verify_top=1,
+                             proof__repeats=2, measurement__control_every=2,
+                             research__rules=False, research__try_known_configs=False)
     study = Tuner(settings, open_store(home / "studies")).run()
     html_path, json_path = write_report(study, home / "report.html")
     return html_path, json.loads(json_path.read_text())
@@ -100,10 +101,10 @@ def test_write_buffers_hold_a_rung_only_as_that_rung_ran_them(rocksdb) -> None:
     study.set_user_attr(attrs.WORKLOAD, {"records": 100_000, "ladder": [0.05, 0.2, 1.0], "key_size": 16,
                                          "value_size": 10240})
     config = {"write_buffer_size": 110 * 2**20}  # 220 MiB of buffers: the whole 5% rung (~49 MiB), not the full size
-    study.set_user_attr(attrs.SCALED_RUNGS, False)
-    assert "rung(s) 0.05, 0.2 of the ladder" in _fits_in_memory(study, rocksdb, config)[0]
-    study.set_user_attr(attrs.SCALED_RUNGS, True)  # each rung ran 5% or 20% of the buffers: never the whole data
-    assert _fits_in_memory(study, rocksdb, config) == []
+    study.set_user_attr(attrs.RUNGS_RUN_SCALED, False)
+    assert "rung(s) 0.05, 0.2 of the ladder" in _fits_in_memory(study, rocksdb, config, True)[0]
+    study.set_user_attr(attrs.RUNGS_RUN_SCALED, True)  # each rung ran 5% or 20% of the buffers: never the whole data
+    assert _fits_in_memory(study, rocksdb, config, True) == []
 
 
 def test_the_report_reads_as_its_verdict_in_chromium(report, tmp_path: Path) -> None:

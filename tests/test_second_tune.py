@@ -52,7 +52,7 @@ def test_a_second_tune_of_a_running_sqlite_study_is_refused_naming_the_first(tmp
         first.kill()
         pytest.fail("the first tune never ran a trial: " + log.read_text()[-2000:])
     before = _study(home)
-    settings, deadline_attr = before.user_attrs[attrs.SETTINGS], before.user_attrs.get(attrs.DEADLINE)
+    settings, deadline_attr = before.user_attrs[attrs.EXPERIMENT], before.user_attrs.get(attrs.DEADLINE)
 
     second = subprocess.Popen(_tune(home, "--time", "5m"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = second.communicate(timeout=60)
@@ -65,7 +65,7 @@ def test_a_second_tune_of_a_running_sqlite_study_is_refused_naming_the_first(tmp
     # the first is unharmed: still running its study as it was asked to, and nothing of the second's is in it
     assert first.poll() is None, log.read_text()[-2000:]
     after = _study(home)
-    assert after.user_attrs[attrs.SETTINGS] == settings and after.user_attrs.get(attrs.DEADLINE) == deadline_attr
+    assert after.user_attrs[attrs.EXPERIMENT] == settings and after.user_attrs.get(attrs.DEADLINE) == deadline_attr
     assert all(t.user_attrs.get(attrs.WORKER, "").endswith(f":{first.pid}") for t in after.trials
                if attrs.WORKER in t.user_attrs)
     finished = len([t for t in after.trials if t.state.is_finished()])

@@ -100,12 +100,12 @@ def test_memory_limit_stops_a_run_that_goes_over_it(system: str, tmp_path: Path)
 
 
 def _settings(catalog, workload, **overrides) -> Experiment:
-    values = dict(study_name="s", catalog=catalog, workload=workload, objective=workload.objective,
-                  sampler="random", seed=2, trials=4, verify_top=0, verify_repeats=0, control_every=0)
-    values.update(overrides)
-    if "space" not in values:
+    values = dict(study="s", search__sampler="random", search__seed=2, budget__trials=4, proof__verify_top=0,
+                  proof__repeats=0, measurement__control_every=0, research__rules=False,
+                  research__try_known_configs=False)
+    if "space" not in overrides:
         values["space"] = build_space(catalog, ["write_buffer_size", "cache_size"])
-    return Experiment(**values)
+    return Experiment.of(catalog, workload, **(values | overrides))
 
 
 def test_memory_limit_narrows_the_search_and_refuses_a_known_config_planned_over_it(store) -> None:
@@ -115,7 +115,8 @@ def test_memory_limit_narrows_the_search_and_refuses_a_known_config_planned_over
     workload = tiny("put-get-delete", 2000)
     limit = 140 * 2**20
     big = (("a big cache", {"cache_size": 512 << 20}),)
-    study = Tuner(_settings(catalog, workload, trials=8, memory_limit_bytes=limit, start_configs=big), store).run()
+    study = Tuner(_settings(catalog, workload, budget__trials=8, limits__memory_limit_bytes=limit, start_configs=big),
+                  store).run()
     sampled = [t for t in study.trials if not attrs.is_default(t.user_attrs) and attrs.STARTED_FROM not in t.user_attrs]
     assert len(sampled) >= 6 and all(t.user_attrs[attrs.PLANNED_MEMORY] <= limit for t in sampled)
     assert all(t.params.get("cache_size", 0) <= limit for t in sampled)  # the ceiling: no value that cannot fit
@@ -134,7 +135,8 @@ def test_max_recovery_time_makes_slow_recoveries_infeasible(system: str, store) 
     catalog = load_catalog(system)
     workload = tiny("put-get-delete", 2000)
     knobs = ["write_buffer_size", "cache_size" if system == "rocksdb" else "block_cache_size"]
-    settings = _settings(catalog, workload, trials=2, max_recovery_s=1e-6, space=build_space(catalog, knobs),
+    settings = _settings(catalog, workload, budget__trials=2, limits__max_recovery_s=1e-6,
+                         space=build_space(catalog, knobs),
                          driver=None if system == "rocksdb" else "kvbench")
     study = Tuner(settings, store).run()
     complete = [t for t in study.trials if t.user_attrs.get(attrs.OUTCOME) == Outcome.COMPLETE.value]
@@ -150,9 +152,9 @@ def test_a_settled_study_cannot_be_resumed_unsettled(store) -> None:
 
     catalog = load_catalog("rocksdb")
     workload = tiny("put-get-delete", 2000)
-    Tuner(_settings(catalog, workload, trials=0), store).run()
+    Tuner(_settings(catalog, workload, budget__trials=0), store).run()
     with pytest.raises(UsageError, match="settled"):
-        Tuner(_settings(catalog, workload, trials=1, settle=False), store).run()
+        Tuner(_settings(catalog, workload, budget__trials=1, research__settle=False), store).run()
 
 
 TWICE_OVER = """

@@ -27,7 +27,7 @@ from optuna.trial import TrialState
 
 from knobtune.cli import KEPT_BY_A_STUDY, KEPT_WHEN_STOPPED
 from knobtune import interrupts
-from knobtune.interrupts import InterruptsHeld
+from knobtune.interrupts import InterruptsDeferred
 from knobtune.targets import _process
 from knobtune.targets._process import INTERRUPTED_MARK, run_logged
 from knobtune.tuning import attrs
@@ -179,7 +179,8 @@ def joinable(tmp_path: Path) -> Path:
                                     "--verify-top", "0", "--no-rules"), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     study = _load(home, "joined")
-    study.set_user_attr(attrs.SETTINGS, {**study.user_attrs[attrs.SETTINGS], "trials": 40})
+    document = study.user_attrs[attrs.EXPERIMENT]
+    study.set_user_attr(attrs.EXPERIMENT, {**document, "budget": {**document["budget"], "trials": 40}})
     return home
 
 
@@ -246,11 +247,11 @@ def test_a_signal_held_while_a_trial_is_claimed_lands_at_the_release(tmp_path: P
     reached = []
     try:
         with pytest.raises(KeyboardInterrupt):
-            with InterruptsHeld() as held:
+            with InterruptsDeferred() as deferred:
                 os.kill(os.getpid(), signal.SIGTERM)
                 time.sleep(0.05)  # the handler would have raised here
                 reached.append("claimed")
-                held.release()
+                deferred.release()
                 reached.append("after the release")
         assert reached == ["claimed"]
         assert signal.getsignal(signal.SIGTERM) is interrupt  # the handler is back
@@ -271,7 +272,7 @@ def test_a_stop_during_the_start_of_a_program_kills_it_and_marks_its_log(tmp_pat
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
             started.append(self.pid)
-            os.kill(os.getpid(), signal.SIGTERM)  # held: lands at spawn's release
+            os.kill(os.getpid(), signal.SIGTERM)  # deferred: lands at spawn's release
 
     previous = signal.signal(signal.SIGTERM, interrupt)
     monkeypatch.setattr(_process.subprocess, "Popen", SignalledPopen)
@@ -289,7 +290,7 @@ def test_a_stop_lost_in_a_finalizer_starts_no_more_programs(tmp_path: Path, monk
     """A KeyboardInterrupt raised while Python runs a finalizer is printed as "Exception ignored" and dropped (a
     tune once went on after Ctrl-C, in CI): the stop is noted, and the next program does not start."""
     monkeypatch.setattr(interrupts._Stop, "signum", None)
-    saved = {signum: signal.getsignal(signum) for signum in interrupts.HELD_SIGNALS}
+    saved = {signum: signal.getsignal(signum) for signum in interrupts.STOP_SIGNALS}
 
     class Collected:
         def __del__(self) -> None:

@@ -138,16 +138,16 @@ def test_values_a_machine_refuses_are_left_out_of_the_search() -> None:
 
 
 def test_a_planned_memory_limit_narrows_the_plans_knobs_and_scales_a_config_down_to_it(rocksdb) -> None:
-    """Held to 140 MiB: each of the plan's knobs is searched only up to what fits with the others at their least,
+    """Capped at 140 MiB: each of the plan's knobs is searched only up to what fits with the others at their least,
     and a sampled config whose buffers and cache together plan more is scaled down to the limit, saying so."""
     limit = 140 * 2**20
-    space = build_space(rocksdb, ["write_buffer_size", "max_write_buffer_number", "cache_size"]).held_under(limit)
+    space = build_space(rocksdb, ["write_buffer_size", "max_write_buffer_number", "cache_size"]).capped_under(limit)
     least = rocksdb.knobs["write_buffer_size"].min * rocksdb.knobs["max_write_buffer_number"].min
     assert space.ceilings["cache_size"] == limit - least - rocksdb.defaults()["row_cache_size"]
     assert space.planned_limit == limit
     both = optuna.trial.FixedTrial({"write_buffer_size": 100 << 20, "max_write_buffer_number": 1,
                                     "cache_size": 100 << 20})
-    config, repairs = space.suggest(both, held=True)
+    config, repairs = space.suggest(both, capped=True)
     assert rocksdb.memory.planned_bytes(config) <= limit
     assert limit - rocksdb.memory.planned_bytes(config) < 2**20  # scaled to the limit, not far below it
     assert config["write_buffer_size"] == config["cache_size"]  # one factor for both
@@ -157,13 +157,13 @@ def test_a_planned_memory_limit_narrows_the_plans_knobs_and_scales_a_config_down
     drawn = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
     for _ in range(50):
         trial = drawn.ask()
-        config, _ = space.suggest(trial, held=True)
+        config, _ = space.suggest(trial, capped=True)
         assert rocksdb.memory.planned_bytes(config) <= limit and trial.params["cache_size"] <= limit
         drawn.tell(trial, 0.0)
     hashed = build_space(rocksdb, ["memtablerep", "hash_bucket_count", "write_buffer_size", "cache_size"],
-                         driver="db_bench").held_under(limit)
+                         driver="db_bench").capped_under(limit)
     big = optuna.trial.FixedTrial({"memtablerep": "hash_linkedlist", "write_buffer_size": 64 << 20,
                                    "hash_bucket_count": 4 << 20, "cache_size": 100 << 20})
-    config, repairs = hashed.suggest(big, held=True)  # buffers scaled down: their buckets follow (a relation)
+    config, repairs = hashed.suggest(big, capped=True)  # buffers scaled down: their buckets follow (a relation)
     assert rocksdb.config(rocksdb.changed(config)) == config and any("hash_bucket_count" in r for r in repairs)
-    assert build_space(rocksdb).held_under(None).ceilings == {}
+    assert build_space(rocksdb).capped_under(None).ceilings == {}

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 from knobtune.report import summarize
 from knobtune.storage import StudyStore, open_store
 from knobtune.tuning import Tuner, attrs
+from knobtune.tuning.document import stored_document
 from knobtune.tuning.experiment import read_experiment
 from knobtune.tuning.records import records, winner_trial
 
@@ -51,11 +51,36 @@ def test_its_experiment_reads_back_and_it_resumes(old_store: StudyStore) -> None
     study = old_store.load("old-release")
     experiment = read_experiment(study)
     assert (experiment.catalog.system, experiment.driver, experiment.workload.records) == ("rocksdb", "db_bench", 3000)
-    assert experiment.objective.value == study.user_attrs[attrs.OBJECTIVE] and experiment.settle
+    assert experiment.objective.value == study.user_attrs["objective"] and experiment.research.settle
     # written on another machine: this one's kernel (or more) differs, which alone refuses a resume without the flag
-    more = dataclasses.replace(experiment, trials=5, verify_top=0, sampler="random", allow_mixed_machines=True)
+    more = experiment.changed(budget__trials=5, proof__verify_top=0, search__sampler="random",
+                              placement__allow_mixed_machines=True)
     resumed = Tuner(more, old_store).run()
     assert len([r for r in records(resumed) if not r.is_default]) == 5  # one more sampled trial, none lost
+    assert resumed.user_attrs[attrs.EXPERIMENT]["budget"]["trials"] == 5  # a resume writes the document
+    assert stored_document(resumed.user_attrs, "old-release").workload.records == 3000
+    assert summarize(resumed).system == "rocksdb"
+
+
+def test_its_flat_spelling_reads_as_one_document(old_store: StudyStore) -> None:
+    """Written before the document: ``system``, ``driver``, ``objective``, ``seed``, ``settled``, ``settings`` ...
+    read by the one reader of the old spelling into the sections of today's."""
+    study = old_store.load("old-release")
+    assert attrs.EXPERIMENT not in study.user_attrs
+    doc = stored_document(study.user_attrs, "old-release")
+    assert (doc.system, doc.workload.name, doc.workload.records, doc.workload.driver, doc.workload.objective) == \
+        ("rocksdb", "put-get-delete", 3000, "db_bench", "elapsed_s")
+    assert (doc.search.sampler, doc.search.seed, doc.budget.trials, doc.budget.time_s) == ("tpe", 42, 4, None)
+    assert (doc.proof.verify_top, doc.proof.repeats, doc.measurement.control_every) == (1, 2, 10)
+    assert doc.research.settle and doc.research.scale_rungs and not doc.research.rules  # it read no rules
+    assert doc.limits.memory_limit_bytes is None and not doc.search.allow_unsafe
+
+
+def test_its_default_stored_as_baseline_reads_as_the_default(old_store: StudyStore) -> None:
+    study = old_store.load("old-release")
+    assert study.trials[0].user_attrs[attrs.ROLE] == attrs.OLD_ROLE_DEFAULT == "baseline"
+    assert attrs.role_of(study.trials[0].user_attrs) == attrs.ROLE_DEFAULT == "default"
+    assert records(study)[0].role == "default" and records(study)[0].is_default
 
 
 def test_a_winner_stored_by_its_label_reads_as_its_trial_number(old_store: StudyStore) -> None:

@@ -20,11 +20,10 @@ pytestmark = pytest.mark.slow
 
 
 def _settings(rocksdb, workload, **overrides) -> Experiment:
-    values = dict(study_name="s", catalog=rocksdb, workload=workload, space=build_space(rocksdb),
-                  objective=workload.objective, sampler="random", seed=5, trials=6, verify_top=0, verify_repeats=0,
-                  control_every=0)
-    values.update(overrides)
-    return Experiment(**values)
+    values = dict(study="s", space=build_space(rocksdb), search__sampler="random", search__seed=5, budget__trials=6,
+                  proof__verify_top=0, proof__repeats=0, measurement__control_every=0, research__rules=False,
+                  research__try_known_configs=False)
+    return Experiment.of(rocksdb, workload, **(values | overrides))
 
 
 def _parts(experiment: Experiment, store, on_progress=None, known: tuple[str, ...] = ()):  # noqa: ANN001, ANN202
@@ -50,7 +49,7 @@ def _outcomes(study: optuna.Study) -> list[str]:
 def test_a_small_study_climbs_the_ladder(rocksdb, store) -> None:
     workload = tiny("put-get-delete", 8000)
     events = []
-    study = Tuner(_settings(rocksdb, workload, trials=8), store, on_progress=events.append).run()
+    study = Tuner(_settings(rocksdb, workload, budget__trials=8), store, on_progress=events.append).run()
     baseline = study.trials[0]
     assert baseline.user_attrs[attrs.ROLE] == attrs.ROLE_DEFAULT and baseline.state == TrialState.COMPLETE
     assert sorted(study.user_attrs[attrs.DEFAULT_BY_RUNG]) == ["0", "1", "2"]  # the default at every rung
@@ -69,7 +68,8 @@ def test_a_small_study_climbs_the_ladder(rocksdb, store) -> None:
 
 def test_the_first_default_warms_up_once_and_its_controls_do_not(rocksdb, store) -> None:
     events = []
-    settings = _settings(rocksdb, tiny("put-get-delete", 4000), trials=2, control_every=1, sampler="random")
+    settings = _settings(rocksdb, tiny("put-get-delete", 4000), budget__trials=2, measurement__control_every=1,
+                         search__sampler="random")
     study = Tuner(settings, store, on_progress=events.append).run()
     defaults = [t for t in study.trials if attrs.is_default(t.user_attrs)]
     first, controls = defaults[0], defaults[1:]
@@ -85,14 +85,16 @@ def test_the_first_default_warms_up_once_and_its_controls_do_not(rocksdb, store)
 
 
 def test_no_warm_up_counts_the_first_run(rocksdb, store) -> None:
-    study = Tuner(_settings(rocksdb, tiny("put-get-delete", 4000), trials=1, warm_up=False), store).run()
+    study = Tuner(_settings(rocksdb, tiny("put-get-delete", 4000), budget__trials=1, research__warm_up=False),
+                  store).run()
     assert attrs.WARM_UP not in study.trials[0].user_attrs
     assert not (store.artifacts("s") / "trial-0000" / "warm-up.log").exists()
 
 
 def test_a_run_far_slower_than_the_default_times_out(rocksdb, store) -> None:
     workload = tiny("put-get-delete", 4000)
-    settings = _settings(rocksdb, workload, trials=2, timeout_factor=0.01, min_timeout_s=0.01)
+    settings = _settings(rocksdb, workload, budget__trials=2, measurement__timeout_factor=0.01,
+                         measurement__min_timeout_s=0.01)
     study = Tuner(settings, store).run()
     assert _outcomes(study) == ["timeout", "timeout"]
     timed_out = study.trials[1]
@@ -104,11 +106,11 @@ def test_a_run_far_slower_than_the_default_times_out(rocksdb, store) -> None:
 def test_the_same_config_is_measured_once_per_rung(rocksdb, store) -> None:
     workload = tiny("put-get-delete", 4000)
     space = build_space(rocksdb, ["compression_type"])
-    Tuner(_settings(rocksdb, workload, space=space, trials=0), store).run()
+    Tuner(_settings(rocksdb, workload, space=space, budget__trials=0), store).run()
     study = store.load("s")
     study.enqueue_trial({"compression_type": "lz4"})
     study.enqueue_trial({"compression_type": "lz4"})
-    study = Tuner(_settings(rocksdb, workload, space=space, trials=2), store).run()
+    study = Tuner(_settings(rocksdb, workload, space=space, budget__trials=2), store).run()
     first, second = study.trials[1], study.trials[2]
     assert first.user_attrs.get(attrs.REUSED_FROM) is None
     assert second.user_attrs[attrs.REUSED_FROM] == first.number
@@ -120,11 +122,11 @@ def test_the_fifo_trap_is_a_failed_data_loss_trial(rocksdb, store) -> None:
     workload = dataclasses.replace(tiny("put-get-delete", 6000), ladder=(1.0,))  # one rung: never pruned
     space = build_space(rocksdb, ["compaction_style", "fifo_compaction_max_table_files_size_mb", "write_buffer_size"],
                         allow_unsafe=True)
-    Tuner(_settings(rocksdb, workload, space=space, trials=0), store).run()
+    Tuner(_settings(rocksdb, workload, space=space, budget__trials=0), store).run()
     study = store.load("s")
     study.enqueue_trial({"compaction_style": "fifo", "fifo_compaction_max_table_files_size_mb": 0,
                          "write_buffer_size": 1024 * 1024})
-    study = Tuner(_settings(rocksdb, workload, space=space, trials=1), store).run()
+    study = Tuner(_settings(rocksdb, workload, space=space, budget__trials=1), store).run()
     trap = study.trials[1]
     assert trap.state == TrialState.PRUNED and trap.user_attrs[attrs.OUTCOME] == "data-loss"  # never the best
     assert trap.user_attrs[attrs.REASON].startswith("data loss: ")
@@ -136,7 +138,7 @@ def test_the_fifo_trap_is_a_failed_data_loss_trial(rocksdb, store) -> None:
 def test_time_budget_is_kept(rocksdb, store) -> None:
     workload = tiny("put-get-delete", 8000)
     started = time.monotonic()
-    study = Tuner(_settings(rocksdb, workload, trials=None, time_budget_s=12), store).run()
+    study = Tuner(_settings(rocksdb, workload, budget__trials=None, budget__time_s=12), store).run()
     elapsed = time.monotonic() - started
     full_limit = 3 * study.user_attrs[attrs.DEFAULT_BY_RUNG]["2"]["elapsed_s"]
     assert elapsed < 12 + max(full_limit, 2.0) + 3  # ends within one rung of the budget (plus start-up)
@@ -152,8 +154,8 @@ def test_a_time_budget_is_spent_on_search_and_verification_together(rocksdb, sto
     workload = tiny("put-get-delete", 8000)
     started = time.monotonic()
     start = (("a known config", {"write_buffer_size": 32 * 1024 * 1024}),)
-    study = Tuner(_settings(rocksdb, workload, trials=None, time_budget_s=30, verify_top=2, verify_repeats=2,
-                            reduction_factor=2, start_configs=start),
+    study = Tuner(_settings(rocksdb, workload, budget__trials=None, budget__time_s=30, proof__verify_top=2,
+                            proof__repeats=2, search__reduction_factor=2, start_configs=start),
                   store).run()
     elapsed = time.monotonic() - started
     full_limit = 3 * study.user_attrs[attrs.DEFAULT_BY_RUNG]["2"]["elapsed_s"]
@@ -175,8 +177,8 @@ def test_a_run_the_budget_ends_counts_as_budget_not_against_its_config(rocksdb, 
     from knobtune.targets import make_target
 
     workload = tiny("put-get-delete", 8000)
-    Tuner(_settings(rocksdb, workload, trials=1), store).run()  # the default, at every rung
-    study, budget, runner = _parts(_settings(rocksdb, workload, trials=None, time_budget_s=60), store)
+    Tuner(_settings(rocksdb, workload, budget__trials=1), store).run()  # the default, at every rung
+    study, budget, runner = _parts(_settings(rocksdb, workload, budget__trials=None, budget__time_s=60), store)
     full = runner.experiment.rungs[-1]
     assert budget.ladder_fits() and budget.cut_by_budget_s(full) is None  # its own limit holds
     budget.deadline = time.time() + 0.05
@@ -199,8 +201,9 @@ def test_a_control_that_fails_is_noted_and_the_study_goes_on(rocksdb, store) -> 
 
     notes: list[str] = []
     workload = tiny("put-get-delete", 4000)
-    study, budget, runner = _parts(_settings(rocksdb, workload, trials=None, time_budget_s=300, timeout_factor=0.01,
-                                             min_timeout_s=0.01, warm_up=False), store,
+    study, budget, runner = _parts(_settings(rocksdb, workload, budget__trials=None, budget__time_s=300,
+                                             measurement__timeout_factor=0.01, measurement__min_timeout_s=0.01,
+                                             research__warm_up=False), store,
                                    on_progress=lambda event: notes.append(event.message))
     with make_target(rocksdb, workload, store.worker_scratch(), runner.experiment.driver) as target:
         runner.run(target, runner.workers.ask_default(attrs.ROLE_DEFAULT))
@@ -214,7 +217,7 @@ def test_a_control_that_fails_is_noted_and_the_study_goes_on(rocksdb, store) -> 
 
 def test_verification_ends_with_a_verdict(rocksdb, store) -> None:
     workload = tiny("put-get-delete", 6000)
-    study = Tuner(_settings(rocksdb, workload, trials=4, verify_top=1, verify_repeats=3), store).run()
+    study = Tuner(_settings(rocksdb, workload, budget__trials=4, proof__verify_top=1, proof__repeats=3), store).run()
     verification = study.user_attrs[attrs.VERIFICATION]
     assert verification["verdict"]
     if "candidates" in verification:
@@ -229,18 +232,19 @@ def test_a_default_that_fails_stops_the_study(rocksdb, store) -> None:
     bad = tiny("put-get-delete", 4000)
     bad = dataclasses.replace(bad, drivers={"db_bench": {"benchmarks": ["readrandom"], "verify": ["readrandom"]}})
     with pytest.raises(KnobtuneError, match="the default config failed"):
-        Tuner(_settings(rocksdb, bad, trials=1), store).run()
+        Tuner(_settings(rocksdb, bad, budget__trials=1), store).run()
 
 
 def test_controls_rerun_the_default_and_record_drift(rocksdb, store) -> None:
     workload = dataclasses.replace(tiny("put-get-delete", 3000), ladder=(1.0,))  # one rung: nothing is pruned
     space = build_space(rocksdb, ["block_size"])
-    study = Tuner(_settings(rocksdb, workload, space=space, trials=5, control_every=2), store).run()
+    study = Tuner(_settings(rocksdb, workload, space=space, budget__trials=5, measurement__control_every=2),
+                  store).run()
     roles = [t.user_attrs.get(attrs.ROLE) for t in study.trials]
-    assert roles == ["baseline", None, None, "control", None, None, "control", None]
+    assert roles == ["default", None, None, "control", None, None, "control", None]
     assert len(_outcomes(study)) == 5  # controls are not counted as trials
     controls = study.user_attrs[attrs.CONTROLS]
-    assert [c["role"] for c in controls] == ["baseline", "control", "control"] and all(c["value"] for c in controls)
+    assert [c["role"] for c in controls] == ["default", "control", "control"] and all(c["value"] for c in controls)
     summary = summarize(study, rocksdb)
     assert len(summary.default_runs) == 3 and summary.drift is not None
     for trial in study.trials:
@@ -253,7 +257,8 @@ def test_trials_that_reuse_earlier_runs_do_not_call_for_controls(rocksdb, store)
     control is due however many of them complete."""
     workload = dataclasses.replace(tiny("put-get-delete", 3000), ladder=(1.0,))
     space = build_space(rocksdb, ["optimize_filters_for_hits"])
-    study = Tuner(_settings(rocksdb, workload, space=space, trials=8, control_every=2), store).run()
+    study = Tuner(_settings(rocksdb, workload, space=space, budget__trials=8, measurement__control_every=2),
+                  store).run()
     sampled = [t for t in study.trials if not attrs.is_default(t.user_attrs)]
     reused = [t for t in sampled if attrs.REUSED_FROM in t.user_attrs]
     assert len(sampled) == 8 and len(reused) >= 6
@@ -266,12 +271,12 @@ def test_a_budget_too_short_for_the_default_says_so(rocksdb, store) -> None:
     from knobtune.errors import UsageError
 
     with pytest.raises(UsageError, match="--time is too short"):
-        Tuner(_settings(rocksdb, tiny("put-get-delete", 20000), trials=None, time_budget_s=0.3), store).run()
+        Tuner(_settings(rocksdb, tiny("put-get-delete", 20000), budget__trials=None, budget__time_s=0.3), store).run()
 
 
 def test_verification_is_not_repeated_for_the_same_candidates(rocksdb, store) -> None:
     workload = tiny("put-get-delete", 3000)
-    settings = _settings(rocksdb, workload, trials=3, verify_top=1, verify_repeats=2)
+    settings = _settings(rocksdb, workload, budget__trials=3, proof__verify_top=1, proof__repeats=2)
     first = Tuner(settings, store).run().user_attrs[attrs.VERIFICATION]
     notes = []
     again = Tuner(settings, store, on_progress=notes.append).run().user_attrs[attrs.VERIFICATION]
@@ -284,10 +289,11 @@ def test_an_unverifiable_workload_rechecks_its_winner_with_the_twin(rocksdb, sto
     """fillrandom cannot check its reads; a FIFO winner is caught by the twin (each key once, all read back)."""
     workload = dataclasses.replace(tiny("fillrandom", 30000), ladder=(1.0,))  # one rung: never pruned
     space = build_space(rocksdb, ["compaction_style", "write_buffer_size"], allow_unsafe=True)
-    Tuner(_settings(rocksdb, workload, space=space, trials=0), store).run()
+    Tuner(_settings(rocksdb, workload, space=space, budget__trials=0), store).run()
     study = store.load("s")
     study.enqueue_trial({"compaction_style": "fifo", "write_buffer_size": 1024 * 1024})
-    study = Tuner(_settings(rocksdb, workload, space=space, trials=1, verify_top=1, verify_repeats=2), store).run()
+    study = Tuner(_settings(rocksdb, workload, space=space, budget__trials=1, proof__verify_top=1, proof__repeats=2),
+                  store).run()
     assert study.trials[1].state == TrialState.COMPLETE  # fillrandom alone cannot see the loss
     verification = study.user_attrs[attrs.VERIFICATION]
     assert verification["rejected"]["trial 1"].startswith("data loss: ")
@@ -299,7 +305,7 @@ def test_an_unverifiable_workload_rechecks_its_winner_with_the_twin(rocksdb, sto
 def test_two_workers_asking_for_the_last_trial_at_once_the_higher_number_gives_way(rocksdb, store) -> None:
     """The --trials check and the ask are two steps: both workers may pass the check for the last trial. Decided by
     trial number after asking, one runs and the other is given up before it runs, uncounted."""
-    study, budget, runner = _parts(_settings(rocksdb, tiny("put-get-delete", 4000), trials=2), store)
+    study, budget, runner = _parts(_settings(rocksdb, tiny("put-get-delete", 4000), budget__trials=2), store)
     done = study.ask()
     done.set_user_attr(attrs.CONFIG, {"block_size": 8192})
     done.set_user_attr(attrs.CONFIG_HASH, "x")
@@ -317,8 +323,8 @@ def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_s
     from knobtune.tuning.finish import starting_configs
 
     workload = dataclasses.replace(tiny("put-get-delete", 4000), ladder=(1.0,))  # one rung: nothing is pruned
-    first = Tuner(_settings(rocksdb, workload, study_name="first", trials=3, try_known_configs=True, use_rules=True,
-                            verify_top=1, verify_repeats=2), store).run()
+    first = Tuner(_settings(rocksdb, workload, study="first", budget__trials=3, research__try_known_configs=True,
+                            research__rules=True, proof__verify_top=1, proof__repeats=2), store).run()
     sampled = [t for t in first.trials if not attrs.is_default(t.user_attrs)]
     assert attrs.is_default(first.trials[0].user_attrs)  # trial 0 stays the default; the guide comes next
     assert sampled[0].number == 1 and sampled[0].user_attrs[attrs.STARTED_FROM] == "rocksdb-guide"
@@ -335,7 +341,7 @@ def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_s
 
     starts = starting_configs(first, "rocksdb")
     assert starts and all(label.startswith("study first trial ") for label, _ in starts)
-    second = Tuner(_settings(rocksdb, workload, study_name="second", trials=len(starts), start_configs=starts),
+    second = Tuner(_settings(rocksdb, workload, study="second", budget__trials=len(starts), start_configs=starts),
                    store).run()
     tried = [t for t in second.trials if not attrs.is_default(t.user_attrs)]
     assert [t.user_attrs[attrs.STARTED_FROM] for t in tried] == [label for label, _ in starts]
@@ -359,20 +365,20 @@ def test_a_time_budget_gives_up_the_baselines_then_candidates_rather_than_end_la
 
 def test_a_tight_budget_verifies_without_the_baselines_and_says_how_late_it_ends(rocksdb, store) -> None:
     notes: list[str] = []
-    _, budget, _ = _parts(_settings(rocksdb, tiny("put-get-delete", 4000), trials=None, time_budget_s=300,
-                                    verify_top=2, verify_repeats=5), store,
+    _, budget, _ = _parts(_settings(rocksdb, tiny("put-get-delete", 4000), budget__trials=None, budget__time_s=300,
+                                    proof__verify_top=2, proof__repeats=5), store,
                           on_progress=lambda event: notes.append(event.message), known=("rocksdb-guide",))
     budget.verify_top, budget.verify_known = 1, False  # as reserve_verification fits them
     budget.wanted_s, budget.fitted_s = 285.0, 200.0
     fitted = budget.fitted_verification()
-    assert (fitted.verify_top, fitted.verify_known) == (1, False)
+    assert (fitted.proof.verify_top, fitted.proof.known_configs) == (1, False)
     assert notes[0].startswith("verifying the top 1 of --verify-top 2 without rocksdb-guide beside the default: "
                                "all would take ~285 s, more than half of the 300 s budget")
     assert "tune ends ~50 s past --time" in notes[1]
 
     workload = dataclasses.replace(tiny("put-get-delete", 4000), ladder=(1.0,))  # one rung: nothing is pruned
-    study = Tuner(_settings(rocksdb, workload, study_name="tight", trials=2, try_known_configs=True,
-                            verify_top=1, verify_repeats=2, verify_known=False), store).run()
+    study = Tuner(_settings(rocksdb, workload, study="tight", budget__trials=2, research__try_known_configs=True,
+                            proof__verify_top=1, proof__repeats=2, proof__known_configs=False), store).run()
     verification = study.user_attrs[attrs.VERIFICATION]
     assert "candidates" in verification, verification  # the guide, at least, completed
     assert not [c for c in verification["candidates"] if c.get("reference")]
@@ -404,20 +410,21 @@ def test_small_rungs_run_the_config_scaled_to_their_share_of_the_data(rocksdb, s
     import json
 
     workload = tiny("put-get-delete", 4000)
-    study = Tuner(_settings(rocksdb, workload, trials=0, scale_rungs=scale), store).run()
+    study = Tuner(_settings(rocksdb, workload, budget__trials=0, research__scale_rungs=scale), store).run()
     cache = {rung.index: json.loads((store.artifacts("s") / "trial-0000" / f"rung-{rung.index}.settle.spec.json")
                                     .read_text())["config"]["block_cache_size"] for rung in workload.rungs}
     full = rocksdb.knobs["cache_size"].default
     assert cache == {r.index: str(round(full * r.fraction) if scale else full) for r in workload.rungs}
-    assert study.user_attrs[attrs.SCALED_RUNGS] is scale
-    with pytest.raises(UsageError, match="unscaled-rungs"):  # resumed with the other choice: values would not compare
-        Tuner(_settings(rocksdb, workload, trials=0, scale_rungs=not scale), store).run()
+    assert study.user_attrs[attrs.RUNGS_RUN_SCALED] is scale
+    with pytest.raises(UsageError, match="research.scale_rungs"):  # resumed with the other choice: would not compare
+        Tuner(_settings(rocksdb, workload, budget__trials=0, research__scale_rungs=not scale), store).run()
 
 
 def test_a_known_starting_config_climbs_to_full_size_even_when_a_small_rung_would_prune_it(rocksdb, store) -> None:
     workload = tiny("put-get-delete", 6000)
     slow = {"compression_type": "zlib", "block_size": 1024}  # slower than the default at every size, not 3x
-    study = Tuner(_settings(rocksdb, workload, trials=1, start_configs=(("a slow known config", slow),)), store).run()
+    study = Tuner(_settings(rocksdb, workload, budget__trials=1, start_configs=(("a slow known config", slow),)),
+                  store).run()
     default, started = study.trials[0], study.trials[1]
     assert started.user_attrs[attrs.STARTED_FROM] == "a slow known config"
     assert started.user_attrs["rung_0"]["value"] > default.user_attrs["rung_0"]["value"]  # halving alone would prune it
@@ -431,7 +438,8 @@ def test_a_time_budget_that_cannot_hold_one_trial_and_its_verification_is_refuse
     # budget is kept back for verifying (2 x 40 runs at full size would take far more): no ladder fits in the rest.
     workload = tiny("put-get-delete", 12000)
     with pytest.raises(UsageError, match=r"cannot hold a sampled trial and its verification") as caught:
-        Tuner(_settings(rocksdb, workload, trials=None, time_budget_s=4, verify_top=1, verify_repeats=40),
+        Tuner(_settings(rocksdb, workload, budget__trials=None, budget__time_s=4, proof__verify_top=1,
+                        proof__repeats=40),
               store).run()
     assert "Fix: --time " in str(caught.value) and "resumes the study" in str(caught.value)
     study = store.load("s")
@@ -445,9 +453,10 @@ def test_with_no_config_at_full_size_the_time_kept_for_verifying_goes_to_the_sea
     from knobtune.tuning.finish import name_lead, study_result
 
     workload = tiny("put-get-delete", 6000)
-    Tuner(_settings(rocksdb, workload, trials=0), store).run()  # the default's ladder: the system's pace
+    Tuner(_settings(rocksdb, workload, budget__trials=0), store).run()  # the default's ladder: the system's pace
     notes: list[str] = []
-    experiment = _settings(rocksdb, workload, trials=None, time_budget_s=600, verify_top=1, verify_repeats=10)
+    experiment = _settings(rocksdb, workload, budget__trials=None, budget__time_s=600, proof__verify_top=1,
+                           proof__repeats=10)
     study, budget, _ = _parts(experiment, store, on_progress=lambda event: notes.append(event.message))
     budget.reserve_verification()
     ladder_s = sum(budget._default_cost_s(rung) for rung in experiment.rungs)
@@ -461,12 +470,12 @@ def test_with_no_config_at_full_size_the_time_kept_for_verifying_goes_to_the_sea
     assert study.user_attrs[attrs.VERIFICATION]["verdict"].startswith("no candidate to verify")
 
     start = (("a start", {"max_write_buffer_number": 4}),)  # a start climbs to full size whatever it runs
-    lead = Tuner(_settings(rocksdb, workload, study_name="lead", trials=1, start_configs=start), store).run()
+    lead = Tuner(_settings(rocksdb, workload, study="lead", budget__trials=1, start_configs=start), store).run()
     name_lead(lead, experiment, notes.append)
     assert notes[-1].startswith("trial 1 reached full size at ") and "x the default in a single run" in notes[-1]
     assert "not verified" in notes[-1] and "longer --time" in notes[-1]
     assert study_result(lead).trial is None and not study_result(lead).verified
-    _, with_candidate, _ = _parts(dataclasses.replace(experiment, study_name="lead"), store)
+    _, with_candidate, _ = _parts(experiment.changed(study="lead"), store)
     with_candidate.reserve_verification()
     assert with_candidate.reserve_s > 0 and not with_candidate._search_the_reserve()
 
@@ -477,11 +486,12 @@ def test_a_production_ratio_holds_configs_to_its_memory_for_the_benchmarks_data(
     the study records the ratio it assumed."""
     workload = tiny("put-get-delete", 8000)
     big = (("a big cache", {"cache_size": 512 << 20}),)
-    study = Tuner(_settings(rocksdb, workload, trials=1, production=(100 << 30, 1 << 30), start_configs=big),
+    study = Tuner(_settings(rocksdb, workload, budget__trials=1, limits__production_data_bytes=100 << 30,
+                            limits__production_memory_bytes=1 << 30, start_configs=big),
                   store).run()
-    production = study.user_attrs[attrs.PRODUCTION]
     default_plan = rocksdb.memory.planned_bytes(rocksdb.defaults())
-    assert production["data_bytes"] == 100 << 30 and production["planned_limit_bytes"] == default_plan
+    assert study.user_attrs[attrs.EXPERIMENT]["limits"]["production_data_bytes"] == 100 << 30
+    assert study.user_attrs[attrs.PLANNED_LIMIT] == default_plan
     started = study.trials[1]
     assert started.user_attrs[attrs.OUTCOME] == Outcome.MEMORY
     assert "over the memory limit" in started.user_attrs[attrs.REASON]

@@ -79,7 +79,7 @@ def _study(url: str, name: str) -> optuna.Study | None:
 
 def _started(url: str, name: str) -> bool:
     study = _study(url, name)
-    return study is not None and attrs.SETTINGS in study.user_attrs
+    return study is not None and attrs.EXPERIMENT in study.user_attrs
 
 
 def _left_behind(home: Path, pid: int | None = None) -> list[str]:
@@ -204,7 +204,8 @@ def test_a_machine_of_another_kind_is_refused_unless_allowed(storage_url: str, s
     study = _study(storage_url, study_name)
     first = study.user_attrs[attrs.MACHINE]
     study.set_user_attr(attrs.MACHINE, {**first, "cpus": 64, "cpu_model": "Some Other CPU"})  # the first machine
-    study.set_user_attr(attrs.SETTINGS, {**study.user_attrs[attrs.SETTINGS], "trials": 2})
+    document = study.user_attrs[attrs.EXPERIMENT]
+    study.set_user_attr(attrs.EXPERIMENT, {**document, "budget": {**document["budget"], "trials": 2}})
     refused = subprocess.run(_worker(home, storage_url, study_name), capture_output=True, text=True)
     assert refused.returncode == 2
     message = refused.stderr.strip()

@@ -3,7 +3,8 @@
 One module per command group, each command a function registered here in the order ``--help`` lists them:
 ``catalog`` (systems, knobs, baseline), ``tuning`` (tune, worker, rank), ``studies`` (show, export, report),
 ``experiments`` (explain, compare, diagnose, sweep), ``clean``; ``options`` holds the options they share and their
-parsing.
+parsing; ``document`` turns ``tune``'s and ``rank``'s options and an experiment file into one document and lists
+``tune``'s options by section in its help.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from knobtune import console
 from knobtune.errors import KnobtuneError
 from knobtune.interrupts import catch_stops, stopped_by
 from knobtune.cli import capture, catalog, clean, experiments, studies, tuning
+from knobtune.cli.document import SectionedCommand
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Find the configuration that makes a database fast for one workload on one machine.")
@@ -40,7 +42,7 @@ COMMANDS: tuple[tuple[str, Callable[..., None]], ...] = (
     ("clean", clean.clean),
 )
 for _name, _command in COMMANDS:
-    app.command(_name)(_command)
+    app.command(_name, cls=SectionedCommand)(_command)
 
 # What a command stopped by Ctrl-C or SIGTERM has kept, said in its last line; a study's commands keep their
 # finished trials and resume, the others measure afresh when run again.
@@ -70,7 +72,8 @@ def run(args: list[str]) -> int:
     try:  # click's own main, so that its usage errors reach us as exceptions (typer's would print three lines)
         code = typer.main.get_command(app).main(args=args, prog_name="knobtune", standalone_mode=False)
     except KnobtuneError as exc:
-        console.err.print(f"error: {exc}", markup=False)
+        for line in str(exc).splitlines():  # one line per problem (an experiment document can hold several)
+            console.err.print(f"error: {line}", markup=False)
         return 2
     except typer.Abort:
         code = 130

@@ -15,8 +15,9 @@ from knobtune import console
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError, UsageError
 from knobtune.knobs import Catalog
-from knobtune.knobs.units import human_bytes, parse_bytes, parse_duration_s
+from knobtune.knobs.units import human_bytes, parse_bytes
 from knobtune.storage import StudyStore
+from knobtune.tuning.document import MAX_SEED, MIN_MEMORY_LIMIT_BYTES
 from knobtune.targets import driver_for, make_target, reclaim_server_homes, use_system_file, workload_section
 from knobtune.names import existing_ancestor
 from knobtune.tuning.records import record_of
@@ -97,9 +98,6 @@ def _number(value: float) -> str:
         else f"{value:g}"
 
 
-MAX_SEED = 2**32 - 1  # the samplers' (numpy's) seeds
-MAX_TIME_S = 30 * 24 * 3600.0  # a budget longer than a month is a typo (100000h), not a plan
-MIN_MEMORY_LIMIT_BYTES = 4 << 20  # no database process runs in less
 
 
 def check_seed(seed: int) -> None:
@@ -132,15 +130,6 @@ def objective_option(name: str | None) -> Objective | None:
                          f"Fix: use one of {', '.join(o.value for o in Objective)}") from None
 
 
-def duration_option(text: str | None, option: str = "--time") -> float | None:
-    """A duration option (``--time 20m``) in seconds, at most ``MAX_TIME_S``; None when not given."""
-    seconds = _positive(option, text, parse_duration_s, "duration", "30s or 10m")
-    if seconds is not None and seconds > MAX_TIME_S:
-        raise UsageError(f"{option} {text!r} is longer than {MAX_TIME_S / 86400:g} days. Fix: write e.g. "
-                         f"{option} 20m (a study resumes: run it again to go on)")
-    return seconds
-
-
 def bytes_option(option: str, text: str | None) -> int | None:
     """A size option (``--memory-limit 2GiB``) in bytes; None when not given."""
     return _positive(option, text, parse_bytes, "size", "2GiB")
@@ -160,26 +149,6 @@ def memory_limit_option(text: str | None, catalog: Catalog | None = None) -> int
     if limit is not None and catalog is not None and (over := catalog.memory.over_limit(catalog.defaults(), limit)):
         raise UsageError(f"--memory-limit is too low for the default config: {over}. Fix: raise --memory-limit")
     return limit
-
-
-def production_ratio(data: str | None, memory: str | None) -> tuple[int, int] | None:
-    """(data bytes, memory bytes) in production, or None when neither is given.
-
-    Raises:
-        UsageError: one given without the other, or a size that is not a positive size.
-    """
-    if data is None and memory is None:
-        return None
-    if data is None or memory is None:
-        given, missing = ("--production-data", "--production-memory") if memory is None else \
-            ("--production-memory", "--production-data")
-        raise UsageError(f"{given} needs {missing}: the ratio is memory to data. Fix: give both, e.g. "
-                         "--production-data 500GiB --production-memory 64GiB")
-    data_bytes, memory_bytes = bytes_option("--production-data", data), bytes_option("--production-memory", memory)
-    if memory_bytes >= data_bytes:  # type: ignore[operator]
-        raise UsageError(f"--production-memory {memory} holds all of --production-data {data}: the ratio would hold "
-                         "no config to anything. Fix: leave both out when the data fits in memory")
-    return data_bytes, memory_bytes  # type: ignore[return-value]
 
 
 def knob_list(knobs: str | None) -> list[str] | None:
@@ -206,8 +175,8 @@ def workload_for(catalog: Catalog, name: str, records: int | None, driver: str |
         UsageError: the workload is for another system, or the driver cannot run it.
     """
     spec = load_workload(name)
-    check_records(records, spec)
-    if records is not None:
+    if records is not None and records != spec.records:  # a resolved document names the workload's own size
+        check_records(records, spec)
         spec = spec.scaled(records)
     if spec.systems and catalog.system not in spec.systems:
         raise UsageError(f"workload '{spec.name}' is for {', '.join(spec.systems)}, not {catalog.system}. "

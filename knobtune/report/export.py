@@ -9,7 +9,6 @@ from typing import Any
 from knobtune.knobs import Catalog
 from knobtune.report.summary import StudySummary, describe_costs
 from knobtune.targets import Beside, export_format
-from knobtune.tuning import attrs
 
 
 def export_config(summary: StudySummary, catalog: Catalog, format_name: str,
@@ -30,7 +29,7 @@ def export_config(summary: StudySummary, catalog: Catalog, format_name: str,
             "left_out_unsafe": summary.left_out, "warnings": summary.warnings,
             "settled": summary.settled, "costs": summary.costs,
         }, indent=2, default=str) + "\n"
-    spec = export_format(summary.system, summary.experiment.get(attrs.DRIVER), format_name)
+    spec = export_format(summary.system, summary.experiment.get("driver"), format_name)
     text = spec.render(catalog, catalog.config(changed))
     comment = spec.comment
     if comment is None:
@@ -57,7 +56,7 @@ def export_beside(summary: StudySummary, catalog: Catalog, format_name: str,
     if format_name == "json":
         return ()
     changed = summary.result_config if config is None else config
-    spec = export_format(summary.system, summary.experiment.get(attrs.DRIVER), format_name)
+    spec = export_format(summary.system, summary.experiment.get("driver"), format_name)
     return spec.beside(catalog, catalog.config(changed))
 
 

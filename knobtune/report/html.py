@@ -150,7 +150,7 @@ def _costs(s: dict[str, Any]) -> str:
     """Settle time, recovery time and peak memory of the default and the result: what the speedup costs."""
     how = ("Settled runs: each run's time includes the work it leaves behind (restarted as after a crash, "
            "flushed or checkpointed, compaction waited for)." if s.get("settled") else
-           "UNSETTLED runs (--unsettled): the work a run leaves behind is not counted.")
+           "UNSETTLED runs (research.settle = false): the work a run leaves behind is not counted.")
     rows = "".join(f"<tr><th>{role}</th><td>{html.escape(describe_costs(cost))}</td>"
                    f"<td>{html.escape(str(cost.get('source', '')))}</td></tr>"
                    for role, cost in s.get("costs", {}).items())

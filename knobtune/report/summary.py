@@ -20,6 +20,7 @@ from knobtune.knobs.units import human_bytes
 from knobtune.targets import export_formats, know_system
 from knobtune.tuning import attrs
 from knobtune.errors import CatalogError, UsageError
+from knobtune.tuning.document import ExperimentDoc, stored_document
 from knobtune.tuning.finish import DEFAULT_LABEL, study_result
 from knobtune.tuning.guide import compare_findings, rules_of
 from knobtune.tuning.outcomes import Outcome
@@ -54,8 +55,8 @@ class StudySummary:
     default_runs: list[float] = field(default_factory=list)
     default_warm_up: float | None = None  # the default's full-size warm-up run, not counted (None: no warm-up)
     export_formats: tuple[str, ...] = ("json",)
-    settled: bool = True  # run times include settling the store (False: the raw window, --unsettled)
-    scaled_rungs: bool = False  # small rungs ran configs with their data-sized knobs scaled to the rung's share
+    settled: bool = True  # run times include settling the store (False: the raw window, research.settle = false)
+    rungs_run_scaled: bool = False  # small rungs ran configs with their data-sized knobs scaled to the rung's share
     costs: dict[str, dict[str, Any]] = field(default_factory=dict)  # "default" / "result" -> settle, recovery, memory
     result_tried_first: str = ""  # the known config the study tried first that the result is (its label), if it is
     limits: dict[str, Any] = field(default_factory=dict)  # memory_limit_bytes, max_recovery_s (None: none given)
@@ -93,9 +94,10 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
                          "first run). Fix: run the same `knobtune tune` again to start it")
     know_system(user[attrs.SYSTEM], user.get(attrs.SYSTEM_FILE))
     catalog = catalog or load_catalog(user[attrs.SYSTEM])
-    objective = Objective(user.get(attrs.OBJECTIVE, "elapsed_s"))
+    doc = stored_document(user, study.study_name)
+    objective = Objective(doc.workload.objective or "elapsed_s")
     trials = study.get_trials(deepcopy=False)
-    default_trial = next((t for t in trials if t.user_attrs.get(attrs.ROLE) == attrs.ROLE_DEFAULT
+    default_trial = next((t for t in trials if attrs.role_of(t.user_attrs) == attrs.ROLE_DEFAULT
                      and t.state == TrialState.COMPLETE), None)
     verification = user.get(attrs.VERIFICATION)
     outcome = study_result(study)
@@ -111,22 +113,25 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         result_trial=result.number if result else None, result_value=result.value if result else None,
         result_config=config, verified=outcome.verified,
         result_tried_first=str(result.user_attrs.get(attrs.STARTED_FROM, "")) if result else "",
-        verdict=outcome.verdict + _holds_the_data(study, catalog, config, outcome.verified),
+        verdict=outcome.verdict + _holds_the_data(study, catalog, config,
+                                                  outcome.verified and doc.limits.production_data_bytes is None),
         single_run_speedup=speedup, verification=verification,
-        allow_unsafe=bool(user.get(attrs.ALLOW_UNSAFE)),
-        allow_operational=bool(user.get(attrs.ALLOW_OPERATIONAL)), left_out=dict(user.get(attrs.LEFT_OUT, {})),
-        unsafe_in_result=unsafe, warnings=_warnings(catalog, config, unsafe) + _fits_in_memory(study, catalog, config),
-        experiment={k: user.get(k) for k in (attrs.TOOL_VERSION, attrs.TOOL_COMMIT, attrs.SYSTEM_VERSION, attrs.DRIVER,
-                                             attrs.MACHINE, attrs.WORKLOAD, attrs.SEED)},
+        allow_unsafe=doc.search.allow_unsafe,
+        allow_operational=doc.search.allow_operational, left_out=dict(user.get(attrs.LEFT_OUT, {})),
+        unsafe_in_result=unsafe, warnings=_warnings(catalog, config, unsafe) + _fits_in_memory(
+            study, catalog, config, doc.research.settle),
+        experiment={**{k: user.get(k) for k in (attrs.TOOL_VERSION, attrs.TOOL_COMMIT, attrs.SYSTEM_VERSION,
+                                                attrs.MACHINE, attrs.WORKLOAD)},
+                    "driver": doc.workload.driver, "seed": doc.search.seed, "document": doc.record()},
         default_runs=[c["value"] for c in user.get(attrs.CONTROLS, []) if c.get("value") is not None],
         default_warm_up=(default_trial.user_attrs.get(attrs.WARM_UP) or {}).get("value") if default_trial else None,
         export_formats=tuple(f.name for f in export_formats(user.get(attrs.SYSTEM, catalog.system),
-                                                            user.get(attrs.DRIVER))) + ("json",),
-        settled=bool(user.get(attrs.SETTLED, False)), scaled_rungs=bool(user.get(attrs.SCALED_RUNGS, False)),
+                                                            doc.workload.driver)) + ("json",),
+        settled=doc.research.settle, rungs_run_scaled=bool(attrs.rungs_run_scaled(user)),
         capture=CaptureSummary.from_record(user[attrs.CAPTURE]) if attrs.CAPTURE in user else None,
         costs=_costs(study, default_trial, result, verification),
-        limits={"memory_limit_bytes": user.get(attrs.MEMORY_LIMIT), "max_recovery_s": user.get(attrs.MAX_RECOVERY),
-                "production": user.get(attrs.PRODUCTION)},
+        limits={"memory_limit_bytes": doc.limits.memory_limit_bytes, "max_recovery_s": doc.limits.max_recovery_s,
+                "production": _production(user, doc)},
         ranked_by=user.get(attrs.RANKED_BY), ranking=user.get(attrs.RANKING), machines=_machines(study, trials),
         units_machine=user.get(attrs.UNITS_MACHINE), time_s=time_by_outcome(trials),
         time_spent=dict(user.get(attrs.TIME_SPENT) or {}),
@@ -135,6 +140,15 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
         rung_agreement=rung_agreement([_rung_values(r) for r in map(record_of, trials) if not r.is_default]),
         kept_out={kept_out_label(k, catalog): v for k, v in dict(user.get(attrs.LEFT_OUT, {})).items()},
     )
+
+
+def _production(user: dict[str, Any], doc: ExperimentDoc) -> dict[str, Any] | None:
+    """The production ratio a study capped its trials at, as ``show`` prints it (None: none)."""
+    if doc.limits.production_data_bytes is None:
+        return None
+    planned = user.get(attrs.PLANNED_LIMIT, (user.get(attrs.OLD_PRODUCTION) or {}).get("planned_limit_bytes"))
+    return {"data_bytes": doc.limits.production_data_bytes, "memory_bytes": doc.limits.production_memory_bytes,
+            "planned_limit_bytes": planned}
 
 
 def _rung_values(record: TrialRecord) -> dict[int, float]:
@@ -226,7 +240,7 @@ def _diagnosis(study: optuna.Study, catalog: Catalog, default: FrozenTrial | Non
     if not rules or run is None or not run.ok:
         return {}
     state = study.user_attrs.get(attrs.DIAGNOSIS) or {}
-    if not state:  # the rules were off (--no-rules): the workload's shape they read was never taken
+    if not state:  # the rules were off (research.rules = false): the workload's shape they read was never taken
         return {"unread": True}
     result_run = record_of(result).run_at(full) if result is not None else None
     story = compare_findings(rules, state.get("shape", {}), (run, catalog.defaults()),
@@ -260,8 +274,8 @@ def diagnosis_lines(diagnosis: dict[str, Any]) -> list[str]:
     if not diagnosis:
         return []
     if diagnosis.get("unread"):
-        return ["the default's bottleneck: not read (the system's rules were off in this study, as with --no-rules; "
-                "`knobtune diagnose` reads them over one config's run)"]
+        return ["the default's bottleneck: not read (the system's rules were off in this study: research.rules = "
+                "false; `knobtune diagnose` reads them over one config's run)"]
     found = diagnosis.get("default", [])
     if not found:
         lines = ["the default's bottleneck: no rule of the system's rules fired on its full-size run"]
@@ -281,7 +295,8 @@ def diagnosis_lines(diagnosis: dict[str, Any]) -> list[str]:
         lines.append(f"  narrowed first: {search['trials']} trial(s) searched {', '.join(search['knobs'])} within "
                      "the rules' ranges, every other knob over its whole range")
     if diagnosis.get("guided"):
-        lines.append("the search started from these findings (docs/diagnosis.md); --no-rules searches without them")
+        lines.append("the search started from these findings (docs/diagnosis.md); research.rules = false searches "
+                     "without them")
     return lines
 
 
@@ -321,7 +336,7 @@ def describe_costs(cost: dict[str, Any]) -> str:
             f"peak memory {memory}")
 
 
-def _fits_in_memory(study: optuna.Study, catalog: Catalog, config: dict[str, Any]) -> list[str]:
+def _fits_in_memory(study: optuna.Study, catalog: Catalog, config: dict[str, Any], settled: bool) -> list[str]:
     """A note for each rung whose whole data set fits in the result's write buffers (as that rung ran them: scaled
     to its share of the data when the study scaled its rungs)."""
     if not config:
@@ -329,18 +344,18 @@ def _fits_in_memory(study: optuna.Study, catalog: Catalog, config: dict[str, Any
     data, scales = _data_bytes(study, catalog)
     full = catalog.config(config)
     buffers = catalog.memory.write_buffer_bytes(full)
-    scaled = bool(study.user_attrs.get(attrs.SCALED_RUNGS))
+    scaled = bool(attrs.rungs_run_scaled(study.user_attrs))
     ladder = (study.user_attrs.get(attrs.WORKLOAD) or {}).get("ladder", [])
     fitting = [f"{fraction:g}" for fraction in ladder
                if (at := catalog.memory.write_buffer_bytes(catalog.at_fraction(full, fraction) if scaled else full))
                and data * (fraction if scales else 1) <= at]
     if not fitting:
         return []
-    settled = "its settled time counts the flush" if study.user_attrs.get(attrs.SETTLED) else \
-        "this study measured the raw window (--unsettled), so that flush was never counted"
+    counted = "its settled time counts the flush" if settled else \
+        "this study measured the raw window (research.settle = false), so that flush was never counted"
     return [f"the result's write buffers ({human_bytes(buffers)}) hold the whole data set at rung(s) "
             f"{', '.join(fitting)} of the ladder (up to {human_bytes(data)}): nothing needs to reach "
-            f"a table file during the run; {settled}"]
+            f"a table file during the run; {counted}"]
 
 
 def _data_bytes(study: optuna.Study, catalog: Catalog) -> tuple[int, bool]:
@@ -354,12 +369,12 @@ def _data_bytes(study: optuna.Study, catalog: Catalog) -> tuple[int, bool]:
     return int(shape.get("data_bytes") or records), catalog.scales_rungs
 
 
-def _holds_the_data(study: optuna.Study, catalog: Catalog, config: dict[str, Any], verified: bool) -> str:
-    """The verdict's note when the verified result plans caches and buffers as large as the whole benchmark's data
-    and no production ratio held it: a fair answer for data that fits in memory, a wrong one for production data
-    many times larger (``--production-data``/``--production-memory`` hold the search to production's ratio)."""
-    user = study.user_attrs
-    if not (config and verified) or user.get(attrs.PRODUCTION):
+def _holds_the_data(study: optuna.Study, catalog: Catalog, config: dict[str, Any], uncapped_verified: bool) -> str:
+    """The verdict's note when the verified result (``uncapped_verified``: verified, and no production ratio capped
+    it) plans caches and buffers as large as the whole benchmark's data: a fair answer for data that fits in
+    memory, a wrong one for production data many times larger (``--production-data``/``--production-memory`` cap
+    the search at production's ratio)."""
+    if not (config and uncapped_verified):
         return ""
     data, _ = _data_bytes(study, catalog)
     planned = catalog.memory.planned_bytes(catalog.config(config))

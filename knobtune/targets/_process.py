@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from knobtune.interrupts import InterruptsHeld, raise_if_stopped
+from knobtune.interrupts import InterruptsDeferred, raise_if_stopped
 
 _PR_SET_PDEATHSIG = 1
 INTERRUPTED_MARK = "knobtune: stopped (Ctrl-C or SIGTERM) before this program ended; its output above is incomplete"
@@ -61,16 +61,16 @@ def spawn(argv: list[str], *, log_path: Path, cwd: Path | None = None, env: dict
     raise_if_stopped()  # a stop whose KeyboardInterrupt was lost (knobtune.interrupts) starts no more programs
     log_path.parent.mkdir(parents=True, exist_ok=True)
     as_user = user or None  # None (or ""): as this process's user, with its groups
-    # Ctrl-C and SIGTERM are held across the fork: Python runs its after-fork hooks (logging's lock release)
+    # Ctrl-C and SIGTERM are deferred across the fork: Python runs its after-fork hooks (logging's lock release)
     # where a KeyboardInterrupt raised by a signal handler is printed as "Exception ignored" and lost, and the
-    # stop with it (seen: a tune that went on after SIGTERM). Held, the signal is delivered once Popen returns.
-    with InterruptsHeld() as held:
+    # stop with it (seen: a tune that went on after SIGTERM). Deferred, the signal is delivered once Popen returns.
+    with InterruptsDeferred() as deferred:
         with open(log_path, "ab") as log:
             process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd,
                                        env=env, start_new_session=True, preexec_fn=_die_with(os.getpid()),
                                        user=as_user, group=as_user, extra_groups=None if as_user is None else [])
         try:
-            held.release()
+            deferred.release()
         except BaseException:  # the stop that arrived meanwhile: the program just started goes with it
             _kill_group(process)
             raise

@@ -4,41 +4,47 @@ Study user attributes describe the experiment; trial user attributes hold
 what was run and measured. ``optuna-dashboard`` shows them as they are.
 """
 
-# study
+# study: the experiment as asked (tuning.document), rewritten by each `tune` (a resume may change its budget)
+EXPERIMENT = "experiment"
+# study: what happened, written once when the study is new
 TOOL_VERSION = "knobtune_version"
 TOOL_COMMIT = "knobtune_commit"  # the checkout's git commit (knobtune.source_commit), when run from one
 SYSTEM = "system"
 SYSTEM_VERSION = "system_version"
 SYSTEM_FILE = "system_file"  # the user's system file a study's system came from (absent: shipped)
-DRIVER = "driver"
 MACHINE = "machine"
 WORKLOAD = "workload"
 CAPTURE = "capture"  # a capture's summary (workloads/capture.py: span, sessions, mix, fingerprints; no data)
-OBJECTIVE = "objective"
 SEARCHED_KNOBS = "searched_knobs"
-ALLOW_UNSAFE = "allow_unsafe"
-ALLOW_OPERATIONAL = "allow_operational"
 LEFT_OUT = "left_out_unsafe"  # knob -> safety class, kept out of the search
 DEFAULT_BY_RUNG = "baseline"  # rung index (str) -> the default's run there, on the units machine (stored spelling)
-SEED = "seed"
 VERIFICATION = "verification"  # the final interleaved repeats, see tuning.finish
 WINNER_TRIAL = "winner_trial"  # in VERIFICATION: the verified winner's trial number (None: keep the default)
-SETTLED = "settled"  # True: every run's time includes settling the store (False: --unsettled, the raw window)
-SCALED_RUNGS = "scaled_rungs"  # True: small rungs ran configs with data-sized knobs scaled (False: --unscaled-rungs)
-MEMORY_LIMIT = "memory_limit_bytes"  # --memory-limit, or None
-MAX_RECOVERY = "max_recovery_s"  # --max-recovery-time, or None
-PRODUCTION = "production"  # --production-data/--production-memory: {data_bytes, memory_bytes, planned_limit_bytes}
-ONLY_RUNG = "only_rung"  # a ranking study: every config ran at this rung index only (absent: the whole ladder)
+RUNGS_RUN_SCALED = "rungs_run_scaled"  # what happened: small rungs ran configs with data-sized knobs scaled, or not
+# (what was asked: the experiment's research.scale_rungs); read with rungs_run_scaled()
+PLANNED_LIMIT = "planned_limit_bytes"  # what happened: the production ratio's planned memory on the benchmark's data
 RANKING = "ranking"  # a ranking study: the knob ranking computed from its samples (analysis.ranking.Ranking)
 EXPLANATION = "explanation"  # `knobtune explain`: the ablation path from the default to the winner, the minimal config
 RANKED_BY = "ranked_by"  # a top-k study: {"study", "top_k", "knobs"}, the ranking its searched knobs came from
-SETTINGS = "settings"  # how the study searches (sampler, budget, ladder limits): what a joining worker needs
 DEADLINE = "deadline"  # Unix time when the search of a --time budget ends, for every worker (absent: --trials only)
 UNITS_MACHINE = "baseline_machine"  # the machine whose default is DEFAULT_BY_RUNG: the study's units
 TIME_SPENT = "time_spent"  # this run of `tune`: search_s, verification_s, reserved_s (kept back for it), budget_s,
 # reserve_searched (that time went to the search: no config had reached full size)
 DIAGNOSIS = "diagnosis"  # the rules read over the default's full-size run, what fired since, the focus (tuning.guide)
 MACHINE_PREFIX = "machine:"  # "machine:<name>" -> that machine's facts (tuning.machine), one key per machine
+# study: the flat spelling of earlier releases, now fields of EXPERIMENT; read by tuning.document only
+OLD_DRIVER = "driver"
+OLD_OBJECTIVE = "objective"
+OLD_ALLOW_UNSAFE = "allow_unsafe"
+OLD_ALLOW_OPERATIONAL = "allow_operational"
+OLD_SEED = "seed"
+OLD_SETTLED = "settled"
+OLD_MEMORY_LIMIT = "memory_limit_bytes"
+OLD_MAX_RECOVERY = "max_recovery_s"
+OLD_PRODUCTION = "production"  # {data_bytes, memory_bytes, planned_limit_bytes}
+OLD_ONLY_RUNG = "only_rung"
+OLD_SCALED_RUNGS = "scaled_rungs"  # RUNGS_RUN_SCALED
+OLD_SETTINGS = "settings"  # {sampler, trials, time_budget_s, timeout_factor, ..., verify_repeats, warm_up}
 
 # trial
 ROLE = "role"  # ROLE_DEFAULT (the default, first) or ROLE_CONTROL (the default, re-run periodically); absent otherwise
@@ -62,7 +68,8 @@ RECOVERY_OVER_S = "recovery_over_s"  # full-size recovery time minus --max-recov
 FINDINGS = "findings"  # the diagnosis rules that fired on the trial's full-size run
 FOCUSED = "focused"  # the knobs a trial searched within narrowed ranges (tuning.guide), the rest over their own
 WARM_UP = "warm_up"  # the default's first trial on a machine: its full-size run before the ladder, not counted
-ROLE_DEFAULT = "baseline"  # the stored spelling of earlier releases: the default's first run
+ROLE_DEFAULT = "default"  # the default's first run
+OLD_ROLE_DEFAULT = "baseline"  # how earlier releases stored ROLE_DEFAULT; read by role_of
 ROLE_CONTROL = "control"
 CONTROLS = "controls"  # study: the default's full-size value at each of its runs (first and controls), in order (drift)
 
@@ -71,9 +78,20 @@ def rung_key(index: int) -> str:
     return f"{RUNG_PREFIX}{index}"
 
 
+def rungs_run_scaled(user_attrs: dict) -> bool | None:
+    """Whether a study's small rungs ran configs scaled (by its user attributes; None: not recorded)."""
+    return user_attrs.get(RUNGS_RUN_SCALED, user_attrs.get(OLD_SCALED_RUNGS))
+
+
+def role_of(user_attrs: dict) -> str | None:
+    """A trial's role (by its user attributes), in this release's spelling whichever release stored it."""
+    role = user_attrs.get(ROLE)
+    return ROLE_DEFAULT if role == OLD_ROLE_DEFAULT else role
+
+
 def is_default(user_attrs: dict) -> bool:
     """Whether a trial (by its user attributes) runs the default config: its first run or a control."""
-    return user_attrs.get(ROLE) in (ROLE_DEFAULT, ROLE_CONTROL)
+    return role_of(user_attrs) in (ROLE_DEFAULT, ROLE_CONTROL)
 
 
 def is_fixed(user_attrs: dict) -> bool:

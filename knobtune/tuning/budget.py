@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 import optuna
 from optuna.trial import TrialState
@@ -23,7 +22,6 @@ from knobtune.tuning.finish import top_trials
 from knobtune.tuning.outcomes import Outcome
 from knobtune.tuning.progress import Reporter
 from knobtune.tuning.records import RungRun, TrialRecord, record_of, records
-from knobtune.tuning.verify import relative_limit_s
 from knobtune.tuning.workers import Workers
 from knobtune.workloads import Rung
 
@@ -72,10 +70,10 @@ class Budget:
         self.known, self.twins, self.crash_check = known, twins, crash_check
         # when the search ends (Unix time): a worker joining a study reads the study's before each trial
         started_at = time.time() if started_at is None else started_at
-        self.deadline = None if e.time_budget_s is None or e.joining else started_at + e.time_budget_s
+        self.deadline = None if e.budget.time_s is None or e.joining else started_at + e.budget.time_s
         self.reserve_s = 0.0  # kept back from the time budget for the verification
-        self.verify_top = e.verify_top  # candidates verified: fewer when a time budget cannot hold them all
-        self.verify_known = e.verify_known  # the known configs beside them (not when the budget is tight)
+        self.verify_top = e.proof.verify_top  # candidates verified: fewer when a time budget cannot hold them all
+        self.verify_known = e.proof.known_configs  # the known configs beside them (not when the budget is tight)
         self.wanted_s = 0.0  # what verifying all of --verify-top and the known configs would take
         self.fitted_s = 0.0  # what the verification fitted to the budget will take
         self.overhead_s = MIN_RUN_OVERHEAD_S  # per run beyond its record, as the default's trial measured it
@@ -101,7 +99,7 @@ class Budget:
                 self.reporter.note("the study's time budget is spent")
                 return False
             return True
-        if e.trials is not None and len(self.counted_trials()) >= e.trials:
+        if e.budget.trials is not None and len(self.counted_trials()) >= e.budget.trials:
             return False
         fits = self.ladder_fits()
         if not fits and not self._checked_pace:
@@ -144,9 +142,9 @@ class Budget:
         """Whether ``trial``, just asked, would pass --trials: workers check the count, then ask, so two may ask
         for the last trial at once. Trial numbers settle it: the lower number runs, the higher gives way."""
         e = self.experiment
-        if e.trials is None or attrs.is_default(trial.user_attrs):
+        if e.budget.trials is None or attrs.is_default(trial.user_attrs):
             return False
-        return len([r for r in self.counted_trials() if r.number < trial.number]) >= e.trials
+        return len([r for r in self.counted_trials() if r.number < trial.number]) >= e.budget.trials
 
     # ------------------------------------------------------------ runs
 
@@ -158,13 +156,13 @@ class Budget:
             UsageError: no sampled config has completed and none can climb the ladder in the time left.
         """
         e = self.experiment
-        if e.time_budget_s is None or e.joining or self.deadline is None or top_trials(self.workers.study, 1):
+        if e.budget.time_s is None or e.joining or self.deadline is None or top_trials(self.workers.study, 1):
             return
-        spent_s = e.time_budget_s - (self.deadline - time.time())
+        spent_s = e.budget.time_s - (self.deadline - time.time())
         ladder_s = sum(self._default_cost_s(rung) for rung in e.rungs)
-        verify_s = self._verification_s(1, False) if e.verify_top > 0 and e.verify_repeats > 0 else 0.0
+        verify_s = self._verification_s(1, False) if e.proof.verify_top > 0 and e.proof.repeats > 0 else 0.0
         needed_s = spent_s + ladder_s + verify_s
-        raise UsageError(f"--time {_minutes(e.time_budget_s)} cannot hold a sampled trial and its verification at "
+        raise UsageError(f"--time {_minutes(e.budget.time_s)} cannot hold a sampled trial and its verification at "
                          f"this system's pace: {spent_s:.0f} s are spent (the load and the default's ladder), a trial "
                          f"climbing the ladder takes ~{ladder_s:.0f} s and verifying it ~{verify_s:.0f} s. Fix: "
                          f"--time {_minutes(needed_s * 1.1)} or more (the default's runs are kept: the same command "
@@ -175,7 +173,7 @@ class Budget:
         None before it ran."""
         base = self.workers.own_default(rung)
         e = self.experiment
-        return None if base is None else relative_limit_s(base.elapsed_s, e.timeout_factor, e.min_timeout_s)
+        return None if base is None else e.measurement.limit_s(base.elapsed_s)
 
     def limit_s(self, rung: Rung) -> float | None:
         """The time a run at ``rung`` may take: its rung limit, never past the budget's end."""
@@ -204,7 +202,7 @@ class Budget:
     def _default_cost_s(self, rung: Rung) -> float:
         """The wall-clock time this machine's default took at ``rung`` (``min_timeout_s`` before it ran)."""
         base = self.workers.own_default(rung)
-        return self.experiment.min_timeout_s if base is None else self._run_cost_s(base)
+        return self.experiment.measurement.min_timeout_s if base is None else self._run_cost_s(base)
 
     def _run_cost_s(self, run: RungRun) -> float:
         """The wall-clock time a run like ``run`` takes here: its measured time plus the per-run overhead measured
@@ -225,15 +223,15 @@ class Budget:
         """
         e = self.experiment
         default = self.workers.own_default(e.rungs[-1])
-        if e.time_budget_s is None or default is None or e.verify_top <= 0:
+        if e.budget.time_s is None or default is None or e.proof.verify_top <= 0:
             return
         self.overhead_s = self._measured_overhead_s()
         estimate_s = self._verification_s
-        self.verify_top, beside = fitting_verification(estimate_s, e.verify_top, e.time_budget_s / 2)
-        self.verify_known = e.verify_known and beside
+        self.verify_top, beside = fitting_verification(estimate_s, e.proof.verify_top, e.budget.time_s / 2)
+        self.verify_known = e.proof.known_configs and beside
         self.fitted_s = estimate_s(self.verify_top, self.verify_known)
-        self.reserve_s = min(self.fitted_s, e.time_budget_s / 2)
-        self.wanted_s = estimate_s(e.verify_top, True)
+        self.reserve_s = min(self.fitted_s, e.budget.time_s / 2)
+        self.wanted_s = estimate_s(e.proof.verify_top, True)
 
     def _verification_s(self, top: int, beside: bool) -> float:
         """What verifying the ``top`` best candidates (``beside`` the known configs or not) will take here."""
@@ -248,23 +246,24 @@ class Budget:
         candidates = known[:top] + [default] * (len(known[:top]) < top)
         per_round = sum(map(cost, candidates)) + (1 + len(self.known) * beside) * cost(default)
         extra = (2 * len(candidates) if self.twins else 0) + self.crash_check  # twins write, then read back
-        return (per_round * e.verify_repeats + extra * cost(default)) * RESERVE_MARGIN
+        return (per_round * e.proof.repeats + extra * cost(default)) * RESERVE_MARGIN
 
     def fitted_verification(self) -> Experiment:
         """The experiment to verify with, fitted to half the time budget; what was given up, and any lateness, said."""
         e = self.experiment
         left_out = () if self.verify_known else self.known
-        given_up = ([f"the top {self.verify_top} of --verify-top {e.verify_top}"] * (self.verify_top < e.verify_top)
+        asked = e.proof.verify_top
+        given_up = ([f"the top {self.verify_top} of --verify-top {asked}"] * (self.verify_top < asked)
                     + [f"without {', '.join(left_out)} beside the default"] * bool(left_out))
-        late_s = self.fitted_s - e.time_budget_s / 2 if e.time_budget_s else 0.0
+        late_s = self.fitted_s - e.budget.time_s / 2 if e.budget.time_s else 0.0
         if given_up:
             self.reporter.note(f"verifying {' '.join(given_up)}: all would take ~{self.wanted_s:.0f} s, more than "
-                               f"half of the {e.time_budget_s:.0f} s budget. Fix, for more: a longer --time")
+                               f"half of the {e.budget.time_s:.0f} s budget. Fix, for more: a longer --time")
         if late_s > 0:
             self.reporter.note(f"verifying needs ~{self.fitted_s:.0f} s, more than half of the "
-                               f"{e.time_budget_s:.0f} s budget: tune ends ~{late_s:.0f} s past --time. "
+                               f"{e.budget.time_s:.0f} s budget: tune ends ~{late_s:.0f} s past --time. "
                                "Fix: a longer --time, or fewer --repeats")
-        return replace(e, verify_top=self.verify_top, verify_known=self.verify_known)
+        return e.changed(proof__verify_top=self.verify_top, proof__known_configs=self.verify_known)
 
     def _measured_overhead_s(self) -> float:
         """The per-run overhead of this machine's latest finished default trial (at least the minimum)."""

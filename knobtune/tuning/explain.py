@@ -60,9 +60,10 @@ def explain_study(study: optuna.Study, store: StudyStore, winner: Mapping[str, V
     if not 0 <= select_rung < len(rungs):
         raise UsageError(f"--select-rung {select_rung}: the workload has rungs 0-{len(rungs) - 1}. Fix: choose one")
     with make_target(experiment.catalog, experiment.workload, store.worker_scratch(), experiment.driver,
-                     settle=experiment.settle, memory_limit_bytes=experiment.memory_limit_bytes) as target:
+                     settle=experiment.research.settle,
+                     memory_limit_bytes=experiment.limits.memory_limit_bytes) as target:
         return explain(study, target, winner, objective=experiment.objective, select_rung=rungs[select_rung],
-                       full=experiment.workload.full, repeats=repeats, keep=keep, seed=experiment.seed,
+                       full=experiment.workload.full, repeats=repeats, keep=keep, seed=experiment.search.seed,
                        log_dir=store.artifacts(study.study_name) / "explain", note=note)
 
 

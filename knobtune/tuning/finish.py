@@ -21,7 +21,7 @@ from knobtune.tuning import attrs
 from knobtune.tuning.experiment import Experiment
 from knobtune.tuning.records import RungRun, record_of, value_of, winner_trial
 from knobtune.tuning.verify import (
-    MACHINE_RETRIES, Candidate, CandidateRuns, Comparison, relative_limit_s, run_interleaved,
+    MACHINE_RETRIES, Candidate, CandidateRuns, Comparison, run_interleaved,
 )
 
 DEFAULT_LABEL = "default"
@@ -110,12 +110,12 @@ def verify_study(study: optuna.Study, target: Target, experiment: Experiment, lo
                  note: Callable[[str], None]) -> dict[str, object]:
     """Verify the top candidates, store the result on the study and return it."""
     catalog, objective = experiment.catalog, experiment.objective
-    top = top_trials(study, experiment.verify_top)
+    top = top_trials(study, experiment.proof.verify_top)
     previous = study.user_attrs.get(attrs.VERIFICATION) or {}
     verified_before = ({c["label"] for c in previous.get("candidates", []) if not c.get("reference")}  # known configs
                        | set(previous.get("rejected", {})))
     if top and verified_before == {DEFAULT_LABEL} | {f"trial {t.number}" for t in top} \
-            and previous.get("repeats") == experiment.verify_repeats:
+            and previous.get("repeats") == experiment.proof.repeats:
         note(f"the same candidates were verified before: {previous['verdict']}")
         return previous
     candidates = [(Candidate(DEFAULT_LABEL, {}), catalog.defaults())]
@@ -134,7 +134,7 @@ def verify_study(study: optuna.Study, target: Target, experiment: Experiment, lo
                                      tried_first=trial.user_attrs.get(attrs.STARTED_FROM, "")), config))
     tuned = len(candidates) - 1
     candidates += [(Candidate(known.label, dict(known.changed), known_config=True), catalog.config(known.changed))
-                   for known in target.known_configs() if known.beside and experiment.verify_known]
+                   for known in target.known_configs() if known.beside and experiment.proof.known_configs]
     if tuned == 0:
         why = (f"every candidate failed the verifiable twin ({'; '.join(rejected.values())})" if rejected
                else "no sampled config completed every rung")
@@ -143,16 +143,16 @@ def verify_study(study: optuna.Study, target: Target, experiment: Experiment, lo
         note(verdict_text)
         return {"verdict": verdict_text, "rejected": rejected}
     timeout_s = _limit_s(study, experiment)
-    note(f"verifying {tuned} candidate(s) against the default{_beside(candidates)}: {experiment.verify_repeats} "
+    note(f"verifying {tuned} candidate(s) against the default{_beside(candidates)}: {experiment.proof.repeats} "
          f"interleaved runs each at {experiment.workload.full}")
 
     def on_run(repeat: int, runs: object, value: float | None) -> None:
         label = runs.candidate.label  # type: ignore[attr-defined]
         shown = objective.show(value) if value is not None else f"failed: {runs.failure}"  # type: ignore[attr-defined]
-        note(f"verify round {repeat + 1}/{experiment.verify_repeats} {label}: {shown}")
+        note(f"verify round {repeat + 1}/{experiment.proof.repeats} {label}: {shown}")
 
-    comparison = run_interleaved(target, candidates, experiment.workload.full, repeats=experiment.verify_repeats,
-                                 objective=objective, seed=experiment.seed, log_dir=log_dir, timeout_s=timeout_s,
+    comparison = run_interleaved(target, candidates, experiment.workload.full, repeats=experiment.proof.repeats,
+                                 objective=objective, seed=experiment.search.seed, log_dir=log_dir, timeout_s=timeout_s,
                                  on_run=on_run)
     result: dict[str, object] = {**comparison.to_dict(), "rejected": rejected, "verdict": verdict(comparison)}
     winner = comparison.winner()
@@ -234,7 +234,7 @@ def _limit_s(study: optuna.Study, experiment: Experiment) -> float | None:
     base = study.user_attrs.get(attrs.DEFAULT_BY_RUNG, {}).get(str(experiment.workload.full.index))
     if not base:
         return None
-    return relative_limit_s(RungRun.from_stored(base).elapsed_s, experiment.timeout_factor, experiment.min_timeout_s)
+    return experiment.measurement.limit_s(RungRun.from_stored(base).elapsed_s)
 
 
 def _twin_limit_s(twin: Target, experiment: Experiment, log_dir: Path, note: Callable[[str], None]) -> float:
@@ -247,12 +247,12 @@ def _twin_limit_s(twin: Target, experiment: Experiment, log_dir: Path, note: Cal
         try:
             twin.apply(experiment.catalog.defaults())
             run = twin.run(experiment.workload.full, timeout_s=None, log_path=log_dir / "twin-default.log",
-                           seed=experiment.seed)
+                           seed=experiment.search.seed)
         except RunFailure as failure:
             raise KnobtuneError(f"the default config failed the workload's verifiable twin ({failure.reason}). "
                                 f"Fix: check the workload; raw output in {log_dir}") from None
     note(f"the default's verifiable twin took {run.elapsed_s:.1f} s")
-    return relative_limit_s(run.elapsed_s, experiment.timeout_factor, experiment.min_timeout_s)
+    return experiment.measurement.limit_s(run.elapsed_s)
 
 
 def _twin_check(twin: Target | None, experiment: Experiment, config: dict, log_path: Path,
@@ -267,7 +267,7 @@ def _twin_check(twin: Target | None, experiment: Experiment, config: dict, log_p
     with twin:
         try:
             twin.apply(config)
-            twin.run(experiment.workload.full, timeout_s=timeout_s, log_path=log_path, seed=experiment.seed)
+            twin.run(experiment.workload.full, timeout_s=timeout_s, log_path=log_path, seed=experiment.search.seed)
         except RunFailure as failure:
             return failure.reason
     return None

@@ -161,7 +161,7 @@ def record_of(trial: FrozenTrial) -> TrialRecord:
                if trial.datetime_start and trial.datetime_complete else None)
     warm_up = user.get(attrs.WARM_UP) or {}
     return TrialRecord(
-        number=trial.number, state=trial.state, value=trial.value, role=user.get(attrs.ROLE),
+        number=trial.number, state=trial.state, value=trial.value, role=attrs.role_of(user),
         config=dict(user.get(attrs.CONFIG, {})), config_hash=user.get(attrs.CONFIG_HASH),
         outcome=Outcome(outcome) if outcome else None, reason=str(user.get(attrs.REASON, "")), runs=runs,
         reached_rung=user.get(attrs.REACHED_RUNG), machine=user.get(attrs.TRIAL_MACHINE), worker=user.get(attrs.WORKER),

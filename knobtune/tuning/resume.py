@@ -70,7 +70,7 @@ class Queue:
 
     # ------------------------------------------------------------ known configs first
 
-    def hold_known_configs(self, known: tuple[KnownConfig, ...]) -> None:
+    def plan_known_configs(self, known: tuple[KnownConfig, ...]) -> None:
         """A new study tries known configs first, right after the default: the target's ``known`` (when the
         experiment asks: ``try_known_configs``) and ``start_configs`` (--start-from), each as far as the search
         space holds it. They are queued when the default has run (``release_known_configs``), so that trial 0
@@ -78,23 +78,24 @@ class Queue:
         e = self.workers.experiment
         if e.joining or any(not r.is_default for r in records(self.workers.study)):
             return
-        self._pending = [(k.label, dict(k.changed)) for k in known] if e.try_known_configs else []
+        self._pending = [(k.label, dict(k.changed)) for k in known] if e.research.try_known_configs else []
         self._pending += list(e.start_configs)
 
-    def hold(self, starts: list[tuple[str, dict]]) -> None:
+    def plan(self, starts: list[tuple[str, dict]]) -> None:
         """Queue ``starts`` (label, changed knobs) with the next release: configs the diagnosis suggests."""
         self._pending += starts
 
     def release_known_configs(self) -> None:
-        """Queue the known configs held back (once this machine's default has run); none that the space makes the
+        """Queue the known configs planned (once this machine's default has run); none that the space makes the
         default, or another of them."""
         e, pending = self.workers.experiment, self._pending
         self._pending = []
         queued = {json.dumps(e.space.params_of(e.catalog.defaults()), sort_keys=True, default=str)}  # the default ran
-        room = None if e.trials is None else e.trials - sum(not r.is_default for r in records(self.workers.study))
+        trials = e.budget.trials
+        room = None if trials is None else trials - sum(not r.is_default for r in records(self.workers.study))
         for label, changed in pending:
             if room is not None and room <= 0:
-                self.reporter.note(f"not tried, --trials {e.trials} is reached: {label}")
+                self.reporter.note(f"not tried, --trials {e.budget.trials} is reached: {label}")
                 continue
             params = e.space.params_of(e.space.within(e.catalog.config(changed)))
             key = json.dumps(params, sort_keys=True, default=str)

@@ -51,8 +51,8 @@ class SearchSpace:
         known = {name: tuple(values) for name, values in impossible.items() if name in self.knobs}
         return replace(self, impossible={**self.impossible, **known})
 
-    def held_under(self, limit_bytes: int | None) -> SearchSpace:
-        """The same space held to a planned memory of ``limit_bytes``: each numeric knob of the catalog's memory
+    def capped_under(self, limit_bytes: int | None) -> SearchSpace:
+        """The same space capped at a planned memory of ``limit_bytes``: each numeric knob of the catalog's memory
         plan is searched only up to the value that fits the limit with the other knobs of the plan at their least
         (so no config that fits is out of reach), and a sampled config whose knobs together plan more is scaled
         down to fit (``fit_memory``): a limit narrows the search instead of refusing most of its proposals."""
@@ -81,29 +81,29 @@ class SearchSpace:
                 f"{', '.join(self.other_drivers)}; add --driver {' or '.join(needed)} to search them")
 
     def suggest(self, trial: optuna.Trial, focus: Mapping[str, tuple[float, float]] | None = None,
-                held: bool = False) -> tuple[dict[str, Value], list[str]]:
+                capped: bool = False) -> tuple[dict[str, Value], list[str]]:
         """A full config for ``trial`` and the repairs applied to it. With a ``focus`` (knob -> narrowed range,
         ``tuning.guide``) a numeric knob it names is searched within that range, every other knob over its own.
-        ``held`` (a sampled config): under the memory plan's ceilings, and scaled down to ``planned_limit`` when
+        ``capped`` (a sampled config): under the memory plan's ceilings, and scaled down to ``planned_limit`` when
         its knobs together plan more (a known config is run as it is, or refused)."""
         config = self.catalog.defaults()
         for name in self.knobs:
             knob = self.catalog.knobs[name]
             if knob.applies(config):
-                config[name] = _suggest_knob(trial, knob, self._choices(knob), self._bounds(knob, focus, held))
+                config[name] = _suggest_knob(trial, knob, self._choices(knob), self._bounds(knob, focus, capped))
         config, repairs = mend(self.catalog, config)
-        if held and self.planned_limit is not None and (fitted := fit_to_plan(
+        if capped and self.planned_limit is not None and (fitted := fit_to_plan(
                 self.catalog, config, list(self.knobs), self.planned_limit)):
             config, after = mend(self.catalog, config)  # smaller buffers may break a relation (hash buckets)
             repairs += [fitted, *after]
         return config, repairs
 
     def _bounds(self, knob: Knob, focus: Mapping[str, tuple[float, float]] | None,
-                held: bool) -> tuple[float, float] | None:
-        """A numeric knob's range: the focus's narrowed one or the catalog's, under its ceiling when ``held``
+                capped: bool) -> tuple[float, float] | None:
+        """A numeric knob's range: the focus's narrowed one or the catalog's, under its ceiling when ``capped``
         (None: the catalog's)."""
         bounds = focus.get(knob.name) if focus else None
-        ceiling = self.ceilings.get(knob.name) if held else None
+        ceiling = self.ceilings.get(knob.name) if capped else None
         if ceiling is None:
             return bounds
         low, high = bounds if bounds is not None else knob.bounds

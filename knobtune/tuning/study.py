@@ -13,16 +13,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import replace
 
 import optuna
 from optuna.trial import TrialState
 
 from knobtune.errors import UsageError
-from knobtune.interrupts import InterruptsHeld, raise_if_stopped
-from knobtune.knobs import KnobType
-from knobtune.knobs.display import knob_value
-from knobtune.knobs.units import human_bytes
+from knobtune.interrupts import InterruptsDeferred, raise_if_stopped
 from knobtune.storage import HEARTBEAT_S, StudyStore
 from knobtune.targets import Target, make_target
 from knobtune.tuning import attrs
@@ -30,6 +26,7 @@ from knobtune.tuning.budget import Budget
 from knobtune.tuning.experiment import Experiment
 from knobtune.tuning.finish import name_lead, verify_study
 from knobtune.tuning.guide import Guide
+from knobtune.tuning.narrow import narrowed
 from knobtune.tuning.owner import running
 from knobtune.tuning.progress import Progress, Reporter
 from knobtune.tuning.pruning import DefaultAwareHalvingPruner
@@ -48,7 +45,7 @@ class Tuner:
 
     def __init__(self, experiment: Experiment, store: StudyStore,
                  on_progress: Callable[[Progress], None] | None = None) -> None:
-        if experiment.trials is None and experiment.time_budget_s is None:
+        if experiment.budget.trials is None and experiment.budget.time_s is None:
             raise UsageError("no budget given. Fix: add --trials N or --time 20m")
         self.experiment = experiment
         self.store = store
@@ -73,34 +70,33 @@ class Tuner:
         e = self.experiment
         self._started_at = time.time()
         self.store.remove_stale_scratch()
-        target = make_target(e.catalog, e.workload, self.store.worker_scratch(), e.driver, settle=e.settle,
-                             memory_limit_bytes=e.memory_limit_bytes)
+        target = make_target(e.catalog, e.workload, self.store.worker_scratch(), e.driver, settle=e.research.settle,
+                             memory_limit_bytes=e.limits.memory_limit_bytes)
         with target:  # checks the tools before anything is stored
             if note := target.open_note():
                 self.reporter.note(note)
-            e = self.experiment = self._under_memory_plan(self._held_to_production(self._without_impossible(target),
-                                                                                    target))
+            e = self.experiment = narrowed(e, target, self.reporter.note)
             known = target.known_configs()
             storage = self.store.storage(on_stale=self._requeue_stale, on_note=self.reporter.note)
             study = self._open_study(storage)
             workers = Workers(study, storage, e, self.reporter)
             queue = self._queue = Queue(workers, self.reporter)
             budget = Budget(e, workers, self.reporter, known=tuple(k.label for k in known if k.beside)
-                            if e.verify_known else (), twins=target.twin() is not None,
+                            if e.proof.known_configs else (), twins=target.twin() is not None,
                             crash_check=target.has_crash_check(), started_at=self._started_at)
             self.reporter.time_left_s = budget.time_left_s
             facts = workers.check_machine(self.store.scratch_root, target.version())
             queue.recover_interrupted()
             self._record(study, budget, target, facts, workers)
-            queue.hold_known_configs(known)
+            queue.plan_known_configs(known)
             guide = Guide(study, e.space, target, self.reporter, memory_limit_bytes=e.planned_memory_limit(),
-                          trials=e.trials, enabled=e.use_rules and not e.joining)
+                          trials=e.budget.trials, enabled=e.research.rules and not e.joining)
             runner = TrialRunner(workers, budget, queue, self.reporter, self.store, guide)
             try:
                 self._search(target, workers, budget, queue, runner)
             finally:
                 self.trials_run = runner.trials_run
-            if e.verify_top > 0 and e.verify_repeats > 0 and not e.joining:
+            if e.proof.verify_top > 0 and e.proof.repeats > 0 and not e.joining:
                 self._verify(study, target, budget)
         return study
 
@@ -108,65 +104,28 @@ class Tuner:
         if self._queue is not None:
             self._queue.requeue_stale(study, trial)
 
-    def _without_impossible(self, target: Target) -> Experiment:
-        """The experiment without the values this machine refuses (said once)."""
-        e = self.experiment
-        impossible = {k: v for k, v in target.impossible_values().items() if k in e.space.knobs}
-        if not impossible:
-            return e
-        self.reporter.note("left out, this machine refuses them: "
-                           + ", ".join(f"{k}={'/'.join(map(str, v))}" for k, v in impossible.items()))
-        return replace(e, space=e.space.excluding(impossible))
-
-    def _held_to_production(self, e: Experiment, target: Target) -> Experiment:
-        """With a production ratio (--production-data, --production-memory): the planned memory a config may hold
-        on the benchmark's data, at the same memory-to-data ratio (never below the default's own plan: the default
-        is what production runs anyway). Said once."""
-        if e.production is None or e.planned_limit_bytes is not None:
-            return e
-        data, memory = e.production
-        benchmark = target.data_set_bytes()
-        default_plan = e.catalog.memory.planned_bytes(e.catalog.defaults())
-        limit = max(int(benchmark * memory / data), default_plan)
-        self.reporter.note(f"held to production's memory-to-data ratio ({human_bytes(memory)} for "
-                           f"{human_bytes(data)} of data, 1:{data / memory:.3g}): configs may plan "
-                           f"{human_bytes(limit)} of caches and buffers for the benchmark's {human_bytes(benchmark)}"
-                           + (" (the default's own plan)" if limit == default_plan else ""))
-        return replace(e, planned_limit_bytes=limit)
-
-    def _under_memory_plan(self, e: Experiment) -> Experiment:
-        """With a limit on the planned memory (--memory-limit, the production ratio): the memory knobs searched
-        only up to what fits it, each on its own (``SearchSpace.held_under``). Said once."""
-        space = e.space.held_under(e.planned_memory_limit())
-        if space.ceilings and space.planned_limit is not None:  # held_under sets both
-            knobs = e.catalog.knobs
-            self.reporter.note(f"held to {human_bytes(space.planned_limit)} of planned memory: a sampled config "
-                               "planning more is scaled down to it; searched up to " + ", ".join(
-                f"{name} <= {knob_value(knobs[name], int(top) if knobs[name].type != KnobType.FLOAT else top)}"
-                for name, top in space.ceilings.items()))
-        return replace(e, space=space)
-
     def _open_study(self, storage: optuna.storages.BaseStorage) -> optuna.Study:
         e = self.experiment
-        sampler = make_sampler(e.sampler, e.seed if e.sampler_seed is None else e.sampler_seed, e.trials,
-                               param_names=e.space.param_names(), full_step=e.reduction_factor ** e.rungs[-1].index)
+        s = e.search
+        sampler = make_sampler(s.sampler, s.seed if e.sampler_seed is None else e.sampler_seed, e.budget.trials,
+                               param_names=e.space.param_names(), full_step=s.reduction_factor ** e.rungs[-1].index)
         with optuna_warnings_silenced():
             study = optuna.create_study(study_name=e.study_name, storage=storage, sampler=sampler,
-                                        pruner=DefaultAwareHalvingPruner(e.reduction_factor),
+                                        pruner=DefaultAwareHalvingPruner(e.search.reduction_factor),
                                         direction="maximize" if e.objective.maximize else "minimize",
                                         load_if_exists=True)
         e.check_matches(study.user_attrs)
         return study
 
     def _record(self, study: optuna.Study, budget: Budget, target: Target, facts: dict, workers: Workers) -> None:
-        """Write the experiment on a new study; each `tune` (not a joining worker) writes how it searches anew."""
+        """Write what happened on a new study; each `tune` (not a joining worker) writes the document anew."""
         e = self.experiment
-        if not e.joining:  # how to search, for workers joining the study; a resumed run may change its budget
-            study.set_user_attr(attrs.SETTINGS, e.search_record())
+        if not e.joining:  # the document, for workers joining the study; a resumed run may change its budget
+            study.set_user_attr(attrs.EXPERIMENT, e.doc.record())
             study.set_user_attr(attrs.DEADLINE, budget.deadline)
         if attrs.SYSTEM in study.user_attrs:
             return
-        for key, value in e.record(target.driver, target.version(), facts, workers.machine).items():
+        for key, value in e.facts(target.driver, target.version(), facts, workers.machine).items():
             study.set_user_attr(key, value)
 
     def _search(self, target: Target, workers: Workers, budget: Budget, queue: Queue, runner: TrialRunner) -> None:
@@ -176,14 +135,14 @@ class Tuner:
                 raise_if_stopped()  # a stop whose KeyboardInterrupt was lost in a finalizer asks for no more trials
                 self._tidy(workers, queue)
                 # Ctrl-C or SIGTERM before the trial is recorded as this process's would leave it RUNNING for good
-                # (no heartbeat yet; another machine never looks for this pid): held until the runner has recorded
+                # (no heartbeat yet; another machine never looks for this pid): deferred until the runner has recorded
                 # its worker and config, then delivered there (the trial is marked interrupted, its config queued)
-                with InterruptsHeld() as held:
+                with InterruptsDeferred() as deferred:
                     trial = self._ask(workers, budget, queue)
                     if budget.over_trial_budget(trial):
                         runner.give_way(trial, "other workers' trials reached --trials first")
                         break
-                    runner.run(target, trial, owned=held.release)
+                    runner.run(target, trial, owned=deferred.release)
             if self.experiment.joining or not self._await_other_workers(workers, queue) \
                     or not budget.may_start_trial():
                 return  # a worker leaves verifying to the study's process; nothing (more) may run
@@ -232,6 +191,6 @@ class Tuner:
                          self.store.artifacts(self.experiment.study_name) / "verify", self.reporter.note)
         study.set_user_attr(attrs.TIME_SPENT, {"search_s": searched_s, "reserved_s": budget.reserve_s,
                                                "verification_s": self.reporter.elapsed_s() - searched_s,
-                                               "budget_s": self.experiment.time_budget_s,
+                                               "budget_s": self.experiment.budget.time_s,
                                                "reserve_searched": budget.reserve_searched})
 

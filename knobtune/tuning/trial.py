@@ -45,8 +45,8 @@ class TrialRunner:
 
     def run(self, target: Target, trial: optuna.Trial, owned: Callable[[], None] = lambda: None) -> None:
         """Run ``trial`` to its end; a failure of the machine or of knobtune queues its config again. ``owned`` is
-        called once the trial's worker and config are recorded (``InterruptsHeld.release``: a Ctrl-C held while it
-        was asked for lands here, where it is handled).
+        called once the trial's worker and config are recorded (``InterruptsDeferred.release``: a Ctrl-C deferred
+        while it was asked for lands here, where it is handled).
 
         Raises:
             UsageError: the default itself does not fit the time budget or the memory limit.
@@ -97,7 +97,7 @@ class TrialRunner:
         self._name_owner(trial)
         fixed = attrs.is_fixed(trial.user_attrs)  # a known config, the default or a retry runs as it is (or is refused)
         focus = None if fixed or self.guide is None else self.guide.focus()
-        config, repairs = e.space.suggest(trial, focus, held=not fixed)
+        config, repairs = e.space.suggest(trial, focus, capped=not fixed)
         if focus is not None:
             trial.set_user_attr(attrs.FOCUSED, sorted(focus))
         changed = e.catalog.changed(config)
@@ -118,20 +118,20 @@ class TrialRunner:
             full = record_of(self.study.get_trials(deepcopy=False)[trial.number]).run_at(e.rungs[-1].index)
             controls = list(self.study.user_attrs.get(attrs.CONTROLS, []))
             controls.append({"trial": trial.number, "at_s": round(self.reporter.elapsed_s(), 1),
-                             "value": full.value if full else None, "role": trial.user_attrs.get(attrs.ROLE)})
+                             "value": full.value if full else None, "role": attrs.role_of(trial.user_attrs)})
             self.study.set_user_attr(attrs.CONTROLS, controls)
             warm = trial.user_attrs.get(attrs.WARM_UP)
             if warm and full and full.value and warm.get("value"):
                 self.reporter.note(f"the default's warm-up ran {e.objective.show(warm['value'])}: "
                                    f"{e.objective.speedup(warm['value'], full.value):.2f}x its counted run")
             return
-        if trial.user_attrs.get(attrs.ROLE) == attrs.ROLE_CONTROL:  # the default ran to its end before, here: what
+        if attrs.role_of(trial.user_attrs) == attrs.ROLE_CONTROL:  # the default ran to its end before, here: what
             # failed now is not the config nor the budget (seen: a LevelDB settle that never saw its last
             # compaction end); the earlier default's runs stay the reference, and the next control is due as usual
             self.reporter.note(f"{_label(trial)} ended {outcome.value}: {reason}; the study goes on, measured "
                                "against the default's earlier runs")
             return
-        if outcome is Outcome.TIMEOUT and e.time_budget_s is not None:
+        if outcome is Outcome.TIMEOUT and e.budget.time_s is not None:
             raise UsageError(f"--time is too short: the default config alone did not finish within it ({reason}). "
                              "Fix: give more time, or a smaller --records")
         if outcome is Outcome.MEMORY:
@@ -165,7 +165,8 @@ class TrialRunner:
             if not is_default and not self.budget.fits(rung):
                 return self.finish(trial, Outcome.BUDGET, "the time budget ended before this rung")
             run = None if is_default else self._reused(trial, rung)
-            if run is None and e.scaled_rungs and (scaled := e.catalog.at_fraction(config, rung.fraction)) != applied:
+            scaled = e.catalog.at_fraction(config, rung.fraction) if e.rungs_run_scaled else applied
+            if run is None and scaled != applied:
                 try:
                     target.apply(scaled)
                 except RunFailure as failure:
@@ -192,7 +193,7 @@ class TrialRunner:
 
     def _warms_up(self, trial: optuna.Trial) -> bool:
         """Whether this is the first default of this machine in the study (not a control), which warms up."""
-        return self.experiment.warm_up and trial.user_attrs.get(attrs.ROLE) == attrs.ROLE_DEFAULT \
+        return self.experiment.research.warm_up and attrs.role_of(trial.user_attrs) == attrs.ROLE_DEFAULT \
             and self.workers.own_default(self.experiment.rungs[-1]) is None
 
     def _warm_up(self, target: Target, trial: optuna.Trial) -> Outcome | None:
@@ -203,7 +204,7 @@ class TrialRunner:
         log = self.store.artifacts(e.study_name) / f"trial-{trial.number:04d}" / "warm-up.log"
         self.reporter.note(f"warming up: the default once at {full}, not counted")
         try:
-            measurement = target.run(full, timeout_s=self.budget.time_left_s(), log_path=log, seed=e.seed)
+            measurement = target.run(full, timeout_s=self.budget.time_left_s(), log_path=log, seed=e.search.seed)
         except RunFailure as failure:
             return self._fail(trial, Outcome.of_failure(failure.kind), f"its warm-up run failed: {failure.reason}",
                               full, True)
@@ -218,7 +219,7 @@ class TrialRunner:
         left = self.budget.time_left_s()
         search_end = None if left is None else time.time() + left
         starts = self.guide.after_full_run(trial, run, config, is_default=is_default, search_end=search_end)
-        self.queue.hold(starts)
+        self.queue.plan(starts)
 
     def _measure(self, target: Target, trial: optuna.Trial, rung: Rung, is_default: bool) -> RungRun:
         """Run the applied config at ``rung``; the run (or its failure, with its kind) is stored on the trial."""
@@ -227,7 +228,7 @@ class TrialRunner:
         limit = self.budget.limit_s(rung)  # the first default: the time left; a control: as any config's run
         cut = None if is_default else self.budget.cut_by_budget_s(rung)
         try:
-            measurement = target.run(rung, timeout_s=limit, log_path=log, seed=e.seed)
+            measurement = target.run(rung, timeout_s=limit, log_path=log, seed=e.search.seed)
             run = self.workers.on_this_machine(rung, RungRun.measured(measurement, measurement.value(e.objective)),
                                                is_default)
         except RunFailure as failure:
@@ -293,7 +294,7 @@ class TrialRunner:
 
     def _feasible(self, trial: optuna.Trial, run: RungRun, is_default: bool) -> bool:
         """Check a full-size run against --max-recovery-time; record why it is infeasible if it is not."""
-        limit, recovery = self.experiment.max_recovery_s, run.recovery_s
+        limit, recovery = self.experiment.limits.max_recovery_s, run.recovery_s
         if limit is None:
             return True
         over = recovery - limit if recovery is not None else 0.0
@@ -307,7 +308,7 @@ class TrialRunner:
         return False
 
     def step(self, rung: Rung) -> int:
-        return self.experiment.reduction_factor ** rung.index
+        return self.experiment.search.reduction_factor ** rung.index
 
     def _pessimistic(self, rung: Rung) -> float:
         """What a run that failed at ``rung`` counts as: no better than one that used up its time limit there,

@@ -55,7 +55,7 @@ class Workers:
             raise TypeError(f"{type(storage).__name__} records no heartbeats: open the storage with Storage.storage()")
         self.heartbeats: BaseHeartbeat = storage  # the same storage, typed for its heartbeat calls
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
-        self.machine = experiment.machine or socket.gethostname()
+        self.machine = experiment.placement.machine or socket.gethostname()
         self.units_machine = study.user_attrs.get(attrs.UNITS_MACHINE) or self.machine
 
     def check_machine(self, scratch_root: Path, system_version: str) -> dict[str, object]:
@@ -66,7 +66,7 @@ class Workers:
         """
         facts = machine_facts(scratch_root, self.machine, system_version)
         first = self.study.user_attrs.get(attrs.MACHINE) or {}
-        if first and (differ := differences(facts, first)) and not self.experiment.allow_mixed_machines:
+        if first and (differ := differences(facts, first)) and not self.experiment.placement.allow_mixed_machines:
             raise UsageError(f"this machine ({self.machine}) is not of the kind study '{self.study.study_name}' runs "
                              f"on ({first.get('name', first.get('host'))}): {'; '.join(differ)}. Fix: run it on a "
                              "machine like the first, or add --allow-mixed-machines (each trial is still compared "
@@ -145,7 +145,7 @@ class Workers:
         1/control_every of the full-size work, however many trials are pruned early; a trial whose runs were
         reused from an earlier one of the same config ran nothing and is not counted.
         """
-        every = self.experiment.control_every
+        every = self.experiment.measurement.control_every
         if every <= 0:
             return False
         since = 0

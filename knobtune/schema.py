@@ -1,0 +1,244 @@
+"""Typed documents: nested frozen dataclasses, one reader and one writer for all of them.
+
+A document's schema is its dataclasses: each field's type, default and a ``Rule`` (range, choices, unit, the
+command-line option that sets it, an example for the fix). ``read`` checks plain data (a TOML file, options given
+on the command line, a study's stored record) against it: unknown keys, types, ranges and choices, one line per
+problem naming the field (its option when the value came from the command line) and the fix. ``to_dict`` and
+``to_toml`` write a document back as data ``read`` accepts, so a document round-trips.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from knobtune.errors import KnobtuneError
+from knobtune.knobs.units import human_bytes, parse_bytes, parse_duration_s
+from knobtune.names import nearest
+
+T = TypeVar("T")
+COMMAND_LINE = "the command line"  # a Where's source when no file was given
+PARSERS: dict[str, Callable[[Any], float]] = {"duration": parse_duration_s, "size": parse_bytes}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a field accepts beyond its type, and how a person sets it."""
+
+    least: float | None = None
+    most: float | None = None
+    positive: bool = False  # above zero
+    choices: tuple[str, ...] = ()
+    what: str = ""  # the choices' kind, said when a value is none of them ("a sampler")
+    unit: str | None = None  # "duration" or "size": a string with a unit ("20m", "2GiB") is read as its number
+    option: str | None = None  # the command-line option that sets it ("--trials"); None: only in a document
+    sets: Any = None  # what the option sets when it is a flag without a value (--no-rules: false); None: its value
+    example: Any = None  # a good value, for the fix ("e.g. --trials 50")
+    note: str = ""  # said after the example ("0: no verification")
+
+
+def setting(default: Any = None, **rule: Any) -> Any:
+    """A document field with its default and its ``Rule``."""
+    return field(default=default, metadata={"rule": Rule(**rule)})
+
+
+def section(kind: type[T]) -> Any:
+    """A nested section whose every field has a default: absent, it takes them all."""
+    return field(default_factory=kind)
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a document's values came from: a file (or a study's record), and the paths given as options."""
+
+    source: str
+    options: Mapping[str, str] = field(default_factory=dict)  # dotted path -> the option that gave it
+    ranges: bool = True  # False: types and names are checked, not ranges (a study's record: what it ran, as asked)
+
+    def label(self, path: str) -> str:
+        return self.options.get(path) or f"{self.source}: {path}"
+
+
+def option_fields(kind: Any, prefix: str = "") -> dict[str, tuple[str, Rule]]:
+    """Each command-line option of a document's schema -> the dotted path of the field it sets, and its rule."""
+    fields: dict[str, tuple[str, Rule]] = {}
+    hints = typing.get_type_hints(kind)
+    for f in dataclasses.fields(kind):
+        path = _dotted(prefix, f.name)
+        if dataclasses.is_dataclass(hints[f.name]):
+            fields |= option_fields(hints[f.name], path)
+        elif (rule := f.metadata.get("rule")) is not None and rule.option:
+            fields[rule.option] = (path, rule)
+    return fields
+
+
+def read(kind: type[T], data: Any, where: Where, error: type[KnobtuneError]) -> T:
+    """``data`` as a ``kind`` document.
+
+    Raises:
+        error: one line per problem, each naming the field and the fix.
+    """
+    problems: list[str] = []
+    document = _section(kind, data, "", where, problems)
+    if problems or document is None:
+        raise error("\n".join(problems))
+    return document
+
+
+def _section(kind: Any, data: Any, prefix: str, where: Where, problems: list[str]) -> Any:
+    """A dataclass ``kind`` from ``data``, or None with what is wrong added to ``problems``."""
+    fields = {f.name: f for f in dataclasses.fields(kind)}
+    if not isinstance(data, Mapping):
+        problems.append(f"{where.label(prefix)} is not a table. Fix: write it as [{prefix}] with its fields")
+        return None
+    for key in data:
+        if key not in fields:
+            problems.append(f"{where.source}: unknown field '{_dotted(prefix, key)}'{nearest(str(key), fields)}. "
+                            f"Fix: remove it, or use one of {', '.join(fields)}")
+    hints = typing.get_type_hints(kind)
+    values: dict[str, Any] = {}
+    before = len(problems)
+    for name, f in fields.items():
+        path = _dotted(prefix, name)
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                problems.append(f"{where.source}: no '{path}'. Fix: add it, e.g. {_example(path, f)}")
+            continue
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            values[name] = _section(hint, data[name], path, where, problems)
+        else:
+            values[name] = _value(hint, f.metadata.get("rule", Rule()), data[name], path, where, problems)
+    return None if len(problems) > before else kind(**values)
+
+
+def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: list[str]) -> Any:
+    label, fix = where.label(path), _fix(path, rule, where)
+    kinds = [k for k in typing.get_args(hint) if k is not type(None)] if _optional(hint) else [hint]
+    kind = kinds[0]
+    value = raw
+    if rule.unit and isinstance(raw, str):
+        try:
+            value = PARSERS[rule.unit](raw)
+        except ValueError as exc:
+            problems.append(f"{label} {exc}. Fix: {fix}")
+            return None
+    shown = raw if not isinstance(raw, float) else f"{raw:g}"
+    if kind is bool and not isinstance(value, bool) or kind in (int, float) and (
+            isinstance(value, bool) or not isinstance(value, int if kind is int else (int, float))):
+        problems.append(f"{label} {raw!r} is not {_KIND_WORDS[kind]}. Fix: {fix}")
+        return None
+    if kind is str and not isinstance(value, str):
+        problems.append(f"{label} {raw!r} is not text. Fix: {fix}")
+        return None
+    if typing.get_origin(kind) is tuple:
+        return _names(value, label, fix, problems)
+    if kind is float:
+        value = float(value)
+        if not math.isfinite(value):
+            problems.append(f"{label} {shown} is not a finite number. Fix: {fix}")
+            return None
+    if kind is str and rule.choices and value not in rule.choices:
+        problems.append(f"{label} '{value}' is not {rule.what}{nearest(value, rule.choices)}. "
+                        f"Fix: use one of {', '.join(rule.choices)}")
+        return None
+    if kind in (int, float) and where.ranges and (problem := _out_of_range(value, rule, shown)):
+        problems.append(f"{label} {problem}. Fix: {fix}")
+        return None
+    return value
+
+
+def _names(value: Any, label: str, fix: str, problems: list[str]) -> tuple[str, ...] | None:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        problems.append(f"{label} {value!r} is not a list of names. Fix: {fix}")
+        return None
+    if not all(v.strip() for v in value):
+        problems.append(f"{label} {value!r} holds an empty name. Fix: {fix}")
+        return None
+    if twice := sorted({v for v in value if value.count(v) > 1}):
+        problems.append(f"{label} names {', '.join(twice)} twice. Fix: name each once")
+        return None
+    return tuple(value)
+
+
+def _out_of_range(value: float, rule: Rule, shown: Any) -> str | None:
+    if rule.positive and value <= 0:
+        return f"{shown!r} is not a positive {rule.unit or 'number'}"
+    if rule.least is not None and value < rule.least:
+        return f"{shown} is below {human_bytes(rule.least) if rule.unit == 'size' else _number(rule.least)}"
+    if rule.most is not None and value > rule.most:
+        return (f"{shown!r} is longer than {rule.most / 86400:g} days" if rule.unit == "duration"
+                else f"{shown} is above {_number(rule.most)}")
+    return None
+
+
+def _fix(path: str, rule: Rule, where: Where) -> str:
+    if rule.example is None:
+        return "see docs/experiment.md"
+    shown = ",".join(rule.example) if isinstance(rule.example, list) else rule.example  # as an option is written
+    given = f"{rule.option} {shown}" if path in where.options and rule.option else \
+        f"{path.rsplit('.', 1)[-1]} = {_toml(rule.example)}"
+    return f"e.g. {given}" + (f" ({rule.note})" if rule.note else "")
+
+
+def _example(path: str, f: Any) -> str:
+    rule = f.metadata.get("rule", Rule())
+    return f"{path.rsplit('.', 1)[-1]} = {_toml(rule.example if rule.example is not None else '...')}"
+
+
+def _optional(hint: Any) -> bool:
+    return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+
+
+def _dotted(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else str(name)
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+_KIND_WORDS = {bool: "true or false", int: "a whole number", float: "a number"}
+
+
+# ------------------------------------------------------------ writing
+
+
+def to_dict(document: Any) -> dict[str, Any]:
+    """The document as plain data (what ``read`` accepts back): sections as tables, no None."""
+    data: dict[str, Any] = {}
+    for f in dataclasses.fields(document):
+        value = getattr(document, f.name)
+        if dataclasses.is_dataclass(value):
+            data[f.name] = to_dict(value)
+        elif value is not None:
+            data[f.name] = list(value) if isinstance(value, tuple) else value
+    return data
+
+
+def to_toml(document: Any) -> str:
+    """The document as TOML: top-level fields first, then one table per section."""
+    data = to_dict(document)
+    lines = [f"{key} = {_toml(value)}" for key, value in data.items() if not isinstance(value, dict)]
+    for name, table in data.items():
+        if isinstance(table, dict):
+            lines += ["", f"[{name}]"] + [f"{key} = {_toml(value)}" for key, value in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ("inf" if value > 0 else "-inf") if value == value else "nan"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(_toml, value)) + "]"
+    return json.dumps(str(value), ensure_ascii=False)  # a TOML basic string: JSON's escapes are TOML's

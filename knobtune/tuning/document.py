@@ -1,0 +1,296 @@
+"""The experiment as one typed document: what a study is asked to do, in sections.
+
+``knobtune tune --experiment FILE.toml`` reads it, options given beside it override its fields, and
+``tune --dry-run`` prints it resolved (every default filled in) as TOML that ``--experiment`` takes back. The
+study stores it (``attrs.EXPERIMENT``); ``worker``, ``show``, ``explain``, ``sweep --around`` and a resume read it
+back with ``stored_document``, which also reads the flat keys of studies written before the document existed.
+The schema is the dataclasses below, read and written by ``knobtune.schema``; docs/experiment.md describes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from knobtune.datafile import read_toml
+from knobtune.errors import UsageError
+from knobtune.schema import COMMAND_LINE, Where, read, section, setting, to_dict
+from knobtune.tuning import attrs
+from knobtune.tuning.samplers import SAMPLERS
+from knobtune.tuning.verify import DEFAULT_TIMEOUT_FACTOR, MIN_TIMEOUT_S, relative_limit_s
+from knobtune.workloads import Objective
+
+MAX_SEED = 2**32 - 1  # the samplers' (numpy's) seeds
+MAX_TIME_S = 30 * 24 * 3600.0  # a budget longer than a month is a typo (100000h), not a plan
+MIN_MEMORY_LIMIT_BYTES = 4 << 20  # no database process runs in less
+
+
+class ExperimentError(UsageError):
+    """An experiment document (a file, the options, a study's record) is invalid."""
+
+
+@dataclass(frozen=True)
+class WorkloadSection:
+    """What runs: the workload, its size, the driver that runs it, what is measured."""
+
+    name: str = setting(None, option="--workload", example="put-get-delete")  # required: a workload or a .toml file
+    records: int | None = setting(least=1, option="--records", example=100000,
+                                  note="or leave it out for the workload's own size")
+    driver: str | None = setting(option="--driver", example="db_bench")  # None: the system's own
+    objective: str | None = setting(choices=tuple(o.value for o in Objective), what="an objective",
+                                    option="--objective")  # None: the workload's
+
+
+@dataclass(frozen=True)
+class SearchSection:
+    """How configs are chosen: the sampler, the knobs searched, the ladder's halving."""
+
+    sampler: str = setting("tpe", choices=SAMPLERS, what="a sampler", option="--sampler")
+    seed: int = setting(42, least=0, most=MAX_SEED, option="--seed", example=42,
+                        note=f"a seed from 0 to {MAX_SEED}")
+    knobs: tuple[str, ...] | None = setting(option="--knobs", example=["write_buffer_size", "max_background_jobs"],
+                                            note="or leave it out for all safe knobs")  # None: every safe knob
+    allow_unsafe: bool = setting(False, option="--allow-unsafe", sets=True)
+    allow_operational: bool = setting(False, option="--allow-operational", sets=True)
+    ranking: str | None = setting(option="--ranking", example="rank-pgd")  # a ranking study: search its top_k knobs
+    top_k: int | None = setting(least=1, option="--top-k", example=5)
+    start_from: str | None = setting(option="--start-from", example="pgd")  # a study whose best configs go first
+    reduction_factor: int = setting(3, least=2, option="--reduction-factor", example=3,
+                                    note="halving keeps 1/N per rung")
+    only_rung: int | None = setting(least=0, example=0)  # a ranking study (`knobtune rank`): every config at this rung
+
+
+@dataclass(frozen=True)
+class BudgetSection:
+    """How much to run: the study's sampled trials (the default not counted), this run's wall clock."""
+
+    trials: int | None = setting(least=1, option="--trials", example=50)
+    time_s: float | None = setting(positive=True, most=MAX_TIME_S, unit="duration", option="--time", example="20m")
+
+
+@dataclass(frozen=True)
+class MeasurementSection:
+    """How runs are measured and cut: the timeout relative to the default's time, the drift controls."""
+
+    timeout_factor: float = setting(DEFAULT_TIMEOUT_FACTOR, least=1.0, option="--timeout-factor", example=3,
+                                    note="a run may take 3x the default's time")
+    min_timeout_s: float = setting(MIN_TIMEOUT_S, positive=True, unit="duration", example="2s")
+    control_every: int = setting(10, least=0, option="--control-every", example=10, note="0: never")
+
+    def limit_s(self, base_s: float) -> float:
+        """The time a run may take, given the default's time for the same run."""
+        return relative_limit_s(base_s, self.timeout_factor, self.min_timeout_s)
+
+
+@dataclass(frozen=True)
+class ProofSection:
+    """How the result is proven against the default: candidates, interleaved repeats, known configs beside."""
+
+    verify_top: int = setting(3, least=0, option="--verify-top", example=3, note="0: no verification")
+    repeats: int = setting(5, least=2, option="--repeats", example=5,
+                           note="an interval needs two runs; verify_top = 0: no verification")
+    known_configs: bool = setting(True, example=True)  # the configs users run instead (PGTune, ...) beside the result
+
+
+@dataclass(frozen=True)
+class LimitsSection:
+    """What a config may cost: planned or measured memory, recovery time, production's memory-to-data ratio."""
+
+    memory_limit_bytes: int | None = setting(least=MIN_MEMORY_LIMIT_BYTES, unit="size", option="--memory-limit",
+                                             example="2GiB")
+    max_recovery_s: float | None = setting(positive=True, unit="duration", option="--max-recovery-time",
+                                           example="30s")
+    production_data_bytes: int | None = setting(positive=True, unit="size", option="--production-data",
+                                                example="500GiB")
+    production_memory_bytes: int | None = setting(positive=True, unit="size", option="--production-memory",
+                                                  example="64GiB")
+
+
+@dataclass(frozen=True)
+class PlacementSection:
+    """Where the study's trials run: this machine's name among the study's workers."""
+
+    machine: str | None = setting(option="--machine", example="box-1")  # None: the host name
+    allow_mixed_machines: bool = setting(False, option="--allow-mixed-machines", sets=True)
+
+
+@dataclass(frozen=True)
+class ResearchSection:
+    """Switches that exist to measure knobtune itself (bench arms): each undoes a part of the method."""
+
+    # each false undoes one part: no starts from the system's rules and no narrowed first search (--no-rules); the
+    # raw window, without the flush, compaction and reopen a run leaves (--unsettled); small rungs run configs as
+    # they are (--unscaled-rungs); the default's first full-size run counted (--no-warm-up)
+    rules: bool = setting(True, option="--no-rules", sets=False, example=False)
+    settle: bool = setting(True, option="--unsettled", sets=False, example=False)
+    scale_rungs: bool = setting(True, option="--unscaled-rungs", sets=False, example=False)
+    warm_up: bool = setting(True, option="--no-warm-up", sets=False, example=False)
+    try_known_configs: bool = setting(True, example=False)  # false: a new study does not start from known configs
+
+
+@dataclass(frozen=True)
+class ExperimentDoc:
+    """The whole experiment. ``system`` and ``workload.name`` are required; every other field has a default."""
+
+    system: str = setting(None, example="rocksdb")  # required: a system's name or a system file (.toml)
+    study: str | None = setting(option="--study", example="pgd")  # None: made from the system and workload
+    workload: WorkloadSection = section(WorkloadSection)
+    search: SearchSection = section(SearchSection)
+    budget: BudgetSection = section(BudgetSection)
+    measurement: MeasurementSection = section(MeasurementSection)
+    proof: ProofSection = section(ProofSection)
+    limits: LimitsSection = section(LimitsSection)
+    placement: PlacementSection = section(PlacementSection)
+    research: ResearchSection = section(ResearchSection)
+
+    def problems(self, where: Where) -> list[str]:
+        """What no single field shows: options that go together or exclude each other."""
+        s, lim, label = self.search, self.limits, where.label
+        found = []
+        if self.system is None:
+            found.append("no system. Fix: give SYSTEM on the command line, or system = \"rocksdb\" "
+                         "in the file")
+        if self.workload.name is None:
+            found.append("no workload. Fix: add --workload put-get-delete, or name = ... under "
+                         "[workload]")
+        if (s.ranking is None) != (s.top_k is None):
+            found.append("--ranking and --top-k go together (search.ranking, search.top_k). Fix: give both, e.g. "
+                         "--ranking rank-pgd --top-k 5")
+        if s.ranking is not None and s.knobs is not None:
+            found.append("--knobs and --ranking both choose the knobs to search (search.knobs, search.ranking). "
+                         "Fix: give one of them")
+        data, memory = lim.production_data_bytes, lim.production_memory_bytes
+        if (data is None) != (memory is None):
+            given, missing = ("--production-data", "--production-memory") if memory is None else \
+                ("--production-memory", "--production-data")
+            found.append(f"{given} needs {missing} (limits.production_data_bytes, limits.production_memory_bytes): "
+                         "the ratio is memory to data. Fix: give both, e.g. --production-data 500GiB "
+                         "--production-memory 64GiB")
+        elif data is not None and memory is not None and memory >= data:
+            found.append(f"{label('limits.production_memory_bytes')} holds all of "
+                         f"{label('limits.production_data_bytes')}: the ratio would hold no config to anything. "
+                         "Fix: leave both out when the data fits in memory")
+        return [line if where.source == COMMAND_LINE else f"{where.source}: {line}" for line in found]
+
+    def budget_problem(self) -> str | None:
+        """The missing budget, checked after what was named."""
+        if self.budget.trials is None and self.budget.time_s is None:
+            return "no budget given. Fix: add --trials N or --time 20m (budget.trials or budget.time_s)"
+        return None
+
+    def record(self) -> dict[str, Any]:
+        """What the study stores (``attrs.EXPERIMENT``)."""
+        return to_dict(self)
+
+
+def read_document(data: Any, where: Where) -> ExperimentDoc:
+    """``data`` (a file's tables with the options merged in, or a study's record) as a document.
+
+    Raises:
+        ExperimentError: one line per problem, each naming the field (or its option) and the fix.
+    """
+    document = read(ExperimentDoc, data, where, ExperimentError)
+    if problems := document.problems(where):
+        raise ExperimentError("\n".join(problems))
+    return document
+
+
+def load_document(path: Path, options: dict[str, Any] | None = None, given: dict[str, str] | None = None) \
+        -> ExperimentDoc:
+    """The document in the TOML file ``path`` with ``options`` (dotted path -> value, set by ``given``
+    options) overriding its fields.
+
+    Raises:
+        ExperimentError: the file cannot be read, is not TOML, or holds an invalid document.
+    """
+    data = read_toml(path, ExperimentError, "experiment") if path.suffix == ".toml" or path.exists() else None
+    if data is None:
+        raise ExperimentError(f"--experiment {path}: no such file. Fix: give the path of an experiment file "
+                              "(docs/experiment.md), e.g. one written by `knobtune tune ... --dry-run`")
+    return read_document(merged(data, options or {}), Where(str(path), given or {}))
+
+
+def merged(data: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with each dotted path of ``options`` set to its value (the options given override the file)."""
+    result = {key: dict(value) if isinstance(value, dict) else value for key, value in data.items()}
+    for path, value in options.items():
+        *tables, name = path.split(".")
+        table = result
+        for part in tables:
+            table = table.setdefault(part, {}) if isinstance(table.get(part, {}), dict) else {}
+        table[name] = value
+    return result
+
+
+def differences(stored: ExperimentDoc, given: ExperimentDoc, paths: tuple[str, ...]) -> list[tuple[str, Any, Any]]:
+    """(dotted path, stored value, given value) of each of ``paths`` whose values differ."""
+    found = []
+    for path in paths:
+        a, b = _at(stored, path), _at(given, path)
+        if a != b:
+            found.append((path, a, b))
+    return found
+
+
+def _at(document: Any, path: str) -> Any:
+    for part in path.split("."):
+        document = getattr(document, part)
+    return document
+
+
+def stored_document(user_attrs: dict[str, Any], study: str) -> ExperimentDoc:
+    """The document a study stored; for a study written before there was one, its flat keys read as one. Its
+    values are read as stored, not held to what a person may ask (an experiment built in code may run the default
+    alone: ``budget.trials = 0``).
+
+    Raises:
+        ExperimentError: the stored document is not valid (a study edited by hand, or a later release's).
+    """
+    data = user_attrs.get(attrs.EXPERIMENT)
+    return read_document(data if data is not None else _old_spelling(user_attrs),
+                         Where(f"study '{study}'", ranges=False))
+
+
+def _old_spelling(user: dict[str, Any]) -> dict[str, Any]:
+    """A document from the flat keys earlier releases stored (``system``, ``settings``, ``settled`` ...)."""
+    search = user.get(attrs.OLD_SETTINGS) or {}
+    workload = user.get(attrs.WORKLOAD) or {}
+    production = user.get(attrs.OLD_PRODUCTION) or {}
+    ranked = user.get(attrs.RANKED_BY) or {}
+    data = {
+        "system": user.get(attrs.SYSTEM_FILE) or user.get(attrs.SYSTEM),
+        "workload": {"name": workload.get("name"), "records": workload.get("records"),
+                     "driver": user.get(attrs.OLD_DRIVER), "objective": user.get(attrs.OLD_OBJECTIVE)},
+        "search": {"sampler": search.get("sampler"), "seed": user.get(attrs.OLD_SEED),
+                   "allow_unsafe": user.get(attrs.OLD_ALLOW_UNSAFE), "ranking": ranked.get("study"),
+                   "top_k": ranked.get("top_k"), "allow_operational": user.get(attrs.OLD_ALLOW_OPERATIONAL),
+                   "reduction_factor": search.get("reduction_factor"), "only_rung": user.get(attrs.OLD_ONLY_RUNG)},
+        "budget": {"trials": search.get("trials"), "time_s": search.get("time_budget_s")},
+        "measurement": {k: search.get(k) for k in ("timeout_factor", "min_timeout_s", "control_every")},
+        "proof": {"verify_top": search.get("verify_top"), "repeats": search.get("verify_repeats")},
+        "limits": {"memory_limit_bytes": user.get(attrs.OLD_MEMORY_LIMIT),
+                   "max_recovery_s": user.get(attrs.OLD_MAX_RECOVERY),
+                   "production_data_bytes": production.get("data_bytes"),
+                   "production_memory_bytes": production.get("memory_bytes")},
+        "research": {"settle": user.get(attrs.OLD_SETTLED), "warm_up": search.get("warm_up"),
+                     "scale_rungs": bool(attrs.rungs_run_scaled(user)), "rules": attrs.DIAGNOSIS in user},
+    }
+    return {name: ({k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value)
+            for name, value in data.items() if value is not None}
+
+
+def replace(document: ExperimentDoc, **paths: Any) -> ExperimentDoc:
+    """``document`` with fields changed, each named by its dotted path with ``__`` for the dot
+    (``replace(doc, budget__trials=5)``)."""
+    changes: dict[str, dict[str, Any]] = {}
+    top: dict[str, Any] = {}
+    for key, value in paths.items():
+        if "__" in key:
+            name, field_name = key.split("__", 1)
+            changes.setdefault(name, {})[field_name] = value
+        else:
+            top[key] = value
+    sections = {name: dataclasses.replace(getattr(document, name), **fields) for name, fields in changes.items()}
+    return dataclasses.replace(document, **top, **sections)
