@@ -34,6 +34,7 @@ from knobtune.storage import open_store
 from knobtune.targets import make_target
 from knobtune.targets.rocksdb.build import find_db_bench, rocksdb_build
 from knobtune.tuning import attrs
+from knobtune.tuning.document import stored_document
 from knobtune.tuning.experiment import study_workload
 from knobtune.tuning.machine import machine_facts
 from knobtune.workloads import Workload
@@ -115,7 +116,7 @@ def check(args: argparse.Namespace) -> dict:
     if "db_bench" not in workload.drivers:
         raise SystemExit(f"workload '{workload.name}' has no db_bench section, so db_bench cannot run it. Fix: give a "
                          "study of a workload db_bench runs (put-get-delete, fillrandom, readrandom, ...)")
-    settled = recorded.get(attrs.SETTLED, True)
+    settled = stored_document(recorded, args.study).research.settle
     summary = knobtune_json("show", args.study, home=home)
     claim = verified_speedup(summary)
     folder = (args.work or home / "export-check" / args.study).resolve()

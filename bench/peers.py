@@ -47,6 +47,7 @@ import shlex
 import statistics
 import tempfile
 import time
+import tomllib
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -63,6 +64,7 @@ from _cli import (
 )
 from knobtune.analysis import speedup
 from knobtune.analysis.diagnosis import diagnose
+from knobtune.cli.document import OPTIONS
 from knobtune.errors import KnobtuneError
 from knobtune.knobs import Catalog, Knob, KnobType, Value, load_catalog
 from knobtune.knobs.units import parse_duration_s
@@ -70,7 +72,7 @@ from knobtune.storage import open_store
 from knobtune.targets import (
     FailureKind, Machine, Measurement, RunFailure, Target, heuristic_config, make_target, resolve_driver,
 )
-from knobtune.tuning import Experiment, attrs, build_space
+from knobtune.tuning import ExperimentDoc, attrs, build_space
 from knobtune.tuning.guide import Advice, rules_of
 from knobtune.tuning.space import SPECIAL_SUFFIX, VALUE_CHOICE, SearchSpace
 from knobtune.workloads import Rung, Workload, load_workload
@@ -80,9 +82,12 @@ DEFAULT_TOOLS = ("knobtune", "smac", "optuna")  # issue 17's three arms
 NAMES = {"knobtune": "knobtune", "knobtune-alone": "knobtune, search alone (--no-rules)",
          "rules-random": "knobtune's rules, then random search", "smac": "SMAC3",
          "smac-starts": "SMAC3 with the rules' starts", "optuna": "hand-written Optuna"}
-KNOBTUNE_ARMS = {"knobtune": (), "knobtune-alone": ("--no-rules",), "rules-random": ("--sampler", "random")}
+# an arm of knobtune is a partial experiment document beside the bench's own options (docs/experiment.md)
+ARMS = Path(__file__).resolve().parent / "arms"
+KNOBTUNE_ARMS: dict[str, Path | None] = {"knobtune": None, "knobtune-alone": ARMS / "knobtune-alone.toml",
+                                         "rules-random": ARMS / "rules-random.toml"}
 # knobtune's own time rules and halving, as `tune` uses them by default
-KNOBTUNE = {f.name: f.default for f in dataclasses.fields(Experiment) if f.default is not dataclasses.MISSING}
+DEFAULTS = ExperimentDoc()
 SMAC_INITIAL_CONFIGS = 10  # random configs before SMAC's forest proposes any: as many as knobtune's TPE starts from
 REACHED = 0.95  # "reached its final best": came within 5% of it
 
@@ -168,7 +173,8 @@ class Harness:
 
     def limit_s(self, rung: Rung) -> float:
         """How long a run at ``rung`` may take: knobtune's rule, a multiple of the default's time there."""
-        return max(KNOBTUNE["timeout_factor"] * self.default[rung.index].elapsed_s, KNOBTUNE["min_timeout_s"])
+        measurement = DEFAULTS.measurement
+        return max(measurement.timeout_factor * self.default[rung.index].elapsed_s, measurement.min_timeout_s)
 
     def fits(self, rung: Rung) -> bool:
         return self.time_left_s() >= self.limit_s(rung)
@@ -255,10 +261,11 @@ def tool_record(bench: Bench, tool: str, seed: int, *, wall_s: float, default_va
 
 
 def run_knobtune(bench: Bench, seed: int, tool: str = "knobtune") -> dict[str, Any]:
-    """One ``knobtune tune`` as a user runs it, with the arm's options (``KNOBTUNE_ARMS``); its winner is its
+    """One ``knobtune tune`` as a user runs it, with the arm's document (``KNOBTUNE_ARMS``); its winner is its
     verified result (the default when it keeps it)."""
     study = f"{tool}-s{seed}"
-    arm_args = KNOBTUNE_ARMS[tool]
+    arm = KNOBTUNE_ARMS[tool]
+    arm_args = ("--experiment", str(arm)) if arm else ()
     started = time.monotonic()
     summary = knobtune_json("tune", bench.catalog.system, *bench.workload_args(), "--time", f"{bench.budget_s:g}s",
                             "--seed", str(seed), "--study", study, *bench.knobtune_args, *arm_args,
@@ -491,7 +498,7 @@ def run_smac(bench: Bench, seed: int, tool: str = "smac") -> dict[str, Any]:
     (its "highest observed budget" rule); the record says whether the two agree.
     """
     sm = import_smac()
-    eta = KNOBTUNE["reduction_factor"]
+    eta = DEFAULTS.search.reduction_factor
     with harness(bench, tool, seed) as h:
         space_cs, items = configspace_of(h.space, seed)
         check_configspace(h.space, space_cs, items)
@@ -813,7 +820,7 @@ def main() -> None:
         "peers_scaled_rungs": args.peers_scaled_rungs,
         "beside": [str(p) for p in args.beside], "known": args.known, "searched_knobs": list(bench.space.knobs),
         "home": str(home),
-        "smac_budgets": {KNOBTUNE["reduction_factor"] ** r.index: r.records for r in bench.workload.rungs},
+        "smac_budgets": {DEFAULTS.search.reduction_factor ** r.index: r.records for r in bench.workload.rungs},
         "results": [], "verification": []}
     chosen = [t for t in TOOLS if t in args.tools]
     for turn, seed in enumerate(args.seeds):
@@ -843,10 +850,16 @@ def refuse_conflicts(tools: list[str], knobtune_args: list[str]) -> None:
         SystemExit: names the arm and the option.
     """
     for tool in tools:
-        for option in KNOBTUNE_ARMS.get(tool, ())[:1]:
-            if any(arg == option or arg.startswith(option + "=") for arg in knobtune_args):
+        arm = KNOBTUNE_ARMS.get(tool)
+        if arm is None:
+            continue
+        fields = {f"{section}.{name}" for section, values in tomllib.loads(arm.read_text()).items()
+                  for name in values}
+        for option, (field, _rule) in OPTIONS.items():
+            if field in fields and any(arg == option or arg.startswith(option + "=") for arg in knobtune_args) \
+                    or option == "--experiment" and option in knobtune_args:
                 raise SystemExit(f"--knobtune-args gives {option}, which arm {tool} sets itself "
-                                 f"({' '.join(KNOBTUNE_ARMS[tool])}). "
+                                 f"({arm.relative_to(ARMS.parent.parent)}: {', '.join(sorted(fields))}). "
                                  f"Fix: drop it from --knobtune-args, or leave {tool} out of --tools")
 
 

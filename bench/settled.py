@@ -45,11 +45,11 @@ def run_study(args: argparse.Namespace, store) -> tuple[dict, dict]:  # noqa: AN
     workload = load_workload(args.workload)
     settled = "unsettled" if args.unsettled else "settled"
     name = f"settled-{settled}-{args.workload}-s{args.seed}-{time.strftime('%H%M%S')}"
-    settings = Experiment(study_name=name, catalog=catalog, workload=workload,
-                          space=build_space(catalog, driver=args.driver),
-                            objective=workload.objective, driver=args.driver, sampler="tpe", seed=args.seed,
-                            time_budget_s=parse_duration_s(args.time), verify_top=3, verify_repeats=5,
-                            settle=not args.unsettled)
+    settings = Experiment.of(catalog, workload, build_space(catalog, driver=args.driver), study=name,
+                             driver=args.driver, search__sampler="tpe", search__seed=args.seed,
+                             budget__time_s=parse_duration_s(args.time), proof__verify_top=3, proof__repeats=5,
+                             research__settle=not args.unsettled, research__rules=False,
+                             research__try_known_configs=False)
     started = time.monotonic()
     study = Tuner(settings, store).run()
     summary = summarize(study, catalog)

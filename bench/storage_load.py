@@ -249,10 +249,11 @@ def experiment_of(plan: Plan) -> Experiment:
     the window, no verification."""
     catalog = load_catalog(plan.system)
     workload = load_workload(plan.workload).scaled(plan.records)
-    return Experiment(study_name=plan.study_name, catalog=catalog, workload=workload,
-                      space=build_space(catalog, driver=STAND_IN), objective=workload.objective, driver=STAND_IN,
-                      sampler=plan.sampler, trials=plan.max_trials, time_budget_s=plan.window_s, verify_top=0,
-                      verify_repeats=0, warm_up=False, machine=MACHINE)
+    return Experiment.of(catalog, workload, build_space(catalog, driver=STAND_IN), study=plan.study_name,
+                         driver=STAND_IN, search__sampler=plan.sampler, budget__trials=plan.max_trials,
+                         budget__time_s=plan.window_s, proof__verify_top=0, proof__repeats=0,
+                         research__warm_up=False, placement__machine=MACHINE, research__rules=False,
+                         research__try_known_configs=False)
 
 
 def _joined(plan: Plan, limit_s: float = 60.0) -> Experiment:
@@ -528,9 +529,10 @@ def table(result: dict) -> str:
             checks = arm["checks"]
             exact = not (checks["asked_twice"] or checks["told_twice"] or checks["asked_never_told"]
                          or checks["told_not_asked"] or checks["running_left"])
+            cpu = arm["cpu"]
             lines.append(f"| {name} | {arm['workers']} | {arm['trials_per_min'] or '-'} | {p99(arm, 'ask')} "
-                         f"| {p99(arm, 'tell')} | {p99(arm, 'heartbeat')} | {ms(arm['cpu']['postgresql_ms_per_trial'])} "
-                         f"| {ms(arm['cpu']['workers_ms_per_trial'])} | {'yes' if exact else 'NO'} |")
+                         f"| {p99(arm, 'tell')} | {p99(arm, 'heartbeat')} | {ms(cpu['postgresql_ms_per_trial'])} "
+                         f"| {ms(cpu['workers_ms_per_trial'])} | {'yes' if exact else 'NO'} |")
     lines.append("")
     for name, knee_ in result.get("knees", {}).items():
         lines.append(f"- {name}: peak {knee_['peak_trials_per_min']} trials/min at {knee_['peak_at_workers']} "

@@ -35,10 +35,10 @@ def run_study(name: str, allow_unsafe: bool, args: argparse.Namespace, store) ->
     if args.records:
         workload = workload.scaled(args.records)
     knobs = [k for k in build_space(catalog, allow_unsafe=allow_unsafe).knobs if k not in args.exclude]
-    settings = Experiment(study_name=name, catalog=catalog, workload=workload,
-                            space=build_space(catalog, knobs, allow_unsafe=allow_unsafe), objective=workload.objective,
-                            sampler=args.sampler, seed=args.seed, time_budget_s=parse_duration_s(args.time),
-                            verify_top=0, verify_repeats=0)
+    settings = Experiment.of(catalog, workload, build_space(catalog, knobs, allow_unsafe=allow_unsafe), study=name,
+                             search__sampler=args.sampler, search__seed=args.seed,
+                             budget__time_s=parse_duration_s(args.time), proof__verify_top=0, proof__repeats=0,
+                             research__rules=False, research__try_known_configs=False)
     started = time.monotonic()
     study = Tuner(settings, store).run()
     searched_s = time.monotonic() - started

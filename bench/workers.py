@@ -43,7 +43,7 @@ def run_arm(args: argparse.Namespace, url: str, home: Path, workers: int) -> dic
     while len(others) < workers - 1:
         time.sleep(0.5)
         try:
-            if attrs.SETTINGS not in optuna.load_study(study_name=study, storage=url).user_attrs:
+            if attrs.EXPERIMENT not in optuna.load_study(study_name=study, storage=url).user_attrs:
                 continue
         except KeyError:
             continue
