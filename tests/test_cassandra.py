@@ -123,7 +123,8 @@ def test_reads_that_failed_are_failed_operations_and_only_rows_missing_beyond_th
 def test_a_later_study_reuses_the_loaded_node_for_any_mix_over_the_same_records(cassandra, tmp_path: Path,
                                                                                  monkeypatch) -> None:  # noqa: ANN001
     """The load runs once for the same records; a study of another mix over them copies the kept node, listens on
-    ports of its own, and every read still finds what was loaded."""
+    ports of its own, and every read still finds what was loaded. The two loaded anew run unsettled (the settle's
+    kill and restart are the other tests'); the reused one settles, as a study's would."""
     import knobtune.targets._loaded as loaded
 
     monkeypatch.setattr(loaded, "cache_root", lambda: tmp_path / "cache")  # KNOBTUNE_CACHE also holds the jars
@@ -133,7 +134,7 @@ def test_a_later_study_reuses_the_loaded_node_for_any_mix_over_the_same_records(
         if scratch == "second":  # a warm-up before the measured window (ycsb-a-1m has one)
             workload = dataclasses.replace(workload, drivers={
                 "ycsb": {**workload.drivers["ycsb"], "warm_up_operations": 3000}})
-        with make_target(cassandra, workload, tmp_path / scratch) as target:
+        with make_target(cassandra, workload, tmp_path / scratch, settle=scratch == "second") as target:
             notes.append(target.open_note())
             measured = target.run(workload.rungs[0], timeout_s=300, log_path=tmp_path / f"{scratch}.log", seed=1)
             run = measured.phases[0]

@@ -19,6 +19,8 @@ from knobtune.targets import export_format
 from knobtune.targets._kvbench import find_kvbench
 from knobtune.targets.rocksdb.formats import block_cache_logged
 
+from readback import options_settings
+
 READBACK = Path(__file__).resolve().parents[1] / "native" / "build" / "rocksdb-options-readback"
 pytestmark = pytest.mark.skipif(not READBACK.is_file(), reason="native/ is not built (scripts/setup builds it)")
 
@@ -39,19 +41,6 @@ def rocksdb_catalog():
     return load_catalog("rocksdb")
 
 
-def _settings(options: str) -> dict[tuple[str, str], str]:
-    """An OPTIONS file's ``key=value`` lines, keyed by (section, key) (comments left out)."""
-    settings, section = {}, ""
-    for line in options.splitlines():
-        line = line.strip()
-        if line.startswith("["):
-            section = line
-        elif "=" in line and not line.startswith("#"):
-            key, value = line.split("=", 1)
-            settings[(section, key)] = value
-    return settings
-
-
 def _measured(catalog, tmp_path: Path, flags: list[str] | None = None
               ) -> tuple[dict[tuple[str, str], str], dict[str, str] | None, str]:
     """What RocksDB held when db_bench ran CONFIG as a study measures it (its flags; or ``flags``): options, block
@@ -62,7 +51,7 @@ def _measured(catalog, tmp_path: Path, flags: list[str] | None = None
     subprocess.run(["db_bench", f"--db={db}", "--benchmarks=fillseq", "--num=1", *flags], check=True,
                    capture_output=True)
     log = (db / "LOG").read_text()
-    return _settings(sorted(db.glob("OPTIONS-*"))[-1].read_text()), block_cache_logged(log), log
+    return options_settings(sorted(db.glob("OPTIONS-*"))[-1].read_text()), block_cache_logged(log), log
 
 
 def test_the_options_file_loads_into_what_was_measured_and_says_what_it_cannot_hold(rocksdb_catalog,
@@ -81,8 +70,8 @@ def test_the_options_file_loads_into_what_was_measured_and_says_what_it_cannot_h
     for line in HELD:
         assert re.search(rf"^\s*{re.escape(line)}$", written, re.MULTILINE), line
     assert FACTORY.search(written.replace("  ", "")), "the memtable factory with its bucket count"
-    loaded = _settings(written)
-    for key, value in _settings(exported).items():  # every line of the export is what RocksDB holds
+    loaded = options_settings(written)
+    for key, value in options_settings(exported).items():  # every line of the export is what RocksDB holds
         if key[1] != "block_cache":  # RocksDB never writes the cache; it is checked through the library
             assert loaded.get(key) == value, key
 
@@ -90,7 +79,7 @@ def test_the_options_file_loads_into_what_was_measured_and_says_what_it_cannot_h
     differs = {key for key in measured.keys() | loaded.keys() if measured.get(key) != loaded.get(key)}
     assert differs <= {("[DBOptions]", "info_log_level"), ("[DBOptions]", "listeners")}, \
         "the export is what db_bench ran"
-    assert not {"info_log_level", "listeners", "error_if_exists"} & {key for _, key in _settings(exported)}
+    assert not {"info_log_level", "listeners", "error_if_exists"} & {key for _, key in options_settings(exported)}
     assert block_cache_logged((tmp_path / "db" / "LOG").read_text()) == measured_cache, "the same cache: shards, pools"
     assert measured_cache is not None and set(measured_cache) == {"capacity", "num_shard_bits", "strict_capacity_limit",
                                                                   "high_pri_pool_ratio", "low_pri_pool_ratio"}
@@ -106,7 +95,7 @@ def test_the_options_file_loads_into_what_was_measured_and_says_what_it_cannot_h
     subprocess.run([*command[:1], f"--db={db}", *(c.replace("FILE", str(options)) for c in command[1:]),
                     "--benchmarks=fillseq", "--num=1"], check=True, capture_output=True)
     assert block_cache_logged((db / "LOG").read_text()) == measured_cache, "... its cache too"
-    rerun = _settings(sorted(db.glob("OPTIONS-*"))[-1].read_text())
+    rerun = options_settings(sorted(db.glob("OPTIONS-*"))[-1].read_text())
     rerun_differs = {k for k in rerun.keys() | measured.keys() if rerun.get(k) != measured.get(k)}
     assert rerun_differs <= {("[DBOptions]", "listeners")}
 
@@ -147,8 +136,9 @@ def test_a_kvbench_studys_exports_are_what_kvbench_ran(rocksdb_catalog, tmp_path
     options.write_text(export_format("rocksdb", "kvbench", "rocksdb-options").render(rocksdb_catalog, config))
     read = subprocess.run([str(READBACK), str(options), str(tmp_path / "db")], capture_output=True, text=True)
     assert read.returncode == 0, read.stderr
-    loaded = _settings(Path(json.loads(read.stdout)["options_file"]).read_text())
-    differs = {key for key in _settings(ran).keys() | loaded.keys() if _settings(ran).get(key) != loaded.get(key)}
+    loaded = options_settings(Path(json.loads(read.stdout)["options_file"]).read_text())
+    ran_settings = options_settings(ran)
+    differs = {key for key in ran_settings.keys() | loaded.keys() if ran_settings.get(key) != loaded.get(key)}
     opening = {("[DBOptions]", key)
                for key in ("error_if_exists", "create_if_missing", "create_missing_column_families")}
     assert differs <= opening, "the export is what kvbench ran"  # but how kvbench and the read-back open it
@@ -157,12 +147,12 @@ def test_a_kvbench_studys_exports_are_what_kvbench_ran(rocksdb_catalog, tmp_path
     flags = export_format("rocksdb", "kvbench", "db_bench-flags")
     measured, _, _ = _measured(rocksdb_catalog, tmp_path, flags.render(rocksdb_catalog, config).split())
     table = next(section for section, _ in measured if section.startswith("[TableOptions/BlockBasedTable"))
-    assert measured[(table, "index_shortening")] != _settings(ran)[(table, "index_shortening")], "no knob holds it"
+    assert measured[(table, "index_shortening")] != ran_settings[(table, "index_shortening")], "no knob holds it"
     pipelined = ("[DBOptions]", "enable_pipelined_write")
-    assert measured[pipelined] == _settings(ran)[pipelined] == "true", "a knob: kvbench is given the catalog's default"
+    assert measured[pipelined] == ran_settings[pipelined] == "true", "a knob: kvbench is given the catalog's default"
     beside = flags.beside(rocksdb_catalog, config)  # so a kvbench study's flags come with the file of what it ran
     assert len(beside) == 1 and beside[0].suffix == ".options" and "index_shortening" in beside[0].note
-    assert _settings(beside[0].text) == _settings(options.read_text())
+    assert options_settings(beside[0].text) == options_settings(options.read_text())
 
 
 @pytest.mark.slow

@@ -5,7 +5,6 @@ SHOW VARIABLES, and the settings a Cassandra node logs as it starts. A value the
 from __future__ import annotations
 
 import dataclasses
-import re
 import signal
 import subprocess
 import time
@@ -19,24 +18,7 @@ from knobtune.targets._process import spawn, stop_group
 from knobtune.workloads import load_workload
 
 from conftest import tiny
-
-_PG_BYTES = {"B": 1, "kB": 1024, "8kB": 8192, "MB": 2**20, "16MB": 16 * 2**20}
-_PG_SECONDS = {"ms": 0.001, "s": 1, "min": 60}
-
-
-def _as_catalog_value(catalog: Catalog, name: str, setting: str, unit: str) -> object:
-    """What the server says it holds (``setting`` in ``unit``) as the catalog states values: bytes, seconds, ..."""
-    knob = catalog.knobs[name]
-    if knob.type is KnobType.BYTES and setting != "-1":
-        return int(setting) * _PG_BYTES[unit]
-    if knob.type is KnobType.DURATION and setting != "-1":
-        return float(setting) * _PG_SECONDS[unit]
-    if knob.type is KnobType.BOOL:
-        return setting == "on"
-    if knob.type in (KnobType.INT, KnobType.FLOAT):
-        return float(setting)
-    return setting
-
+from readback import jvm_arguments, mariadb_shown, node_configuration, pg_held
 
 # PostgreSQL: sizes in bytes, 8 kB pages and MB (shared_buffers, work_mem, effective_cache_size, wal_buffers,
 # backend_flush_after, max_wal_size), times in ms, s and min, a boolean, a float and an enum.
@@ -46,12 +28,8 @@ PG_CONFIG = {"shared_buffers": "256MiB", "work_mem": "8MiB", "effective_cache_si
              "autovacuum_naptime": "30s"}
 
 
-def _pg_held(target, catalog: Catalog, log: Path) -> dict[str, object]:
-    names = ", ".join(f"'{name}'" for name in PG_CONFIG)
-    rows = target._query(f"SELECT string_agg(name || '=' || setting || '=' || coalesce(unit, ''), ';') "
-                         f"FROM pg_settings WHERE name IN ({names})", log)
-    return {name: _as_catalog_value(catalog, name, setting, unit)
-            for name, setting, unit in (row.split("=") for row in rows.split(";"))}
+def _pg_held(target, catalog: Catalog, log: Path) -> dict[str, object]:  # noqa: ANN001
+    return pg_held(target, catalog, list(PG_CONFIG), log)
 
 
 def _pg_expected(catalog: Catalog) -> dict[str, object]:
@@ -119,13 +97,9 @@ def test_the_my_cnf_export_is_what_show_variables_shows(tmp_path: Path) -> None:
         target.start_argv = lambda data, config: argv
         target._start(data, {}, tmp_path / "server.log")
         try:
-            names = ", ".join(f"'{name}'" for name in MARIADB_CONFIG)
-            rows = target._sql(f"SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_VARIABLES "
-                               f"WHERE VARIABLE_NAME IN ({names.upper()})", tmp_path / "show.log", "SHOW",
-                               all_rows=True)
+            shown = mariadb_shown(target, list(MARIADB_CONFIG), tmp_path / "show.log")
         finally:
             target._stop_server(clean=False)
-    shown = {name.lower(): value for name, value in (row.split("\t") for row in rows)}
     assert shown == _mariadb_expected(catalog)
 
 
@@ -175,14 +149,13 @@ def test_cassandra_yaml_and_its_jvm_options_beside_are_what_the_node_logs(tmp_pa
     assert beside[0].text == export_format("cassandra", None, "jvm-options").render(catalog, config)
     logged = _node_logged(tmp_path / "node", yaml, beside[0].text)
 
-    settings = dict(item.strip().split("=", 1) for item in
-                    re.search(r"Node configuration:\[(.*)\]", logged).group(1).split(";") if "=" in item)
+    settings = node_configuration(logged)
     exported = dict(line.split(": ", 1) for line in yaml.splitlines() if line and not line.startswith("#"))
     assert {name: settings.get(name) for name in exported} == exported
     assert {"memtable_heap_space": "256MiB", "compaction_throughput": "32MiB/s", "key_cache_size": "64MiB",
             "commitlog_segment_size": "16MiB", "row_cache_size": "32MiB", "concurrent_reads": "16",
             "memtable_allocation_type": "offheap_objects",
             "memtable_cleanup_threshold": "0.2"}.items() <= settings.items()
-    arguments = re.search(r"JVM Arguments: \[(.*)\]", logged).group(1).split(", ")
+    arguments = jvm_arguments(logged)
     assert {"-Xmx805306368", "-Xms805306368", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=250"} <= set(arguments)
     assert "Heap size: 768.000MiB/768.000MiB" in logged

@@ -1,18 +1,21 @@
-"""The contract every target keeps, run against each real system at the smallest size."""
+"""The contract every target keeps, run against each real system at the smallest size; and a changed knob reaches
+the system: read back from the system itself (tests/readback.py), so a driver that drops one fails by its name."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from knobtune.errors import WorkloadError
-from knobtune.knobs import load_catalog
+from knobtune.knobs import Value, load_catalog
 from knobtune.targets import TARGETS, Measurement, RunFailure, capturing, export_formats, make_target, workload_section
 from knobtune.tuning.verify import Candidate, run_interleaved
 from knobtune.workloads import load_workload
 
 from conftest import CORPUS, tiny
+from readback import READBACK, changed_config, same, watch
 
 PAIRS = sorted(TARGETS)
 
@@ -57,26 +60,71 @@ def _workload(system: str, driver: str, tmp_path: Path | None = None):
     return tiny(name, 1000) if name else load_workload(CORPUS / "workloads" / "tpch-tiny.toml")
 
 
-@pytest.mark.parametrize(("system", "driver"), PAIRS, ids=[f"{s}-{d}" for s, d in PAIRS])
-def test_open_apply_run_close(system: str, driver: str, tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class PairRan:
+    """One (system, driver) opened once and run twice at its smallest rung as a study runs it: under the default
+    config, then under a config that changes a few knobs (``readback.changed_config``), read back from the system
+    itself while that run went (``readback.watch``)."""
+
+    system: str
+    driver: str
+    shape: dict[str, float | bool]
+    default: Measurement
+    changed: dict[str, Value]  # the knobs the second run changed, at their values
+    second: Measurement | RunFailure  # the second run (a failure kept for the tests to say)
+    held: list[dict[str, object]]  # what the system held of the changed knobs, at each read (the last: the run's)
+    scratch_left: bool
+    formats: list[str]
+
+
+@pytest.fixture(scope="module", params=PAIRS, ids=[f"{s}-{d}" for s, d in PAIRS])
+def pair_ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> PairRan:
+    system, driver = request.param
+    tmp_path = tmp_path_factory.mktemp(f"{system}-{driver}")
     catalog = load_catalog(system)
     workload = _workload(system, driver, tmp_path)
     target = make_target(catalog, workload, tmp_path / "scratch", driver)
     assert target.installed(), f"{driver} should be installed by the set-up"
     shape = target.workload_shape()  # what the diagnosis rules read before a study's first run
-    assert shape["clients"] >= 1 and (shape["reads"] or shape["writes"])
+    changed = catalog.changed(changed_config(catalog, driver, target.impossible_values()))
     with target:
         target.open()  # idempotent
         target.apply(catalog.defaults())
-        first = target.run(workload.rungs[0], timeout_s=60, log_path=tmp_path / "a.log", seed=1)
-        second = target.run(workload.rungs[0], timeout_s=60, log_path=tmp_path / "b.log", seed=1)
+        default = target.run(workload.rungs[0], timeout_s=60, log_path=tmp_path / "a.log", seed=1)
+        held = watch(target, sorted(changed))
+        second: Measurement | RunFailure
+        try:
+            target.apply(catalog.config(changed))  # as a trial applies its config, then runs its first rung
+            second = target.run(workload.rungs[0], timeout_s=60, log_path=tmp_path / "b.log", seed=1)
+        except RunFailure as failure:
+            second = failure
     target.close()  # idempotent
-    for measurement in (first, second):
-        assert isinstance(measurement, Measurement)
+    return PairRan(system, driver, shape, default, changed, second, held, (tmp_path / "scratch").exists(),
+                   [f.name for f in export_formats(system, driver)])
+
+
+def test_open_apply_run_close(pair_ran: PairRan) -> None:
+    assert pair_ran.shape["clients"] >= 1 and (pair_ran.shape["reads"] or pair_ran.shape["writes"])
+    assert isinstance(pair_ran.second, Measurement), f"the run under a changed config failed: {pair_ran.second}"
+    for measurement in (pair_ran.default, pair_ran.second):
         assert measurement.settle is not None and measurement.elapsed_s > measurement.workload_s > 0
         assert measurement.peak_rss_bytes and measurement.peak_rss_bytes > 1_000_000
-    assert not (tmp_path / "scratch").exists()
-    assert [f.name for f in export_formats(system, driver)], "every target exports to some format"
+    assert not pair_ran.scratch_left
+    assert pair_ran.formats, "every target exports to some format"
+
+
+def test_a_changed_knob_reaches_the_system(pair_ran: PairRan) -> None:
+    """Every knob the second run changed is what the system itself held in that run, read from the system (what
+    each reads: ``readback.READBACK``); a driver that drops a knob, or sends another value, fails here by name."""
+    catalog = load_catalog(pair_ran.system)
+    assert len(pair_ran.changed) >= 5, f"a few knobs of several types: {pair_ran.changed}"
+    assert isinstance(pair_ran.second, Measurement), f"the run under the changed config failed: {pair_ran.second}"
+    assert pair_ran.held, "the system was read while the run went"
+    held, source = pair_ran.held[-1], READBACK[pair_ran.system].source
+    wrong = {name: held.get(name, "nothing") for name, value in pair_ran.changed.items()
+             if name not in held or not same(catalog.knobs[name], held[name], value)}
+    assert not wrong, "; ".join(f"{name} = {pair_ran.changed[name]!r} was set through {pair_ran.driver}, but "
+                                f"{pair_ran.system} held {found!r} ({source})" for name, found in wrong.items())
 
 
 @pytest.mark.parametrize(("system", "driver"), PAIRS, ids=[f"{s}-{d}" for s, d in PAIRS])

@@ -39,6 +39,9 @@ class Engine {
   virtual uint64_t scan(const std::string& start, uint64_t limit) = 0;
   virtual std::string version() const = 0;
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
+  // The options the store was opened with, as this driver handed them to it, for a store that keeps no record of
+  // its own (LevelDB); empty for one that does (RocksDB writes its OPTIONS file into the store's folder).
+  virtual nlohmann::json options() const { return nlohmann::json::object(); }
   // Write the memtables to table files and wait (a store without such a call: nothing to do).
   virtual void flush() {}
   // Record every operation from now on in `trace` (RocksDB's trace format), after taking a checkpoint of the store

@@ -76,8 +76,10 @@ CompactionBytes compaction_bytes(leveldb::DB* db) {
 
 class LevelDbEngine : public Engine {
  public:
-  LevelDbEngine(leveldb::DB* db, leveldb::Cache* cache, const leveldb::FilterPolicy* filter, bool sync)
-      : db_(db), cache_(cache), filter_(filter) { write_.sync = sync; }
+  // `opened`: the options the store was opened with (opened_options), which LevelDB itself keeps no record of.
+  LevelDbEngine(leveldb::DB* db, leveldb::Cache* cache, const leveldb::FilterPolicy* filter, bool sync,
+                nlohmann::json opened)
+      : db_(db), cache_(cache), filter_(filter), opened_(std::move(opened)) { write_.sync = sync; }
   ~LevelDbEngine() override { delete db_; delete cache_; delete filter_; }
 
   void put(std::string_view key, std::string_view value) override {
@@ -122,6 +124,7 @@ class LevelDbEngine : public Engine {
             {"user_bytes_written", user_bytes_.load()}, {"slow_writes", slow_writes_.load()},
             {"stall_s", static_cast<double>(slow_write_ns_.load()) / 1e9}};
   }
+  nlohmann::json options() const override { return opened_; }
 
  private:
   static void check(const leveldb::Status& s) { if (!s.ok()) throw IoError(s.ToString()); }
@@ -144,6 +147,7 @@ class LevelDbEngine : public Engine {
   leveldb::DB* db_;
   leveldb::Cache* cache_;
   const leveldb::FilterPolicy* filter_;
+  const nlohmann::json opened_;
   leveldb::WriteOptions write_;  // read by every writing thread, set once in the constructor
   std::atomic<uint64_t> writes_{0};
   std::atomic<uint64_t> max_level0_files_{0};
@@ -187,8 +191,17 @@ uint64_t l0_compaction_trigger(const leveldb::Options& options) {
 #endif
 }
 
-// LevelDB options from a config map; the cache and filter it creates are handed to the caller.
-leveldb::Options leveldb_options(const Config& config, leveldb::Cache** cache, const leveldb::FilterPolicy** filter) {
+// What kvbench built for the store beside its Options, which LevelDB cannot report: the block cache's capacity
+// (LevelDB's own cache of 8 MiB when none is given: DBImpl's SanitizeOptions) and the bloom filter's bits (0: none).
+struct Built {
+  uint64_t cache_bytes = 8 << 20;
+  uint64_t bloom_bits = 0;
+};
+
+// LevelDB options from a config map; the cache and filter it creates are handed to the caller, what they are in
+// `built`.
+leveldb::Options leveldb_options(const Config& config, leveldb::Cache** cache, const leveldb::FilterPolicy** filter,
+                                 Built* built) {
   leveldb::Options options;
   for (const auto& [key, value] : config) {
     if (key == "write_buffer_size") options.write_buffer_size = parse_uint(key, value);
@@ -204,10 +217,12 @@ leveldb::Options leveldb_options(const Config& config, leveldb::Cache** cache, c
       else throw ConfigError("compression: '" + value + "' is not snappy or none", false);
     } else if (key == "block_cache_size") {
       delete *cache;
-      *cache = leveldb::NewLRUCache(parse_uint(key, value));
+      built->cache_bytes = parse_uint(key, value);
+      *cache = leveldb::NewLRUCache(built->cache_bytes);
       options.block_cache = *cache;
     } else if (key == "bloom_bits") {
       uint64_t bits = parse_uint(key, value);
+      built->bloom_bits = bits;
       delete *filter;
       *filter = bits > 0 ? leveldb::NewBloomFilterPolicy(static_cast<int>(bits)) : nullptr;
       options.filter_policy = *filter;
@@ -218,14 +233,36 @@ leveldb::Options leveldb_options(const Config& config, leveldb::Cache** cache, c
   return options;
 }
 
+// The options a store is opened with, named as kvbench's config names them: read from `options` (the struct
+// handed to DB::Open) and `built`. LevelDB keeps no record of them (no OPTIONS file, nothing in its LOG), so this
+// is how a run says what it ran.
+nlohmann::json opened_options(const leveldb::Options& options, const Built& built) {
+  nlohmann::json opened = {
+      {"write_buffer_size", options.write_buffer_size}, {"max_file_size", options.max_file_size},
+      {"block_size", options.block_size}, {"block_restart_interval", options.block_restart_interval},
+      {"max_open_files", options.max_open_files},
+      {"compression", options.compression == leveldb::kSnappyCompression ? "snappy" : "none"},
+      {"reuse_logs", options.reuse_logs}, {"paranoid_checks", options.paranoid_checks},
+      {"block_cache_size", built.cache_bytes}, {"bloom_bits", built.bloom_bits}};
+#ifdef LEVELDB_TUNABLE_CONSTANTS
+  opened["level0_file_num_compaction_trigger"] = options.level0_file_num_compaction_trigger;
+  opened["level0_slowdown_writes_trigger"] = options.level0_slowdown_writes_trigger;
+  opened["level0_stop_writes_trigger"] = options.level0_stop_writes_trigger;
+  opened["max_mem_compact_level"] = options.max_mem_compact_level;
+  opened["read_bytes_period"] = options.read_bytes_period;
+#endif
+  return opened;
+}
+
 }  // namespace
 
 std::unique_ptr<Engine> open_leveldb(const std::string& path, const Config& config, bool sync) {
   leveldb::Cache* cache = nullptr;
   const leveldb::FilterPolicy* filter = nullptr;
   leveldb::Options options;
+  Built built;
   try {
-    options = leveldb_options(config, &cache, &filter);
+    options = leveldb_options(config, &cache, &filter, &built);
   } catch (...) {
     delete cache; delete filter;
     throw;
@@ -239,7 +276,7 @@ std::unique_ptr<Engine> open_leveldb(const std::string& path, const Config& conf
     delete cache; delete filter;
     throw ConfigError("database refused config: " + s.ToString(), true);
   }
-  return std::make_unique<LevelDbEngine>(db, cache, filter, sync);
+  return std::make_unique<LevelDbEngine>(db, cache, filter, sync, opened_options(options, built));
 }
 
 // ------------------------------------------------------------------ settle
@@ -293,7 +330,8 @@ nlohmann::json settle_leveldb(const std::string& path, const SettleSpec& spec) {
   const uint64_t wal_bytes = bytes_of_files(path, {".log"});
   leveldb::Cache* cache = nullptr;
   const leveldb::FilterPolicy* filter = nullptr;
-  leveldb::Options options = leveldb_options(spec.config, &cache, &filter);
+  Built built;
+  leveldb::Options options = leveldb_options(spec.config, &cache, &filter, &built);
   options.create_if_missing = false;
   options.error_if_exists = false;
   const uint64_t l0_trigger = l0_compaction_trigger(options);
@@ -306,7 +344,8 @@ nlohmann::json settle_leveldb(const std::string& path, const SettleSpec& spec) {
     delete cache; delete filter;
     throw ConfigError("the store did not reopen: " + s.ToString(), true);
   }
-  auto engine = std::make_unique<LevelDbEngine>(db, cache, filter, false);  // owns db, cache and filter now
+  // the engine owns db, cache and filter now
+  auto engine = std::make_unique<LevelDbEngine>(db, cache, filter, false, opened_options(options, built));
   t.engine_version = engine->version();
   t.open_s = seconds_since(start);
   auto step = SettleClock::now();
@@ -343,7 +382,9 @@ nlohmann::json settle_leveldb(const std::string& path, const SettleSpec& spec) {
   engine.reset();  // closing waits for a compaction still running
   t.close_s = seconds_since(step);
   t.sst_bytes = bytes_of_files(path, {".ldb", ".sst"});
-  return settle_result(t);
+  nlohmann::json result = settle_result(t);
+  result["options"] = opened_options(options, built);  // what the store was reopened with
+  return result;
 }
 
 }  // namespace kvbench

@@ -179,6 +179,22 @@ TEST(LevelDbConstants, ThePlainBuildRefusesThemAsItsStores) {
   EXPECT_NE(std::string(e.what()).find("kvbench-leveldb-tunable"), std::string::npos) << e.what();
 }
 
+TEST(LevelDbOptions, AStoreSaysWhatItWasOpenedWithTheRestAtLevelDbsDefaults) {
+  TempStore store;
+  auto engine = open_leveldb(store.path, {{"write_buffer_size", "8388608"}, {"compression", "none"},
+                                          {"block_cache_size", "16777216"}, {"bloom_bits", "10"},
+                                          {"paranoid_checks", "true"}}, false);
+  const nlohmann::json opened = engine->options();
+  EXPECT_EQ(opened.at("write_buffer_size"), 8388608);
+  EXPECT_EQ(opened.at("compression"), "none");
+  EXPECT_EQ(opened.at("block_cache_size"), 16777216);
+  EXPECT_EQ(opened.at("bloom_bits"), 10);
+  EXPECT_EQ(opened.at("paranoid_checks"), true);
+  EXPECT_EQ(opened.at("block_size"), 4096);  // not in the config: LevelDB's own default
+  EXPECT_EQ(opened.at("max_open_files"), 1000);
+  EXPECT_EQ(opened.contains("level0_stop_writes_trigger"), leveldb_tunable());  // the tunable build's own options
+}
+
 TEST(LevelDbConstants, AnUnknownNameIsOursInEitherBuild) {
   TempStore store;
   EXPECT_FALSE(refusal(store.path, {{"level0_trigger", "4"}}).refused);  // exit 2

@@ -437,11 +437,14 @@ nlohmann::json run(Engine& engine, const Spec& spec, double interval_s, std::ost
   }
   if (tracing) engine.end_trace();
   const double elapsed = seconds(Clock::now() - start);
-  return {{"engine_version", engine.version()}, {"seed", spec.seed}, {"threads", spec.threads},
-          {"elapsed_s", elapsed}, {"ops", all.ops}, {"ops_per_s", elapsed > 0 ? all.ops / elapsed : 0.0},
-          {"phases", phases}, {"latency_us", latency_of(all)},
-          {"counts", {{"found", all.found}, {"not_found", all.not_found}, {"errors", 0}, {"inserted", all.inserted}}},
-          {"stats", engine.stats()}};
+  nlohmann::json result = {
+      {"engine_version", engine.version()}, {"seed", spec.seed}, {"threads", spec.threads},
+      {"elapsed_s", elapsed}, {"ops", all.ops}, {"ops_per_s", elapsed > 0 ? all.ops / elapsed : 0.0},
+      {"phases", phases}, {"latency_us", latency_of(all)},
+      {"counts", {{"found", all.found}, {"not_found", all.not_found}, {"errors", 0}, {"inserted", all.inserted}}},
+      {"stats", engine.stats()}};
+  if (nlohmann::json opened = engine.options(); !opened.empty()) result["options"] = opened;
+  return result;
 }
 
 }  // namespace kvbench
