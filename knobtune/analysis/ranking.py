@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 from knobtune.analysis.importance import study_of
 
@@ -315,6 +314,8 @@ def _consensus(knobs: Sequence[str], varying: set[str], scores: Mapping[str, Map
     """
     if not scores:
         return tuple(sorted(knobs, key=lambda k: k not in varying))
+    from scipy import stats as scipy_stats  # loaded when knobs are ranked, not by every command
+
     ranks = {m: dict(zip(knobs, scipy_stats.rankdata([-imp[k] for k in knobs]))) for m, imp in scores.items()}
 
     def key(knob: str) -> tuple[bool, float, float, str]:
@@ -330,6 +331,8 @@ def _agreement(scores: Mapping[str, Mapping[str, float]], varying: Sequence[str]
     agreement: dict[str, float] = {}
     if len(varying) < 2:
         return agreement
+    from scipy import stats as scipy_stats
+
     for a, b in itertools.combinations(scores, 2):
         tau = scipy_stats.kendalltau([scores[a][k] for k in varying], [scores[b][k] for k in varying]).statistic
         if not math.isnan(tau):

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as scipy_stats
 
 BOOTSTRAP_RESAMPLES = 10_000
 CONFIDENCE = 0.95
@@ -67,6 +66,8 @@ def speedup(baseline: Sequence[float], config: Sequence[float], maximize: bool, 
     tail = (1 - CONFIDENCE) / 2 * 100
     low, high = np.percentile(ratios, [tail, 100 - tail])
     if base.size > 1 and cand.size > 1 and not (np.all(base == base[0]) and np.all(cand == base[0])):
+        from scipy import stats as scipy_stats  # loaded when a comparison is made, not by every command
+
         p_value = float(scipy_stats.mannwhitneyu(cand, base, alternative="two-sided").pvalue)
     else:
         p_value = 1.0
@@ -140,6 +141,8 @@ def rung_agreement(values: Sequence[dict[int, float]], minimum: int = 5) -> list
         pairs = [(config[low], config[high]) for config in values if low in config and high in config]
         if len(pairs) < minimum or len({a for a, _ in pairs}) < 2 or len({b for _, b in pairs}) < 2:
             continue
+        from scipy import stats as scipy_stats
+
         rho = scipy_stats.spearmanr(*zip(*pairs)).statistic
         result.append({"from": low, "to": high, "rho": float(rho), "n": len(pairs)})
     return result

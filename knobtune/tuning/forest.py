@@ -26,8 +26,6 @@ import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
-from scipy.stats import norm
-from sklearn.ensemble import RandomForestRegressor
 
 from knobtune.tuning.attrs import ROLE  # the default's trials carry it: the yardstick, not data
 
@@ -71,6 +69,9 @@ class ForestSampler(optuna.samplers.BaseSampler):
         best = 0.0 if best is None else min(best, 0.0)  # the default itself ran at full size: log ratio 0
         x = np.array([r[0] for r in rows])
         y = np.array([r[1] for r in rows])
+        from scipy.stats import norm  # with scikit-learn, loaded when the forest proposes (~0.6 s), not on import
+        from sklearn.ensemble import RandomForestRegressor
+
         forest = RandomForestRegressor(n_estimators=self._trees, min_samples_leaf=2, max_features=0.5,
                                        random_state=int(self._rng.integers(2**31)))
         forest.fit(x, y)

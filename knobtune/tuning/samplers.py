@@ -11,10 +11,8 @@ import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial
-from scipy.stats import qmc
 
 from knobtune.errors import UsageError
-from knobtune.tuning.forest import ForestSampler
 from knobtune.tuning.local import LocalMovesSampler
 
 
@@ -32,6 +30,8 @@ def make_sampler(name: str, seed: int | None, expected_trials: int | None = None
     if name == "lhs":
         return LatinHypercubeSampler(expected_trials or 100, param_names, seed)
     if name == "forest":
+        from knobtune.tuning.forest import ForestSampler  # scikit-learn loads only for the forest (~0.6 s)
+
         return ForestSampler(seed, n_startup_trials=_startup(expected_trials), full_step=full_step)
     with warnings.catch_warnings():  # TPE's `group`, QMC and GP are marked experimental; we choose them knowingly
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
@@ -133,6 +133,8 @@ class LatinHypercubeSampler(optuna.samplers.BaseSampler):
 
     def _design(self, block: int) -> np.ndarray:
         if block not in self._designs:
+            from scipy.stats import qmc  # loaded when a sampler draws, not by every command
+
             engine = qmc.LatinHypercube(d=max(1, len(self._columns)), seed=self._seed + block)
             self._designs[block] = engine.random(self._samples)
         return self._designs[block]
