@@ -103,7 +103,7 @@ def test_the_postgresql_rules_read_checkpoints_and_backend_writes_at_the_shipped
                 "buffers_written_by_backends": 537944, "buffers_written_by_bgwriter": 40000,
                 "buffers_written_by_checkpoints": 300000, "bgwriter_stopped_at_limit": 0, "blocks_hit": 9.47e7,
                 "blocks_read": 5.3e6, "cache_hit_ratio": 0.947, "temp_files": 0, "temp_bytes": 0,
-                "wal_buffers_full": 0}  # the default's TPC-C run at 10 warehouses (bench/README.md)
+                "wal_buffers_full": 0}  # the default's TPC-C run at 10 warehouses (docs/findings.md)
     found = diagnose(rules_of("postgresql"), counters, SHAPE, catalog.defaults())
     assert {"checkpoints-forced-by-wal", "backends-write-buffers", "data-beyond-shared-buffers"} <= found.fired()
     assert "queries-spill-to-temp-files" not in found.fired()

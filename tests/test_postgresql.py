@@ -269,7 +269,7 @@ def test_tpcc_runs_its_mix_and_checks_conditions_1_to_4_and_one_history_row_per_
 @pytest.mark.parametrize("name", ["pgbench-tpcb", "pgbench-select", "tpcc"])
 def test_the_shipped_sizes_are_where_settings_can_matter(name: str, tmp_path: Path) -> None:
     """Data larger than the default's 128 MB of shared buffers and 8 clients or more (the reasons and the measured
-    checkpoints are in each workload file and bench/README.md); nothing runs here."""
+    checkpoints are in each workload file and docs/findings.md); nothing runs here."""
     from knobtune.knobs import load_catalog
     from knobtune.workloads import load_workload
 

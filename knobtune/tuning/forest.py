@@ -4,7 +4,7 @@ SMAC's surrogate, in a form that fits knobtune's ladder: a random forest (scikit
 value relative to the default at the same rung from its knobs. Every measurement is a row, at whatever rung:
 a trial pruned at rung 0, or one that failed there with its pessimistic value, teaches the model as much as a
 full-size run. (Ratios to the default carry across rungs: on random configs rung 0 ranked like the full size
-with Spearman 0.78, bench/README.md "ladder.py"; a first version that gave the rung as a feature left the
+with Spearman 0.78, docs/findings.md; a first version that gave the rung as a feature left the
 full size to its few full-size rows, and its 10-minute study spent a third of its trials on timeouts.) Each
 row: the knobs scaled to [0, 1] (log knobs on a log scale, a choice by its position), and log(value / the
 default's value at that step), sign turned so that lower is better. The next config is the candidate with

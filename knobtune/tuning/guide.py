@@ -16,7 +16,7 @@ its counters and the workload's shape. What fires becomes:
   stage (ranges narrowed from knowledge, the rest searched) rather than a
   search of the named knobs alone: searched alone, with the rest held at the
   default's values, they ran behind the whole space in every stored study
-  (bench/README.md "Three other workloads"; in one, 518 of 583 trials searched
+  (docs/findings.md; in one, 518 of 583 trials searched
   one integer knob of 4 values). Only numeric ranges narrow: a bool or enum
   knob keeps its choices (Optuna refuses a categorical whose choices change).
 

@@ -2,7 +2,7 @@
 
 In a space of ~50 knobs with a few dozen full-size runs, TPE draws configs that differ from each other in
 nearly every knob, and most such configs are slower than the default (on put-get-delete nearly all that TPE
-drew were, at every rung: bench/README.md "peers"). The configs that win differ from the default in a few
+drew were, at every rung: docs/findings.md). The configs that win differ from the default in a few
 knobs. So half of the trials, once the start-up trials have run, are a local move instead: one of the 3 best
 complete configs so far (the default among them) with one to three of its params moved, the others kept. A
 moved number takes, half the time, a step from the incumbent's value (normal, 0.15 of its range, on a log

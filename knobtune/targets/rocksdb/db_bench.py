@@ -171,7 +171,7 @@ class DbBenchTarget(EmbeddedTarget):
         """The RocksDB wiki's starting point ("Setup Options and Basic Tuning"), the same on every machine.
 
         Not the configs published for db_bench (``knobtune baseline rocksdb --name db-bench-leveled``): on
-        put-get-delete here they were slower than the default (bench/README.md), so a study does not start there."""
+        put-get-delete here they were slower than the default (docs/findings.md), so a study does not start there."""
         return (guide_config(self.catalog),)
 
     def reads_single_keys_only(self) -> bool:
