@@ -131,6 +131,10 @@ class TrialRunner:
             self.reporter.note(f"{_label(trial)} ended {outcome.value}: {reason}; the study goes on, measured "
                                "against the default's earlier runs")
             return
+        if outcome is Outcome.TIMEOUT and e.joining and e.budget.time_s is not None:  # its limit: the study's time left
+            raise UsageError("the study's time ran out before this machine's default finished; a worker "
+                             "measures its own machine's default first. Fix: start workers early in the study, or "
+                             "give the study more --time")
         if outcome is Outcome.TIMEOUT and e.budget.time_s is not None:
             raise UsageError(f"--time is too short: the default config alone did not finish within it ({reason}). "
                              "Fix: give more time, or a smaller --records")
