@@ -6,7 +6,7 @@ import functools
 import subprocess
 from pathlib import Path
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 
 @functools.cache
