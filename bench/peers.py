@@ -855,9 +855,9 @@ def refuse_conflicts(tools: list[str], knobtune_args: list[str]) -> None:
             continue
         fields = {f"{section}.{name}" for section, values in tomllib.loads(arm.read_text()).items()
                   for name in values}
-        for option, (field, _rule) in OPTIONS.items():
-            if field in fields and any(arg == option or arg.startswith(option + "=") for arg in knobtune_args) \
-                    or option == "--experiment" and option in knobtune_args:
+        setting = {option for option, (field, _rule) in OPTIONS.items() if field in fields} | {"--experiment"}
+        for option in setting:
+            if any(arg == option or arg.startswith(option + "=") for arg in knobtune_args):
                 raise SystemExit(f"--knobtune-args gives {option}, which arm {tool} sets itself "
                                  f"({arm.relative_to(ARMS.parent.parent)}: {', '.join(sorted(fields))}). "
                                  f"Fix: drop it from --knobtune-args, or leave {tool} out of --tools")
