@@ -61,7 +61,8 @@ class Study:
         argv = knobtune_argv("tune", "rocksdb", "--workload", "fillrandom", "--records", RECORDS, "--trials",
                              str(trials), "--study", self.name, "--storage", self.storage.url, "--dir",
                              str(self.hosts[host].home), "--sampler", "random", "--control-every", "0",
-                             "--verify-top", "1", "--repeats", "2", "--no-warm-up", "--no-rules", "--unsettled")
+                             "--verify-top", "1", "--repeats", "2", "--no-warm-up", "--no-rules", "--unsettled",
+                             "--timeout-factor", "20")  # runs of a second: a loaded machine must not time them out
         return self._start(host, argv, env)
 
     def worker(self, host: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:

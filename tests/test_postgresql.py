@@ -16,7 +16,6 @@ import pytest
 from knobtune.console import checkpoint_line
 from knobtune.knobs import load_catalog
 from knobtune.report import export_config, summarize
-from knobtune.processes import pid_alive
 from knobtune.targets import FailureKind, RunFailure, make_target
 from knobtune.targets.postgresql.target import PG_BIN, PG_USER
 from knobtune.tuning import Tuner, Experiment, attrs, build_space
@@ -32,24 +31,31 @@ def postgresql():
 
 
 def _live_servers(ours: tuple[int, ...] = ()) -> list[str]:
-    """postgres processes still running that this test started (or that a knobtune it started left behind).
+    """postgres processes still running that this test started: descendants of this process or of ``ours`` (a
+    knobtune it started), at any depth, and those whose data folder is a knobtune home of one of them
+    (/tmp/knobtune-pg-<pid>-...), which a server reparented to init after its knobtune was killed still names.
 
-    Zombies waiting for init to reap them are not running. A server is someone else's when its data folder is not a
-    knobtune one (/tmp/knobtune-pg-<pid>-...: a cluster of the machine's own, another test's storage server), or
-    names a live process other than this one and ``ours`` (a benchmark running beside the tests); its children go by
-    parent pid. A knobtune home whose process is gone was left behind: it counts.
+    Nothing else on the machine counts: another test run's servers, a cluster of the machine's own, initdb's
+    single-user postgres under its shell. Zombies waiting for init to reap them are not running.
     """
-    out = subprocess.run(["ps", "-u", PG_USER, "-o", "pid=,ppid=,stat=,args="], capture_output=True, text=True).stdout
-    rows = [line.split(None, 3) for line in out.splitlines() if len(line.split(None, 3)) == 4]
-    others = set()
-    for pid, ppid, _, args in rows:
-        if ppid in {row[0] for row in rows}:
-            continue  # a server's own child: it goes with its server
-        owner = re.search(r"knobtune-pg-(\d+)-", args)
-        if owner is None or (int(owner.group(1)) not in (os.getpid(), *ours) and pid_alive(int(owner.group(1)))):
-            others.add(pid)
-    return [args for pid, ppid, stat, args in rows
-            if not stat.startswith("Z") and pid not in others and ppid not in others]
+    out = subprocess.run(["ps", "-eww", "-o", "pid=,ppid=,stat=,user=,args="], capture_output=True, text=True).stdout
+    rows = {int(f[0]): (int(f[1]), f[2], f[3], f[4]) for f in (line.split(None, 4) for line in out.splitlines())
+            if len(f) == 5}
+    mine = {os.getpid(), *ours}
+
+    def started_here(pid: int) -> bool:
+        seen: set[int] = set()
+        while pid in rows and pid not in seen:
+            seen.add(pid)
+            ppid, _, _, args = rows[pid]
+            home = re.search(r"knobtune-pg-(\d+)-", args)
+            if pid in mine or (home is not None and int(home.group(1)) in mine):
+                return True
+            pid = ppid
+        return False
+
+    return [args for pid, (_, stat, user, args) in rows.items()
+            if user == PG_USER and not stat.startswith("Z") and started_here(pid)]
 
 
 def test_a_run_counts_recovery_and_checkpoint_and_checks_tpcb(postgresql, tmp_path: Path) -> None:
@@ -199,9 +205,9 @@ def test_no_server_is_left_after_knobtune_is_killed(tmp_path: Path) -> None:
     process.send_signal(signal.SIGKILL)
     process.wait()
     deadline = time.monotonic() + 30  # its children notice the lost postmaster within seconds; more on a loaded machine
-    while time.monotonic() < deadline and _live_servers():
+    while time.monotonic() < deadline and _live_servers((process.pid,)):
         time.sleep(0.2)
-    assert _live_servers() == [], "a postgres process outlived knobtune"
+    assert _live_servers((process.pid,)) == [], "a postgres process outlived knobtune"
 
 
 def test_ycsb_a_runs_over_a_usertable_and_checks_every_record_is_there(postgresql, tmp_path: Path) -> None:

@@ -55,9 +55,9 @@ class TrialRunner:
         is_default = attrs.is_default(trial.user_attrs)  # never pruned, never reused
         self.trials_run += 1
         try:
-            config = self._record_config(trial)
-            owned()
-            with self.workers.heartbeat(trial):
+            with self.workers.heartbeat(trial):  # its first beat is stored before the trial names its worker
+                config = self._record_config(trial)
+                owned()
                 outcome = self._start(target, trial, config, is_default)
         except StorageError:  # the storage is gone: the trial stays running there, and is run again when the next
             raise  # process on this host finds its pid gone, or another machine finds its heartbeat stopped

@@ -173,17 +173,22 @@ class Workers:
 
     @contextlib.contextmanager
     def heartbeat(self, trial: optuna.Trial) -> Iterator[None]:
-        """Record a heartbeat for ``trial`` every HEARTBEAT_S while it runs, so other workers know it is alive."""
+        """Record a heartbeat for ``trial`` every HEARTBEAT_S while it runs, so other workers know it is alive.
+
+        The first is stored before the block runs, so a trial is never named a worker's (``attrs.WORKER``) without
+        a heartbeat: a process that dies before its first beat leaves an unnamed trial, which ``fail_unowned``
+        fails; one that dies after it leaves a heartbeat that stops, which Optuna's stale check fails. Either way
+        the trial is run again; none is left running for good.
+        """
         trial_id, stop = self.trial_id(trial.number), threading.Event()
+        self.heartbeats.record_heartbeat(trial_id)
 
         def beat() -> None:
-            while True:
+            while not stop.wait(HEARTBEAT_S):
                 try:
                     self.heartbeats.record_heartbeat(trial_id)  # waits while a server storage is away (reconnecting)
                 except StorageError:
                     return  # gone for good: the trial's own next call to the storage says so, in one line
-                if stop.wait(HEARTBEAT_S):
-                    return
 
         thread = threading.Thread(target=beat, name=f"heartbeat-{trial.number}", daemon=True)
         thread.start()
@@ -198,9 +203,9 @@ def fail_unowned(study: optuna.Study, storage: optuna.storages.BaseStorage, grac
     """Fail, and queue again as a stale trial is, every running trial no worker ever took; the numbers failed.
 
     Optuna sees a trial's heartbeat stop only once it has beaten: a trial whose process lost the storage after asking
-    for it but before naming itself its worker (and so before its first heartbeat) would stay RUNNING for good, and a
-    verifier would wait on it for ever. One still unnamed ``grace_s`` after it began is failed (its start is the
-    asking process's clock: workers keep their clocks in step, docs/workers.md).
+    for it but before its first heartbeat (and so before naming itself its worker: ``Workers.heartbeat``) would stay
+    RUNNING for good, and a verifier would wait on it for ever. One still unnamed ``grace_s`` after it began is
+    failed (its start is the asking process's clock: workers keep their clocks in step, docs/workers.md).
     """
     callback = storage.get_heartbeat_stale_trial_callback() if isinstance(storage, BaseHeartbeat) else None
     study_id = storage.get_study_id_from_name(study.study_name)
