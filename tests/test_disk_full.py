@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import optuna
+import psutil
 import pytest
 from optuna.trial import TrialState
 
@@ -197,7 +198,7 @@ def test_a_server_whose_own_data_folder_fills_up_fails_as_the_machine_not_the_co
             runner = threading.Thread(target=run)
             runner.start()
             deadline = time.monotonic() + 60
-            while not subprocess.run(["pgrep", "-x", "pgbench"], capture_output=True).stdout and runner.is_alive():
+            while not _started_here("pgbench") and runner.is_alive():
                 assert time.monotonic() < deadline, "pgbench never started"
                 time.sleep(0.05)
             with _kept_full(temporary):
@@ -212,3 +213,15 @@ def test_a_server_whose_own_data_folder_fills_up_fails_as_the_machine_not_the_co
     assert failure.kind is FailureKind.TOOL, failure.reason
     assert failure.reason.startswith(f"no space left on device in {temporary}/"), failure.reason
     assert "free of 1.2 GiB" in failure.reason and failure.fix.startswith("free space on that disk")
+
+
+def _started_here(program: str) -> bool:
+    """Whether a process of ``program`` runs among this test's own descendants (not another run's on the machine)."""
+    return any(_name(child) == program for child in psutil.Process().children(recursive=True))
+
+
+def _name(process: psutil.Process) -> str:
+    try:
+        return process.name()
+    except psutil.NoSuchProcess:
+        return ""
