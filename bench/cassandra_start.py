@@ -1,7 +1,7 @@
 """Benchmark: what Cassandra's class archive saves a run (issue 31: where a Cassandra run's time goes).
 
 Opens a Cassandra target on a small workload, then runs its first rung N times with the node's class archive
-(``knobtune.targets.cassandra.node.class_archive``) and N times with it moved aside, interleaved, and prints per
+(``knobtune.systems.cassandra.node.class_archive``) and N times with it moved aside, interleaved, and prints per
 run the node's start, its restart after the crash (the recovery, inside the measured time) and the run's wall
 time, then the medians of each arm. The archive must exist (any Cassandra load on this machine records it).
 
@@ -21,8 +21,8 @@ from pathlib import Path
 from _cli import emit
 
 from knobtune.knobs import load_catalog
-from knobtune.targets import make_target
-from knobtune.targets.cassandra.node import class_archive
+from knobtune.systems import make_target
+from knobtune.systems.cassandra.node import class_archive
 from knobtune.workloads import load_workload
 
 

@@ -31,8 +31,8 @@ from _cli import emit, knobtune, knobtune_json, verified_speedup
 from knobtune.analysis import speedup
 from knobtune.knobs import load_catalog
 from knobtune.storage import open_store
-from knobtune.targets import make_target
-from knobtune.targets.rocksdb.build import find_db_bench, rocksdb_build
+from knobtune.systems import make_target
+from knobtune.systems.rocksdb.build import find_db_bench, rocksdb_build
 from knobtune.tuning import attrs
 from knobtune.tuning.document import stored_document
 from knobtune.tuning.experiment import study_workload

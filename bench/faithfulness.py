@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from knobtune.knobs import load_catalog
-from knobtune.targets import make_target
+from knobtune.systems import make_target
 from knobtune.workloads import load_workload
 
 

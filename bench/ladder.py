@@ -39,7 +39,8 @@ from scipy.stats import spearmanr
 from _cli import emit
 from knobtune.knobs import load_catalog
 from knobtune.storage import open_store
-from knobtune.targets import RunFailure, make_target, resolve_driver
+from knobtune.targets import RunFailure
+from knobtune.systems import make_target, resolve_driver
 from knobtune.tuning import build_space
 from knobtune.tuning.verify import DEFAULT_TIMEOUT_FACTOR, relative_limit_s
 from knobtune.workloads import load_workload

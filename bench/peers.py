@@ -69,9 +69,8 @@ from knobtune.errors import KnobtuneError
 from knobtune.knobs import Catalog, Knob, KnobType, Value, load_catalog
 from knobtune.knobs.units import parse_duration_s
 from knobtune.storage import open_store
-from knobtune.targets import (
-    FailureKind, Machine, Measurement, RunFailure, Target, heuristic_config, make_target, resolve_driver,
-)
+from knobtune.targets import FailureKind, Machine, Measurement, RunFailure, Target
+from knobtune.systems import heuristic_config, make_target, resolve_driver
 from knobtune.tuning import ExperimentDoc, attrs, build_space
 from knobtune.tuning.guide import Advice, rules_of
 from knobtune.tuning.space import SPECIAL_SUFFIX, VALUE_CHOICE, SearchSpace

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from _cli import emit, knobtune, knobtune_json, verified_speedup
 
-from knobtune.targets.rocksdb.build import rocksdb_build
+from knobtune.systems.rocksdb.build import rocksdb_build
 
 KIT_DRIVER = {"rocksdb": "kvbench", "postgresql": "pgbench"}  # how each system runs the original workload
 

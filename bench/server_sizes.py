@@ -22,7 +22,7 @@ from pathlib import Path
 from _cli import emit
 
 from knobtune.knobs import load_catalog
-from knobtune.targets import make_target
+from knobtune.systems import make_target
 from knobtune.workloads import load_workload
 
 

@@ -30,8 +30,8 @@ from knobtune.knobs import load_catalog
 from knobtune.knobs.units import parse_duration_s
 from knobtune.report import summarize
 from knobtune.storage import open_store
-from knobtune.targets import make_target
-from knobtune.targets._process import run_logged
+from knobtune.systems import make_target
+from knobtune.server.process import run_logged
 from knobtune.tuning import Tuner, Experiment, build_space
 from knobtune.tuning.finish import top_trials
 from knobtune.tuning.verify import Candidate, run_interleaved

@@ -72,9 +72,10 @@ from _cli import emit
 from knobtune.knobs import load_catalog
 from knobtune.reconnecting import _CALLS as STORAGE_CALLS  # every call of Optuna's storage interface
 from knobtune.storage import HEARTBEAT_S, StudyStore
-from knobtune.targets import SYSTEMS, TARGETS, FailureKind, Measurement, Phase, RunFailure, Target, spelling_of
-from knobtune.targets._process import process_tree, spawn, stop_group
-from knobtune.targets.postgresql.storage_server import StorageServer
+from knobtune.targets import FailureKind, Measurement, Phase, RunFailure, Target
+from knobtune.systems import SYSTEMS, TARGETS, spelling_of
+from knobtune.server.process import process_tree, spawn, stop_group
+from knobtune.systems.postgresql.storage_server import StorageServer
 from knobtune.tuning import Experiment, Tuner, attrs, build_space
 from knobtune.tuning.experiment import read_experiment
 from knobtune.workloads import Rung, Workload, load_workload

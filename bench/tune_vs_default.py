@@ -22,7 +22,7 @@ from knobtune.knobs import load_catalog
 from knobtune.knobs.units import parse_duration_s
 from knobtune.report import summarize
 from knobtune.storage import open_store
-from knobtune.targets import make_target
+from knobtune.systems import make_target
 from knobtune.tuning import Tuner, Experiment, build_space
 from knobtune.tuning.finish import top_trials
 from knobtune.tuning.verify import Candidate, run_interleaved

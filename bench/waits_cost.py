@@ -18,8 +18,8 @@ from pathlib import Path
 
 from knobtune.analysis.stats import speedup
 from knobtune.knobs import load_catalog
-from knobtune.targets import make_target
-from knobtune.targets.postgresql import waits
+from knobtune.systems import make_target
+from knobtune.systems.postgresql import waits
 from knobtune.workloads import load_workload
 
 from _cli import emit

@@ -27,7 +27,7 @@ import optuna
 
 from _cli import KNOBTUNE, emit, verified_speedup
 from knobtune.knobs.units import parse_duration_s
-from knobtune.targets.postgresql.storage_server import StorageServer
+from knobtune.systems.postgresql.storage_server import StorageServer
 from knobtune.tuning import attrs
 
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knobtune.processes import pid_alive
-from knobtune.targets.postgresql.server import PG_BIN, PG_USER, accepts_connections, initdb_argv, postgres_argv
+from knobtune.systems.postgresql.server import PG_BIN, PG_USER, accepts_connections, initdb_argv, postgres_argv
 
 SUBNET = "10.213.0"
 PREFIX = "ktnet"  # namespaces are named PREFIX<pid>-<n>-<host>

@@ -21,9 +21,10 @@ from typing import Any
 from knobtune.errors import ConfigError
 from knobtune.knobs import Catalog, Knob, KnobType, Value, spell_value
 from knobtune.knobs.units import parse_bytes, parse_duration_s
-from knobtune.targets import Target, spelling_of
-from knobtune.targets._embedded import EmbeddedTarget
-from knobtune.targets.rocksdb.formats import block_cache_logged
+from knobtune.targets import Target
+from knobtune.systems import spelling_of
+from knobtune.drivers.embedded import EmbeddedTarget
+from knobtune.systems.rocksdb.formats import block_cache_logged
 
 # ---------------------------------------------------------------- the knobs a test changes
 
@@ -332,7 +333,7 @@ def _jvm_value(knob: Knob, arguments: list[str]) -> str | None:
 
 
 def _cassandra(target: Target, names: list[str], call: Call) -> dict[str, object]:
-    from knobtune.targets.cassandra.node import system_log
+    from knobtune.systems.cassandra.node import system_log
 
     node = target.scratch_dir / "node" / "run"  # the node's folder a run restores (ServerTarget._restore)
     return cassandra_held(target.catalog, names, system_log(node).read_text(errors="replace"))

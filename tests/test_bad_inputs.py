@@ -19,7 +19,7 @@ import pytest
 
 from knobtune.cli import run
 from knobtune.knobs import catalog as catalogs
-from knobtune.targets import _registry as registry
+from knobtune.systems import _registry as registry
 from knobtune.storage import open_store
 
 from conftest import CORPUS

@@ -21,10 +21,11 @@ from knobtune.cli import app
 from knobtune.errors import CatalogError, UsageError
 from knobtune.knobs import load_catalog
 from knobtune.report.export import load_config_file
-from knobtune.targets import Machine, heuristic_config
+from knobtune.targets import Machine
+from knobtune.systems import heuristic_config
 from knobtune.targets._heuristics import DISKS, fixed_config, rotational_disks
-from knobtune.targets.postgresql.pgtune import pgtune, pgtune_config
-from knobtune.targets.postgresql.pgtune_rules import RULES_PATH, load_pgtune
+from knobtune.systems.postgresql.pgtune import pgtune, pgtune_config
+from knobtune.systems.postgresql.pgtune_rules import RULES_PATH, load_pgtune
 
 GIB, MIB, KIB = 1024**3, 1024**2, 1024
 COMMIT = "7caef27c204d304623eda21f23e7d56c1ad78d36"

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from knobtune.cli import app
-from knobtune.targets.rocksdb.build import find_db_bench, rocksdb_build
+from knobtune.systems.rocksdb.build import find_db_bench, rocksdb_build
 
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "export_check.py"
 

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from knobtune.knobs import load_catalog
-from knobtune.targets import FailureKind, RunFailure, make_target
+from knobtune.targets import FailureKind, RunFailure
+from knobtune.systems import make_target
 from knobtune.tuning.guide import counter_meanings
-from knobtune.targets.cassandra.target import CassandraTarget
-from knobtune.targets.cassandra.ycsb import YcsbResult
+from knobtune.systems.cassandra.target import CassandraTarget
+from knobtune.systems.cassandra.ycsb import YcsbResult
 from knobtune.errors import WorkloadError
 
 from conftest import tiny
@@ -125,7 +126,7 @@ def test_a_later_study_reuses_the_loaded_node_for_any_mix_over_the_same_records(
     """The load runs once for the same records; a study of another mix over them copies the kept node, listens on
     ports of its own, and every read still finds what was loaded. The two loaded anew run unsettled (the settle's
     kill and restart are the other tests'); the reused one settles, as a study's would."""
-    import knobtune.targets._loaded as loaded
+    import knobtune.server.loaded as loaded
 
     monkeypatch.setattr(loaded, "cache_root", lambda: tmp_path / "cache")  # KNOBTUNE_CACHE also holds the jars
     notes = []

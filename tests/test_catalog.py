@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from knobtune.knobs import KnobType, Safety, available_systems, load_catalog
-from knobtune.targets.rocksdb.db_bench import db_bench_defaults
+from knobtune.systems.rocksdb.db_bench import db_bench_defaults
 
 REQUIRED = [
     "write_buffer_size", "max_write_buffer_number", "min_write_buffer_number_to_merge", "memtablerep",

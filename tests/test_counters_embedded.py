@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 
 from knobtune.knobs import load_catalog
-from knobtune.targets import Measurement, make_target
+from knobtune.targets import Measurement
+from knobtune.systems import make_target
 from knobtune.targets._counters import UNITS, with_ratios
 from knobtune.tuning.guide import counter_meanings
-from knobtune.targets.rocksdb.db_bench import parse_output
-from knobtune.targets.rocksdb.db_bench_counters import parse_counters, parse_event_log
+from knobtune.systems.rocksdb.db_bench import parse_output
+from knobtune.systems.rocksdb.db_bench_counters import parse_counters, parse_event_log
 
 from conftest import tiny
 

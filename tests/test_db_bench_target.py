@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from knobtune.errors import ToolMissingError
-from knobtune.targets import FailureKind, RunFailure, export_format, make_target
-from knobtune.targets.rocksdb.build import rocksdb_build
-from knobtune.targets.rocksdb.db_bench import parse_output
+from knobtune.targets import FailureKind, RunFailure
+from knobtune.systems import export_format, make_target
+from knobtune.systems.rocksdb.build import rocksdb_build
+from knobtune.systems.rocksdb.db_bench import parse_output
 
 from conftest import tiny
 

@@ -11,7 +11,7 @@ import pytest
 from knobtune.analysis.diagnosis import Suggestion, diagnose, load_rules
 from knobtune.errors import CatalogError
 from knobtune.knobs import load_catalog
-from knobtune.targets._registry import SYSTEMS
+from knobtune.systems import SYSTEMS
 from knobtune.tuning import build_space
 from knobtune.tuning.guide import counter_meanings, middle, narrowed, rules_of
 
@@ -22,7 +22,7 @@ SHAPE = {"point_reads_only": False, "reads": True, "writes": True, "data_bytes":
 
 def _rocksdb_guide(tmp_path: Path, workload: str, seed: int, trials: int | None, notes: list[str] | None = None):
     """A RocksDB db_bench search space, an in-memory study and the Guide over them (what the trial loop builds)."""
-    from knobtune.targets import make_target  # noqa: PLC0415
+    from knobtune.systems import make_target  # noqa: PLC0415
     from knobtune.tuning.guide import Guide  # noqa: PLC0415
     from knobtune.tuning.progress import Reporter  # noqa: PLC0415
     from knobtune.workloads import load_workload  # noqa: PLC0415

@@ -169,8 +169,9 @@ def test_a_server_whose_own_data_folder_fills_up_fails_as_the_machine_not_the_co
     import tempfile  # noqa: PLC0415
 
     from knobtune.knobs import load_catalog  # noqa: PLC0415
-    from knobtune.targets import FailureKind, RunFailure, make_target  # noqa: PLC0415
-    from knobtune.targets.postgresql.target import PG_BIN  # noqa: PLC0415
+    from knobtune.targets import FailureKind, RunFailure  # noqa: PLC0415
+    from knobtune.systems import make_target  # noqa: PLC0415
+    from knobtune.systems.postgresql.target import PG_BIN  # noqa: PLC0415
 
     from conftest import tiny  # noqa: PLC0415
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from knobtune.knobs import load_catalog
-from knobtune.targets import export_format
-from knobtune.targets._kvbench import find_kvbench
-from knobtune.targets.rocksdb.formats import block_cache_logged
+from knobtune.systems import export_format
+from knobtune.drivers.kvbench import find_kvbench
+from knobtune.systems.rocksdb.formats import block_cache_logged
 
 from readback import options_settings
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from knobtune.knobs import Catalog, KnobType, load_catalog
-from knobtune.targets import export_format, make_target
-from knobtune.targets._process import spawn, stop_group
+from knobtune.systems import export_format, make_target
+from knobtune.server.process import spawn, stop_group
 from knobtune.workloads import load_workload
 
 from conftest import tiny
@@ -113,7 +113,7 @@ CASSANDRA_CONFIG = {"memtable_heap_space": "256MiB", "compaction_throughput": "3
 
 def _node_logged(node: Path, yaml: str, jvm: str, limit_s: float = 180) -> str:
     """Start one node over ``node`` under the exported files, until its log holds its settings; its log."""
-    from knobtune.targets.cassandra.node import free_ports, node_argv, system_log, yaml_text
+    from knobtune.systems.cassandra.node import free_ports, node_argv, system_log, yaml_text
 
     for folder in ("data", "commitlog", "saved_caches", "hints", "cdc_raw", "logs", "triggers", "tmp"):
         (node / folder).mkdir(parents=True, exist_ok=True)
@@ -135,8 +135,8 @@ def _node_logged(node: Path, yaml: str, jvm: str, limit_s: float = 180) -> str:
 
 @pytest.mark.slow
 def test_cassandra_yaml_and_its_jvm_options_beside_are_what_the_node_logs(tmp_path: Path) -> None:
-    from knobtune.targets.cassandra.node import java17
-    from knobtune.targets.cassandra.target import CassandraTarget
+    from knobtune.systems.cassandra.node import java17
+    from knobtune.systems.cassandra.target import CassandraTarget
 
     if CassandraTarget.installed() is None or java17() is None:
         pytest.skip("Cassandra's jars are not fetched (scripts/cassandra-fetch)")

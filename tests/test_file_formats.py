@@ -95,7 +95,7 @@ def test_unknown_system_and_workload() -> None:
 
 
 def test_cassandra_yaml_writes_units_and_the_special_values_as_cassandra_5_reads_them() -> None:
-    from knobtune.targets.cassandra.formats import cassandra_jvm_flags, cassandra_yaml_settings
+    from knobtune.systems.cassandra.formats import cassandra_jvm_flags, cassandra_yaml_settings
 
     catalog = load_catalog("cassandra")
     config = catalog.config({"key_cache_size": 0, "sstable_preemptive_open_interval": -1, "compaction_throughput": 0,

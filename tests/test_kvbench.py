@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from knobtune.knobs import load_catalog
-from knobtune.targets import FailureKind, RunFailure, make_target
-from knobtune.targets._kvbench import find_kvbench
+from knobtune.targets import FailureKind, RunFailure
+from knobtune.systems import make_target
+from knobtune.drivers.kvbench import find_kvbench
 from knobtune.tuning import Tuner, Experiment, build_space
 from knobtune.workloads import load_workload
 
@@ -124,7 +125,7 @@ def test_a_leveldb_study_end_to_end(store) -> None:
 def test_a_phases_latency_is_over_every_kind_of_operation() -> None:
     """kvbench's merged histogram stands for the phase; from an older kvbench without it, the worst kind's
     percentiles with the mean and max over every kind (the mean weighted by each kind's count)."""
-    from knobtune.targets._kvbench import _all_operations  # noqa: PLC0415
+    from knobtune.drivers.kvbench import _all_operations  # noqa: PLC0415
 
     read = {"count": 300, "p50": 2.0, "p99": 9.0, "p99.9": 20.0, "max": 50.0, "mean": 3.0}
     update = {"count": 100, "p50": 8.0, "p99": 30.0, "p99.9": 40.0, "max": 45.0, "mean": 7.0}

@@ -11,8 +11,8 @@ import pytest
 
 from knobtune.knobs import load_catalog, render_every
 from knobtune.targets._base import Measurement
-from knobtune.targets._kvbench import KvbenchTarget
-from knobtune.targets.rocksdb.formats import block_cache_logged
+from knobtune.drivers.kvbench import KvbenchTarget
+from knobtune.systems.rocksdb.formats import block_cache_logged
 from knobtune.workloads import Rung
 
 from conftest import tiny

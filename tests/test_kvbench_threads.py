@@ -13,8 +13,8 @@ import pytest
 
 from knobtune.errors import WorkloadError
 from knobtune.knobs import load_catalog
-from knobtune.targets import make_target
-from knobtune.targets._registry import workload_section
+from knobtune.systems import make_target
+from knobtune.systems import workload_section
 from knobtune.workloads import Workload, load_workload
 
 from conftest import tiny

@@ -19,8 +19,9 @@ from typer.testing import CliRunner
 from knobtune.cli import app
 from knobtune.errors import UsageError
 from knobtune.knobs import available_systems, load_catalog
-from knobtune.targets import TARGETS, FailureKind, RunFailure, make_target
-from knobtune.targets._kvbench import KvbenchTunableTarget, find_kvbench
+from knobtune.targets import FailureKind, RunFailure
+from knobtune.systems import TARGETS, make_target
+from knobtune.drivers.kvbench import KvbenchTunableTarget, find_kvbench
 from knobtune.tuning import Tuner, Experiment, build_space
 from knobtune.workloads import load_workload
 

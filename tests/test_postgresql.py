@@ -16,8 +16,9 @@ import pytest
 from knobtune.console import checkpoint_line
 from knobtune.knobs import load_catalog
 from knobtune.report import export_config, summarize
-from knobtune.targets import FailureKind, RunFailure, make_target
-from knobtune.targets.postgresql.target import PG_BIN, PG_USER
+from knobtune.targets import FailureKind, RunFailure
+from knobtune.systems import make_target
+from knobtune.systems.postgresql.target import PG_BIN, PG_USER
 from knobtune.tuning import Tuner, Experiment, attrs, build_space
 
 from conftest import tiny
@@ -163,7 +164,7 @@ def test_the_exported_include_file_loads_in_a_fresh_cluster(postgresql, tmp_path
 
 
 def export_config_text(catalog, changes: dict) -> str:
-    from knobtune.targets import export_format
+    from knobtune.systems import export_format
 
     return export_format("postgresql", "pgbench", "postgresql-conf").render(catalog, catalog.config(changes))
 
@@ -290,7 +291,7 @@ def test_a_server_that_dies_under_a_config_is_its_crash_and_one_that_lives_is_th
     """A query the server could not answer because it had died (a Cassandra node out of heap while its counters were
     read once stopped a study as the machine's failure) is the config's crash, with the server's own last words; the
     same failure with the server alive stays the machine's."""
-    from knobtune.targets.postgresql.target import PostgresTarget
+    from knobtune.systems.postgresql.target import PostgresTarget
 
     class DiesAtItsCounters(PostgresTarget):
         kill = True

@@ -12,12 +12,13 @@ import pytest
 
 from knobtune.errors import CatalogError
 from knobtune.knobs import load_catalog
-from knobtune.targets import FailureKind, RunFailure, make_target
+from knobtune.targets import FailureKind, RunFailure
+from knobtune.systems import make_target
 from knobtune.targets._counters import UNITS, described_counters
 from knobtune.tuning.guide import counter_meanings
-from knobtune.targets._process import process_tree
-from knobtune.targets.postgresql import counters, replay, waits
-from knobtune.targets.postgresql.target import PG_BIN
+from knobtune.server.process import process_tree
+from knobtune.systems.postgresql import counters, replay, waits
+from knobtune.systems.postgresql.target import PG_BIN
 
 from conftest import tiny
 

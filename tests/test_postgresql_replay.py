@@ -19,11 +19,12 @@ import pytest
 from knobtune.errors import WorkloadError
 from knobtune.knobs import load_catalog
 from knobtune.report.summary import capture_lines
-from knobtune.targets import FailureKind, RunFailure, make_target, reclaim_server_homes
-from knobtune.targets.postgresql import capture
-from knobtune.targets.postgresql.pglog import fingerprint
-from knobtune.targets.postgresql.replay import PostgresReplayTarget, find_replayer
-from knobtune.targets.postgresql.server import PG_BIN
+from knobtune.targets import FailureKind, RunFailure
+from knobtune.systems import make_target, reclaim_server_homes
+from knobtune.systems.postgresql import capture
+from knobtune.systems.postgresql.pglog import fingerprint
+from knobtune.systems.postgresql.replay import PostgresReplayTarget, find_replayer
+from knobtune.systems.postgresql.server import PG_BIN
 from knobtune.workloads import Objective, load_workload
 
 from conftest import tiny

@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from knobtune.knobs import load_catalog
-from knobtune.targets import FailureKind, RunFailure, make_target
+from knobtune.targets import FailureKind, RunFailure
+from knobtune.systems import make_target
 from knobtune.workloads import load_workload
 
 pytestmark = pytest.mark.slow

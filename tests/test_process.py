@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from knobtune.targets._process import run_logged
+from knobtune.server.process import run_logged
 
 HOLD = "b = bytearray({mib} * 2**20)\nfor i in range(0, len(b), 4096): b[i] = 1\nimport time; time.sleep(0.3)"
 

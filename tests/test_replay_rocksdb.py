@@ -16,8 +16,9 @@ import pytest
 
 from knobtune.errors import WorkloadError
 from knobtune.storage import open_store
-from knobtune.targets import FailureKind, RunFailure, make_target
-from knobtune.targets.rocksdb.capture import from_files, from_workload
+from knobtune.targets import FailureKind, RunFailure
+from knobtune.systems import make_target
+from knobtune.systems.rocksdb.capture import from_files, from_workload
 from knobtune.workloads import load_workload
 
 RECORDS = 3000  # ycsb-a at 3,000 records: a 3 MB checkpoint and 6,000 traced operations

@@ -10,7 +10,8 @@ import pytest
 
 from knobtune.knobs import load_catalog
 from knobtune.report import summarize
-from knobtune.targets import FailureKind, RunFailure, make_target
+from knobtune.targets import FailureKind, RunFailure
+from knobtune.systems import make_target
 from knobtune.tuning import Tuner, Experiment, attrs, build_space
 from knobtune.tuning.outcomes import Outcome
 from knobtune.workloads import load_workload

@@ -28,8 +28,8 @@ from optuna.trial import TrialState
 from knobtune.cli import KEPT_BY_A_STUDY, KEPT_WHEN_STOPPED
 from knobtune import interrupts
 from knobtune.interrupts import InterruptsDeferred
-from knobtune.targets import _process
-from knobtune.targets._process import INTERRUPTED_MARK, run_logged
+from knobtune.server import process as _process
+from knobtune.server.process import INTERRUPTED_MARK, run_logged
 from knobtune.tuning import attrs
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ import pytest
 
 from knobtune.analysis.diagnosis import diagnose
 from knobtune.knobs import load_catalog
-from knobtune.targets import make_target
+from knobtune.systems import make_target
 from knobtune.tuning.guide import rules_of
 from knobtune.workloads import load_workload
 

@@ -13,7 +13,7 @@ import pytest
 from optuna.trial import TrialState
 from sqlalchemy.pool import NullPool
 
-from knobtune.targets.postgresql.storage_server import StorageServer
+from knobtune.systems.postgresql.storage_server import StorageServer
 from knobtune.tuning import attrs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

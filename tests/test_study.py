@@ -174,7 +174,7 @@ def test_a_time_budget_is_spent_on_search_and_verification_together(rocksdb, sto
 def test_a_run_the_budget_ends_counts_as_budget_not_against_its_config(rocksdb, store) -> None:
     """A trial may start while the time left holds a climb at the default's pace; a run still going when the
     budget ends is stopped there and recorded as ``budget`` (the sampler is not told it timed out)."""
-    from knobtune.targets import make_target
+    from knobtune.systems import make_target
 
     workload = tiny("put-get-delete", 8000)
     Tuner(_settings(rocksdb, workload, budget__trials=1), store).run()  # the default, at every rung
@@ -197,7 +197,7 @@ def test_a_control_that_fails_is_noted_and_the_study_goes_on(rocksdb, store) -> 
     ran to its end before. Seen: a LevelDB settle that never saw its last compaction end stopped a 10-minute study
     with "--time is too short", after the control had waited out all the time left. A control's run is limited as
     any config's (timeout_factor x the default's time; 1% here, so it times out)."""
-    from knobtune.targets import make_target
+    from knobtune.systems import make_target
 
     notes: list[str] = []
     workload = tiny("put-get-delete", 4000)

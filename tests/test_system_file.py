@@ -15,9 +15,9 @@ import pytest
 
 from knobtune.errors import CatalogError, WorkloadError
 from knobtune.knobs import load_catalog
-from knobtune.targets import SYSTEMS, make_target, use_system_file
-from knobtune.targets._registry import SHIPPED_FILES
-from knobtune.targets._system_file import fill, load_system_file
+from knobtune.systems import SYSTEMS, make_target, use_system_file
+from knobtune.systems._registry import SHIPPED_FILES
+from knobtune.described.system_file import fill, load_system_file
 from knobtune.workloads import load_workload
 
 SHIPPED = SHIPPED_FILES / "mariadb" / "system.toml"

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from knobtune.knobs import available_systems, load_catalog
-from knobtune.targets import SYSTEMS, TARGETS, Machine, Target, described_systems, export_formats, heuristic_config
+from knobtune.targets import Machine, Target
+from knobtune.systems import SYSTEMS, TARGETS, described_systems, export_formats, heuristic_config
 from knobtune.targets._system import System
 
 ENTRIES = sorted(SYSTEMS.values(), key=lambda entry: entry.name)
@@ -56,3 +57,19 @@ def test_the_default_heuristic_computes(entry: System) -> None:
     result = heuristic_config(entry.name, Machine(8 << 30, 2), profile)
     assert result.name == first and result.config and result.source
     load_catalog(entry.name).config(result.config)  # every value fits the catalog
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[entry.name for entry in ENTRIES])
+def test_a_system_keeps_its_data_in_its_own_folder(entry: System) -> None:
+    """knobtune/systems/NAME/ holds the system's catalog, rules and counters (docs/targets.md, "Adding a built-in
+    system"); a system with code holds its targets there too, a described one its system file."""
+    folder = Path(__file__).resolve().parents[1] / "knobtune" / "systems" / entry.name
+    assert load_catalog(entry.name).source.resolve() == folder / "catalog.toml"
+    assert entry.rules is not None and entry.rules.resolve() == folder / "rules.toml" and entry.rules.is_file()
+    assert entry.counters is not None and entry.counters.resolve() == folder / "counters.toml"
+    assert entry.counters.is_file()
+    own = (folder / "__init__.py").is_file()
+    assert own != (folder / "system.toml").is_file(), "a system is either a package or a system file"
+    if own:
+        assert all(target.__module__.startswith(f"knobtune.systems.{entry.name}.")
+                   or target.__module__.startswith("knobtune.drivers.") for target in entry.targets.values())

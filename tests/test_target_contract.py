@@ -10,7 +10,8 @@ import pytest
 
 from knobtune.errors import WorkloadError
 from knobtune.knobs import Value, load_catalog
-from knobtune.targets import TARGETS, Measurement, RunFailure, capturing, export_formats, make_target, workload_section
+from knobtune.targets import Measurement, RunFailure
+from knobtune.systems import TARGETS, capturing, export_formats, make_target, workload_section
 from knobtune.tuning.verify import Candidate, run_interleaved
 from knobtune.workloads import load_workload
 

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from knobtune.knobs import load_catalog
-from knobtune.targets import FailureKind, RunFailure, make_target
-from knobtune.targets.postgresql import tpch
-from knobtune.targets.postgresql.server import PG_BIN, connection
+from knobtune.targets import FailureKind, RunFailure
+from knobtune.systems import make_target
+from knobtune.systems.postgresql import tpch
+from knobtune.systems.postgresql.server import PG_BIN, connection
 from knobtune.workloads import load_workload
 
 from conftest import CORPUS

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from knobtune.knobs import load_catalog
-from knobtune.targets import FailureKind, RunFailure, make_target
+from knobtune.targets import FailureKind, RunFailure
+from knobtune.systems import make_target
 from knobtune.tuning.finish import verdict
 from knobtune.tuning.verify import MACHINE_RETRIES, Candidate, run_interleaved
 

@@ -24,7 +24,7 @@ from optuna.trial import TrialState
 
 from knobtune.errors import StorageError
 from knobtune.storage import StudyStore
-from knobtune.targets.postgresql.storage_server import StorageServer
+from knobtune.systems.postgresql.storage_server import StorageServer
 from knobtune.tuning import attrs
 
 pytestmark = pytest.mark.slow

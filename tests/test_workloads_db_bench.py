@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from knobtune.errors import WorkloadError
-from knobtune.targets import make_target
-from knobtune.targets._registry import workload_section
-from knobtune.targets.rocksdb.db_bench_workload import ALLOWED_FLAGS, WorkloadFlags, knob_flags, read_section
+from knobtune.systems import make_target
+from knobtune.systems import workload_section
+from knobtune.systems.rocksdb.db_bench_workload import ALLOWED_FLAGS, WorkloadFlags, knob_flags, read_section
 from knobtune.workloads import load_workload
 
 HEAD = """name = "{name}"

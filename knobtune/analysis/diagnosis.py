@@ -1,6 +1,6 @@
 """A diagnosis as data: rules over a run's counters and the workload's shape, each with its finding and source.
 
-A system's rules file (``targets/SYSTEM/rules.toml``) holds ``[[rules]]``:
+A system's rules file (``systems/SYSTEM/rules.toml``) holds ``[[rules]]``:
 
 - ``name``: how output and the study name the rule;
 - ``when``: a condition, one Python-like expression (``stall_share > 0.1 and

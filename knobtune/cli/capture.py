@@ -10,7 +10,7 @@ import typer
 
 from knobtune import console
 from knobtune.errors import UsageError
-from knobtune.targets import capturing
+from knobtune.systems import capturing
 from knobtune.workloads import load_workload
 from knobtune.cli.options import JsonOption, SystemArgument
 

@@ -10,7 +10,8 @@ from rich.markup import escape
 
 from knobtune import console
 from knobtune.knobs import load_catalog
-from knobtune.targets import TARGETS, Machine, disk_detection, export_formats, heuristic_config, target_class
+from knobtune.targets import Machine, disk_detection
+from knobtune.systems import TARGETS, export_formats, heuristic_config, target_class
 from knobtune.workloads import available_workloads, load_workload
 from knobtune.cli.options import JsonOption, SystemArgument, output_path, write_output
 

@@ -11,7 +11,7 @@ from knobtune import console
 from knobtune.knobs.units import human_bytes
 from knobtune.processes import LeftBehind
 from knobtune.storage import open_store
-from knobtune.targets import stale_server_homes
+from knobtune.systems import stale_server_homes
 from knobtune.cli.options import DirOption, JsonOption
 
 

@@ -11,7 +11,7 @@ import typer.core
 from knobtune.knobs import load_catalog
 from knobtune.schema import COMMAND_LINE, Where, option_fields, to_toml
 from knobtune.storage import StudyStore
-from knobtune.targets import make_target
+from knobtune.systems import make_target
 from knobtune.tuning import Experiment, build_space, document
 from knobtune.tuning.document import ExperimentDoc, ExperimentError, load_document, merged, read_document
 from knobtune.tuning.finish import starting_configs

@@ -16,7 +16,8 @@ from knobtune.knobs.display import knob_value
 from knobtune.report import load_config_file, summarize
 from knobtune.report.sweep import point_lines, write_sweep
 from knobtune.storage import StudyStore, open_store
-from knobtune.targets import SYSTEMS, RunFailure, make_target
+from knobtune.targets import RunFailure
+from knobtune.systems import SYSTEMS, make_target
 from knobtune.tuning.around import held_result
 from knobtune.tuning.explain import explain_study
 from knobtune.tuning.guide import counter_meanings, rules_of

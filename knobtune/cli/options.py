@@ -18,7 +18,7 @@ from knobtune.knobs import Catalog
 from knobtune.knobs.units import human_bytes, parse_bytes
 from knobtune.storage import StudyStore
 from knobtune.tuning.document import MAX_SEED, MIN_MEMORY_LIMIT_BYTES
-from knobtune.targets import driver_for, make_target, reclaim_server_homes, use_system_file, workload_section
+from knobtune.systems import driver_for, make_target, reclaim_server_homes, use_system_file, workload_section
 from knobtune.names import existing_ancestor
 from knobtune.tuning.records import record_of
 from knobtune.workloads import Objective, Workload, load_workload

@@ -8,7 +8,7 @@ query whose answer's columns must equal the expressions in ``expect``, over
 the section's numbers); ``data_bytes`` (the loaded data's size: a size or an
 expression over them); ``point_reads_only``, ``scans``, ``reads``, ``writes`` (the
 workload's shape); any other number or text is a placeholder its argv may
-name. A system described by a file runs it (``_described.py``), and so may a
+name. A system described by a file runs it (``described/target.py``), and so may a
 system's package (PostgreSQL runs the same sysbench workloads through it).
 """
 
@@ -25,9 +25,9 @@ from simpleeval import SimpleEval
 from knobtune.errors import KnobtuneError, WorkloadError
 from knobtune.knobs.units import parse_bytes
 from knobtune.targets._base import FailureKind, Phase, RunFailure
-from knobtune.targets._process import last_lines, run_logged
-from knobtune.targets._server import Benchmarked
-from knobtune.targets._system_file import fill, placeholders
+from knobtune.server.process import last_lines, run_logged
+from knobtune.server.life import Benchmarked
+from knobtune.described.system_file import fill, placeholders
 from knobtune.workloads import Rung, Workload
 
 RUN_PLACES = ("connection", "operations", "records", "seed", "clients")  # what a workload's argv may name

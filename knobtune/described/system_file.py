@@ -8,7 +8,7 @@ formats, or one argv flag per changed knob), how to run one SQL statement, what
 to run once before a workload's load, how to settle after a crash, which
 counters to read, how to check that acknowledged commits survive a kill, its
 known starting configs and its export formats. docs/system-file.md is the
-reference, with a complete example; ``_described.py`` runs it.
+reference, with a complete example; ``described/target.py`` runs it.
 
 Every command is an argv list run without a shell. A placeholder (``{socket}``)
 fills part of one argv element, or, when it is the whole element, may stand

@@ -1,12 +1,12 @@
-"""The server a system file describes, run by the one server life (``_server.ServerTarget``).
+"""The server a system file describes, run by the one server life (``server.life.ServerTarget``).
 
-Everything about the system comes from its file (``_system_file.py``); the
+Everything about the system comes from its file (``described/system_file.py``); the
 benchmark's argv, how to read its result and how to check the data come from
 the workload's section for the driver (docs/system-file.md). A described
 system's class is made per system file and driver (``target_classes``), so the
 registry runs it like any system's target.
 
-The workload's section is run by ``_command.CommandDriver``.
+The workload's section is run by ``described.command.CommandDriver``.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from typing import Any
 
 from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_named
-from knobtune.targets import _loaded as loaded
+from knobtune.server import loaded
 from knobtune.targets._base import FailureKind, KnownConfig, RunFailure, Target
 from knobtune.targets._heuristics import Machine, clamp_into_range
-from knobtune.targets._process import last_lines, run_logged, spawn, stop_group
-from knobtune.targets._command import CommandDriver, CommandShape
-from knobtune.targets._server import Benchmarked, ServerTarget, SettleWork
-from knobtune.targets._system_file import PLACES, SystemFile, fill, known_value
+from knobtune.server.process import last_lines, run_logged, spawn, stop_group
+from knobtune.described.command import CommandDriver, CommandShape
+from knobtune.server.life import Benchmarked, ServerTarget, SettleWork
+from knobtune.described.system_file import PLACES, SystemFile, fill, known_value
 from knobtune.workloads import Rung, Workload
 
 CRASH_AFTER_S = 3.0  # the durability check kills the server this long into a run

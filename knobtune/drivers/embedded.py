@@ -25,8 +25,8 @@ from knobtune.knobs.units import human_bytes
 from knobtune.targets._base import FailureKind, Measurement, RunFailure, Settle, Target
 from knobtune.targets._disk import disk_full, disk_full_of, is_disk_full, nearly_full, no_space_line
 from knobtune.names import existing_ancestor
-from knobtune.targets._loaded import check_room
-from knobtune.targets._process import ProcessResult, run_logged
+from knobtune.server.loaded import check_room
+from knobtune.server.process import ProcessResult, run_logged
 from knobtune.workloads import Rung
 
 BUILD_HINT = "Fix: build it with `bash scripts/setup` (cmake -S native -B native/build && cmake --build native/build)"

@@ -7,7 +7,7 @@ per phase, which is how a run proves it read back what it wrote.
 
 The result's ``stats`` are the store's own counters over the workload (read
 before the crash that ends it, so the settle is not in them), named as
-``targets/SYSTEM/counters.toml`` describes; they become the measurement's
+``systems/SYSTEM/counters.toml`` describes; they become the measurement's
 ``counters`` with the ratios of ``targets/_counters.py``.
 
 ``threads = N`` in the workload's section runs every phase but ``readseq`` and
@@ -34,11 +34,11 @@ from knobtune.errors import ConfigError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, check_driver, render_every
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
 from knobtune.targets._counters import numbers, with_ratios
-from knobtune.targets._embedded import EmbeddedTarget, find_kvbench, read_result
+from knobtune.drivers.embedded import EmbeddedTarget, find_kvbench, read_result
 from knobtune.targets._formats import ExportFormat
-from knobtune.targets._process import run_logged
+from knobtune.server.process import run_logged
 from knobtune.names import nearest
-from knobtune.targets.kvbench_phases import check_phases
+from knobtune.drivers.kvbench_phases import check_phases
 from knobtune.workloads import Rung, Workload
 
 _MACHINE_FAULTS = ("No space left on device", "Too many open files", "Cannot allocate memory")

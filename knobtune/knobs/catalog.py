@@ -22,10 +22,8 @@ from knobtune.knobs.memory import MemoryModel, Product
 from knobtune.knobs.model import Catalog, Implication, Relation
 
 # The model's names are read from here too (``from knobtune.knobs.catalog import Catalog, Knob``).
-__all__ = ["CATALOG_DIR", "Catalog", "Condition", "Implication", "Knob", "KnobType", "MemoryModel", "Relation",
-           "Safety", "Value", "available_systems", "catalog_path", "load_catalog", "register_catalog"]
-
-CATALOG_DIR = Path(__file__).parent / "catalogs"
+__all__ = ["Catalog", "Condition", "Implication", "Knob", "KnobType", "MemoryModel", "Relation",
+           "Safety", "SYSTEMS_DIR", "Value", "available_systems", "catalog_path", "load_catalog", "register_catalog"]
 
 # Knob names that touch durability or data retention must say what they risk.
 _NEEDS_SAFETY = re.compile(r"wal|sync|fsync|fifo|ttl|auto_compaction|full_page|paranoid|reuse_logs")
@@ -40,22 +38,20 @@ _DESCRIBED: dict[str, Path] = {}  # systems described by a system file: their ca
 
 
 def register_catalog(system: str, path: Path) -> None:
-    """Make ``system``'s catalog the file ``path`` (a system file's catalog: ``targets._system_file``)."""
+    """Make ``system``'s catalog the file ``path`` (a system file's catalog: ``described.system_file``)."""
     _DESCRIBED[system] = path
 
 
-SYSTEMS_DIR = Path(__file__).resolve().parents[1] / "systems"  # shipped system files: systems/NAME/catalog.toml
+SYSTEMS_DIR = Path(__file__).resolve().parents[1] / "systems"  # every shipped system: systems/NAME/catalog.toml
 
 
 def catalog_path(system: str) -> Path:
-    shipped = SYSTEMS_DIR / system / "catalog.toml"
-    return _DESCRIBED.get(system) or (shipped if shipped.exists() else CATALOG_DIR / f"{system}.toml")
+    return _DESCRIBED.get(system) or SYSTEMS_DIR / system / "catalog.toml"
 
 
 def available_systems() -> list[str]:
-    old_style = {p.stem for p in CATALOG_DIR.glob("*.toml")}
     shipped = {p.parent.name for p in SYSTEMS_DIR.glob("*/catalog.toml")}
-    return sorted(old_style | shipped | set(_DESCRIBED))
+    return sorted(shipped | set(_DESCRIBED))
 
 
 def load_catalog(system_or_path: str | Path) -> Catalog:

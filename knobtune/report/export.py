@@ -8,7 +8,8 @@ from typing import Any
 
 from knobtune.knobs import Catalog
 from knobtune.report.summary import StudySummary, describe_costs
-from knobtune.targets import Beside, export_format
+from knobtune.targets import Beside
+from knobtune.systems import export_format
 
 
 def export_config(summary: StudySummary, catalog: Catalog, format_name: str,

@@ -19,7 +19,7 @@ check, and the server is stopped. ``close`` kills the server and removes every
 folder.
 
 Guarantees: the server is knobtune's child, in its own process group, killed
-with knobtune and in ``finally`` (``_process.spawn``); its data lives in
+with knobtune and in ``finally`` (``server.process.spawn``); its data lives in
 scratch (a home in /tmp named by knobtune's pid when another user runs the
 server, reclaimed once that pid is gone); it listens on loopback or a Unix
 socket only (each subclass's argv says so); knob values reach it as argv or
@@ -45,11 +45,11 @@ from knobtune.errors import KnobtuneError
 from knobtune.knobs import Catalog, Value
 from knobtune.knobs.units import human_bytes
 from knobtune.processes import LeftBehind, left_behind, remove_left_behind
-from knobtune.targets import _loaded as loaded
+from knobtune.server import loaded
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target, await_server
 from knobtune.targets._disk import NO_SPACE, disk_full, nearly_full, no_space_line
-from knobtune.targets._memory import MemoryWatch, TreeMemoryWatch
-from knobtune.targets._process import kill_tree, last_lines, spawn, stop_group
+from knobtune.server.memory import MemoryWatch, TreeMemoryWatch
+from knobtune.server.process import kill_tree, last_lines, spawn, stop_group
 from knobtune.workloads import Rung, Workload
 
 
@@ -133,7 +133,7 @@ class ServerTarget(Target):
 
     def loaded_inputs(self) -> Mapping[str, object] | None:
         """Everything the loaded data depends on (system version, loader, its inputs): a later study with the same
-        reuses the copy kept for it (``_loaded``). None: never reused."""
+        reuses the copy kept for it (``server.loaded``). None: never reused."""
         return None
 
     def loaded_state(self) -> dict[str, object]:

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from knobtune.targets._process import stop_group, tree_pss_bytes
+from knobtune.server.process import stop_group, tree_pss_bytes
 
 
 class MemoryWatch(abc.ABC):

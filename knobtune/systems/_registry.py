@@ -13,15 +13,15 @@ from typing import Any
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog
 from knobtune.knobs.catalog import SYSTEMS_DIR, register_catalog
-from knobtune.targets import cassandra, leveldb, postgresql, rocksdb
+from knobtune.systems import cassandra, leveldb, postgresql, rocksdb
 from knobtune.targets._base import Target
-from knobtune.targets._described import target_classes
+from knobtune.described.target import target_classes
 from knobtune.targets._formats import ExportFormat
 from knobtune.targets._heuristics import HeuristicConfig, Machine
 from knobtune.processes import LeftBehind
-from knobtune.targets._server import remove_stale_homes, stale_homes
+from knobtune.server.life import remove_stale_homes, stale_homes
 from knobtune.targets._system import Capturing, System
-from knobtune.targets._system_file import SystemFile, load_system_file
+from knobtune.described.system_file import SystemFile, load_system_file
 from knobtune.workloads import Workload
 
 BUILT_IN: tuple[System, ...] = (
@@ -36,8 +36,8 @@ SHIPPED_FILES = SYSTEMS_DIR  # knobtune/systems/NAME/system.toml: the folder the
 
 
 def described_system(path: Path) -> System:
-    """The system a system file describes (``_system_file.py``), run by the one generic server target
-    (``_described.py``); its catalog is registered under its name, so every command finds it by name.
+    """The system a system file describes (``described/system_file.py``), run by the one generic server target
+    (``described/target.py``); its catalog is registered under its name, so every command finds it by name.
 
     Raises:
         CatalogError: the file (or its catalog) is not valid; one line naming the field and the fix.

@@ -2,7 +2,7 @@
 
 Every driver of one system reports its counters under one vocabulary
 (snake_case, the unit in the name), so that a diagnosis rule is written once per
-system: ``targets/SYSTEM/counters.toml`` describes each name, its unit and
+system: ``systems/SYSTEM/counters.toml`` describes each name, its unit and
 where each driver reads it. A driver gives the counts; ``with_ratios`` derives
 the shares and ratios from them, the same way for every driver.
 """

@@ -1,4 +1,4 @@
-"""What an export format is; each system's and each driver's formats live with it (``targets/SYSTEM/formats.py``).
+"""What an export format is; each system's and each driver's formats live with it (``systems/SYSTEM/formats.py``).
 
 A format belongs to a system (RocksDB's OPTIONS file, whatever driver ran the
 study) or to a driver (kvbench's option map); the registry lists the formats a

@@ -1,6 +1,6 @@
-"""What a system offers the rest of knobtune: one entry per system, in its own package (``targets/SYSTEM/``).
+"""What a system offers the rest of knobtune: one entry per system, in its own package (``systems/SYSTEM/``).
 
-The registry (``targets/_registry.py``) collects the entries; the CLI, tuning
+The registry (``systems/_registry.py``) collects the entries; the CLI, tuning
 and the report ask it, never a system's modules, and never switch on a name.
 """
 
@@ -57,8 +57,8 @@ class System:
     targets: Mapping[str, type[Target]]  # driver -> the target class that runs the system through it
     formats: tuple[ExportFormat, ...] = ()  # the system's own, whatever driver ran the study (drivers add theirs)
     heuristics: Heuristics | None = None
-    rules: Path | None = None  # the diagnosis rules (targets/SYSTEM/rules.toml; docs/diagnosis.md)
-    counters: Path | None = None  # what each of the system's run counters means (targets/SYSTEM/counters.toml)
+    rules: Path | None = None  # the diagnosis rules (systems/SYSTEM/rules.toml; docs/diagnosis.md)
+    counters: Path | None = None  # what each of the system's run counters means (systems/SYSTEM/counters.toml)
     capturing: Capturing | None = None  # how its users' own work becomes a capture (None: it cannot yet)
 
     def formats_through(self, driver: str) -> tuple[ExportFormat, ...]:

@@ -22,7 +22,7 @@ import knobtune
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog, load_catalog
 from knobtune.storage import StudyStore
-from knobtune.targets import know_system, user_system_file
+from knobtune.systems import know_system, user_system_file
 from knobtune.tuning import attrs, document
 from knobtune.tuning.document import (
     BudgetSection, ExperimentDoc, LimitsSection, MeasurementSection, PlacementSection, ProofSection, ResearchSection,

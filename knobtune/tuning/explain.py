@@ -24,7 +24,8 @@ from knobtune.analysis.stats import gain_shares
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog, Value
 from knobtune.storage import StudyStore
-from knobtune.targets import RunFailure, Target, make_target
+from knobtune.targets import RunFailure, Target
+from knobtune.systems import make_target
 from knobtune.tuning import attrs
 from knobtune.tuning.experiment import read_experiment
 from knobtune.tuning.space import mend

@@ -1,7 +1,7 @@
 """The diagnosis in the search: what the system's rules say about a run decides where the search looks first.
 
 When this machine's default has run at full size, the system's rules
-(``targets/SYSTEM/rules.toml``, read by ``analysis.diagnosis``) are read over
+(``systems/SYSTEM/rules.toml``, read by ``analysis.diagnosis``) are read over
 its counters and the workload's shape. What fires becomes:
 
 - **starts**, tried right after the known configs (never pruned): each rule's
@@ -49,7 +49,7 @@ from knobtune.knobs.display import knob_value
 from knobtune.knobs.units import human_bytes
 from knobtune.targets import Target
 from knobtune.targets._counters import CounterDoc, described_counters
-from knobtune.targets._registry import SYSTEMS
+from knobtune.systems import SYSTEMS
 from knobtune.tuning import attrs
 from knobtune.tuning.progress import Reporter
 from knobtune.tuning.records import RungRun

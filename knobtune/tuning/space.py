@@ -25,7 +25,7 @@ import optuna
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog, Knob, KnobType, Relation, Safety, Value, as_number
 from knobtune.knobs.units import human_bytes
-from knobtune.targets import spelling_of
+from knobtune.systems import spelling_of
 
 SPECIAL_SUFFIX = ".special"
 VALUE_CHOICE = "value"

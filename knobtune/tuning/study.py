@@ -20,7 +20,8 @@ from optuna.trial import TrialState
 from knobtune.errors import UsageError
 from knobtune.interrupts import InterruptsDeferred, raise_if_stopped
 from knobtune.storage import HEARTBEAT_S, StudyStore
-from knobtune.targets import Target, make_target
+from knobtune.targets import Target
+from knobtune.systems import make_target
 from knobtune.tuning import attrs
 from knobtune.tuning.budget import Budget
 from knobtune.tuning.experiment import Experiment

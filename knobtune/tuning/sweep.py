@@ -34,7 +34,8 @@ from knobtune.analysis.sweep import Judgement, MedianInterval, judge, median_int
 from knobtune.errors import ConfigError, KnobtuneError, UsageError
 from knobtune.knobs import Catalog, Knob, KnobType, Value
 from knobtune.knobs.display import knob_value
-from knobtune.targets import Target, spelling_of
+from knobtune.targets import Target
+from knobtune.systems import spelling_of
 from knobtune.tuning.space import meeting_value, mend
 from knobtune.tuning.verify import MIN_TIMEOUT_S, Candidate, CandidateRuns, relative_limit_s, run_interleaved
 from knobtune.workloads import Objective, Rung

@@ -3,8 +3,8 @@
 from pathlib import Path
 
 from knobtune.targets._system import System
-from knobtune.targets.cassandra.formats import FORMATS
-from knobtune.targets.cassandra.target import CassandraTarget
+from knobtune.systems.cassandra.formats import FORMATS
+from knobtune.systems.cassandra.target import CassandraTarget
 
 HERE = Path(__file__).parent
 SYSTEM = System("cassandra", "ycsb", {"ycsb": CassandraTarget}, FORMATS,

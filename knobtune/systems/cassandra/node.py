@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from knobtune.errors import ToolMissingError
-from knobtune.targets._process import last_lines
+from knobtune.server.process import last_lines
 
 CONF_DIR = Path(__file__).resolve().parents[3] / "native" / "cassandra" / "conf"  # yaml template, logback.xml
 FETCH_HINT = "Fix: run `scripts/cassandra-fetch` (the README's set-up does this)"

@@ -1,6 +1,6 @@
 """Apache Cassandra 5.0 as a single scratch node, driven by YCSB's own CoreWorkload over our Java binding.
 
-The node's life is ``ServerTarget``'s (``targets/_server.py``): the pristine
+The node's life is ``ServerTarget``'s (``server/life.py``): the pristine
 copy, a restore before every run, the start as knobtune's child, the settle
 and the stop. What is Cassandra's own is here and in ``node.py`` and
 ``ycsb.py``: ``open`` creates the keyspace and loads the workload's records
@@ -29,18 +29,18 @@ from pathlib import Path
 
 from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
-from knobtune.targets import _loaded as loaded
+from knobtune.server import loaded
 from knobtune.targets._base import FailureKind, RunFailure
-from knobtune.targets._process import last_lines, run_logged
-from knobtune.targets._memory import HighWaterMemoryWatch, MemoryWatch
-from knobtune.targets._server import Benchmarked, ServerTarget, SettleWork
-from knobtune.targets.cassandra import counters
-from knobtune.targets.cassandra.formats import cassandra_jvm_flags, cassandra_yaml_settings
-from knobtune.targets.cassandra.node import (
+from knobtune.server.process import last_lines, run_logged
+from knobtune.server.memory import HighWaterMemoryWatch, MemoryWatch
+from knobtune.server.life import Benchmarked, ServerTarget, SettleWork
+from knobtune.systems.cassandra import counters
+from knobtune.systems.cassandra.formats import cassandra_jvm_flags, cassandra_yaml_settings
+from knobtune.systems.cassandra.node import (
     FETCH_HINT, answers, cache_dir, class_archive, death, free_ports, gc_log, java17, node_argv, startup_message,
     system_log, yaml_text,
 )
-from knobtune.targets.cassandra.ycsb import YcsbResult, benchmarked, client_argv, ycsb_properties
+from knobtune.systems.cassandra.ycsb import YcsbResult, benchmarked, client_argv, ycsb_properties
 from knobtune.workloads import Rung, Workload
 
 _IDLE = re.compile(r"settle: idle after (\d+) ms")

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from knobtune.targets._base import FailureKind, Phase, RunFailure
-from knobtune.targets._server import Benchmarked
-from knobtune.targets.cassandra.node import cache_dir, java17
+from knobtune.server.life import Benchmarked
+from knobtune.systems.cassandra.node import cache_dir, java17
 from knobtune.workloads import Workload
 
 KEYSPACE, TABLE = "ycsb", "usertable"

@@ -3,7 +3,7 @@ as knobs). It has no export format of its own (kvbench's option map serves) and 
 
 from pathlib import Path
 
-from knobtune.targets._kvbench import KvbenchTarget, KvbenchTunableTarget
+from knobtune.drivers.kvbench import KvbenchTarget, KvbenchTunableTarget
 from knobtune.targets._system import System
 
 HERE = Path(__file__).parent

@@ -4,12 +4,12 @@ a user's own server (its log and a dump); its formats, PGTune and its data check
 from pathlib import Path
 
 from knobtune.targets._system import Capturing, Heuristics, System
-from knobtune.targets.postgresql import capture, pgtune
-from knobtune.targets.postgresql.analytic import PostgresQueriesTarget
-from knobtune.targets.postgresql.formats import FORMATS
-from knobtune.targets.postgresql.replay import PostgresReplayTarget
-from knobtune.targets.postgresql.sysbench import PostgresSysbenchTarget
-from knobtune.targets.postgresql.target import PostgresTarget
+from knobtune.systems.postgresql import capture, pgtune
+from knobtune.systems.postgresql.analytic import PostgresQueriesTarget
+from knobtune.systems.postgresql.formats import FORMATS
+from knobtune.systems.postgresql.replay import PostgresReplayTarget
+from knobtune.systems.postgresql.sysbench import PostgresSysbenchTarget
+from knobtune.systems.postgresql.target import PostgresTarget
 
 HERE = Path(__file__).parent
 SYSTEM = System("postgresql", "pgbench", {"pgbench": PostgresTarget, "queries": PostgresQueriesTarget,

@@ -24,13 +24,13 @@ from pathlib import Path
 
 from knobtune.errors import WorkloadError
 from knobtune.knobs import Catalog
-from knobtune.targets import _loaded as loaded
+from knobtune.server import loaded
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
-from knobtune.targets._process import last_lines, run_logged
-from knobtune.targets._server import Benchmarked
-from knobtune.targets.postgresql import tpch
-from knobtune.targets.postgresql.server import PG_BIN
-from knobtune.targets.postgresql.target import PostgresTarget
+from knobtune.server.process import last_lines, run_logged
+from knobtune.server.life import Benchmarked
+from knobtune.systems.postgresql import tpch
+from knobtune.systems.postgresql.server import PG_BIN
+from knobtune.systems.postgresql.target import PostgresTarget
 from knobtune.workloads import Rung, Workload
 
 

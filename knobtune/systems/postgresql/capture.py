@@ -19,10 +19,10 @@ from pathlib import Path
 from knobtune.errors import KnobtuneError, WorkloadError
 from knobtune.knobs import Value, load_catalog
 from knobtune.targets._base import RunFailure
-from knobtune.targets._process import last_lines
-from knobtune.targets.postgresql.pglog import ParsedLog, fingerprint, mix, read_log
-from knobtune.targets.postgresql.server import PG_BIN
-from knobtune.targets.postgresql.target import PostgresTarget
+from knobtune.server.process import last_lines
+from knobtune.systems.postgresql.pglog import ParsedLog, fingerprint, mix, read_log
+from knobtune.systems.postgresql.server import PG_BIN
+from knobtune.systems.postgresql.target import PostgresTarget
 from knobtune.workloads import Workload
 from knobtune.workloads.capture import (
     CaptureSummary, Fingerprint, make_private_dir, private_copy, sha256_of, write_capture,

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knobtune.targets._base import FailureKind, Phase, RunFailure
-from knobtune.targets._process import last_lines, run_logged
-from knobtune.targets._server import Benchmarked
-from knobtune.targets.postgresql.server import PG_BIN
+from knobtune.server.process import last_lines, run_logged
+from knobtune.server.life import Benchmarked
+from knobtune.systems.postgresql.server import PG_BIN
 from knobtune.workloads import Rung
 
 SCRIPT_DIR = Path(__file__).resolve().parents[2] / "workloads" / "pgbench"  # loaders and scripts we ship

@@ -26,15 +26,15 @@ from pathlib import Path
 
 from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog
-from knobtune.targets import _loaded as loaded
+from knobtune.server import loaded
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
-from knobtune.targets._embedded import BUILD_HINT
-from knobtune.targets._replay import run_reference
-from knobtune.targets._process import last_lines, process_tree, run_logged
-from knobtune.targets._server import Benchmarked
-from knobtune.targets.postgresql.capture import statement_fingerprint
-from knobtune.targets.postgresql.server import DB_USER, PG_BIN
-from knobtune.targets.postgresql.target import PostgresTarget
+from knobtune.drivers.embedded import BUILD_HINT
+from knobtune.drivers.replay import run_reference
+from knobtune.server.process import last_lines, process_tree, run_logged
+from knobtune.server.life import Benchmarked
+from knobtune.systems.postgresql.capture import statement_fingerprint
+from knobtune.systems.postgresql.server import DB_USER, PG_BIN
+from knobtune.systems.postgresql.target import PostgresTarget
 from knobtune.workloads import Rung, Workload
 from knobtune.workloads.capture import check_pace
 

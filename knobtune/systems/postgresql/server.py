@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from knobtune.errors import ToolMissingError
-from knobtune.targets._process import last_lines
+from knobtune.server.process import last_lines
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 PG_USER = "postgres"

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from knobtune.errors import KnobtuneError
 from knobtune.targets._base import await_server
-from knobtune.targets._process import run_logged, spawn, stop_group
-from knobtune.targets._server import remove_stale_homes
-from knobtune.targets.postgresql.server import (
+from knobtune.server.process import run_logged, spawn, stop_group
+from knobtune.server.life import remove_stale_homes
+from knobtune.systems.postgresql.server import (
     DB_NAME, DB_USER, HOME_PREFIX, PG_USER, POLL_S, READY_LIMIT_S, accepts_connections, initdb_argv, postgres_argv,
     postgres_user, server_message,
 )

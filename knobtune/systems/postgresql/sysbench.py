@@ -2,7 +2,7 @@
 
 The workload files are shared (``oltp_read_write``, ``oltp_point_select``,
 ``oltp_write_only``: ``[drivers.sysbench]``), run by the command driver
-(``targets/_command.py``) as a system file's server runs them; what is
+(``described/command.py``) as a system file's server runs them; what is
 PostgreSQL's own is the connection (the server's socket folder, libpq reads a
 host that starts with ``/`` as one) and where the tables go: a schema
 ``sbtest`` first on the benchmark role's search path, so that the workloads'
@@ -16,10 +16,10 @@ from pathlib import Path
 
 from knobtune.errors import WorkloadError
 from knobtune.knobs import Catalog
-from knobtune.targets._command import CommandDriver, CommandShape
-from knobtune.targets._server import Benchmarked
-from knobtune.targets.postgresql.server import DB_NAME, DB_USER, PG_BIN
-from knobtune.targets.postgresql.target import PostgresTarget
+from knobtune.described.command import CommandDriver, CommandShape
+from knobtune.server.life import Benchmarked
+from knobtune.systems.postgresql.server import DB_NAME, DB_USER, PG_BIN
+from knobtune.systems.postgresql.target import PostgresTarget
 from knobtune.workloads import Rung, Workload
 
 SYSBENCH = Path("/usr/bin/sysbench")

@@ -1,6 +1,6 @@
 """PostgreSQL 15 (Debian's ``postgresql-15``) as a managed scratch server, driven by pgbench.
 
-The server's life is ``ServerTarget``'s (``targets/_server.py``): the
+The server's life is ``ServerTarget``'s (``server/life.py``): the
 pristine copy, a restore before every run, the start as knobtune's child, the
 settle and the stop. What is PostgreSQL's own is here: ``initdb`` makes the
 pristine data, ``pgbench -i`` (or a shipped loader) loads it, a config is
@@ -20,17 +20,17 @@ from pathlib import Path
 
 from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
-from knobtune.targets import _loaded as loaded
+from knobtune.server import loaded
 from knobtune.targets._base import FailureKind, KnownConfig, RunFailure
 from knobtune.targets._heuristics import Machine
-from knobtune.targets._process import last_lines, run_logged, spawn, stop_group
-from knobtune.targets._server import Benchmarked, ServerTarget, SettleWork
-from knobtune.targets.postgresql import counters, waits
-from knobtune.targets.postgresql.checks import CHECKS, DataCheck
-from knobtune.targets.postgresql.formats import postgresql_settings
-from knobtune.targets.postgresql.pgbench import SCRIPT_DIR, Pgbench, PgbenchRun, transactions
-from knobtune.targets.postgresql.pgtune import pgtune_config
-from knobtune.targets.postgresql.server import (
+from knobtune.server.process import last_lines, run_logged, spawn, stop_group
+from knobtune.server.life import Benchmarked, ServerTarget, SettleWork
+from knobtune.systems.postgresql import counters, waits
+from knobtune.systems.postgresql.checks import CHECKS, DataCheck
+from knobtune.systems.postgresql.formats import postgresql_settings
+from knobtune.systems.postgresql.pgbench import SCRIPT_DIR, Pgbench, PgbenchRun, transactions
+from knobtune.systems.postgresql.pgtune import pgtune_config
+from knobtune.systems.postgresql.server import (
     HOME_PREFIX, INSTALL_HINT, PG_BIN, PG_USER, POLL_S, READY_LIMIT_S, accepts_connections, connection, initdb_argv,
     postgres_argv, postgres_user, server_message,
 )

@@ -8,7 +8,7 @@ psql prints one line per sample into the sampler's log; the run's counters
 are read from that log when the sampler stops (``counters``): how many
 active-backend samples there were, and which share of them each kind of wait
 took. The sampler is argv only, in its own process group, dying with
-knobtune (``_process.spawn``), and stopped in ``finally`` by the caller.
+knobtune (``server.process.spawn``), and stopped in ``finally`` by the caller.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from knobtune.targets._base import FailureKind, RunFailure
-from knobtune.targets._process import last_lines, spawn, stop_group
-from knobtune.targets.postgresql.server import PG_BIN
+from knobtune.server.process import last_lines, spawn, stop_group
+from knobtune.systems.postgresql.server import PG_BIN
 
 INTERVAL_S = 0.25  # between two samples
 STOP_WAIT_S = 5.0  # psql may take this long to end after SIGINT before it is killed

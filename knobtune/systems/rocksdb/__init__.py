@@ -4,12 +4,12 @@ own work (a trace); its formats and known configs."""
 from pathlib import Path
 
 from knobtune.targets._system import Heuristics, System
-from knobtune.targets.rocksdb import known
-from knobtune.targets.rocksdb.capture import CAPTURING
-from knobtune.targets.rocksdb.db_bench import DbBenchTarget
-from knobtune.targets.rocksdb.formats import FORMATS
-from knobtune.targets.rocksdb.kvbench import RocksdbKvbenchTarget
-from knobtune.targets.rocksdb.replay import RocksdbReplayTarget
+from knobtune.systems.rocksdb import known
+from knobtune.systems.rocksdb.capture import CAPTURING
+from knobtune.systems.rocksdb.db_bench import DbBenchTarget
+from knobtune.systems.rocksdb.formats import FORMATS
+from knobtune.systems.rocksdb.kvbench import RocksdbKvbenchTarget
+from knobtune.systems.rocksdb.replay import RocksdbReplayTarget
 
 HERE = Path(__file__).parent
 SYSTEM = System("rocksdb", "db_bench",

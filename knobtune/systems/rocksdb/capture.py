@@ -10,10 +10,10 @@ from pathlib import Path
 
 from knobtune.errors import WorkloadError
 from knobtune.knobs import load_catalog
-from knobtune.targets._process import run_logged
+from knobtune.server.process import run_logged
 from knobtune.targets._system import Capturing
-from knobtune.targets.rocksdb import trace
-from knobtune.targets.rocksdb.kvbench import RocksdbKvbenchTarget
+from knobtune.systems.rocksdb import trace
+from knobtune.systems.rocksdb.kvbench import RocksdbKvbenchTarget
 from knobtune.workloads import Workload
 from knobtune.workloads.capture import (
     CaptureSummary, make_private_dir, private_copy, sha256_of, write_capture,

@@ -5,7 +5,7 @@ then ignores the flags without a word). Each run starts from an empty database
 in the target's scratch directory, which is removed after the run. db_bench
 closes the store without flushing its memtables (the WAL holds them), as a
 crash would leave it; kvbench's settle mode then reopens and settles it
-(``targets/_embedded.py``).
+(``drivers/embedded.py``).
 
 Every run also gives RocksDB's own counters over the workload
 (``db_bench_counters.py``): the benchmark list ends with ``stats``, which
@@ -28,12 +28,12 @@ from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_flags
 from knobtune.targets._base import FailureKind, KnownConfig, Measurement, Phase, RunFailure
 from knobtune.targets._counters import with_ratios
-from knobtune.targets._embedded import EmbeddedTarget
-from knobtune.targets._process import run_logged
-from knobtune.targets.rocksdb.build import find_db_bench, rocksdb_build
-from knobtune.targets.rocksdb.db_bench_counters import parse_counters
-from knobtune.targets.rocksdb.db_bench_workload import WorkloadFlags, knob_flags, read_section
-from knobtune.targets.rocksdb.known import guide_config
+from knobtune.drivers.embedded import EmbeddedTarget
+from knobtune.server.process import run_logged
+from knobtune.systems.rocksdb.build import find_db_bench, rocksdb_build
+from knobtune.systems.rocksdb.db_bench_counters import parse_counters
+from knobtune.systems.rocksdb.db_bench_workload import WorkloadFlags, knob_flags, read_section
+from knobtune.systems.rocksdb.known import guide_config
 from knobtune.workloads import Rung, Workload
 
 

@@ -32,10 +32,10 @@ from pathlib import Path
 
 from knobtune.errors import ConfigError
 from knobtune.knobs import Catalog, Value, render_every, render_flags
-from knobtune.targets._embedded import find_kvbench
+from knobtune.drivers.embedded import find_kvbench
 from knobtune.targets._formats import Beside, ExportFormat
-from knobtune.targets._process import run_logged
-from knobtune.targets.rocksdb.build import find_db_bench
+from knobtune.server.process import run_logged
+from knobtune.systems.rocksdb.build import find_db_bench
 
 _ROCKSDB_ERROR = re.compile(r"error|Invalid argument|Not supported|should be", re.IGNORECASE)
 _TABLE_SECTION = re.compile(r'^\[TableOptions/BlockBasedTable "[^"]*"\]$')

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from knobtune.knobs import Catalog
-from knobtune.targets._kvbench import KVBENCH_CONFIG, KvbenchTarget
-from knobtune.targets.rocksdb.formats import DB_BENCH_FLAGS_KVBENCH, ROCKSDB_OPTIONS_KVBENCH
+from knobtune.drivers.kvbench import KVBENCH_CONFIG, KvbenchTarget
+from knobtune.systems.rocksdb.formats import DB_BENCH_FLAGS_KVBENCH, ROCKSDB_OPTIONS_KVBENCH
 from knobtune.workloads import Rung, Workload
 
 

@@ -10,7 +10,7 @@ key's operations keep their order).
 A run copies the checkpoint into a fresh store (table files hard-linked: RocksDB
 never changes one), replays the rung's first records through kvbench, which
 uses RocksDB's own Replayer, and ends as a crash would; the settle is the
-embedded stores' (``_embedded.py``). Then, outside the measured time, kvbench
+embedded stores' (``drivers/embedded.py``). Then, outside the measured time, kvbench
 takes the digest of every key and value: it must equal the default config's at
 that rung, or the run fails as data loss. The default's digest is taken by the
 first default run at each rung; a rung reached first by another config runs
@@ -33,11 +33,11 @@ from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
 from knobtune.targets._counters import numbers, with_ratios
-from knobtune.targets._embedded import EmbeddedTarget, find_kvbench, read_result
-from knobtune.targets._kvbench import KILLED_AT_END, kvbench_options
-from knobtune.targets._process import run_logged
-from knobtune.targets._replay import run_reference
-from knobtune.targets.rocksdb import trace
+from knobtune.drivers.embedded import EmbeddedTarget, find_kvbench, read_result
+from knobtune.drivers.kvbench import KILLED_AT_END, kvbench_options
+from knobtune.server.process import run_logged
+from knobtune.drivers.replay import run_reference
+from knobtune.systems.rocksdb import trace
 from knobtune.workloads import Rung, Workload
 from knobtune.workloads.capture import check_pace
 

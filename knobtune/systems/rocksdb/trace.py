@@ -10,9 +10,9 @@ from typing import Any
 
 from knobtune.errors import WorkloadError
 from knobtune.targets._base import FailureKind, RunFailure
-from knobtune.targets._embedded import find_kvbench, read_result
-from knobtune.targets._kvbench import classify_exit, engine_version as kvbench_engine_version
-from knobtune.targets._process import run_logged
+from knobtune.drivers.embedded import find_kvbench, read_result
+from knobtune.drivers.kvbench import classify_exit, engine_version as kvbench_engine_version
+from knobtune.server.process import run_logged
 
 READ_KINDS = ("get", "multiget", "seek", "seek_for_prev")
 WRITE_KINDS = ("put", "delete", "single_delete", "delete_range", "merge")
