@@ -109,7 +109,7 @@ class LevelDbEngine : public Engine {
     return std::to_string(leveldb::kMajorVersion) + "." + std::to_string(leveldb::kMinorVersion) +
            (leveldb_tunable() ? "+tunable-constants" : "");
   }
-  // LevelDB's own counts (knobtune/targets/leveldb/counters.toml says what each is): files per level now
+  // LevelDB's own counts (knobtune/systems/leveldb/counters.toml says what each is): files per level now
   // ("leveldb.num-files-at-levelN"), the most level-0 files seen during the run (looked at every kSampleEvery
   // writes and now), the compaction bytes of "leveldb.stats"; and kvbench's: the bytes of keys and values
   // written, the writes slower than kSlowWriteS and their time.

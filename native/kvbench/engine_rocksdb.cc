@@ -40,7 +40,7 @@ std::string engine_version() {
          " (" KVBENCH_ROCKSDB_BUILD ")";
 }
 
-// RocksDB's own counters over the run (knobtune/targets/rocksdb/counters.toml says what each is). Always: the
+// RocksDB's own counters over the run (knobtune/systems/rocksdb/counters.toml says what each is). Always: the
 // DB stats' stall time and user bytes, the "rocksdb.cfstats" map's stall counts and bytes written and read per
 // level, level-0 files and pending compaction bytes now (RocksDB keeps these anyway). With a Statistics object
 // (the spec's "statistics"): its tickers, which win where they say the same. Ratios are left to the reader.

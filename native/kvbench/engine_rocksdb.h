@@ -17,7 +17,7 @@ namespace kvbench {
 // Throws ConfigError (refused: a bad value; not refused: a name RocksDB lacks).
 rocksdb::Options rocksdb_options(const Config& config, std::shared_ptr<rocksdb::Statistics>* tickers);
 
-// The store's own counters over a run (knobtune/targets/rocksdb/counters.toml).
+// The store's own counters over a run (knobtune/systems/rocksdb/counters.toml).
 nlohmann::json rocksdb_counters(rocksdb::DB* db, const std::shared_ptr<rocksdb::Statistics>& stats);
 
 // "7.8.3 (release: ...)": the version and the build kvbench was linked with.
