@@ -782,7 +782,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="interleaved runs per winner when verifying")
     parser.add_argument("--allow-unsafe", action="store_true", help="every tool also searches unsafe values")
     parser.add_argument("--knobtune-args", default="",
-                        help="more options for knobtune's `tune`, e.g. '--sampler forest'; one starting with -- "
+                        help="more options for knobtune's `tune`, e.g. '--sampler random'; one starting with -- "
                              "needs '=': --knobtune-args=--allow-operational")
     parser.add_argument("--peers-scaled-rungs", action="store_true",
                         help="SMAC3 and the script run small rungs with data-sized knobs scaled, as knobtune does")

@@ -36,6 +36,7 @@ class Rule:
     positive: bool = False  # above zero
     choices: tuple[str, ...] = ()
     what: str = ""  # the choices' kind, said when a value is none of them ("a sampler")
+    removed: tuple[str, ...] = ()  # choices earlier releases offered: read from a study's record, refused from a person
     unit: str | None = None  # "duration" or "size": a string with a unit ("20m", "2GiB") is read as its number
     option: str | None = None  # the command-line option that sets it ("--trials"); None: only in a document
     sets: Any = None  # what the option sets when it is a flag without a value (--no-rules: false); None: its value
@@ -145,8 +146,11 @@ def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: l
             problems.append(f"{label} {shown} is not a finite number. Fix: {fix}")
             return None
     if kind is str and rule.choices and value not in rule.choices:
-        problems.append(f"{label} '{value}' is not {rule.what}{nearest(value, rule.choices)}. "
-                        f"Fix: use one of {', '.join(rule.choices)}")
+        if value in rule.removed and not where.ranges:
+            return value  # what the study ran; running it again says what to use instead
+        gone = " any more (knobtune removed it: docs/tuning.md)" if value in rule.removed else \
+            nearest(value, rule.choices)
+        problems.append(f"{label} '{value}' is not {rule.what}{gone}. Fix: use one of {', '.join(rule.choices)}")
         return None
     if kind in (int, float) and where.ranges and (problem := _out_of_range(value, rule, shown)):
         problems.append(f"{label} {problem}. Fix: {fix}")

@@ -234,7 +234,7 @@ def test_a_command_reclaims_what_killed_processes_left_and_says_how_much(tmp_pat
 
 def test_the_command_line_loads_without_scikit_learn_or_scipy_stats() -> None:
     """Every `knobtune` command (and every test that runs one) pays for what the command line imports: scikit-learn
-    and scipy.stats took about 1.2 s of its 1.9 s here, and only the forest sampler, the rankings and a comparison's
+    and scipy.stats took about 1.2 s of its 1.9 s here, and only the rankings and a comparison's
     statistics use them, so they load there."""
     code = "import sys, knobtune.cli; print(sorted(m for m in ('sklearn', 'scipy.stats') if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -48,6 +48,12 @@ def test_help_shows_at_most_twelve_options_outside_its_sections() -> None:
     assert not any(option in shown for option in RESEARCH), "research switches live in the document"
 
 
+def test_rank_has_no_research_switch() -> None:
+    rank = typer.main.get_command(app).commands["rank"]
+    assert RESEARCH.isdisjoint(option for param in rank.params for option in param.opts)
+    assert not any(option in CliRunner().invoke(app, ["rank", "--help"]).stdout for option in RESEARCH)
+
+
 def test_every_option_the_schema_names_is_an_option_of_tune() -> None:
     options = {name for param in _tune().params for name in param.opts}
     assert set(OPTIONS) <= options, set(OPTIONS) - options

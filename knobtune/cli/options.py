@@ -42,10 +42,6 @@ RecordsOption = Annotated[Optional[int], typer.Option(help="Override the workloa
 TimeoutFactorOption = Annotated[float, typer.Option(help="Stop a run taking longer than this times the default's.")]
 MachineOption = Annotated[Optional[str], typer.Option("--machine", help="This machine's name in a study shared by "
                                                                         "workers (default: the host name).")]
-UnscaledRungsOption = Annotated[bool, typer.Option("--unscaled-rungs", help="Run small rungs with the config as it is, "
-                                                                            "not with its memtables, caches and file "
-                                                                            "sizes scaled to the rung's share of the "
-                                                                            "data.")]
 AllowOperationalOption = Annotated[bool, typer.Option("--allow-operational", help="Also search operational values "
                                                                                   "(auto-compaction off): nothing is "
                                                                                   "lost, but the store never settles "

@@ -23,7 +23,7 @@ from knobtune.cli.document import experiment_document, plan_text, resolve
 from knobtune.cli.options import (
     SystemArgument,
     AllowOperationalOption, DirOption, DriverOption, JsonOption, MachineOption, MemoryLimitOption, MixedOption,
-    ObjectiveOption, RecordsOption, StorageOption, UnscaledRungsOption, UnsettledOption, WorkloadOption, at_least,
+    ObjectiveOption, RecordsOption, StorageOption, WorkloadOption, at_least,
     preflight, reclaim,
 )
 from knobtune.names import study_name
@@ -209,8 +209,6 @@ def rank(
     records: RecordsOption = None,
     timeout_factor: Annotated[Optional[float], typer.Option(
         help="Stop a run taking longer than this times the default's (default: 3).")] = None,
-    unsettled: UnsettledOption = False,
-    unscaled_rungs: UnscaledRungsOption = False,
     memory_limit: MemoryLimitOption = None,
     json_output: JsonOption = False,
 ) -> None:

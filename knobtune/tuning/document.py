@@ -18,7 +18,7 @@ from knobtune.datafile import read_toml
 from knobtune.errors import UsageError
 from knobtune.schema import COMMAND_LINE, Where, read, section, setting, to_dict
 from knobtune.tuning import attrs
-from knobtune.tuning.samplers import SAMPLERS
+from knobtune.tuning.samplers import REMOVED_SAMPLERS, SAMPLERS
 from knobtune.tuning.verify import DEFAULT_TIMEOUT_FACTOR, MIN_TIMEOUT_S, relative_limit_s
 from knobtune.workloads import Objective
 
@@ -47,7 +47,8 @@ class WorkloadSection:
 class SearchSection:
     """How configs are chosen: the sampler, the knobs searched, the ladder's halving."""
 
-    sampler: str = setting("tpe", choices=SAMPLERS, what="a sampler", option="--sampler")
+    sampler: str = setting("tpe", choices=SAMPLERS, what="a sampler", option="--sampler",
+                           removed=tuple(REMOVED_SAMPLERS))
     seed: int = setting(42, least=0, most=MAX_SEED, option="--seed", example=42,
                         note=f"a seed from 0 to {MAX_SEED}")
     knobs: tuple[str, ...] | None = setting(option="--knobs", example=["write_buffer_size", "max_background_jobs"],

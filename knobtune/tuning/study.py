@@ -32,7 +32,8 @@ from knobtune.tuning.owner import running
 from knobtune.tuning.progress import Progress, Reporter
 from knobtune.tuning.pruning import DefaultAwareHalvingPruner
 from knobtune.tuning.resume import Queue
-from knobtune.tuning.samplers import make_sampler
+from knobtune.tuning.document import stored_document
+from knobtune.tuning.samplers import make_sampler, removed_note
 from knobtune.tuning.trial import TrialRunner
 from knobtune.tuning.workers import Workers, optuna_warnings_silenced
 
@@ -109,13 +110,16 @@ class Tuner:
         e = self.experiment
         s = e.search
         sampler = make_sampler(s.sampler, s.seed if e.sampler_seed is None else e.sampler_seed, e.budget.trials,
-                               param_names=e.space.param_names(), full_step=s.reduction_factor ** e.rungs[-1].index)
+                               param_names=e.space.param_names())
         with optuna_warnings_silenced():
             study = optuna.create_study(study_name=e.study_name, storage=storage, sampler=sampler,
                                         pruner=DefaultAwareHalvingPruner(e.search.reduction_factor),
                                         direction="maximize" if e.objective.maximize else "minimize",
                                         load_if_exists=True)
         e.check_matches(study.user_attrs)
+        if attrs.SYSTEM in study.user_attrs and (
+                note := removed_note(stored_document(study.user_attrs, e.study_name).search.sampler, s.sampler)):
+            self.reporter.note(note)
         return study
 
     def _record(self, study: optuna.Study, budget: Budget, target: Target, facts: dict, workers: Workers) -> None:
