@@ -35,7 +35,7 @@ def test_dashboard_reads_our_study(rocksdb, store) -> None:
     assert [s["study_name"] for s in summaries] == ["dash"]
     detail = _get(app, f"/api/studies/{summaries[0]['study_id']}")
     study_attrs = {a["key"] for a in detail["user_attrs"]}
-    assert {"system", "workload", "baseline", "left_out_unsafe", "machine"} <= study_attrs
+    assert {"system", "workload", "default_by_rung", "left_out_unsafe", "machine"} <= study_attrs
     baseline = detail["trials"][0]
     assert {"key": "role", "value": "default"} in baseline["user_attrs"]
     params = {p["name"] for trial in detail["trials"] for p in trial["params"]}

@@ -30,7 +30,7 @@ def report_data(study: optuna.Study, catalog: Catalog | None = None) -> dict[str
         "summary": summary.to_dict(),
         "trials": [_trial_row(t) for t in trials if t.state != TrialState.WAITING],
         "defaults_by_rung": {rung: base.get("value")
-                             for rung, base in study.user_attrs.get(attrs.DEFAULT_BY_RUNG, {}).items()},
+                             for rung, base in attrs.default_by_rung(study.user_attrs).items()},
         "best_over_time": _best_over_time(trials, summary.objective.maximize),
         "verification": study.user_attrs.get(attrs.VERIFICATION),
         "explanation": study.user_attrs.get(attrs.EXPLANATION),

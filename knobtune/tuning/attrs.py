@@ -17,7 +17,8 @@ WORKLOAD = "workload"
 CAPTURE = "capture"  # a capture's summary (workloads/capture.py: span, sessions, mix, fingerprints; no data)
 SEARCHED_KNOBS = "searched_knobs"
 LEFT_OUT = "left_out_unsafe"  # knob -> safety class, kept out of the search
-DEFAULT_BY_RUNG = "baseline"  # rung index (str) -> the default's run there, on the units machine (stored spelling)
+DEFAULT_BY_RUNG = "default_by_rung"  # rung index (str) -> the default's run there, on the units machine; read with
+# default_by_rung()
 VERIFICATION = "verification"  # the final interleaved repeats, see tuning.finish
 WINNER_TRIAL = "winner_trial"  # in VERIFICATION: the verified winner's trial number (None: keep the default)
 RUNGS_RUN_SCALED = "rungs_run_scaled"  # what happened: small rungs ran configs with data-sized knobs scaled, or not
@@ -27,7 +28,8 @@ RANKING = "ranking"  # a ranking study: the knob ranking computed from its sampl
 EXPLANATION = "explanation"  # `knobtune explain`: the ablation path from the default to the winner, the minimal config
 RANKED_BY = "ranked_by"  # a top-k study: {"study", "top_k", "knobs"}, the ranking its searched knobs came from
 DEADLINE = "deadline"  # Unix time when the search of a --time budget ends, for every worker (absent: --trials only)
-UNITS_MACHINE = "baseline_machine"  # the machine whose default is DEFAULT_BY_RUNG: the study's units
+UNITS_MACHINE = "units_machine"  # the machine whose default is DEFAULT_BY_RUNG: the study's units; read with
+# units_machine()
 TIME_SPENT = "time_spent"  # this run of `tune`: search_s, verification_s, reserved_s (kept back for it), budget_s,
 # reserve_searched (that time went to the search: no config had reached full size)
 DIAGNOSIS = "diagnosis"  # the rules read over the default's full-size run, what fired since, the focus (tuning.guide)
@@ -45,6 +47,8 @@ OLD_PRODUCTION = "production"  # {data_bytes, memory_bytes, planned_limit_bytes}
 OLD_ONLY_RUNG = "only_rung"
 OLD_SCALED_RUNGS = "scaled_rungs"  # RUNGS_RUN_SCALED
 OLD_SETTINGS = "settings"  # {sampler, trials, time_budget_s, timeout_factor, ..., verify_repeats, warm_up}
+OLD_DEFAULT_BY_RUNG = "baseline"  # DEFAULT_BY_RUNG, as releases up to 0.3.0 stored it
+OLD_UNITS_MACHINE = "baseline_machine"  # UNITS_MACHINE, as releases up to 0.3.0 stored it
 
 # trial
 ROLE = "role"  # ROLE_DEFAULT (the default, first) or ROLE_CONTROL (the default, re-run periodically); absent otherwise
@@ -81,6 +85,16 @@ def rung_key(index: int) -> str:
 def rungs_run_scaled(user_attrs: dict) -> bool | None:
     """Whether a study's small rungs ran configs scaled (by its user attributes; None: not recorded)."""
     return user_attrs.get(RUNGS_RUN_SCALED, user_attrs.get(OLD_SCALED_RUNGS))
+
+
+def default_by_rung(user_attrs: dict) -> dict:
+    """A study's default runs by rung index (str), whichever release stored them ({}: none yet)."""
+    return dict(user_attrs.get(DEFAULT_BY_RUNG, user_attrs.get(OLD_DEFAULT_BY_RUNG)) or {})
+
+
+def units_machine(user_attrs: dict) -> str | None:
+    """The machine whose default gives a study its units, whichever release stored it (None: not yet recorded)."""
+    return user_attrs.get(UNITS_MACHINE, user_attrs.get(OLD_UNITS_MACHINE))
 
 
 def role_of(user_attrs: dict) -> str | None:

@@ -231,7 +231,7 @@ def _tuned_verdict(comparison: Comparison) -> str:
 
 def _limit_s(study: optuna.Study, experiment: Experiment) -> float | None:
     """The time a verification run may take: ``timeout_factor`` times the default's full-size time."""
-    base = study.user_attrs.get(attrs.DEFAULT_BY_RUNG, {}).get(str(experiment.workload.full.index))
+    base = attrs.default_by_rung(study.user_attrs).get(str(experiment.workload.full.index))
     if not base:
         return None
     return experiment.measurement.limit_s(RungRun.from_stored(base).elapsed_s)

@@ -56,7 +56,7 @@ class Workers:
         self.heartbeats: BaseHeartbeat = storage  # the same storage, typed for its heartbeat calls
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         self.machine = experiment.placement.machine or socket.gethostname()
-        self.units_machine = study.user_attrs.get(attrs.UNITS_MACHINE) or self.machine
+        self.units_machine = attrs.units_machine(study.user_attrs) or self.machine
 
     def check_machine(self, scratch_root: Path, system_version: str) -> dict[str, object]:
         """Record this machine's facts on the study and return them; refuse a machine of another kind.
@@ -104,7 +104,7 @@ class Workers:
     def in_study_units(self, rung: Rung, raw: float, own: RungRun | None = None) -> float:
         """A value measured on this machine at ``rung``, scaled to the first machine's (unchanged on the first);
         ``own``: this machine's default to scale by (default: its latest)."""
-        stored = (self.study.user_attrs.get(attrs.DEFAULT_BY_RUNG) or {}).get(str(rung.index))
+        stored = attrs.default_by_rung(self.study.user_attrs).get(str(rung.index))
         own = own or self.own_default(rung)
         if self.machine == self.units_machine or stored is None or own is None or own.value is None:
             return raw
@@ -113,7 +113,7 @@ class Workers:
     def keep_units_default(self, rung: Rung, run: RungRun) -> None:
         """Store the default's run at ``rung`` as the study's units, when this is the units machine."""
         if self.machine == self.units_machine:
-            by_rung = dict(self.study.user_attrs.get(attrs.DEFAULT_BY_RUNG, {}))
+            by_rung = attrs.default_by_rung(self.study.user_attrs)
             by_rung[str(rung.index)] = run.to_stored()
             self.study.set_user_attr(attrs.DEFAULT_BY_RUNG, by_rung)
 
