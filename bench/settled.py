@@ -54,17 +54,17 @@ def run_study(args: argparse.Namespace, store) -> tuple[dict, dict]:  # noqa: AN
     study = Tuner(settings, store).run()
     summary = summarize(study, catalog)
     result = {"study": name, "settled_study": not args.unsettled, "wall_s": round(time.monotonic() - started, 1),
-              "counts": summary.counts, "verdict": summary.verdict, "costs_in_study": summary.costs}
+              "counts": summary.trials.counts, "verdict": summary.verdict, "costs_in_study": summary.cost.costs}
     config = summary.result_config
     if summary.result_trial is None:
         best = top_trials(study, 1)
         config = dict(best[0].user_attrs["config"]) if best else {}
         result["note"] = "no verified winner: the best single run is re-measured"
-    claim = (summary.verification or {}).get("candidates", [])
+    claim = (summary.proof.verification or {}).get("candidates", [])
     label = f"trial {summary.result_trial}"
     claimed = next((c["speedup"]["ratio"] for c in claim if c["label"] == label and "speedup" in c), None)
     result |= {"result_trial": summary.result_trial, "config": config, "claimed_speedup": claimed,
-               "single_run_speedup": summary.single_run_speedup, "warnings": summary.warnings}
+               "single_run_speedup": summary.result.single_run_speedup, "warnings": summary.safety.warnings}
     return result, {"catalog": catalog, "workload": workload, "config": config}
 
 

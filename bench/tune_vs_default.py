@@ -45,12 +45,12 @@ def run_study(name: str, allow_unsafe: bool, args: argparse.Namespace, store) ->
     summary = summarize(study, catalog)
     best = top_trials(study, 1)
     result = {"study": name, "allow_unsafe": allow_unsafe, "search_s": round(searched_s, 1),
-              "counts": summary.counts, "default_single_run": summary.default_value}
+              "counts": summary.trials.counts, "default_single_run": summary.default.default_value}
     if not best:
         return result | {"verdict": "no trial completed every rung"}
     config = best[0].user_attrs["config"]
     result |= {"best_trial": best[0].number, "best_single_run": best[0].value, "best_config": config,
-               "unsafe_in_best": summary.unsafe_in_result}
+               "unsafe_in_best": summary.safety.unsafe_in_result}
     with make_target(catalog, workload, store.worker_scratch()) as target:
         comparison = run_interleaved(
             target,

@@ -208,7 +208,7 @@ def test_a_study_starts_from_what_fires_on_the_default_and_searches_its_knobs_na
     assert any(set(t.user_attrs[attrs.CONFIG]) - {"block_cache_size"} for t in focused)  # the rest searched too
     assert all(attrs.FINDINGS in t.user_attrs for t in study.trials if t.user_attrs.get(attrs.REACHED_RUNG) == 2)
     from knobtune.report import summarize  # noqa: PLC0415
-    narrowed = summarize(study, load_catalog("leveldb")).diagnosis["narrowed"]
+    narrowed = summarize(study, load_catalog("leveldb")).bottleneck.diagnosis["narrowed"]
     assert narrowed == [{"knobs": ["block_cache_size"], "trials": 3}]
 
 
@@ -218,12 +218,12 @@ def test_a_study_searched_without_the_rules_says_its_default_was_not_diagnosed(s
     rule fired on the default (it did: the same default fires two rules in the guided study above); it says they
     were not read."""
     from knobtune.report import summarize  # noqa: PLC0415
-    from knobtune.report.summary import diagnosis_lines  # noqa: PLC0415
+    from knobtune.report.summary_text import diagnosis_lines  # noqa: PLC0415
     from knobtune.tuning import attrs  # noqa: PLC0415
 
     study = _tiny_leveldb_study(store, use_rules=False, trials=2)
     assert attrs.DIAGNOSIS not in study.user_attrs
-    diagnosis = summarize(study, load_catalog("leveldb")).diagnosis
+    diagnosis = summarize(study, load_catalog("leveldb")).bottleneck.diagnosis
     assert diagnosis == {"unread": True}
     [line] = diagnosis_lines(diagnosis)
     assert line.startswith("the default's bottleneck: not read") and "research.rules = false" in line
@@ -231,7 +231,7 @@ def test_a_study_searched_without_the_rules_says_its_default_was_not_diagnosed(s
 
 
 def test_show_says_what_the_result_changed_about_the_default_s_findings() -> None:
-    from knobtune.report.summary import diagnosis_lines
+    from knobtune.report.summary_text import diagnosis_lines
 
     story = {"default": [{"rule": "write-stalls-memtables", "finding": "writes stalled 2% of the run"},
                          {"rule": "point-lookups-in-memory", "finding": "the workload reads single keys"}],
@@ -253,7 +253,7 @@ def test_show_says_what_the_result_changed_about_the_default_s_findings() -> Non
 def test_show_names_the_knob_the_result_moved_for_a_rule_that_reads_the_config() -> None:
     """A rule that fires on the config (no bloom filter), not a counter, has no evidence to move: `show` names the
     knob its suggestion moved instead of "its evidence unchanged"."""
-    from knobtune.report.summary import diagnosis_lines  # noqa: PLC0415
+    from knobtune.report.summary_text import diagnosis_lines  # noqa: PLC0415
     from knobtune.tuning.guide import compare_findings, rules_of  # noqa: PLC0415
     from knobtune.tuning.records import RungRun  # noqa: PLC0415
 

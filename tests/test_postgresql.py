@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from knobtune.console import checkpoint_line
+from knobtune.report.summary_text import checkpoint_line
 from knobtune.knobs import load_catalog
 from knobtune.report import export_config, summarize
 from knobtune.targets import FailureKind, RunFailure
@@ -178,9 +178,9 @@ def test_a_two_trial_study_end_to_end(postgresql, store) -> None:
                              research__rules=False, research__try_known_configs=False)
     study = Tuner(settings, store).run()
     summary = summarize(study, postgresql)
-    assert summary.counts["complete"] + summary.counts["pruned"] + summary.counts["timeout"] >= 1
-    assert summary.costs["default"]["recovery_s"] > 0
-    assert summary.export_formats[:2] == ("postgresql-conf", "alter-system")
+    assert summary.trials.counts["complete"] + summary.trials.counts["pruned"] + summary.trials.counts["timeout"] >= 1
+    assert summary.cost.costs["default"]["recovery_s"] > 0
+    assert summary.heading.export_formats[:2] == ("postgresql-conf", "alter-system")
     assert "ALTER SYSTEM SET" in export_config(summary, postgresql, "alter-system",
                                                {"work_mem": 8 * 2**20}) or summary.result_trial is None
     assert study.user_attrs[attrs.EXPERIMENT]["research"]["settle"] is True

@@ -18,7 +18,7 @@ import pytest
 
 from knobtune.errors import WorkloadError
 from knobtune.knobs import load_catalog
-from knobtune.report.summary import capture_lines
+from knobtune.report.summary_text import capture_lines
 from knobtune.targets import FailureKind, RunFailure
 from knobtune.systems import make_target, reclaim_server_homes
 from knobtune.systems.postgresql import capture

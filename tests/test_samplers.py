@@ -59,7 +59,7 @@ def test_a_study_searched_with_a_removed_sampler_still_shows(forest_store: Study
     study = forest_store.load(STUDY)
     assert stored_document(study.user_attrs, STUDY).search.sampler == "forest"
     summary = summarize(study)
-    assert summary.system == "rocksdb" and sum(summary.counts.values()) == 4
+    assert summary.system == "rocksdb" and sum(summary.trials.counts.values()) == 4
 
 
 def test_a_worker_joining_it_is_told_what_to_use(forest_store: StudyStore) -> None:

@@ -127,8 +127,8 @@ def test_memory_limit_narrows_the_search_and_refuses_a_known_config_planned_over
     assert "is over the memory limit" in known.user_attrs[attrs.REASON]
     assert not any(key.startswith(attrs.RUNG_PREFIX) for key in known.user_attrs), "it must not have run"
     summary = summarize(study, catalog)
-    assert summary.limits["memory_limit_bytes"] == limit
-    assert set(summary.costs["default"]) >= {"settle_s", "recovery_s", "peak_rss_bytes"}
+    assert summary.cost.limits.memory_limit_bytes == limit
+    assert set(summary.cost.costs["default"]) >= {"settle_s", "recovery_s", "peak_rss_bytes"}
 
 
 @pytest.mark.parametrize("system", ["rocksdb", "leveldb"])

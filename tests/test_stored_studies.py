@@ -32,10 +32,10 @@ def old_store(tmp_path: Path) -> StudyStore:
 
 def test_it_shows_as_it_did(old_store: StudyStore) -> None:
     summary = summarize(old_store.load("old-release"))
-    assert summary.system == "rocksdb" and summary.workload == "put-get-delete"
-    assert summary.default_value is not None and summary.result_trial is None
+    assert summary.system == "rocksdb" and summary.heading.workload == "put-get-delete"
+    assert summary.default.default_value is not None and summary.result_trial is None
     assert summary.verdict.startswith("no significant gain") and "keep the default" in summary.verdict
-    assert sum(summary.counts.values()) == 4
+    assert sum(summary.trials.counts.values()) == 4
 
 
 def test_its_trials_read_as_typed_records(old_store: StudyStore) -> None:
@@ -81,6 +81,37 @@ def test_its_default_stored_as_baseline_reads_as_the_default(old_store: StudySto
     assert study.trials[0].user_attrs[attrs.ROLE] == attrs.OLD_ROLE_DEFAULT == "baseline"
     assert attrs.role_of(study.trials[0].user_attrs) == attrs.ROLE_DEFAULT == "default"
     assert records(study)[0].role == "default" and records(study)[0].is_default
+
+
+def test_its_defaults_by_rung_stored_as_baseline_read_under_todays_names(old_store: StudyStore) -> None:
+    """Up to 0.3.0 the default's runs by rung were the study key ``baseline`` and their machine ``baseline_machine``:
+    one reader of each (``attrs.default_by_rung``, ``attrs.units_machine``) reads them for every command."""
+    from knobtune.report.report_data import report_data
+
+    study = old_store.load("old-release")
+    user = study.user_attrs
+    assert attrs.DEFAULT_BY_RUNG not in user and attrs.UNITS_MACHINE not in user
+    assert (attrs.OLD_DEFAULT_BY_RUNG, attrs.OLD_UNITS_MACHINE) == ("baseline", "baseline_machine")
+    assert sorted(attrs.default_by_rung(user)) == ["0", "1", "2"] == sorted(user["baseline"])
+    assert attrs.units_machine(user) == user["baseline_machine"] == "vm"
+    assert summarize(study).default.units_machine == "vm"
+    shown = report_data(study)["defaults_by_rung"]
+    assert shown == {rung: run["value"] for rung, run in user["baseline"].items()}
+
+
+def test_a_study_of_todays_code_stores_them_under_their_own_names(tmp_path: Path) -> None:
+    """Written by today's code, the new keys only; they read back through the same readers."""
+    from knobtune.knobs import load_catalog
+    from knobtune.tuning.experiment import Experiment
+    from knobtune.workloads import load_workload
+
+    store = open_store(tmp_path)
+    experiment = Experiment.of(load_catalog("rocksdb"), load_workload("fillrandom").scaled(2000), study="new-keys",
+                               budget__trials=1, proof__verify_top=0)
+    user = Tuner(experiment, store).run().user_attrs
+    assert attrs.OLD_DEFAULT_BY_RUNG not in user and attrs.OLD_UNITS_MACHINE not in user
+    assert sorted(user[attrs.DEFAULT_BY_RUNG]) == sorted(attrs.default_by_rung(user)) == ["0", "1", "2"]
+    assert user[attrs.UNITS_MACHINE] == attrs.units_machine(user) is not None
 
 
 def test_a_winner_stored_by_its_label_reads_as_its_trial_number(old_store: StudyStore) -> None:

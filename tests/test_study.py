@@ -81,7 +81,7 @@ def test_the_first_default_warms_up_once_and_its_controls_do_not(rocksdb, store)
     notes = [e.message for e in events if e.kind == "note"]
     assert any(n.startswith("warming up: the default once at") for n in notes)
     assert any(n.startswith("the default's warm-up ran") for n in notes)
-    assert summarize(study).default_warm_up == warm["value"]
+    assert summarize(study).default.default_warm_up == warm["value"]
 
 
 def test_no_warm_up_counts_the_first_run(rocksdb, store) -> None:
@@ -132,7 +132,7 @@ def test_the_fifo_trap_is_a_failed_data_loss_trial(rocksdb, store) -> None:
     assert trap.user_attrs[attrs.REASON].startswith("data loss: ")
     assert trap.user_attrs[attrs.UNSAFE] == {"compaction_style": "data-loss"}
     summary = summarize(study, rocksdb)
-    assert summary.counts["data-loss"] == 1 and summary.result_trial != trap.number
+    assert summary.trials.counts["data-loss"] == 1 and summary.result_trial != trap.number
 
 
 def test_time_budget_is_kept(rocksdb, store) -> None:
@@ -246,7 +246,7 @@ def test_controls_rerun_the_default_and_record_drift(rocksdb, store) -> None:
     controls = study.user_attrs[attrs.CONTROLS]
     assert [c["role"] for c in controls] == ["default", "control", "control"] and all(c["value"] for c in controls)
     summary = summarize(study, rocksdb)
-    assert len(summary.default_runs) == 3 and summary.drift is not None
+    assert len(summary.default.default_runs) == 3 and summary.default.drift is not None
     for trial in study.trials:
         if trial.user_attrs.get(attrs.ROLE) == "control":
             assert trial.state == TrialState.COMPLETE and attrs.REUSED_FROM not in trial.user_attrs
@@ -496,7 +496,7 @@ def test_a_production_ratio_holds_configs_to_its_memory_for_the_benchmarks_data(
     assert started.user_attrs[attrs.OUTCOME] == Outcome.MEMORY
     assert "over the memory limit" in started.user_attrs[attrs.REASON]
     summary = summarize(study, rocksdb)
-    assert summary.limits["production"]["memory_bytes"] == 1 << 30
-    from knobtune.console import cost_lines  # noqa: PLC0415
+    assert summary.cost.limits.production is not None and summary.cost.limits.production.memory_bytes == 1 << 30
+    from knobtune.report.summary_text import cost_lines  # noqa: PLC0415
 
-    assert any("memory-to-data ratio assumed" in line for line in cost_lines(summary))
+    assert any("memory-to-data ratio assumed" in line for line in cost_lines(summary.cost, summary.default))

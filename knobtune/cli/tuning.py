@@ -149,7 +149,7 @@ def tune(
         console.summary_text(summary, catalog)
         where = (f" --dir {shlex.quote(str(store.home))}" if directory else "") + \
             (f" --storage {shlex.quote(store.shown_url)}" if storage else "")  # pasted as it is, but for a password
-        first = summary.export_formats[0]
+        first = summary.heading.export_formats[0]
         beside = export_beside(summary, catalog, first)
         console.out.print(f"export: knobtune export {settings.study_name} --format {first}{where}"
                           + (f" -o FILE ({'; '.join(b.note for b in beside)})" if beside else ""), markup=False)

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from knobtune.knobs import Catalog
-from knobtune.report.summary import StudySummary, describe_costs
+from knobtune.report.summary import StudySummary
+from knobtune.report.summary_text import describe_costs
 from knobtune.targets import Beside
 from knobtune.systems import export_format
 
@@ -23,14 +24,14 @@ def export_config(summary: StudySummary, catalog: Catalog, format_name: str,
     changed = summary.result_config if config is None else config
     if format_name == "json":
         return json.dumps({
-            "system": summary.system, "study": summary.study, "workload": summary.workload,
+            "system": summary.system, "study": summary.study, "workload": summary.heading.workload,
             "config": changed, "verified": summary.verified, "verdict": summary.verdict,
-            "allow_unsafe": summary.allow_unsafe, "allow_operational": summary.allow_operational,
-            "unsafe_knobs": summary.unsafe_in_result,
-            "left_out_unsafe": summary.left_out, "warnings": summary.warnings,
-            "settled": summary.settled, "costs": summary.costs,
+            "allow_unsafe": summary.safety.allow_unsafe, "allow_operational": summary.safety.allow_operational,
+            "unsafe_knobs": summary.safety.unsafe_in_result,
+            "left_out_unsafe": summary.safety.left_out, "warnings": summary.safety.warnings,
+            "settled": summary.cost.settled, "costs": summary.cost.costs,
         }, indent=2, default=str) + "\n"
-    spec = export_format(summary.system, summary.experiment.get("driver"), format_name)
+    spec = export_format(summary.system, summary.heading.experiment.get("driver"), format_name)
     text = spec.render(catalog, catalog.config(changed))
     comment = spec.comment
     if comment is None:
@@ -38,11 +39,11 @@ def export_config(summary: StudySummary, catalog: Catalog, format_name: str,
     header = [f"{comment} study {summary.study}: {summary.verdict}"]
     header += [f"{comment} NOT IN THIS FILE: {b.note}" for b in spec.beside(catalog, catalog.config(changed))]
     header += [f"{comment} {role}: {describe_costs(cost)} ({cost.get('source')})"
-               for role, cost in summary.costs.items()]
-    header += [f"{comment} WARNING: {w}" for w in summary.warnings]
-    if summary.left_out and not summary.allow_unsafe:
+               for role, cost in summary.cost.costs.items()]
+    header += [f"{comment} WARNING: {w}" for w in summary.safety.warnings]
+    if summary.safety.left_out and not summary.safety.allow_unsafe:
         header.append(f"{comment} kept out of the search (unsafe): "
-                      + ", ".join(f"{k} ({v})" for k, v in summary.kept_out.items()))
+                      + ", ".join(f"{k} ({v})" for k, v in summary.safety.kept_out.items()))
     return "\n".join(header) + "\n" + text
 
 
@@ -57,7 +58,7 @@ def export_beside(summary: StudySummary, catalog: Catalog, format_name: str,
     if format_name == "json":
         return ()
     changed = summary.result_config if config is None else config
-    spec = export_format(summary.system, summary.experiment.get("driver"), format_name)
+    spec = export_format(summary.system, summary.heading.experiment.get("driver"), format_name)
     return spec.beside(catalog, catalog.config(changed))
 
 

@@ -17,7 +17,7 @@ import optuna
 from knobtune.analysis.importance import evaluator_name
 from knobtune.errors import UsageError
 from knobtune.report.report_data import report_data
-from knobtune.report.summary import capture_lines, describe_costs, diagnosis_lines
+from knobtune.report.summary_text import capture_lines, describe_costs, diagnosis_lines
 
 OUTCOME_STYLE = {  # outcome -> (marker symbol, colour)
     "complete": ("circle", "#1f77b4"), "pruned": ("triangle-down", "#999999"), "timeout": ("x", "#d62728"),

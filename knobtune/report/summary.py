@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,47 +31,83 @@ from knobtune.workloads.capture import CaptureSummary
 
 
 @dataclass(frozen=True)
-class StudySummary:
+class Heading:
+    """What the study is: its name, system, workload and objective, what it ran on, the formats it exports to."""
+
     study: str
     system: str
     workload: str
     objective: Objective
-    counts: dict[str, int]
-    default_value: float | None
-    result_trial: int | None  # the trial whose config is the result (None: keep the default)
-    result_value: float | None
-    result_config: dict[str, Any]
-    verified: bool  # the result won interleaved repeats beyond the noise
-    verdict: str
-    single_run_speedup: float | None
-    verification: dict[str, Any] | None
-    allow_unsafe: bool
-    left_out: dict[str, str]  # knob -> the safety class kept out (its unsafe values, or the whole knob)
-    unsafe_in_result: dict[str, str]
-    warnings: list[str] = field(default_factory=list)
-    experiment: dict[str, Any] = field(default_factory=dict)
-    allow_operational: bool = False  # operational values (auto-compaction off) were searched
-    # the default's full-size value, its first run then controls
-    default_runs: list[float] = field(default_factory=list)
-    default_warm_up: float | None = None  # the default's full-size warm-up run, not counted (None: no warm-up)
+    experiment: dict[str, Any] = field(default_factory=dict)  # versions, machine, stored workload, driver, document
     export_formats: tuple[str, ...] = ("json",)
-    settled: bool = True  # run times include settling the store (False: the raw window, research.settle = false)
-    rungs_run_scaled: bool = False  # small rungs ran configs with their data-sized knobs scaled to the rung's share
-    costs: dict[str, dict[str, Any]] = field(default_factory=dict)  # "default" / "result" -> settle, recovery, memory
-    result_tried_first: str = ""  # the known config the study tried first that the result is (its label), if it is
-    limits: dict[str, Any] = field(default_factory=dict)  # memory_limit_bytes, max_recovery_s (None: none given)
-    ranked_by: dict[str, Any] | None = None  # a top-k study: the ranking study, k and the knobs it searched
-    ranking: dict[str, Any] | None = None  # a ranking study: its knob ranking (analysis.ranking.Ranking.to_dict)
-    machines: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> trials run there, its latest default
-    rung_agreement: list[dict[str, float]] = field(default_factory=list)  # Spearman's rho of each rung with the next
+
+
+@dataclass(frozen=True)
+class Proof:
+    """The verdict, and the interleaved repeats behind it (``tuning.finish``)."""
+
+    verdict: str
+    verified: bool  # the result won interleaved repeats beyond the noise
+    verification: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What a capture study replayed: what the capture holds, never its data (None: not a capture)."""
+
+    capture: CaptureSummary | None = None
+
+
+@dataclass(frozen=True)
+class TimeSpent:
+    """Where the latest ``tune``'s time went: the search, then the verification, and the budget's reserve."""
+
+    search_s: float
+    verification_s: float
+    reserved_s: float | None = None  # kept back for the verification
+    budget_s: float | None = None  # --time (None: --trials only)
+    reserve_searched: bool = False  # the reserve went to the search: no config had reached full size
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any] | None) -> TimeSpent | None:
+        if not data or data.get("search_s") is None:
+            return None
+        return cls(search_s=float(data["search_s"]), verification_s=float(data.get("verification_s") or 0.0),
+                   reserved_s=data.get("reserved_s"), budget_s=data.get("budget_s"),
+                   reserve_searched=bool(data.get("reserve_searched")))
+
+
+@dataclass(frozen=True)
+class Trials:
+    """How the search went: trials by outcome, where their time went, how well small rungs ranked configs."""
+
+    counts: dict[str, int]
     time_s: dict[str, float] = field(default_factory=dict)  # outcome -> seconds its trials took (and "all")
-    units_machine: str | None = None  # the machine whose default gives the values' units (workers: docs/workers.md)
-    time_spent: dict[str, float | None] = field(default_factory=dict)  # the latest `tune`: search, verification
-    # the system's counters over the default's full run
-    default_counters: dict[str, float] = field(default_factory=dict)
-    diagnosis: dict[str, Any] = field(default_factory=dict)  # the rules over the default's and the result's full runs
-    kept_out: dict[str, str] = field(default_factory=dict)  # what was kept out as said (compaction_style=fifo) -> class
-    capture: CaptureSummary | None = None  # the workload is a capture of a user's own work: what it holds, no data
+    time_spent: TimeSpent | None = None  # the latest `tune` (None: none recorded)
+    rung_agreement: list[dict[str, float]] = field(default_factory=list)  # Spearman's rho of each rung with the next
+    rungs_run_scaled: bool = False  # small rungs ran configs with their data-sized knobs scaled to the rung's share
+
+
+@dataclass(frozen=True)
+class MachineRuns:
+    """One machine of a study: the sampled trials it ran, its latest full-size default (raw), its facts."""
+
+    trials: int = 0
+    default_value: float | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Default:
+    """The default config over the study: its full-size value, its warm-up, its controls, its counters, and the
+    machines that measured it."""
+
+    default_value: float | None = None
+    default_warm_up: float | None = None  # the full-size warm-up run, not counted (None: no warm-up)
+    default_runs: list[float] = field(default_factory=list)  # its full-size value, its first run then controls
+    default_counters: dict[str, float] = field(default_factory=dict)  # the system's counters over its full run
+    machines: dict[str, MachineRuns] = field(default_factory=dict)
+    units_machine: str | None = None  # the machine whose default gives the values' units (docs/workers.md)
 
     @property
     def drift(self) -> float | None:
@@ -79,11 +115,143 @@ class StudySummary:
         runs = self.default_runs
         return runs[-1] / runs[0] - 1 if len(runs) >= 2 and runs[0] else None
 
+
+@dataclass(frozen=True)
+class Result:
+    """The config the study gives: its trial, its single full-size run and what it changes."""
+
+    result_trial: int | None = None  # the trial whose config is the result (None: keep the default)
+    result_value: float | None = None
+    result_config: dict[str, Any] = field(default_factory=dict)
+    result_tried_first: str = ""  # the known config the study tried first that the result is (its label), if it is
+    single_run_speedup: float | None = None
+
+
+@dataclass(frozen=True)
+class Production:
+    """Production's memory-to-data ratio a study capped its configs at, and the memory it planned from it."""
+
+    data_bytes: int
+    memory_bytes: int
+    planned_limit_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a config was allowed to cost (None: no limit given)."""
+
+    memory_limit_bytes: int | None = None
+    max_recovery_s: float | None = None
+    production: Production | None = None
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What the default and the result cost besides the objective, how runs were timed, and the limits."""
+
+    settled: bool = True  # run times include settling the store (False: the raw window, research.settle = false)
+    costs: dict[str, dict[str, Any]] = field(default_factory=dict)  # "default" / "result" -> settle, recovery, memory
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass(frozen=True)
+class Bottleneck:
+    """The system's rules over the default's and the result's full-size runs (``tuning.guide``; {}: none)."""
+
+    diagnosis: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RankedBy:
+    """The knob ranking a top-k study searched the top of."""
+
+    study: str
+    top_k: int
+    knobs: list[str]
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """Rankings: the one a top-k study searched from, or a ranking study's own (``analysis.ranking``)."""
+
+    ranked_by: RankedBy | None = None
+    ranking: dict[str, Any] | None = None  # analysis.ranking.Ranking.to_dict
+
+
+@dataclass(frozen=True)
+class Safety:
+    """What the result risks, and what the search was allowed or kept from."""
+
+    warnings: list[str] = field(default_factory=list)
+    unsafe_in_result: dict[str, str] = field(default_factory=dict)  # knob -> safety class
+    allow_unsafe: bool = False
+    allow_operational: bool = False  # operational values (auto-compaction off) were searched
+    left_out: dict[str, str] = field(default_factory=dict)  # knob -> the safety class kept out
+    kept_out: dict[str, str] = field(default_factory=dict)  # what was kept out as said (compaction_style=fifo) -> class
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    """What a study found, in sections; each has its renderer in ``report.summary_text``."""
+
+    heading: Heading
+    proof: Proof
+    replay: Replay
+    trials: Trials
+    default: Default
+    result: Result
+    cost: Costs
+    bottleneck: Bottleneck
+    ranked: Ranked
+    safety: Safety
+
+    # what nearly every reader of a summary asks for
+    @property
+    def study(self) -> str:
+        return self.heading.study
+
+    @property
+    def system(self) -> str:
+        return self.heading.system
+
+    @property
+    def objective(self) -> Objective:
+        return self.heading.objective
+
+    @property
+    def verdict(self) -> str:
+        return self.proof.verdict
+
+    @property
+    def verified(self) -> bool:
+        return self.proof.verified
+
+    @property
+    def result_trial(self) -> int | None:
+        return self.result.result_trial
+
+    @property
+    def result_config(self) -> dict[str, Any]:
+        return self.result.result_config
+
     def to_dict(self) -> dict[str, Any]:
-        data = dict(vars(self))
+        """Every section's fields as one flat table (the JSON of `show --json` and the report's data)."""
+        data: dict[str, Any] = {}
+        for section in (getattr(self, f.name) for f in dataclasses.fields(self)):
+            data |= {f.name: _plain(getattr(section, f.name)) for f in dataclasses.fields(section)}
         data["objective"] = self.objective.value
-        data["drift"] = self.drift
+        data["time_spent"] = data["time_spent"] or {}  # none recorded: an empty table, as before the sections
+        data["drift"] = self.default.drift
         return data
+
+
+def _plain(value: Any) -> Any:
+    """A section's value as plain data: a typed record as its table (a capture's summary stays as it is)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, (type, CaptureSummary)):
+        return dataclasses.asdict(value)
+    return value
 
 
 def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySummary:
@@ -107,48 +275,61 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
     speedup = (objective.speedup(result.value, value_of(default_trial))
                if result is not None and default_trial is not None and result.value else None)
     return StudySummary(
-        study=study.study_name, system=user.get(attrs.SYSTEM, "?"),
-        workload=(user.get(attrs.WORKLOAD) or {}).get("name", "?"), objective=objective,
-        counts=count_outcomes(trials), default_value=default_trial.value if default_trial else None,
-        result_trial=result.number if result else None, result_value=result.value if result else None,
-        result_config=config, verified=outcome.verified,
-        result_tried_first=str(result.user_attrs.get(attrs.STARTED_FROM, "")) if result else "",
-        verdict=outcome.verdict + _holds_the_data(study, catalog, config,
-                                                  outcome.verified and doc.limits.production_data_bytes is None),
-        single_run_speedup=speedup, verification=verification,
-        allow_unsafe=doc.search.allow_unsafe,
-        allow_operational=doc.search.allow_operational, left_out=dict(user.get(attrs.LEFT_OUT, {})),
-        unsafe_in_result=unsafe, warnings=_warnings(catalog, config, unsafe) + _fits_in_memory(
-            study, catalog, config, doc.research.settle),
-        experiment={**{k: user.get(k) for k in (attrs.TOOL_VERSION, attrs.TOOL_COMMIT, attrs.SYSTEM_VERSION,
-                                                attrs.MACHINE, attrs.WORKLOAD)},
-                    "driver": doc.workload.driver, "seed": doc.search.seed, "document": doc.record()},
-        default_runs=[c["value"] for c in user.get(attrs.CONTROLS, []) if c.get("value") is not None],
-        default_warm_up=(default_trial.user_attrs.get(attrs.WARM_UP) or {}).get("value") if default_trial else None,
-        export_formats=tuple(f.name for f in export_formats(user.get(attrs.SYSTEM, catalog.system),
-                                                            doc.workload.driver)) + ("json",),
-        settled=doc.research.settle, rungs_run_scaled=bool(attrs.rungs_run_scaled(user)),
-        capture=CaptureSummary.from_record(user[attrs.CAPTURE]) if attrs.CAPTURE in user else None,
-        costs=_costs(study, default_trial, result, verification),
-        limits={"memory_limit_bytes": doc.limits.memory_limit_bytes, "max_recovery_s": doc.limits.max_recovery_s,
-                "production": _production(user, doc)},
-        ranked_by=user.get(attrs.RANKED_BY), ranking=user.get(attrs.RANKING), machines=_machines(study, trials),
-        units_machine=user.get(attrs.UNITS_MACHINE), time_s=time_by_outcome(trials),
-        time_spent=dict(user.get(attrs.TIME_SPENT) or {}),
-        default_counters=_counters(study, default_trial),
-        diagnosis=_diagnosis(study, catalog, default_trial, result),
-        rung_agreement=rung_agreement([_rung_values(r) for r in map(record_of, trials) if not r.is_default]),
-        kept_out={kept_out_label(k, catalog): v for k, v in dict(user.get(attrs.LEFT_OUT, {})).items()},
+        heading=Heading(
+            study=study.study_name, system=user.get(attrs.SYSTEM, "?"),
+            workload=(user.get(attrs.WORKLOAD) or {}).get("name", "?"), objective=objective,
+            experiment={**{k: user.get(k) for k in (attrs.TOOL_VERSION, attrs.TOOL_COMMIT, attrs.SYSTEM_VERSION,
+                                                    attrs.MACHINE, attrs.WORKLOAD)},
+                        "driver": doc.workload.driver, "seed": doc.search.seed, "document": doc.record()},
+            export_formats=tuple(f.name for f in export_formats(user.get(attrs.SYSTEM, catalog.system),
+                                                                doc.workload.driver)) + ("json",)),
+        proof=Proof(verdict=outcome.verdict + _holds_the_data(
+            study, catalog, config, outcome.verified and doc.limits.production_data_bytes is None),
+            verified=outcome.verified, verification=verification),
+        replay=Replay(CaptureSummary.from_record(user[attrs.CAPTURE]) if attrs.CAPTURE in user else None),
+        trials=Trials(
+            counts=count_outcomes(trials), time_s=time_by_outcome(trials),
+            time_spent=TimeSpent.from_record(user.get(attrs.TIME_SPENT)),
+            rung_agreement=rung_agreement([_rung_values(r) for r in map(record_of, trials) if not r.is_default]),
+            rungs_run_scaled=bool(attrs.rungs_run_scaled(user))),
+        default=Default(
+            default_value=default_trial.value if default_trial else None,
+            default_warm_up=(default_trial.user_attrs.get(attrs.WARM_UP) or {}).get("value") if default_trial else None,
+            default_runs=[c["value"] for c in user.get(attrs.CONTROLS, []) if c.get("value") is not None],
+            default_counters=_counters(study, default_trial), machines=_machines(study, trials),
+            units_machine=attrs.units_machine(user)),
+        result=Result(
+            result_trial=result.number if result else None, result_value=result.value if result else None,
+            result_config=config,
+            result_tried_first=str(result.user_attrs.get(attrs.STARTED_FROM, "")) if result else "",
+            single_run_speedup=speedup),
+        cost=Costs(settled=doc.research.settle, costs=_costs(study, default_trial, result, verification),
+                   limits=Limits(memory_limit_bytes=doc.limits.memory_limit_bytes,
+                                 max_recovery_s=doc.limits.max_recovery_s, production=_production(user, doc))),
+        bottleneck=Bottleneck(_diagnosis(study, catalog, default_trial, result)),
+        ranked=Ranked(ranked_by=_ranked_by(user.get(attrs.RANKED_BY)), ranking=user.get(attrs.RANKING)),
+        safety=Safety(
+            warnings=_warnings(catalog, config, unsafe) + _fits_in_memory(study, catalog, config, doc.research.settle),
+            unsafe_in_result=unsafe, allow_unsafe=doc.search.allow_unsafe,
+            allow_operational=doc.search.allow_operational, left_out=dict(user.get(attrs.LEFT_OUT, {})),
+            kept_out={kept_out_label(k, catalog): v for k, v in dict(user.get(attrs.LEFT_OUT, {})).items()}),
     )
 
 
-def _production(user: dict[str, Any], doc: ExperimentDoc) -> dict[str, Any] | None:
-    """The production ratio a study capped its trials at, as ``show`` prints it (None: none)."""
-    if doc.limits.production_data_bytes is None:
+def _ranked_by(data: dict[str, Any] | None) -> RankedBy | None:
+    if not data:
+        return None
+    return RankedBy(study=str(data.get("study", "?")), top_k=int(data.get("top_k", 0)),
+                    knobs=[str(k) for k in data.get("knobs", [])])
+
+
+def _production(user: dict[str, Any], doc: ExperimentDoc) -> Production | None:
+    """The production ratio a study capped its trials at (None: none)."""
+    data, memory = doc.limits.production_data_bytes, doc.limits.production_memory_bytes
+    if data is None or memory is None:
         return None
     planned = user.get(attrs.PLANNED_LIMIT, (user.get(attrs.OLD_PRODUCTION) or {}).get("planned_limit_bytes"))
-    return {"data_bytes": doc.limits.production_data_bytes, "memory_bytes": doc.limits.production_memory_bytes,
-            "planned_limit_bytes": planned}
+    return Production(data_bytes=data, memory_bytes=memory, planned_limit_bytes=planned)
 
 
 def _rung_values(record: TrialRecord) -> dict[int, float]:
@@ -171,21 +352,23 @@ def time_by_outcome(trials: list[FrozenTrial]) -> dict[str, float]:
     return {k: round(v, 1) for k, v in spent.items()}
 
 
-def _machines(study: optuna.Study, trials: list[FrozenTrial]) -> dict[str, dict[str, Any]]:
+def _machines(study: optuna.Study, trials: list[FrozenTrial]) -> dict[str, MachineRuns]:
     """Per machine that ran trials: how many sampled trials, its latest full-size default (raw), its facts."""
     full = _full_rung(study)
-    machines: dict[str, dict[str, Any]] = {}
+    trial_counts: Counter[str] = Counter()
+    defaults: dict[str, float | None] = {}
     for record in map(record_of, trials):
         if record.machine is None:
             continue
-        facts = study.user_attrs.get(attrs.MACHINE_PREFIX + record.machine, {})
-        entry = machines.setdefault(record.machine, {"trials": 0, "default_value": None, "facts": facts})
+        defaults.setdefault(record.machine, None)
         run = record.run_at(full)
         if not record.is_default:
-            entry["trials"] += 1
+            trial_counts[record.machine] += 1
         elif run is not None and run.ok:
-            entry["default_value"] = run.value
-    return machines
+            defaults[record.machine] = run.value
+    return {name: MachineRuns(trials=trial_counts[name], default_value=value,
+                              facts=study.user_attrs.get(attrs.MACHINE_PREFIX + name, {}))
+            for name, value in defaults.items()}
 
 
 def _full_rung(study: optuna.Study) -> int:
@@ -269,73 +452,6 @@ def _counters(study: optuna.Study, default: FrozenTrial | None) -> dict[str, flo
     return dict(run.counters) if run is not None and run.ok else {}
 
 
-def diagnosis_lines(diagnosis: dict[str, Any]) -> list[str]:
-    """The default's bottleneck with its evidence, and what the result changed about it, as lines a person reads."""
-    if not diagnosis:
-        return []
-    if diagnosis.get("unread"):
-        return ["the default's bottleneck: not read (the system's rules were off in this study: research.rules = "
-                "false; `knobtune diagnose` reads them over one config's run)"]
-    found = diagnosis.get("default", [])
-    if not found:
-        lines = ["the default's bottleneck: no rule of the system's rules fired on its full-size run"]
-    else:
-        lines = ["what the system's rules found in the default's full-size run:"]
-        lines += [f"  {f['finding']} [{f['rule']}]" for f in found]
-    result = diagnosis.get("result")
-    if result and found:
-        for rule in result.get("gone", []):
-            lines.append(f"  the result: {rule} no longer fires ({_changes(result, rule)})")
-        for rule in result.get("still", []):  # one that neither moved nor was followed (a shape's rule): not said
-            if (moved := _changes(result, rule)) != UNMOVED:
-                lines.append(f"  the result: {rule} still fires ({moved})")
-    for finding in (result or {}).get("new", []):
-        lines.append(f"  the result's own: {finding['finding']} [{finding['rule']}]")
-    for search in diagnosis.get("narrowed", []):
-        lines.append(f"  narrowed first: {search['trials']} trial(s) searched {', '.join(search['knobs'])} within "
-                     "the rules' ranges, every other knob over its whole range")
-    if diagnosis.get("guided"):
-        lines.append("the search started from these findings (docs/diagnosis.md); research.rules = false searches "
-                     "without them")
-    return lines
-
-
-UNMOVED = "its evidence unchanged"
-
-
-def _changes(result: dict[str, Any], rule: str) -> str:
-    """``stall_share 0.02 -> 0; moved max_write_buffer_number 2 -> 6``: how a default finding's evidence moved
-    under the result, and the knobs it suggests that the result changed (a rule that reads the config, such as
-    a bloom filter's absence, shows only the latter)."""
-    evidence = {name: pair for name, pair in result["evidence"].get(rule, {}).items()
-                if all(isinstance(v, (int, float)) for v in pair) and pair[0] != pair[1]}
-    parts = [_arrows(evidence)] if evidence else []
-    if moved := result.get("moved", {}).get(rule):
-        parts.append("moved " + _arrows(moved))
-    return "; ".join(parts) or UNMOVED
-
-
-def _arrows(pairs: dict[str, list[Any]]) -> str:
-    """``stall_share 0.02 -> 0, stalls_memtable 3 -> 0``: each name's value before and after."""
-    return ", ".join(f"{name} {_shown(before)} -> {_shown(after)}" for name, (before, after) in pairs.items())
-
-
-def _shown(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
-
-
-def describe_costs(cost: dict[str, Any]) -> str:
-    """``workload 4.10 s + settle 1.20 s; recovery 0.30 s; peak memory 180.2 MiB``."""
-    def seconds(key: str) -> str:
-        return f"{cost[key]:.2f} s" if cost.get(key) is not None else "-"
-
-    memory = human_bytes(cost["peak_rss_bytes"]) if cost.get("peak_rss_bytes") else "-"
-    return (f"workload {seconds('workload_s')} + settle {seconds('settle_s')}; recovery {seconds('recovery_s')}; "
-            f"peak memory {memory}")
-
-
 def _fits_in_memory(study: optuna.Study, catalog: Catalog, config: dict[str, Any], settled: bool) -> list[str]:
     """A note for each rung whose whole data set fits in the result's write buffers (as that rung ran them: scaled
     to its share of the data when the study scaled its rungs)."""
@@ -392,19 +508,3 @@ def _warnings(catalog: Catalog, config: dict[str, Any], unsafe: dict[str, str]) 
         notes.append(f"the result sets {name}={config.get(name)} ({safety}): {knob.safety_note}; "
                      f"run with --knobs excluding {name} to avoid it")
     return notes
-
-
-def capture_lines(capture: CaptureSummary | Mapping[str, Any] | None, counters: Mapping[str, float]) -> list[str]:
-    """What a capture study replayed (``capture``: span, sessions, the mix, the costliest fingerprints; never data)
-    and how well the default's replay kept the captured pace (its ``counters`` over its full-size run)."""
-    if not capture:
-        return []
-    lines = (capture if isinstance(capture, CaptureSummary) else CaptureSummary.from_record(capture)).lines()
-    if "replay_lag_p99_s" in counters:
-        lines.append(f"  the default's replay at full size ran behind the captured schedule by "
-                     f"{counters['replay_lag_p99_s']:.3f} s at p99 ({counters.get('replay_lag_max_s', 0.0):.3f} s at "
-                     "most; 0 when replayed as fast as it can)")
-    if counters.get("replay_failed_statements"):
-        lines.append(f"  {counters['replay_failed_statements']:,.0f} statements failed under the default's replay "
-                     "too (not held against a config)")
-    return lines
