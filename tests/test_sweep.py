@@ -66,17 +66,17 @@ def test_bool_and_enum_knobs_sweep_their_choices_without_unsafe_values() -> None
     assert refused.values == ("level", "fifo") and refused.left_out == {"universal": "this machine refuses it"}
 
 
-def test_the_plan_marks_the_default_and_the_study_value_and_holds_the_others() -> None:
-    held = {"write_buffer_size": 3 * 2**20, "block_size": 2048}
-    plan = plan_sweep(LEVELDB, ["write_buffer_size"], points=3, held=held, around={"study": "s"})
+def test_the_plan_marks_the_default_and_the_study_value_and_keeps_the_others_at_its_result() -> None:
+    base = {"write_buffer_size": 3 * 2**20, "block_size": 2048}
+    plan = plan_sweep(LEVELDB, ["write_buffer_size"], points=3, base=base, around={"study": "s"})
     swept = [p.values["write_buffer_size"] for p in plan.points]
     assert swept == [2**20, 3 * 2**20, 4 * 2**20, 16 * 2**20, 256 * 2**20]
     assert plan.default_point.values["write_buffer_size"] == 4 * 2**20
-    assert plan.held_point is not None and plan.held_point.values["write_buffer_size"] == 3 * 2**20
-    assert all(p.config["block_size"] == 2048 for p in plan.points) and plan.held == {"block_size": 2048}
+    assert plan.study_point is not None and plan.study_point.values["write_buffer_size"] == 3 * 2**20
+    assert all(p.config["block_size"] == 2048 for p in plan.points) and plan.base == {"block_size": 2048}
 
 
-def test_a_two_knob_plan_is_the_grid_and_relations_move_the_held_knob_never_the_swept_one() -> None:
+def test_a_two_knob_plan_is_the_grid_and_relations_move_the_base_configs_knob_never_the_swept_one() -> None:
     plan = plan_sweep(ROCKSDB, ["level0_stop_writes_trigger", "level0_slowdown_writes_trigger"], points=2)
     assert len(plan.points) == 3 * 3  # 2 steps + the default, each
     lowest = {"level0_stop_writes_trigger": 1, "level0_slowdown_writes_trigger": 1}
@@ -186,7 +186,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
     return folder / "s", workload, json.loads(result.stdout)
 
 
-def test_around_a_study_holds_the_others_at_its_values_and_judges_its_value(study) -> None:
+def test_around_a_study_keeps_the_others_at_its_values_and_judges_its_value(study) -> None:
     folder, workload, summary = study
     result = summary["result_config"]
     data = _sweep("--workload", str(workload), "--knob", "write_buffer_size", "--around", "wbs", "--points", "2",
@@ -194,8 +194,8 @@ def test_around_a_study_holds_the_others_at_its_values_and_judges_its_value(stud
     assert data["around"]["study"] == "wbs" and data["records"] == 3000
     for point in data["points"]:
         assert point["changed"].get("block_size") == result.get("block_size"), point
-    held = data["points"][data["study_point"]]
-    assert held["study"] and held["values"]["write_buffer_size"] == result.get("write_buffer_size", 4 * 2**20)
+    point = data["points"][data["study_point"]]
+    assert point["study"] and point["values"]["write_buffer_size"] == result.get("write_buffer_size", 4 * 2**20)
     assert data["study_within_noise"] in (True, False) and "Study wbs's value" in data["verdict"]
     assert (folder / "artifacts" / "wbs" / "sweep-write_buffer_size" / "sweep.html").exists()
 

@@ -18,7 +18,7 @@ from knobtune.report.sweep import point_lines, write_sweep
 from knobtune.storage import StudyStore, open_store
 from knobtune.targets import RunFailure
 from knobtune.systems import SYSTEMS, make_target
-from knobtune.tuning.around import held_result
+from knobtune.tuning.around import study_base
 from knobtune.tuning.explain import explain_study
 from knobtune.tuning.guide import counter_meanings, rules_of
 from knobtune.tuning.sweep import plan_sweep, run_sweep
@@ -128,7 +128,7 @@ def sweep_command(
     system: SystemArgument,
     workload: WorkloadOption,
     knob: Annotated[list[str], typer.Option("--knob", help="The knob to sweep; a second --knob sweeps a 2-D grid.")],
-    around: Annotated[Optional[str], typer.Option("--around", help="Hold the other knobs at this study's result (its "
+    around: Annotated[Optional[str], typer.Option("--around", help="Keep the other knobs at this study's result (its "
                                                                    "verified winner) instead of the defaults.")] = None,
     points: Annotated[Optional[int], typer.Option(
         help="Grid steps per numeric knob (default 7; 5 x 5 for two knobs); the default, the study's value and "
@@ -163,15 +163,15 @@ def sweep_command(
     catalog = load_catalog(system)
     limit = memory_limit_option(memory_limit)
     store = open_store(directory, storage)
-    held, held_from, goal = {}, None, objective_option(objective)
+    base, base_from, goal = {}, None, objective_option(objective)
     if around is not None:
-        centre = held_result(store.load(around), catalog.system, workload)
-        held, held_from = dict(centre.config), dict(centre.held_from)
+        centre = study_base(store.load(around), catalog.system, workload)
+        base, base_from = dict(centre.config), dict(centre.around)
         records, driver, goal = records or centre.records, driver or centre.driver, goal or centre.objective
     spec, driver = workload_for(catalog, workload, records, driver)
     target = make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
                          memory_limit_bytes=limit)
-    plan = plan_sweep(catalog, knob, points=points, held=held, around=held_from, allow_unsafe=allow_unsafe,
+    plan = plan_sweep(catalog, knob, points=points, base=base, around=base_from, allow_unsafe=allow_unsafe,
                       impossible=target.impossible_values(), driver=driver)
     target.preflight()
     reclaim(store, json_output)

@@ -151,7 +151,7 @@ class EmbeddedTarget(Target):
                       what: str = "the run") -> None:
         """Raise the RunFailure for a process stopped at its time or memory limit."""
         if result.over_memory:
-            raise RunFailure(FailureKind.MEMORY, f"{what} held {human_bytes(result.peak_rss_bytes)}, over the "
+            raise RunFailure(FailureKind.MEMORY, f"{what} used {human_bytes(result.peak_rss_bytes)}, over the "
                              f"memory limit of {human_bytes(self.memory_limit_bytes or 0)} (at {rung})", log_path)
         if result.timed_out:
             raise RunFailure(FailureKind.TIMEOUT, f"{what} was stopped after {timeout_s:.1f} s (the limit at {rung})",

@@ -34,7 +34,7 @@ class MemoryModel:
         return {factor for term in self.planned for factor in term if isinstance(factor, str)}
 
     def ceiling(self, knob: str, config: Mapping[str, Value], limit_bytes: int) -> float | None:
-        """The highest value of ``knob`` whose plan, the rest of ``config`` held, is within ``limit_bytes`` (never
+        """The highest value of ``knob`` whose plan, the rest of ``config`` unchanged, is within ``limit_bytes`` (never
         below its value in ``config``); None when the plan does not grow with it. A plan is a sum of products, so
         it grows linearly with each knob."""
         at_zero = _sum_of_products(self.planned, {**config, knob: 0})

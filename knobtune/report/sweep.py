@@ -156,11 +156,11 @@ def _axis_title(data: dict[str, Any]) -> str:
 
 
 def _setup(data: dict[str, Any]) -> str:
-    held = ", ".join(f"{k}={v}" for k, v in data["held"].items()) or "none: every other knob at its default"
+    base = ", ".join(f"{k}={v}" for k, v in data["base"].items()) or "none: every other knob at its default"
     around = data["around"]
     if around:
-        held = (f"study {around['study']}'s result (trial {around['trial']}, "
-                f"{'verified' if around['verified'] else 'NOT verified: its best single run'}): {held}")
+        base = (f"study {around['study']}'s result (trial {around['trial']}, "
+                f"{'verified' if around['verified'] else 'NOT verified: its best single run'}): {base}")
     timeout = (f"{data['timeout_s']:.1f} s ({data['timeout_factor']:g}x the default point's time)"
                if data["timeout_s"] else "none")
     rows = [("system", f"{data['system']} {data['system_version']} via {data['driver']}"),
@@ -168,7 +168,7 @@ def _setup(data: dict[str, Any]) -> str:
             ("objective", _axis_title(data)),
             ("runs",
              f"{data['repeats']} per point, interleaved (round-robin, order shuffled per round, seed {data['seed']})"),
-            ("other knobs held at", held), ("time limit per run", timeout),
+            ("other knobs at (the base config)", base), ("time limit per run", timeout),
             ("noise of the default point", f"{data['noise_cv'] * 100:.1f}% (standard deviation / mean)"),
             ("measured time", "settled: each run includes the flush and compaction it leaves behind"
              if data["settled"] else "UNSETTLED: the raw window only")]
@@ -200,7 +200,7 @@ def _table(data: dict[str, Any]) -> str:
         mended = html.escape("; ".join(point["repairs"]))
         rows.append(f"<tr>{values}<td>{', '.join(marks)}</td>{cells}<td>{mended}</td></tr>")
     return (f"<h2>Points</h2><table><tr>{head}<th></th><th>median</th><th>95% CI</th><th>vs default (95% CI)</th>"
-            f"<th>runs</th><th>held knobs mended</th></tr>{''.join(rows)}</table>")
+            f"<th>runs</th><th>base config's knobs mended</th></tr>{''.join(rows)}</table>")
 
 
 def _reading(data: dict[str, Any]) -> str:

@@ -334,7 +334,7 @@ class ServerTarget(Target):
 
     def _watched(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
                  server_log: Path) -> tuple[Benchmarked, int | None]:
-        """The benchmark under the memory watch, and the most memory the server held."""
+        """The benchmark under the memory watch, and the most memory the server used."""
         watch = self.watch_memory()
         try:
             with watch:
@@ -343,7 +343,7 @@ class ServerTarget(Target):
             if not (watch.over and watch.stops_server):
                 raise
         if watch.over:
-            raise RunFailure(FailureKind.MEMORY, f"the {self.noun} held {human_bytes(watch.peak_bytes or 0)}, over the "
+            raise RunFailure(FailureKind.MEMORY, f"the {self.noun} used {human_bytes(watch.peak_bytes or 0)}, over the "
                              f"memory limit of {human_bytes(self.memory_limit_bytes or 0)}", server_log)
         return ran, watch.peak_bytes
 

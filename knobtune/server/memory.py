@@ -1,4 +1,4 @@
-"""How a server's memory is watched during a run: the peak it held, and whether it went over the limit."""
+"""How a server's memory is watched during a run: the peak it used, and whether it went over the limit."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from knobtune.server.process import stop_group, tree_pss_bytes
 
 
 class MemoryWatch(abc.ABC):
-    """Watches a server's memory during a benchmark: ``peak_bytes`` held, ``over`` the limit."""
+    """Watches a server's memory during a benchmark: ``peak_bytes`` used, ``over`` the limit."""
 
     stops_server = False  # whether going over stops the server (its benchmark then fails: the memory is why)
 

@@ -6,8 +6,8 @@ peak resident memory is the kernel's high-water mark of the program
 (``VmHWM``), read while it runs. Not ``wait4``'s ``ru_maxrss``: the child is
 forked from knobtune, and ``ru_maxrss`` keeps the forked copy of knobtune's
 own memory from before the exec (``/bin/true`` run from a 430 MiB knobtune
-"held" 430 MiB). With a memory limit, its resident memory is also checked
-while it runs and it is killed as soon as it holds more.
+"used" 430 MiB). With a memory limit, its resident memory is also checked
+while it runs and it is killed as soon as it uses more.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ class ProcessResult:
     returncode: int
     elapsed_s: float
     timed_out: bool
-    peak_rss_bytes: int  # the most resident memory the program held (its VmHWM; see the module's note)
-    over_memory: bool = False  # killed because it held more than the memory limit
+    peak_rss_bytes: int  # the most resident memory the program used (its VmHWM; see the module's note)
+    over_memory: bool = False  # killed because it used more than the memory limit
 
 
 def _die_with(parent: int) -> Callable[[], None]:
@@ -141,7 +141,7 @@ def _stop(process: subprocess.Popen[bytes], start: float, peak: int, *, over_mem
 
 
 def _high_water_bytes(pid: int) -> int:
-    """The most resident memory ``pid``'s program has held so far (``VmHWM``; 0 once it is gone)."""
+    """The most resident memory ``pid``'s program has used so far (``VmHWM``; 0 once it is gone)."""
     return _proc_kib_field(f"/proc/{pid}/status", b"VmHWM:")
 
 
@@ -168,7 +168,7 @@ def _rss_bytes(pid: int) -> int:
 
 
 def tree_pss_bytes(root_pid: int) -> int:
-    """Memory held by ``root_pid`` and all its descendants, shared pages counted once (the sum of their PSS).
+    """Memory used by ``root_pid`` and all its descendants, shared pages counted once (the sum of their PSS).
 
     By descent, not process group: PostgreSQL's children leave the postmaster's group (setsid).
     """

@@ -37,7 +37,7 @@ class FailureKind(enum.StrEnum):
     TIMEOUT = "timeout"  # slower than the limit (a multiple of the default's time)
     CRASH = "crash"  # the system died under the config
     DATA_LOSS = "data-loss"  # the workload read back less than it wrote
-    MEMORY = "memory"  # held (or would hold) more memory than the limit
+    MEMORY = "memory"  # used (or would use) more memory than the limit
     TOOL = "tool"  # the machine or knobtune failed: never the config's fault
 
 
@@ -128,7 +128,7 @@ class Measurement:
     log_path: Path
     verified: bool  # every read the workload checks found its key
     settle: Settle | None = None  # None: an unsettled run (the raw window)
-    peak_rss_bytes: int | None = None  # the most memory the store's processes held
+    peak_rss_bytes: int | None = None  # the most memory the store's processes used
     start_s: float | None = None  # a server's start under the config until it answered (None: nothing to start)
     counters: Mapping[str, float] = field(default_factory=dict)  # the system's own counters over the run (by name)
 

@@ -1,4 +1,4 @@
-"""A sweep around a study's result (``sweep --around STUDY``): the config to hold and the experiment it came from."""
+"""A sweep around a study's result (``sweep --around STUDY``): its base config and the experiment it came from."""
 
 from __future__ import annotations
 
@@ -16,17 +16,18 @@ from knobtune.workloads import Objective, available_workloads, load_workload
 
 
 @dataclass(frozen=True)
-class HeldResult:
-    """A study's result to hold while other knobs are swept, with what the sweep takes from its experiment."""
+class StudyBase:
+    """A study's result as a sweep's base config (the other knobs stay at it while some are swept), with what the
+    sweep takes from its experiment."""
 
     config: Mapping[str, Value]  # the result's changed knobs
-    held_from: Mapping[str, Any]  # what the sweep says about it: study, trial, verified, verdict
+    around: Mapping[str, Any]  # what the sweep says about it: study, trial, verified, verdict
     records: int  # the workload's size the study ran
     driver: str | None
     objective: Objective
 
 
-def held_result(study: optuna.Study, system: str, workload: str) -> HeldResult:
+def study_base(study: optuna.Study, system: str, workload: str) -> StudyBase:
     """The result of ``study`` to sweep around, for ``system`` and ``workload`` (a name or a file).
 
     Raises:
@@ -45,5 +46,5 @@ def held_result(study: optuna.Study, system: str, workload: str) -> HeldResult:
     if not result.config:
         raise UsageError(f"study '{name}' has no result to sweep around ({result.verdict}). "
                          "Fix: leave out --around to sweep around the defaults")
-    held_from = {"study": name, "trial": result.trial, "verified": result.verified, "verdict": result.verdict}
-    return HeldResult(result.config, held_from, studied.records, experiment.driver, experiment.objective)
+    around = {"study": name, "trial": result.trial, "verified": result.verified, "verdict": result.verdict}
+    return StudyBase(result.config, around, studied.records, experiment.driver, experiment.objective)

@@ -14,7 +14,7 @@ its counters and the workload's shape. What fires becomes:
   the search (of ``--time`` left when the default finished, or of
   ``--trials``); then the whole space is searched. This is GPTuner's coarse
   stage (ranges narrowed from knowledge, the rest searched) rather than a
-  search of the named knobs alone: searched alone, with the rest held at the
+  search of the named knobs alone: searched alone, with the rest at the
   default's values, they ran behind the whole space in every stored study
   (docs/findings.md; in one, 518 of 583 trials searched
   one integer knob of 4 values). Only numeric ranges narrow: a bool or enum

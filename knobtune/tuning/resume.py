@@ -26,7 +26,7 @@ from knobtune.tuning.workers import Workers
 
 
 class Queue:
-    """Re-queues interrupted trials and holds the known configs until this machine's default has run."""
+    """Re-queues interrupted trials, and keeps the known configs pending until this machine's default has run."""
 
     def __init__(self, workers: Workers, reporter: Reporter) -> None:
         self.workers, self.reporter = workers, reporter
@@ -73,7 +73,7 @@ class Queue:
     def plan_known_configs(self, known: tuple[KnownConfig, ...]) -> None:
         """A new study tries known configs first, right after the default: the target's ``known`` (when the
         experiment asks: ``try_known_configs``) and ``start_configs`` (--start-from), each as far as the search
-        space holds it. They are queued when the default has run (``release_known_configs``), so that trial 0
+        space can take it. They are queued when the default has run (``release_known_configs``), so that trial 0
         stays the default."""
         e = self.workers.experiment
         if e.joining or any(not r.is_default for r in records(self.workers.study)):

@@ -4,8 +4,8 @@ The grid comes from the catalog: a numeric knob's range in ``points`` steps
 (geometric when the knob is log-scaled, rounded to whole numbers, sizes to
 about 2%), each special value the search may use (``-1`` = unlimited) as a
 point of its own, every choice of a bool or enum knob; the default and the
-held config's value (``--around`` a study) are always on it. The other knobs
-are held at the defaults or at a study's result.
+base config's value (``--around`` a study) are always on it. The other knobs
+stay at the base config: the defaults, or a study's result.
 
 Every point runs ``repeats`` times through ``verify.run_interleaved`` (the same
 life cycle and failure classification as verification), one round at a time,
@@ -51,7 +51,7 @@ class Axis:
 
     knob: Knob
     values: tuple[Value, ...]
-    held: Value | None = None  # the study's value (--around); None when the others are held at the defaults
+    study_value: Value | None = None  # the study's value (--around); None when the base config is the defaults
     left_out: Mapping[str, str] | None = None  # shown value -> why it is not on the grid
 
     @property
@@ -63,8 +63,8 @@ class Axis:
         return {"knob": knob.name, "type": knob.type.value, "numeric": knob.is_numeric, "log": knob.log,
                 "unit": knob.unit, "min": knob.min, "max": knob.max, "values": list(self.values),
                 "shown": [knob_value(knob, v) for v in self.values], "default": knob.default,
-                "default_shown": knob_value(knob, knob.default), "held": self.held,
-                "held_shown": None if self.held is None else knob_value(knob, self.held),
+                "default_shown": knob_value(knob, knob.default), "study_value": self.study_value,
+                "study_value_shown": None if self.study_value is None else knob_value(knob, self.study_value),
                 "special": [v for v in self.values if v in knob.special],
                 "left_out": dict(self.left_out or {})}
 
@@ -106,21 +106,21 @@ def _rounded(knob: Knob, value: float) -> Value:
     return min(max(rounded, low), high)  # type: ignore[type-var, return-value]
 
 
-def make_axis(knob: Knob, points: int, *, held: Value | None = None, allow_unsafe: bool = False,
+def make_axis(knob: Knob, points: int, *, study_value: Value | None = None, allow_unsafe: bool = False,
               impossible: Sequence[Value] = ()) -> Axis:
     """The axis of one swept knob; unsafe values (unless allowed) and those this machine refuses left out.
 
     Raises:
-        UsageError: the held value (a study's) is unsafe without --allow-unsafe or refused on this
+        UsageError: the study's value is unsafe without --allow-unsafe or refused on this
             machine, or fewer than two values are left to sweep.
     """
-    if held is not None and knob.is_unsafe(held) and not allow_unsafe:
-        raise UsageError(f"the study holds {knob.name}={knob_value(knob, held)}, of safety class '{knob.safety}' "
+    if study_value is not None and knob.is_unsafe(study_value) and not allow_unsafe:
+        raise UsageError(f"the study sets {knob.name}={knob_value(knob, study_value)}, of safety class '{knob.safety}' "
                          f"({knob.safety_note}). Fix: add --allow-unsafe to sweep around it")
-    if held is not None and held in impossible:
-        raise UsageError(f"the study holds {knob.name}={knob_value(knob, held)}, which this machine refuses. "
+    if study_value is not None and study_value in impossible:
+        raise UsageError(f"the study sets {knob.name}={knob_value(knob, study_value)}, which this machine refuses. "
                          "Fix: sweep around the default (leave out --around)")
-    marked = [knob.default] + ([held] if held is not None else [])
+    marked = [knob.default] + ([study_value] if study_value is not None else [])
     kept: list[Value] = []
     left_out: dict[str, str] = {}
     for value in grid_values(knob, points, marked):
@@ -134,7 +134,7 @@ def make_axis(knob: Knob, points: int, *, held: Value | None = None, allow_unsaf
         raise UsageError(f"knob '{knob.name}' has only {', '.join(knob_value(knob, v) for v in kept)} left to sweep"
                          + (f" ({'; '.join(f'{v}: {why}' for v, why in left_out.items())})" if left_out else "")
                          + ". Fix: sweep another knob")
-    return Axis(knob, tuple(kept), held, left_out)
+    return Axis(knob, tuple(kept), study_value, left_out)
 
 
 @dataclass(frozen=True)
@@ -146,9 +146,9 @@ class SweepPoint:
     shown: Mapping[str, str]  # swept knob -> value as a person reads it ("16 MiB")
     changed: Mapping[str, Value]  # the config run, as its knobs that differ from the catalog's defaults
     config: Mapping[str, Value]  # the full config run
-    is_default: bool  # the swept knobs at their defaults (the others held)
-    is_held: bool  # the swept knobs at the study's values: the study's result itself
-    repairs: tuple[str, ...] = ()  # relations the held knobs were mended by to make room for the point
+    is_default: bool  # the swept knobs at their defaults (the others at the base config)
+    is_study: bool  # the swept knobs at the study's values: the study's result itself
+    repairs: tuple[str, ...] = ()  # relations the base config's knobs were mended by to make room for the point
     refused: str | None = None  # why the point is not run at all
 
     @property
@@ -159,38 +159,40 @@ class SweepPoint:
 
 @dataclass(frozen=True)
 class SweepPlan:
-    """The grid to measure: its axes, every point, and what the other knobs are held at."""
+    """The grid to measure: its axes, every point, and the base config the other knobs stay at."""
 
     axes: tuple[Axis, ...]
     points: tuple[SweepPoint, ...]
-    held: Mapping[str, Value]  # the other knobs' changes held at every point (a study's result; empty: the defaults)
-    around: Mapping[str, object] | None = None  # the study held: name, trial, verified, verdict
+    base: Mapping[str, Value]  # the base config: the other knobs' changes at every point (a study's result; empty:
+    # the defaults)
+    around: Mapping[str, object] | None = None  # the study whose result the base config is: name, trial, verified,
+    # verdict
 
     @property
     def default_point(self) -> SweepPoint:
         return next(p for p in self.points if p.is_default)
 
     @property
-    def held_point(self) -> SweepPoint | None:
-        return next((p for p in self.points if p.is_held), None) if self.around else None
+    def study_point(self) -> SweepPoint | None:
+        return next((p for p in self.points if p.is_study), None) if self.around else None
 
 
 def plan_sweep(catalog: Catalog, knobs: Sequence[str], *, points: int | None = None,
-               held: Mapping[str, Value] | None = None, around: Mapping[str, object] | None = None,
+               base: Mapping[str, Value] | None = None, around: Mapping[str, object] | None = None,
                allow_unsafe: bool = False, impossible: Mapping[str, Sequence[Value]] | None = None,
                driver: str | None = None) -> SweepPlan:
-    """Every point of the grid over ``knobs``, the other knobs at ``held`` (changed knobs; None: the defaults).
+    """Every point of the grid over ``knobs``, the other knobs at ``base`` (changed knobs; None: the defaults).
 
-    ``around`` describes the study ``held`` comes from; its values of the swept
+    ``around`` describes the study ``base`` comes from; its values of the swept
     knobs are then marked and always on the grid. ``impossible`` holds values
     the target says this machine refuses (left out, like unsafe values).
-    A point whose values break a relation or an implication with the held
-    knobs is mended by moving the held knobs (recorded on the point), never a
+    A point whose values break a relation or an implication with the base
+    config's knobs is mended by moving those knobs (recorded on the point), never a
     swept one: when only a swept knob could give way, the point is refused.
 
     Raises:
         UsageError: no knob, more than two, one twice, one ``driver`` cannot set, one unsafe as a whole or
-            a held value that is unsafe (without ``allow_unsafe``) or refused here, or a swept knob that
+            a base value that is unsafe (without ``allow_unsafe``) or refused here, or a swept knob that
             matters at no point.
         ConfigError: an unknown knob (naming close matches).
     """
@@ -201,37 +203,37 @@ def plan_sweep(catalog: Catalog, knobs: Sequence[str], *, points: int | None = N
         raise UsageError(f"--knob {knobs[0]} is given twice. Fix: name two different knobs for a grid")
     for name in knobs:
         _check_sweepable(catalog[name], allow_unsafe, driver, catalog.system)
-    base = catalog.config(held or {})
-    elsewhere = catalog.needs_other_driver(base, driver) if driver is not None else {}
+    full = catalog.config(base or {})
+    elsewhere = catalog.needs_other_driver(full, driver) if driver is not None else {}
     if elsewhere:
         sets = ", ".join(f"{k} (driver {' or '.join(d)})" for k, d in elsewhere.items())
-        raise UsageError(f"the held config sets {sets}, which driver {driver} cannot set. "
+        raise UsageError(f"the base config sets {sets}, which driver {driver} cannot set. "
                          f"Fix: add --driver {next(iter(elsewhere.values()))[0]}")
-    unsafe = {k: v for k, v in catalog.unsafe_in(base).items() if k not in knobs}
+    unsafe = {k: v for k, v in catalog.unsafe_in(full).items() if k not in knobs}
     if unsafe and not allow_unsafe:
-        held_unsafe = ", ".join(f"{k}={base[k]} ({v})" for k, v in unsafe.items())
-        raise UsageError(f"the held config holds unsafe values: {held_unsafe}. "
+        base_unsafe = ", ".join(f"{k}={full[k]} ({v})" for k, v in unsafe.items())
+        raise UsageError(f"the base config sets unsafe values: {base_unsafe}. "
                          "Fix: add --allow-unsafe to sweep around it")
     steps = points or DEFAULT_POINTS[len(knobs)]
-    axes = [make_axis(catalog[name], steps, held=base[name] if around else None, allow_unsafe=allow_unsafe,
+    axes = [make_axis(catalog[name], steps, study_value=full[name] if around else None, allow_unsafe=allow_unsafe,
                       impossible=(impossible or {}).get(name, ())) for name in knobs]
     grid = []
     for index, combo in enumerate(itertools.product(*(axis.values for axis in axes))):
         values = {axis.name: value for axis, value in zip(axes, combo)}
         shown = {axis.name: knob_value(axis.knob, value) for axis, value in zip(axes, combo)}
         is_default = all(values[a.name] == a.knob.default for a in axes)
-        is_held = around is not None and all(values[a.name] == a.held for a in axes)
-        config, repairs, refused = _point_config(catalog, axes, {**base, **values})
-        grid.append(SweepPoint(index, values, shown, catalog.changed(config), config, is_default, is_held,
+        is_study = around is not None and all(values[a.name] == a.study_value for a in axes)
+        config, repairs, refused = _point_config(catalog, axes, {**full, **values})
+        grid.append(SweepPoint(index, values, shown, catalog.changed(config), config, is_default, is_study,
                                tuple(repairs), refused))
     for axis in axes:
         if not any(axis.knob.applies(p.config) for p in grid):
             conditions = " and ".join(f"{c.knob} is one of {list(c.values)}" for c in axis.knob.conditions)
-            raise UsageError(f"knob '{axis.name}' matters only when {conditions}, which the held config never has. "
+            raise UsageError(f"knob '{axis.name}' matters only when {conditions}, which the base config never has. "
                              f"Fix: sweep {axis.knob.conditions[0].knob} with it (a second --knob), or --around a "
                              "study whose result sets it")
-    held_others = {k: v for k, v in catalog.changed(base).items() if k not in knobs}
-    return SweepPlan(tuple(axes), tuple(grid), held_others, around)
+    others = {k: v for k, v in catalog.changed(full).items() if k not in knobs}
+    return SweepPlan(tuple(axes), tuple(grid), others, around)
 
 
 def _check_sweepable(knob: Knob, allow_unsafe: bool, driver: str | None, system: str) -> None:
@@ -254,7 +256,7 @@ def _check_sweepable(knob: Knob, allow_unsafe: bool, driver: str | None, system:
 
 def _point_config(catalog: Catalog, axes: Sequence[Axis], config: dict[str, Value]
                   ) -> tuple[dict[str, Value], list[str], str | None]:
-    """The config a point runs, the repairs made to the held knobs, and why it is refused (None: it runs).
+    """The config a point runs, the repairs made to the base config's knobs, and why it is refused (None: it runs).
 
     Where a swept knob does not apply (its condition fails), its values all run the same config: only
     its default is run, the other values are refused as the same config.
@@ -280,8 +282,8 @@ def _point_config(catalog: Catalog, axes: Sequence[Axis], config: dict[str, Valu
 
 
 def _make_room(catalog: Catalog, config: dict[str, Value], swept: set[str]) -> list[str]:
-    """Mend each relation a swept value breaks by moving the held side to meet it (``space.mend`` would
-    move the left side, which may be the swept one). A moved knob is then held where it was put, so a
+    """Mend each relation a swept value breaks by moving the unswept side to meet it (``space.mend`` would
+    move the left side, which may be the swept one). A moved knob then stays where it was put, so a
     chain (stop >= slowdown >= trigger) gives way away from the swept knob; what cannot move is left for
     ``mend`` and the caller's check."""
     repairs: list[str] = []
@@ -338,23 +340,23 @@ class SweepResult:
     def to_dict(self) -> dict[str, object]:
         """Plain data for the JSON file and the drawing (``report.sweep``)."""
         judgement = self.judgement
-        held = self.plan.held_point
+        study = self.plan.study_point
         return {
             "kind": "sweep", **self.facts, "objective": self.objective.value, "maximize": self.objective.maximize,
             "unit": self.objective.unit,
             "rung": {"index": self.rung.index, "records": self.rung.records, "operations": self.rung.operations},
             "repeats": self.repeats, "seed": self.seed, "timeout_s": self.timeout_s,
             "timeout_factor": self.timeout_factor, "noise_cv": self.noise_cv,
-            "around": dict(self.plan.around) if self.plan.around else None, "held": dict(self.plan.held),
+            "around": dict(self.plan.around) if self.plan.around else None, "base": dict(self.plan.base),
             "axes": [axis.to_dict() for axis in self.plan.axes],
             "points": [_point_dict(p, judgement) for p in self.points],
             "default_point": self.plan.default_point.index,
-            "study_point": held.index if held else None,
+            "study_point": study.index if study else None,
             "best_point": None if judgement is None else judgement.best,
             "within_noise_of_best": [] if judgement is None else list(judgement.within_noise),
             "study_within_noise": None if judgement is None else judgement.reference_within_noise,
-            "study_versus_best": (_speedup_dict(judgement.versus[held.index])
-                                  if judgement and held and held.index in judgement.versus else None),
+            "study_versus_best": (_speedup_dict(judgement.versus[study.index])
+                                  if judgement and study and study.index in judgement.versus else None),
         }
 
 
@@ -364,7 +366,7 @@ def _point_dict(result: PointResult, judgement: Judgement | None) -> dict[str, o
     return {
         "index": point.index, "label": point.label, "values": dict(point.values),
         "shown": dict(point.shown),
-        "default": point.is_default, "study": point.is_held, "changed": dict(point.changed),
+        "default": point.is_default, "study": point.is_study, "changed": dict(point.changed),
         "repairs": list(point.repairs), "runs": list(result.values), "failure": result.failure,
         "median": interval.median if interval else None,
         "ci_low": interval.low if interval else None, "ci_high": interval.high if interval else None,
@@ -386,21 +388,21 @@ def run_sweep(target: Target, plan: SweepPlan, rung: Rung, *, repeats: int, obje
 
     Raises:
         KnobtuneError: the point that times the others (the default, else the study's) failed: without its
-            time there is no fair limit, and the held config or the machine is at fault.
+            time there is no fair limit, and the base config or the machine is at fault.
     """
     for old_round in log_dir.glob("round-*"):  # a re-run measures afresh
         shutil.rmtree(old_round, ignore_errors=True)
     runnable = [p for p in plan.points if p.refused is None]
-    clock = next((p for p in (plan.default_point, plan.held_point) if p is not None and p.refused is None), None)
+    clock = next((p for p in (plan.default_point, plan.study_point) if p is not None and p.refused is None), None)
     if clock is None:
         raise UsageError(f"the default point cannot run here ({plan.default_point.refused}). "
                          "Fix: sweep around the default, or another knob")
     records = {p.index: CandidateRuns(Candidate(f"p{p.index} {p.label}", p.changed)) for p in runnable}
     by_label = {runs.candidate.label: index for index, runs in records.items()}
-    held_note = (f"the others held at study {plan.around['study']}'s result" if plan.around
+    base_note = (f"the others at study {plan.around['study']}'s result" if plan.around
                  else "the others at their defaults")
     note(f"sweeping {', '.join(a.name for a in plan.axes)}: {len(runnable)} points x {repeats} interleaved runs at "
-         f"{rung}, {held_note}" + (f"; {len(plan.points) - len(runnable)} refused before running"
+         f"{rung}, {base_note}" + (f"; {len(plan.points) - len(runnable)} refused before running"
                                    if len(runnable) < len(plan.points) else ""))
     order_rng = random.Random(seed)
     limit_s: float | None = None
@@ -448,14 +450,15 @@ def _positive(values: Sequence[float]) -> bool:
 def _limit_s(clock: CandidateRuns, factor: float, least_s: float, point: SweepPoint, log_dir: Path) -> float:
     if not clock.measurements:
         raise KnobtuneError(f"the {'default' if point.is_default else 'study'} point ({point.label}) failed: "
-                            f"{clock.failure}. Fix: check the workload and the held config; raw output in {log_dir}")
+                            f"{clock.failure}. Fix: check the workload and the base config; raw output in {log_dir}")
     return relative_limit_s(clock.measurements[0].elapsed_s, factor, least_s)
 
 
 def _result(target: Target, plan: SweepPlan, records: Mapping[int, CandidateRuns], rung: Rung, repeats: int,
             objective: Objective, seed: int, limit_s: float | None, timeout_factor: float) -> SweepResult:
-    base = records.get(plan.default_point.index)
-    base_values = base.values if base is not None and base.failure is None and _positive(base.values) else []
+    default = records.get(plan.default_point.index)
+    default_values = default.values if default is not None and default.failure is None and _positive(default.values) \
+        else []
     results = []
     for point in plan.points:
         runs = records.get(point.index)
@@ -466,15 +469,15 @@ def _result(target: Target, plan: SweepPlan, records: Mapping[int, CandidateRuns
         measured = failure is None and bool(values)
         results.append(PointResult(
             point, values, failure, median_interval(values, seed) if measured else None,
-            speedup(base_values, values, objective.maximize, seed) if measured and base_values and not point.is_default
-            else None,
+            speedup(default_values, values, objective.maximize, seed)
+            if measured and default_values and not point.is_default else None,
             runs.costs() if runs else {}))
     finished: dict[Hashable, tuple[float, ...]] = {r.point.index: r.values for r in results if r.interval is not None}
-    held = plan.held_point
-    judgement = judge(finished, objective.maximize, held.index if held else None, seed)
+    study = plan.study_point
+    judgement = judge(finished, objective.maximize, study.index if study else None, seed)
     facts = {"knobtune_version": knobtune.__version__, "system": target.catalog.system, "driver": target.driver,
              "system_version": target.version(), "workload": target.workload.name,
              "records": target.workload.records, "settled": target.settle,
              "memory_limit_bytes": target.memory_limit_bytes}
     return SweepResult(plan, objective, rung, repeats, seed, limit_s, timeout_factor, tuple(results), judgement,
-                       noise(base_values), facts)
+                       noise(default_values), facts)
