@@ -16,7 +16,7 @@ from rich.console import Console
 from knobtune.cli import run
 from knobtune.knobs import load_catalog
 from knobtune.report import StudySummary, summarize
-from knobtune.report.summary import Default, MachineRuns, Trials
+from knobtune.report.sections import Default, MachineRuns, Trials
 from knobtune.report.summary_text import default_lines, summary_lines, trials_lines
 from knobtune.storage import StudyStore, open_store
 from knobtune.tuning import attrs
