@@ -1,6 +1,6 @@
 """A server's life, shared by every server knobtune runs (``systems/postgresql``, ``systems/cassandra``, the
 systems ``described`` by a file): ``life`` (open, restore, start, wait, run, settle, stop), ``process`` (argv only,
-its own process group, killed with knobtune), ``memory`` (the peak a run held, a ceiling), ``loaded`` (a loaded
+its own process group, killed with knobtune), ``memory`` (the peak a run used, against a ceiling), ``loaded`` (a loaded
 copy of a server's data kept between studies).
 
 Nothing here knows a system by name or an optimizer.

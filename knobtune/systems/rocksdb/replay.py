@@ -155,9 +155,10 @@ class RocksdbReplayTarget(EmbeddedTarget):
 
     def data_set_bytes(self) -> int:
         """The checkpoint's files plus what the trace writes (keys and values of its puts and merges)."""
-        held = sum(p.stat().st_size for p in self.checkpoint.rglob("*") if p.is_file()) if self.checkpoint else 0
+        checkpoint = sum(p.stat().st_size for p in self.checkpoint.rglob("*") if p.is_file()) if self.checkpoint else 0
         mix = self._mix()
-        return held + (mix.get("put", 0) + mix.get("merge", 0)) * (self.workload.key_size + self.workload.value_size)
+        written = (mix.get("put", 0) + mix.get("merge", 0)) * (self.workload.key_size + self.workload.value_size)
+        return checkpoint + written
 
     # ------------------------------------------------------------ one run
 
