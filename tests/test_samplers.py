@@ -14,6 +14,7 @@ import pytest
 
 from knobtune.errors import UsageError
 from knobtune.report import summarize
+from knobtune.report.report_data import report_data
 from knobtune.storage import StudyStore, open_store
 from knobtune.tuning import Tuner, attrs
 from knobtune.tuning.document import ExperimentError, load_document, stored_document
@@ -55,11 +56,12 @@ def test_a_person_asking_for_a_removed_sampler_is_told_it_is_gone(tmp_path: Path
                                 f"docs/tuning.md). Fix: use one of {', '.join(SAMPLERS)}")
 
 
-def test_a_study_searched_with_a_removed_sampler_still_shows(forest_store: StudyStore) -> None:
+def test_a_study_searched_with_a_removed_sampler_still_shows_and_reports(forest_store: StudyStore) -> None:
     study = forest_store.load(STUDY)
     assert stored_document(study.user_attrs, STUDY).search.sampler == "forest"
     summary = summarize(study)
     assert summary.system == "rocksdb" and sum(summary.trials.counts.values()) == 4
+    assert report_data(study)["summary"]["experiment"]["document"]["search"]["sampler"] == "forest"  # the report
 
 
 def test_a_worker_joining_it_is_told_what_to_use(forest_store: StudyStore) -> None:
