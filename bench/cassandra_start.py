@@ -41,8 +41,8 @@ def run(args: argparse.Namespace) -> dict:
                         os.rename(archive, aside)
                     try:
                         began = time.monotonic()
-                        m = target.run(workload.rungs[0], timeout_s=300, log_path=Path(folder) / f"{arm}-{index}.log",
-                                       seed=index + 1)
+                        m = target.run(catalog.defaults(), workload.rungs[0], timeout_s=300,
+                                       log_path=Path(folder) / f"{arm}-{index}.log", seed=index + 1)
                         rows.append({"start_s": m.start_s, "recovery_s": m.recovery_s,
                                      "wall_s": round(time.monotonic() - began, 2)})
                     finally:

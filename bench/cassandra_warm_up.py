@@ -36,11 +36,11 @@ def run(args: argparse.Namespace) -> dict:
         try:
             for target in targets.values():
                 target.open()
-                target.apply(catalog.defaults())
             for index, size in enumerate(plan):
                 for arm, target in targets.items():
                     rung = workload.rungs[0] if size == "small" else workload.full
-                    m = target.run(rung, timeout_s=None, log_path=Path(folder) / f"{arm[:4]}-{index}.log", seed=index)
+                    m = target.run(catalog.defaults(), rung, timeout_s=None,
+                                   log_path=Path(folder) / f"{arm[:4]}-{index}.log", seed=index)
                     rows[arm][size].append(round(m.phases[0].ops_per_s, 1))
                     print(arm, size, rows[arm][size][-1], flush=True)
         finally:

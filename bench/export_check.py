@@ -60,8 +60,7 @@ def workload_flags(workload: Workload, folder: Path, seed: int, settled: bool) -
     ``flush,waitforcompaction`` after its benchmarks when the study counted the settle; ``--db`` left out."""
     catalog = load_catalog("rocksdb")
     with make_target(catalog, workload, folder / "scratch", "db_bench", settle=False) as target:
-        target.apply(catalog.defaults())
-        argv = target.argv(workload.full, folder / "db", seed)[1:]
+        argv = target.argv(catalog.defaults(), workload.full, folder / "db", seed)[1:]
     return [flag + (",flush,waitforcompaction" if settled else "") if flag.startswith("--benchmarks=") else flag
             for flag in argv if not flag.startswith("--db=")]
 

@@ -34,11 +34,10 @@ def driver_runs(workload_name: str, records: int, repeats: int, scratch: Path) -
     targets = {driver: make_target(catalog, workload, scratch / driver, driver) for driver in runs}
     for target in targets.values():
         target.open()
-        target.apply(catalog.defaults())
     try:
         for repeat in range(repeats):
             for driver, target in targets.items():
-                measurement = target.run(workload.full, timeout_s=600, seed=7,
+                measurement = target.run(catalog.defaults(), workload.full, timeout_s=600, seed=7,
                                          log_path=scratch / "logs" / f"{workload_name}-{driver}-{repeat}.log")
                 runs[driver].append(measurement.ops_per_s)
     finally:
@@ -68,9 +67,8 @@ def leveldb_runs(records: int, repeats: int, scratch: Path) -> dict[str, list[fl
     workload = load_workload("fillrandom").scaled(records)
     runs: dict[str, list[float]] = {"kvbench": [], "python (plyvel)": []}
     with make_target(catalog, workload, scratch / "leveldb", "kvbench") as target:
-        target.apply(catalog.defaults())
         for repeat in range(repeats):
-            runs["kvbench"].append(target.run(workload.full, timeout_s=600, seed=7,
+            runs["kvbench"].append(target.run(catalog.defaults(), workload.full, timeout_s=600, seed=7,
                                               log_path=scratch / "logs" / f"leveldb-{repeat}.log").ops_per_s)
             runs["python (plyvel)"].append(plyvel_fillrandom(records, scratch / "plyvel-db"))
     return runs

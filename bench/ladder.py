@@ -77,10 +77,10 @@ def climbed_configs(urls: list[str], catalog, count: int) -> list[dict]:
 
 def measure(target, config: dict, rung, limit_s: float | None, objective, seed: int,
             log: Path) -> tuple[float | None, float | None]:
-    """One settled run of ``config`` at ``rung``: its objective value and time, or Nones when it failed."""
+    """One settled run of ``config`` at ``rung`` (as given: the caller scales it or not), its objective value and
+    time, or Nones when it failed."""
     try:
-        target.apply(config)
-        measurement = target.run(rung, timeout_s=limit_s, log_path=log, seed=seed)
+        measurement = target.run(config, rung, timeout_s=limit_s, log_path=log, seed=seed)
     except RunFailure as failure:
         print(f"  failed: {failure.reason[:120]}", flush=True)
         return None, None

@@ -148,9 +148,9 @@ class Harness:
             RunFailure: the default itself failed (the machine or the workload is at fault).
         """
         self.started = time.monotonic()
-        self.target.apply(self.bench.catalog.defaults())
         for rung in self.rungs:
-            self.default[rung.index] = self.target.run(rung, timeout_s=self.time_left_s(),
+            self.default[rung.index] = self.target.run(self.bench.catalog.defaults(), rung,
+                                                       timeout_s=self.time_left_s(),
                                                        log_path=self.log_dir / f"default-rung-{rung.index}.log",
                                                        seed=self.seed)
 
@@ -195,9 +195,8 @@ class Harness:
             raise OutOfTime()
         log = self.log_dir / f"run-{len(self.runs):04d}-rung-{rung.index}.log"
         try:
-            self.target.apply(self.bench.catalog.at_fraction(config,
-                                                             rung.fraction) if self.bench.peers_scaled else config)
-            value = self.target.run(rung, timeout_s=self.limit_s(rung), log_path=log, seed=self.seed).value(
+            as_run = self.bench.catalog.at_fraction(config, rung.fraction) if self.bench.peers_scaled else config
+            value = self.target.run(as_run, rung, timeout_s=self.limit_s(rung), log_path=log, seed=self.seed).value(
                 self.bench.workload.objective)
         except RunFailure as failure:
             self.runs.append({"at_s": self.elapsed_s(), "rung": rung.index, "failure": failure.kind.value})

@@ -33,11 +33,10 @@ def run(args: argparse.Namespace) -> dict:
         started = time.monotonic()
         with make_target(catalog, workload, Path(folder) / "scratch", args.driver) as target:
             opened_s = time.monotonic() - started
-            target.apply(catalog.defaults())
             for index in range(args.runs):
                 began = time.monotonic()
-                m = target.run(workload.full, timeout_s=None, log_path=Path(folder) / f"run-{index}.log",
-                               seed=index + 1)
+                m = target.run(catalog.defaults(), workload.full, timeout_s=None,
+                               log_path=Path(folder) / f"run-{index}.log", seed=index + 1)
                 runs.append({"wall_s": round(time.monotonic() - began, 1), "elapsed_s": round(m.elapsed_s, 2),
                              "workload_s": round(m.workload_s, 2), "ops_per_s": round(m.ops_per_s, 1),
                              "recovery_s": m.recovery_s, "peak_rss_bytes": m.peak_rss_bytes,

@@ -94,10 +94,9 @@ def db_bench_harness(ctx: dict, args: argparse.Namespace, store) -> dict:  # noq
             for label, changes in (("default", {}), ("winner", ctx["config"])):
                 if label in failures:
                     continue  # one run that never settles is enough to know
-                target.apply(catalog.config(changes))
                 db_dir = folder / "scratch" / "db"
                 argv = [a + ",flush,waitforcompaction" if a.startswith("--benchmarks=") else a
-                        for a in target.argv(workload.full, db_dir, args.seed)]
+                        for a in target.argv(catalog.config(changes), workload.full, db_dir, args.seed)]
                 outcome = run_logged(argv, log_path=folder / f"{label}-{repeat}.log", timeout_s=args.harness_limit_s)
                 if outcome.timed_out or outcome.returncode != 0:
                     failures[label] = f"did not finish within {args.harness_limit_s} s" if outcome.timed_out else \

@@ -106,15 +106,14 @@ class StandIn(Target):
     def preflight(self) -> None:
         pass
 
-    def apply(self, config: Mapping[str, Any]) -> None:
-        self._config = json.dumps(sorted((k, str(v)) for k, v in config.items()))
-
-    def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
+    def run_at(self, config: Mapping[str, Any], rung: Rung, *, timeout_s: float | None, log_path: Path,
+               seed: int) -> Measurement:
         if timeout_s is not None and self.run_s > timeout_s:
             time.sleep(max(0.0, timeout_s))
             raise RunFailure(FailureKind.TIMEOUT, f"the stand-in run did not end within {timeout_s:.2f} s", log_path)
         time.sleep(self.run_s)
-        digest = hashlib.sha256(f"{getattr(self, '_config', '')}|{rung.index}".encode()).digest()
+        shown = json.dumps(sorted((k, str(v)) for k, v in config.items()))
+        digest = hashlib.sha256(f"{shown}|{rung.index}".encode()).digest()
         elapsed_s = max(self.run_s, 0.001) * (0.5 + int.from_bytes(digest[:4], "big") / 2**32)
         phase = Phase("run", rung.records, elapsed_s, rung.records / elapsed_s)
         return Measurement(elapsed_s=elapsed_s, phases=(phase,), measured=("run",), log_path=log_path, verified=True)

@@ -52,11 +52,11 @@ def main() -> None:
     samples: list[float] = []
     with tempfile.TemporaryDirectory(prefix="knobtune-waits-cost-") as scratch, \
             make_target(catalog, workload, Path(scratch) / "target") as target:
-        target.apply(catalog.defaults())
         for index in range(2 * args.repeats):
             sampled = index % 2 == 0
             target.start_sampling = target.start_sampling if sampled else (lambda log: None)  # type: ignore[method-assign]
-            measured = target.run(workload.full, timeout_s=1800, log_path=Path(scratch) / f"run-{index}.log", seed=1)
+            measured = target.run(catalog.defaults(), workload.full, timeout_s=1800,
+                                  log_path=Path(scratch) / f"run-{index}.log", seed=1)
             del target.start_sampling  # the class's own again
             times["sampled" if sampled else "unsampled"].append(measured.workload_s)
             if sampled:

@@ -226,8 +226,8 @@ def diagnose_command(
                      memory_limit_bytes=limit) as target:
         target.keep_costly_counters()  # one run, compared with none: every counter a rule may read
         try:
-            target.apply(full)
-            measurement = target.run(spec.full, timeout_s=None, log_path=store.home / "diagnose" / "run.log", seed=seed)
+            measurement = target.run(full, spec.full, timeout_s=None, log_path=store.home / "diagnose" / "run.log",
+                                     seed=seed)
         except RunFailure as failure:
             raise UsageError(f"{candidate.label} did not run ({failure.kind}): {failure.reason}. Fix: diagnose "
                              "another config; its log is " + str(failure.log_path or store.home / "diagnose")) from None

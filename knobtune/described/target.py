@@ -42,8 +42,9 @@ class DescribedServerTarget(CommandShape, ServerTarget):
     files: SystemFile
 
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
-                 settle: bool = True, memory_limit_bytes: int | None = None) -> None:
-        super().__init__(catalog, workload, scratch_dir, settle=settle, memory_limit_bytes=memory_limit_bytes)
+                 settle: bool = True, memory_limit_bytes: int | None = None, scale_rungs: bool = False) -> None:
+        super().__init__(catalog, workload, scratch_dir, settle=settle, memory_limit_bytes=memory_limit_bytes,
+                         scale_rungs=scale_rungs)
         if twin:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin for {self.driver}")
         self.command = CommandDriver(workload, self.driver, set(PLACES) | set(self.files.paths))
@@ -191,7 +192,7 @@ class DescribedServerTarget(CommandShape, ServerTarget):
             time.sleep(settle.poll_s)
         return SettleWork(flush_s=time.monotonic() - started, compaction_s=0.0)
 
-    def check_data(self, ran: Benchmarked, log_path: Path) -> None:
+    def check_data(self, config: Mapping[str, Value], ran: Benchmarked, log_path: Path) -> None:
         """The workload's check after the run and the settle's crash and recovery (``CommandDriver.check``)."""
         self.command.check(lambda sql, log: self._sql(sql, log, "the data check"), log_path)
 
@@ -204,12 +205,12 @@ class DescribedServerTarget(CommandShape, ServerTarget):
         durability = self.files.durability
         if durability is None or self._home is None:
             return None
-        self.apply(config)
+        self.check_config(config)
         data = self._restore()
         log = log_dir / "crash-check.sql.log"
         bench = None
         try:
-            self._start(data, self._config, log_dir / "crash-check.server.log", refusal=True)
+            self._start(data, config, log_dir / "crash-check.server.log", refusal=True)
             for statement in durability.setup:
                 self._sql(statement, log, "the durability check's setup")
             full = self.workload.rungs[-1]
@@ -220,7 +221,7 @@ class DescribedServerTarget(CommandShape, ServerTarget):
             time.sleep(CRASH_AFTER_S)
             self._stop_server(clean=False)  # mid-run, commits in flight
             acknowledged = ledger.stop()
-            self._start(data, self._config, log_dir / "crash-check.recovery.log", refusal=False)
+            self._start(data, config, log_dir / "crash-check.recovery.log", refusal=False)
             rows = int(self._sql(durability.count, log, "counting the ledger"))
         finally:
             if bench is not None:

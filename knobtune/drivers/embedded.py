@@ -17,10 +17,12 @@ import json
 import os
 import shutil
 from dataclasses import dataclass, replace
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from knobtune.errors import ToolMissingError
+from knobtune.knobs import Value
 from knobtune.knobs.units import human_bytes
 from knobtune.targets._base import FailureKind, Measurement, RunFailure, Settle, Target
 from knobtune.targets._disk import disk_full, disk_full_of, is_disk_full, nearly_full, no_space_line
@@ -84,7 +86,7 @@ class EmbeddedTarget(Target):
             self._settler = self.find_settler()
 
     def find_settler(self) -> str:
-        """The kvbench binary that settles this target's stores (one that opens them under the applied config).
+        """The kvbench binary that settles this target's stores (one that opens them under the run's config).
 
         Raises:
             ToolMissingError: it is not built.
@@ -98,12 +100,13 @@ class EmbeddedTarget(Target):
         if "twin" not in self.section(self.workload):
             return None
         twin = type(self)(self.catalog, self.workload, self.scratch_dir / "twin", twin=True,  # type: ignore[call-arg]
-                          settle=self.settle, memory_limit_bytes=self.memory_limit_bytes)
+                          settle=self.settle, memory_limit_bytes=self.memory_limit_bytes, scale_rungs=self.scale_rungs)
         twin.ticker_counters = self.ticker_counters
         return twin
 
-    def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
-        """Run the workload on a fresh store in the scratch folder, then settle it.
+    def run_at(self, config: Mapping[str, Value], rung: Rung, *, timeout_s: float | None, log_path: Path,
+               seed: int) -> Measurement:
+        """Run the workload on a fresh store in the scratch folder under ``config``, then settle it under the same.
 
         Raises:
             RunFailure: the run gave no usable measurement; a run whose disk filled up fails as TOOL (the
@@ -113,9 +116,9 @@ class EmbeddedTarget(Target):
         db_dir = self.scratch_dir / f"db-{self._runs}"
         shutil.rmtree(db_dir, ignore_errors=True)
         try:
-            measurement = self.run_workload(rung, db_dir, timeout_s=timeout_s, log_path=log_path, seed=seed)
+            measurement = self.run_workload(config, rung, db_dir, timeout_s=timeout_s, log_path=log_path, seed=seed)
             if self.settle:
-                measurement = self._settled(measurement, rung, db_dir, timeout_s, log_path, seed)
+                measurement = self._settled(config, measurement, rung, db_dir, timeout_s, log_path, seed)
             return self.checked(measurement, rung, db_dir, log_path)
         except RunFailure as failure:  # told apart while the full disk is still full (before the store is removed)
             said = no_space_line(failure.log_path, log_path, log_path.with_suffix(".settle.log"), db_dir / "LOG")
@@ -130,12 +133,12 @@ class EmbeddedTarget(Target):
             shutil.rmtree(db_dir, ignore_errors=True)
 
     @abc.abstractmethod
-    def run_workload(self, rung: Rung, db_dir: Path, *, timeout_s: float | None, log_path: Path,
-                     seed: int) -> Measurement:
-        """Run the workload in ``db_dir`` and leave the store as a crash would (when settling).
+    def run_workload(self, config: Mapping[str, Value], rung: Rung, db_dir: Path, *, timeout_s: float | None,
+                     log_path: Path, seed: int) -> Measurement:
+        """Run the workload in ``db_dir`` under ``config`` and leave the store as a crash would (when settling).
 
         Raises:
-            RunFailure: the run gave no usable measurement.
+            RunFailure: the run gave no usable measurement (REFUSED: the driver cannot take the config).
         """
 
     def checked(self, measurement: Measurement, rung: Rung, db_dir: Path, log_path: Path) -> Measurement:
@@ -144,8 +147,8 @@ class EmbeddedTarget(Target):
         return measurement
 
     @abc.abstractmethod
-    def settle_config(self) -> dict[str, str]:
-        """The options kvbench needs to reopen the store under the applied config (kvbench's spelling)."""
+    def settle_config(self, config: Mapping[str, Value]) -> dict[str, str]:
+        """The options kvbench needs to reopen the store the run left under ``config`` (kvbench's spelling)."""
 
     def check_process(self, result: ProcessResult, rung: Rung, timeout_s: float | None, log_path: Path,
                       what: str = "the run") -> None:
@@ -159,22 +162,24 @@ class EmbeddedTarget(Target):
 
     # ------------------------------------------------------------ settle
 
-    def _settled(self, measurement: Measurement, rung: Rung, db_dir: Path, timeout_s: float | None,
-                 log_path: Path, seed: int) -> Measurement:
+    def _settled(self, config: Mapping[str, Value], measurement: Measurement, rung: Rung, db_dir: Path,
+                 timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
         """``measurement`` with the settle that follows it counted in; the settle gets what is left of the limit."""
         workload_s = measurement.elapsed_s
         if timeout_s is None:
             limit_s = max(SETTLE_MIN_LIMIT_S, SETTLE_LIMIT_FACTOR * workload_s)
         else:
             limit_s = timeout_s - workload_s
-        settle = self.settle_store(rung, db_dir, limit_s=limit_s, log_path=log_path.with_suffix(".settle.log"),
-                                   seed=seed)
+        settle = self.settle_store(config, rung, db_dir, limit_s=limit_s,
+                                   log_path=log_path.with_suffix(".settle.log"), seed=seed)
         peak = max(measurement.peak_rss_bytes or 0, settle.peak_rss_bytes)
         return replace(measurement, elapsed_s=workload_s + settle.settle.settle_s, settle=settle.settle,
                        peak_rss_bytes=peak)
 
-    def settle_store(self, rung: Rung, db_dir: Path, *, limit_s: float, log_path: Path, seed: int) -> SettleRun:
-        """Reopen the store in ``db_dir`` as after a crash, flush it and wait for its compaction, within ``limit_s``.
+    def settle_store(self, config: Mapping[str, Value], rung: Rung, db_dir: Path, *, limit_s: float, log_path: Path,
+                     seed: int) -> SettleRun:
+        """Reopen the store in ``db_dir`` as after a crash under ``config``, flush it and wait for its compaction,
+        within ``limit_s``.
 
         Raises:
             RunFailure: TIMEOUT when it does not settle within the limit (with
@@ -188,7 +193,8 @@ class EmbeddedTarget(Target):
         log_path.parent.mkdir(parents=True, exist_ok=True)
         spec_path.write_text(json.dumps({
             "key_size": self.workload.key_size, "key_format": self.key_format, "record_count": rung.records,
-            "probe_keys": PROBE_KEYS, "seed": seed, "compaction_limit_s": limit_s, "config": self.settle_config()}))
+            "probe_keys": PROBE_KEYS, "seed": seed, "compaction_limit_s": limit_s,
+            "config": self.settle_config(config)}))
         result_path.unlink(missing_ok=True)
         argv = [self._settler, "--engine", self.system, "--db", str(db_dir), "--settle", str(spec_path),
                 "--result", str(result_path)]

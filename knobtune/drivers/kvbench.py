@@ -118,7 +118,6 @@ class KvbenchTarget(EmbeddedTarget):
         self.phases: list[dict[str, Any]] = [dict(p) for p in (section["twin"] if twin else section["phases"])]
         names: list[Any] = [p.get("name", p.get("kind")) for p in self.phases]  # section() checked the phases
         self.measure: tuple[str, ...] = tuple(names if twin else section.get("measure", names))
-        self._config: dict[str, str] = {}
 
     def open(self) -> None:
         self._binary = self.find_program()
@@ -127,11 +126,16 @@ class KvbenchTarget(EmbeddedTarget):
     def find_settler(self) -> str:
         return self.find_program()  # its stores reopen under the same build and config
 
-    def apply(self, config: Mapping[str, Value]) -> None:
-        self._config = kvbench_options(self.catalog, config, self.driver, self.spelling)
+    def options(self, config: Mapping[str, Value]) -> dict[str, str]:
+        """The option map kvbench takes for ``config`` (``kvbench_options``).
 
-    def settle_config(self) -> dict[str, str]:
-        return dict(self._config)
+        Raises:
+            RunFailure: REFUSED when the config changes a knob this driver cannot set.
+        """
+        return kvbench_options(self.catalog, config, self.driver, self.spelling)
+
+    def settle_config(self, config: Mapping[str, Value]) -> dict[str, str]:
+        return self.options(config)
 
     def reads_single_keys_only(self) -> bool:
         """Whether some phase reads single keys (``read``, or a mix with reads or read-modify-writes) and none
@@ -157,8 +161,12 @@ class KvbenchTarget(EmbeddedTarget):
     def version(self) -> str:
         return engine_version(self.find_program(), self.system, self.scratch_dir)
 
-    def spec(self, rung: Rung, seed: int) -> dict[str, Any]:
-        """The kvbench spec of one run at ``rung``."""
+    def spec(self, config: Mapping[str, Value], rung: Rung, seed: int) -> dict[str, Any]:
+        """The kvbench spec of one run at ``rung`` under ``config``.
+
+        Raises:
+            RunFailure: REFUSED when the config changes a knob this driver cannot set.
+        """
         phases = []
         for phase in self.phases:
             phase = {k: v for k, v in phase.items() if k != "expect"}
@@ -166,13 +174,14 @@ class KvbenchTarget(EmbeddedTarget):
                 phase["count"] = rung.operations or rung.records
             phases.append(phase)
         return {"seed": seed, "key_size": self.workload.key_size, "value_size": self.workload.value_size,
-                "record_count": rung.records, "threads": self.threads, "phases": phases, "config": self._config}
+                "record_count": rung.records, "threads": self.threads, "phases": phases, "config": self.options(config)}
 
-    def run_workload(self, rung: Rung, db_dir: Path, *, timeout_s: float | None, log_path: Path,
-                     seed: int) -> Measurement:
+    def run_workload(self, config: Mapping[str, Value], rung: Rung, db_dir: Path, *, timeout_s: float | None,
+                     log_path: Path, seed: int) -> Measurement:
+        spec = self.spec(config, rung, seed)  # a refusal before anything is written
         spec_path, result_path = log_path.with_suffix(".spec.json"), log_path.with_suffix(".result.json")
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        spec_path.write_text(json.dumps(self.spec(rung, seed), indent=2))
+        spec_path.write_text(json.dumps(spec, indent=2))
         result_path.unlink(missing_ok=True)
         argv = [self._binary, "--engine", self.system, "--db", str(db_dir), "--spec", str(spec_path),
                 "--result", str(result_path), "--interval-ms", "1000", "--crash-at-end", "1" if self.settle else "0"]

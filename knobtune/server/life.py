@@ -3,20 +3,22 @@
 Life: ``open`` checks the tools, makes the server's home, lets the subclass
 initialise a pristine data folder, starts the server under the default
 config, loads the workload's data once, stops it cleanly and keeps that folder
-as the pristine copy. ``apply`` keeps the config (a subclass may check it
-first); every run starts the server anew under it, so a knob the catalog marks
-restart and one it marks reload both take effect. Every run restores a copy of
-the pristine folder (outside the measured time), starts the server under the
-applied config (a config it refuses ends the start: a REFUSED run with the
-server's own message; the start-up time is recorded), runs the subclass's
+as the pristine copy. A run is given its config: it checks it first (a
+subclass may: ``check_config``), restores a copy of the pristine folder
+(outside the measured time) and starts the server anew under it, so a knob the
+catalog marks restart and one it marks reload both take effect and no server
+or config outlives the run (a config it refuses ends the start: a REFUSED run
+with the server's own message; the start-up time is recorded), runs the
+subclass's
 benchmark while the server's memory is watched (and, when the subclass samples
 something while it runs, such as PostgreSQL's wait events, with its sampler
 around it, always stopped), then settles: the server is
 killed with its work dirty and restarted (the time until it answers again is
-the recovery time), and the subclass's flush, checkpoint or compaction wait
-runs; recovery and that wait count in the run's time. Then the workload's data
-check, and the server is stopped. ``close`` kills the server and removes every
-folder.
+the recovery time; under the run's config again), and the subclass's flush,
+checkpoint or compaction wait runs; recovery and that wait count in the run's
+time. Then the workload's data check, and the server is stopped. ``close``
+kills the server and removes every folder. What each server says of itself
+(the hooks) is ``hooks.py``.
 
 Guarantees: the server is knobtune's child, in its own process group, killed
 with knobtune and in ``finally`` (``server.process.spawn``); its data lives in
@@ -28,17 +30,14 @@ files, never through a shell.
 
 from __future__ import annotations
 
-import abc
 import contextlib
 import os
 import pwd
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from knobtune.errors import KnobtuneError
@@ -46,158 +45,23 @@ from knobtune.knobs import Catalog, Value
 from knobtune.knobs.units import human_bytes
 from knobtune.processes import LeftBehind, left_behind, remove_left_behind
 from knobtune.server import loaded
-from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure, Settle, Target, await_server
+from knobtune.server.hooks import Benchmarked, ServerHooks, SettleWork
+from knobtune.server.process import kill_tree, spawn, stop_group
+from knobtune.targets._base import FailureKind, Measurement, RunFailure, Settle, await_server
 from knobtune.targets._disk import NO_SPACE, disk_full, nearly_full, no_space_line
-from knobtune.server.memory import MemoryWatch, TreeMemoryWatch
-from knobtune.server.process import kill_tree, last_lines, spawn, stop_group
 from knobtune.workloads import Rung, Workload
 
+__all__ = ["Benchmarked", "ServerTarget", "SettleWork", "remove_stale_homes", "stale_homes"]
 
-@dataclass(frozen=True)
-class Benchmarked:
-    """What a server's benchmark measured, before the settle: its phases and its own elapsed time."""
-
-    phases: tuple[Phase, ...]
-    measured: tuple[str, ...]  # the phases the objective counts
-    elapsed_s: float
-    verified: bool  # the workload's reads (or its data check) prove what it wrote
-
-
-@dataclass(frozen=True)
-class SettleWork:
-    """What the server's own settle took after its recovery: a flush or checkpoint, and compaction."""
-
-    flush_s: float
-    compaction_s: float
-
-
-class ServerTarget(Target):
-    """A server run as knobtune's child. Subclasses set the class attributes and implement the hooks below."""
-
-    label: str  # how messages name the system: "PostgreSQL"
-    noun: str = "server"  # how messages and logs name one process of it: "server", "node"
-    server_user: str | None = None  # the system user the server runs as (None: knobtune's own)
-    home_prefix: str | None = None  # a home in /tmp named "{prefix}{pid}-..."; None: scratch_dir / noun
-    ready_limit_s: float = 120.0  # start-up (or crash recovery) may take this long before the run fails
-    poll_s: float = 0.02
-    clean_stop: int = signal.SIGTERM  # the signal of a clean stop (it checkpoints or flushes)
-    stop_limit_s: float = 30.0  # a clean stop may take this long before the server is killed
+class ServerTarget(ServerHooks):
+    """A server run as knobtune's child: the one life of every server. Subclasses set the class attributes and
+    implement the hooks (``hooks.ServerHooks``)."""
 
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, settle: bool = True,
-                 memory_limit_bytes: int | None = None) -> None:
-        super().__init__(catalog, workload, scratch_dir, settle=settle, memory_limit_bytes=memory_limit_bytes)
-        self._config: Mapping[str, Value] = catalog.defaults()
-        self._home: Path | None = None
-        self._server: subprocess.Popen[bytes] | None = None
+                 memory_limit_bytes: int | None = None, scale_rungs: bool = False) -> None:
+        super().__init__(catalog, workload, scratch_dir, settle=settle, memory_limit_bytes=memory_limit_bytes,
+                         scale_rungs=scale_rungs)
         self._open_note: str | None = None
-
-    # ------------------------------------------------------------ what each server says
-
-    @abc.abstractmethod
-    def check_tools(self) -> None:
-        """Raises ToolMissingError naming what to install when a program the server needs is missing."""
-
-    def init_pristine(self, pristine: Path, logs: Path) -> None:
-        """Make the pristine data folder the server starts from (PostgreSQL: initdb). Raises KnobtuneError."""
-        pristine.mkdir(parents=True, exist_ok=True)
-
-    @abc.abstractmethod
-    def start_argv(self, data: Path, config: Mapping[str, Value]) -> list[str]:
-        """The server's command line in the foreground over ``data`` under ``config`` (may write files it reads)."""
-
-    def start_env(self) -> dict[str, str] | None:
-        """The server's environment (None: knobtune's)."""
-        return None
-
-    @abc.abstractmethod
-    def answers(self) -> bool:
-        """Whether the server just started answers its clients."""
-
-    def why_exited(self, log: Path, mark: int) -> str:
-        """Why the server stopped at start-up, from its log after offset ``mark``."""
-        with open(log, "rb") as handle:
-            handle.seek(mark)
-            return last_lines(handle.read().decode(errors="replace"))
-
-    def why_died(self, log: Path) -> str:
-        """Why the server died while it ran (an out-of-memory error, say), from its log ``log``."""
-        return last_lines(log.read_text(errors="replace"))
-
-    def is_default(self, config: Mapping[str, Value]) -> bool:
-        """Whether ``config`` starts the server as its defaults do (a start failing then is the machine's fault)."""
-        return not self.catalog.changed(config)
-
-    @abc.abstractmethod
-    def load(self, logs: Path) -> None:
-        """Load the workload's data into the running server, once. Raises KnobtuneError or RunFailure (TOOL)."""
-
-    def loaded_inputs(self) -> Mapping[str, object] | None:
-        """Everything the loaded data depends on (system version, loader, its inputs): a later study with the same
-        reuses the copy kept for it (``server.loaded``). None: never reused."""
-        return None
-
-    def loaded_state(self) -> dict[str, object]:
-        """What the load left besides the data that later runs need (kept beside the copy)."""
-        return {}
-
-    def restore_loaded_state(self, state: Mapping[str, object]) -> None:
-        """Take back what ``loaded_state`` kept, when a kept copy is reused."""
-
-    def data_bytes(self) -> int | None:
-        """About how large the loaded data will be (for the free-space check before loading); None: unknown."""
-        return None
-
-    def data_set_bytes(self) -> int:
-        return self.data_bytes() or super().data_set_bytes()
-
-    def keep_pristine(self, pristine: Path) -> None:
-        """Tidy the pristine folder after the clean stop that made it."""
-
-    def check_config(self, config: Mapping[str, Value]) -> None:
-        """Raises RunFailure (REFUSED) when the server would refuse ``config``; by default it says so at start."""
-
-    @abc.abstractmethod
-    def benchmark(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
-                  server_log: Path) -> Benchmarked:
-        """Run the workload at ``rung`` against the running server. Raises RunFailure."""
-
-    def watch_memory(self) -> MemoryWatch:
-        """How the server's memory is watched during the benchmark (by default: its process tree, stopped over the
-        limit)."""
-        return TreeMemoryWatch(self._server, self.memory_limit_bytes)  # type: ignore[arg-type]
-
-    def read_counters(self, log: Path) -> dict[str, float]:
-        """The server's own cumulative counters now (read before and after the benchmark; the run's are the
-        differences). None by default."""
-        return {}
-
-    def counters_over_run(self, before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
-        """The run's counters from the readings before and after it."""
-        return {name: after[name] - before.get(name, 0.0) for name in after}
-
-    def start_sampling(self, log: Path) -> None:
-        """Start watching the server while the benchmark runs (PostgreSQL: its wait events), output into ``log``.
-        Nothing by default."""
-
-    def stop_sampling(self) -> dict[str, float]:
-        """Stop what ``start_sampling`` started and return its counters over the run. Idempotent; called in
-        ``finally`` and by ``close``, so nothing it started outlives the run.
-
-        Raises:
-            RunFailure: (TOOL) the sampling failed while the run went well.
-        """
-        return {}
-
-    def dirty_bytes(self, data: Path) -> int:
-        """The write-ahead log the settle's restart replays (its size before the kill)."""
-        return 0
-
-    @abc.abstractmethod
-    def settle_work(self, limit_s: float | None, log_path: Path) -> SettleWork:
-        """After the recovery, flush, checkpoint or wait for compaction. Raises RunFailure (TIMEOUT at the limit)."""
-
-    def check_data(self, ran: Benchmarked, log_path: Path) -> None:
-        """The workload's data check after the run and its settle. Raises RunFailure (DATA_LOSS)."""
 
     # ------------------------------------------------------------ life
 
@@ -251,21 +115,19 @@ class ServerTarget(Target):
             self._home = None
         shutil.rmtree(self.scratch_dir, ignore_errors=True)
 
-    def apply(self, config: Mapping[str, Value]) -> None:
-        """Keep ``config`` for the next runs (each starts the server under it), once ``check_config`` passes.
+    def run_at(self, config: Mapping[str, Value], rung: Rung, *, timeout_s: float | None, log_path: Path,
+               seed: int) -> Measurement:
+        """Check ``config`` (``check_config``), restore the data, start the server under it, run, settle, check.
 
         Raises:
-            RunFailure: (REFUSED) the server refuses a value; its own message is the reason.
+            RunFailure: REFUSED when the server refuses a value (its own message is the reason); else as ``run``.
         """
-        self._config = dict(config)
-        self.check_config(self._config)
-
-    def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
         if self._home is None:
             raise RunFailure(FailureKind.TOOL, "the target was not opened")
+        self.check_config(config)
         server_log = log_path.with_suffix(f".{self.noun}.log")
         try:
-            return self._run(rung, timeout_s, log_path, seed, server_log)
+            return self._run(config, rung, timeout_s, log_path, seed, server_log)
         except RunFailure as failure:  # told apart while the full disk is still full (the copy is removed later)
             said = no_space_line(failure.log_path, log_path, server_log) or (
                 failure.reason if NO_SPACE in failure.reason else None)
@@ -273,18 +135,20 @@ class ServerTarget(Target):
                 raise
             raise disk_full(self._home, said or failure.reason, failure.log_path or log_path) from None
 
-    def _run(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int, server_log: Path) -> Measurement:
+    def _run(self, config: Mapping[str, Value], rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
+             server_log: Path) -> Measurement:
         data = self._restore()
         try:
             started = time.monotonic()
-            self._start(data, self._config, server_log, refusal=True)
+            self._start(data, config, server_log, refusal=True)
             start_s = time.monotonic() - started
             before = self.read_counters(log_path.with_suffix(".counters.log"))
             ran, peak, sampled = self._sampled(rung, timeout_s, log_path, seed, server_log)
             counters = {**self.counters_over_run(before, self.read_counters(log_path.with_suffix(".counters.log"))),
                         **sampled}
-            settle = self._settle(data, server_log, log_path, timeout_s, ran.elapsed_s) if self.settle else None
-            self.check_data(ran, log_path)
+            settle = self._settle(data, config, server_log, log_path, timeout_s, ran.elapsed_s) if self.settle \
+                else None
+            self.check_data(config, ran, log_path)
         except RunFailure as failure:
             raise self._died(failure, server_log) from None
         finally:
@@ -347,13 +211,14 @@ class ServerTarget(Target):
                              f"memory limit of {human_bytes(self.memory_limit_bytes or 0)}", server_log)
         return ran, watch.peak_bytes
 
-    def _settle(self, data: Path, server_log: Path, log_path: Path, timeout_s: float | None,
-                workload_s: float) -> Settle:
-        """Kill the server with its work dirty, time its recovery, then the subclass's settle: the bill the run left."""
+    def _settle(self, data: Path, config: Mapping[str, Value], server_log: Path, log_path: Path,
+                timeout_s: float | None, workload_s: float) -> Settle:
+        """Kill the server with its work dirty, time its recovery under ``config`` (the run's), then the subclass's
+        settle: the bill the run left."""
         dirty = self.dirty_bytes(data)
         self._stop_server(clean=False)
         started = time.monotonic()
-        self._start(data, self._config, server_log, refusal=False)
+        self._start(data, config, server_log, refusal=False)
         recovery_s = time.monotonic() - started
         limit = None if timeout_s is None else max(timeout_s - workload_s - recovery_s, 1.0)
         work = self.settle_work(limit, log_path)

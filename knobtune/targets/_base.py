@@ -1,13 +1,19 @@
 """What every target gives: a Measurement per run, or a RunFailure saying what went wrong.
 
 A target runs one system under a config, rung after rung, in a scratch
-directory of its own, and may outlive many trials (a server is started once).
-Its life: ``open`` (check the tools; a server also initialises, loads the
-workload's data once, starts under the default and waits until it answers),
-``apply`` a config (a config the system refuses is a RunFailure, never an
-error of the study), ``run`` the workload at one rung from the loaded state,
-``close`` (idempotent; always runs). It is a context manager: ``open`` on
-enter, ``close`` on exit.
+directory of its own, and may outlive many trials (a server loads its data
+once). Its life: ``open`` (check the tools; a server also initialises, loads
+the workload's data once, starts under the default and waits until it
+answers), ``run(config, rung)`` the workload at one rung from the loaded state
+under that config (a config the system refuses is a RunFailure, never an error
+of the study), ``close`` (idempotent; always runs). It is a context manager:
+``open`` on enter, ``close`` on exit.
+
+A run is whole in itself: the config comes with it, and nothing of it waits in
+the target for the next run. Where the study runs small rungs scaled
+(``scale_rungs``, told once when the target is made), ``run`` scales the
+config to the rung's share of the data (``Catalog.at_fraction``) before the
+system sees it: once per run, in one place.
 """
 
 from __future__ import annotations
@@ -237,13 +243,16 @@ class Target(abc.ABC):
         return workload.driver(cls.driver)
 
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, settle: bool = True,
-                 memory_limit_bytes: int | None = None) -> None:
-        """``settle=False`` measures the raw window only; a run holding more than ``memory_limit_bytes`` is stopped."""
+                 memory_limit_bytes: int | None = None, scale_rungs: bool = False) -> None:
+        """``settle=False`` measures the raw window only; a run holding more than ``memory_limit_bytes`` is stopped;
+        ``scale_rungs=True`` runs each config at a rung with its data-sized knobs scaled to the rung's share of the
+        data (a study's ``research.scale_rungs``; False: every rung runs the config as it is)."""
         self.catalog = catalog
         self.workload = workload
         self.scratch_dir = scratch_dir
         self.settle = settle
         self.memory_limit_bytes = memory_limit_bytes
+        self.scale_rungs = scale_rungs
 
     def __enter__(self) -> Target:
         try:
@@ -275,20 +284,30 @@ class Target(abc.ABC):
             KnobtuneError: the system cannot be brought up under its default config.
         """
 
-    @abc.abstractmethod
-    def apply(self, config: Mapping[str, Value]) -> None:
-        """Make ``config`` the one the next runs use (a server reloads or restarts as its catalog says).
+    def run(self, config: Mapping[str, Value], rung: Rung, *, timeout_s: float | None, log_path: Path,
+            seed: int) -> Measurement:
+        """Run the workload at ``rung`` under ``config`` (a whole config: ``Catalog.config``), scaled to the rung
+        when the target runs rungs scaled (``config_at``). Nothing of the config stays in the target afterwards.
 
         Raises:
-            RunFailure: (REFUSED) the system or its driver cannot take the config; the reason says why.
+            RunFailure: the run gave no usable measurement; ``kind`` says why (REFUSED: the system or its driver
+                cannot take the config, and the reason says why).
         """
+        return self.run_at(self.config_at(config, rung), rung, timeout_s=timeout_s, log_path=log_path, seed=seed)
+
+    def config_at(self, config: Mapping[str, Value], rung: Rung) -> dict[str, Value]:
+        """``config`` as a run at ``rung`` takes it: its data-sized knobs scaled to the rung's share of the data when
+        the target scales rungs (the full size: the config as it is)."""
+        return self.catalog.at_fraction(config, rung.fraction) if self.scale_rungs else dict(config)
 
     @abc.abstractmethod
-    def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
-        """Run the workload at one rung under the applied config.
+    def run_at(self, config: Mapping[str, Value], rung: Rung, *, timeout_s: float | None, log_path: Path,
+               seed: int) -> Measurement:
+        """What ``run`` does once it has scaled the config: the workload at ``rung`` under ``config`` exactly as
+        given. Called by ``run`` only; a target implements this, callers call ``run``.
 
         Raises:
-            RunFailure: the run gave no usable measurement; ``kind`` says why.
+            RunFailure: as ``run``.
         """
 
     def close(self) -> None:

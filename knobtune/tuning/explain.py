@@ -127,9 +127,8 @@ def _greedy_order(target: Target, groups: list[tuple[str, ...]], winner: Mapping
             config, _ = mend(catalog, catalog.config(trial))
             label = "+".join(group)
             try:
-                target.apply(config)
-                run = target.run(rung, timeout_s=limit_s, log_path=log_dir / f"step{len(order)}-{label[:60]}.log",
-                                 seed=seed)
+                run = target.run(config, rung, timeout_s=limit_s,
+                                 log_path=log_dir / f"step{len(order)}-{label[:60]}.log", seed=seed)
                 value = run.value(objective)
                 limit_s = limit_s or relative_limit_s(run.elapsed_s, DEFAULT_TIMEOUT_FACTOR)
             except RunFailure as failure:

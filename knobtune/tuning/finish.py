@@ -245,9 +245,8 @@ def _twin_limit_s(twin: Target, experiment: Experiment, log_dir: Path, note: Cal
     """
     with twin:
         try:
-            twin.apply(experiment.catalog.defaults())
-            run = twin.run(experiment.workload.full, timeout_s=None, log_path=log_dir / "twin-default.log",
-                           seed=experiment.search.seed)
+            run = twin.run(experiment.catalog.defaults(), experiment.workload.full, timeout_s=None,
+                           log_path=log_dir / "twin-default.log", seed=experiment.search.seed)
         except RunFailure as failure:
             raise KnobtuneError(f"the default config failed the workload's verifiable twin ({failure.reason}). "
                                 f"Fix: check the workload; raw output in {log_dir}") from None
@@ -266,8 +265,8 @@ def _twin_check(twin: Target | None, experiment: Experiment, config: dict, log_p
         return None
     with twin:
         try:
-            twin.apply(config)
-            twin.run(experiment.workload.full, timeout_s=timeout_s, log_path=log_path, seed=experiment.search.seed)
+            twin.run(config, experiment.workload.full, timeout_s=timeout_s, log_path=log_path,
+                     seed=experiment.search.seed)
         except RunFailure as failure:
             return failure.reason
     return None

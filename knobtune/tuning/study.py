@@ -73,7 +73,7 @@ class Tuner:
         self._started_at = time.time()
         self.store.remove_stale_scratch()
         target = make_target(e.catalog, e.workload, self.store.worker_scratch(), e.driver, settle=e.research.settle,
-                             memory_limit_bytes=e.limits.memory_limit_bytes)
+                             memory_limit_bytes=e.limits.memory_limit_bytes, scale_rungs=e.rungs_run_scaled)
         with target:  # checks the tools before anything is stored
             if note := target.open_note():
                 self.reporter.note(note)

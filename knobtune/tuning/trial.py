@@ -144,39 +144,29 @@ class TrialRunner:
                             f"`knobtune systems`; raw output is in {self.store.artifacts(e.study_name)}")
 
     def _start(self, target: Target, trial: optuna.Trial, config: dict, is_default: bool) -> Outcome:
-        """Apply ``config`` unless its memory plan is over the limit, then climb; a refusal ends the trial."""
+        """Climb with ``config`` unless its memory plan is over the limit."""
         e = self.experiment
         if over := e.catalog.memory.over_limit(config, e.planned_memory_limit()):
             return self._fail(trial, Outcome.MEMORY, over, e.rungs[0], is_default)
-        try:
-            target.apply(config)
-        except RunFailure as failure:  # the system would not take the config: the trial's outcome, not our error
-            return self._fail(trial, Outcome.of_failure(failure.kind), failure.reason, e.rungs[0], is_default)
         return self._climb(target, trial, config, is_default)
 
     def _climb(self, target: Target, trial: optuna.Trial, config: dict, is_default: bool) -> Outcome:
-        """Run ``trial`` (``config``, already applied) up the ladder; tell Optuna how it ended and return the
-        outcome. With ``scale_rungs``, each rung runs the config scaled to its share of the data.
+        """Run ``trial`` (``config``) up the ladder; tell Optuna how it ended and return the outcome. Each rung is
+        one ``target.run(config, rung)`` (the target scales the config to the rung when the study scales rungs); a
+        config the system refuses fails the trial at the rung where it was refused, the first one.
 
         The default and a known config a new study tries first (``started_from``: a heuristic, a previous
         study's best) are never pruned: they climb to full size unless they fail or time out. A known config is
         worth its full-size run, and a small rung's noise must not throw it away (docs/tuning.md).
         """
-        e, applied, rungs = self.experiment, config, self.experiment.rungs
-        if self._warms_up(trial) and (failed := self._warm_up(target, trial)) is not None:
+        e, rungs = self.experiment, self.experiment.rungs
+        if self._warms_up(trial) and (failed := self._warm_up(target, trial, config)) is not None:
             return failed
         for rung in rungs:
             if not is_default and not self.budget.fits(rung):
                 return self.finish(trial, Outcome.BUDGET, "the time budget ended before this rung")
             run = None if is_default else self._reused(trial, rung)
-            scaled = e.catalog.at_fraction(config, rung.fraction) if e.rungs_run_scaled else applied
-            if run is None and scaled != applied:
-                try:
-                    target.apply(scaled)
-                except RunFailure as failure:
-                    return self._fail(trial, Outcome.of_failure(failure.kind), failure.reason, rung, is_default)
-                applied = scaled
-            run = run or self._measure(target, trial, rung, is_default)
+            run = run or self._measure(target, trial, config, rung, is_default)
             if run.failure is not None:
                 return self._fail(trial, run.failure, run.reason, rung, is_default)
             trial.set_user_attr(attrs.REACHED_RUNG, rung.index)
@@ -200,7 +190,7 @@ class TrialRunner:
         return self.experiment.research.warm_up and attrs.role_of(trial.user_attrs) == attrs.ROLE_DEFAULT \
             and self.workers.own_default(self.experiment.rungs[-1]) is None
 
-    def _warm_up(self, target: Target, trial: optuna.Trial) -> Outcome | None:
+    def _warm_up(self, target: Target, trial: optuna.Trial, config: dict) -> Outcome | None:
         """Run the default once at full size before its ladder, not counted: the first heavy run on a fresh machine
         or freshly loaded data ran up to 35% slow here (TPC-C; RocksDB right after set-up), and every trial is
         compared and pruned against the default's runs. Stored as ``warm_up``; a failure ends the default."""
@@ -208,7 +198,8 @@ class TrialRunner:
         log = self.store.artifacts(e.study_name) / f"trial-{trial.number:04d}" / "warm-up.log"
         self.reporter.note(f"warming up: the default once at {full}, not counted")
         try:
-            measurement = target.run(full, timeout_s=self.budget.time_left_s(), log_path=log, seed=e.search.seed)
+            measurement = target.run(config, full, timeout_s=self.budget.time_left_s(), log_path=log,
+                                     seed=e.search.seed)
         except RunFailure as failure:
             return self._fail(trial, Outcome.of_failure(failure.kind), f"its warm-up run failed: {failure.reason}",
                               full, True)
@@ -225,14 +216,14 @@ class TrialRunner:
         starts = self.guide.after_full_run(trial, run, config, is_default=is_default, search_end=search_end)
         self.queue.plan(starts)
 
-    def _measure(self, target: Target, trial: optuna.Trial, rung: Rung, is_default: bool) -> RungRun:
-        """Run the applied config at ``rung``; the run (or its failure, with its kind) is stored on the trial."""
+    def _measure(self, target: Target, trial: optuna.Trial, config: dict, rung: Rung, is_default: bool) -> RungRun:
+        """Run ``config`` at ``rung``; the run (or its failure, with its kind) is stored on the trial."""
         e = self.experiment
         log = self.store.artifacts(e.study_name) / f"trial-{trial.number:04d}" / f"rung-{rung.index}.log"
         limit = self.budget.limit_s(rung)  # the first default: the time left; a control: as any config's run
         cut = None if is_default else self.budget.cut_by_budget_s(rung)
         try:
-            measurement = target.run(rung, timeout_s=limit, log_path=log, seed=e.search.seed)
+            measurement = target.run(config, rung, timeout_s=limit, log_path=log, seed=e.search.seed)
             run = self.workers.on_this_machine(rung, RungRun.measured(measurement, measurement.value(e.objective)),
                                                is_default)
         except RunFailure as failure:

@@ -206,9 +206,8 @@ def _run_once(target: Target, config: Mapping[str, Value], rung: Rung, limit_s: 
     it is kept on ``record`` as what stopped it, so that it never counts against the candidate."""
     for attempt in range(MACHINE_RETRIES + 1):
         try:
-            target.apply(config)
-            return target.run(rung, timeout_s=limit_s, log_path=log.with_suffix(f".{attempt}.log") if attempt else log,
-                              seed=seed)
+            return target.run(config, rung, timeout_s=limit_s,
+                              log_path=log.with_suffix(f".{attempt}.log") if attempt else log, seed=seed)
         except RunFailure as failure:
             if failure.kind is FailureKind.TOOL and attempt < MACHINE_RETRIES:
                 record.retries += 1

@@ -66,8 +66,9 @@ class CassandraTarget(ServerTarget):
     stop_limit_s = 120.0  # a clean stop (SIGTERM) drains and flushes
 
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
-                 settle: bool = True, memory_limit_bytes: int | None = None) -> None:
-        super().__init__(catalog, workload, scratch_dir, settle=settle, memory_limit_bytes=memory_limit_bytes)
+                 settle: bool = True, memory_limit_bytes: int | None = None, scale_rungs: bool = False) -> None:
+        super().__init__(catalog, workload, scratch_dir, settle=settle, memory_limit_bytes=memory_limit_bytes,
+                         scale_rungs=scale_rungs)
         if twin:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin for YCSB")
         section = workload.driver(self.driver)

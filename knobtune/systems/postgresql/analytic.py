@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knobtune.errors import WorkloadError
-from knobtune.knobs import Catalog
+from knobtune.knobs import Catalog, Value
 from knobtune.server import loaded
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
 from knobtune.server.process import last_lines, run_logged
@@ -48,7 +48,7 @@ class PostgresQueriesTarget(PostgresTarget):
     driver = "queries"
 
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
-                 settle: bool = True, memory_limit_bytes: int | None = None) -> None:
+                 settle: bool = True, memory_limit_bytes: int | None = None, scale_rungs: bool = False) -> None:
         """The workload's ``[drivers.queries]`` section read and checked; nothing runs yet.
 
         Raises:
@@ -58,7 +58,7 @@ class PostgresQueriesTarget(PostgresTarget):
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin for queries")
         # ServerTarget's set-up, not PostgresTarget's: that one reads a pgbench section, this driver has none
         super(PostgresTarget, self).__init__(catalog, workload, scratch_dir, settle=settle,
-                                             memory_limit_bytes=memory_limit_bytes)
+                                             memory_limit_bytes=memory_limit_bytes, scale_rungs=scale_rungs)
         section = workload.driver(self.driver)
         self.load_with = str(section.get("load", "tpch"))
         kit = str(section.get("queries", "tpch"))
@@ -115,13 +115,14 @@ class PostgresQueriesTarget(PostgresTarget):
         self._client(argv, logs / "load.log", f"loading the data ({self.load_with}, scale factor {self.scale:g})",
                      timeout_s=3600)
 
-    def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
-        """The queries of ``rung`` under the applied config, once the default's answers to them are known."""
+    def run_at(self, config: Mapping[str, Value], rung: Rung, *, timeout_s: float | None, log_path: Path,
+               seed: int) -> Measurement:
+        """The queries of ``rung`` under ``config``, once the default's answers to them are known."""
         known = self._expected.get(seed, {})
         missing = [q for q in dict.fromkeys(self.queries(rung, seed)) if q not in known]
-        if missing and not self.is_default(self._config) and self._home is not None:
+        if missing and not self.is_default(config) and self._home is not None:
             self._reference(missing, seed, log_path.with_name(f"{log_path.stem}-default.log"))
-        return super().run(rung, timeout_s=timeout_s, log_path=log_path, seed=seed)
+        return super().run_at(config, rung, timeout_s=timeout_s, log_path=log_path, seed=seed)
 
     def benchmark(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
                   server_log: Path) -> Benchmarked:
@@ -136,7 +137,7 @@ class PostgresQueriesTarget(PostgresTarget):
         return QueriesRun(phases=tuple(phases), measured=tuple(names), elapsed_s=elapsed_s, verified=True,
                           answers=answers, seed=seed)
 
-    def check_data(self, ran: Benchmarked, log_path: Path) -> None:
+    def check_data(self, config: Mapping[str, Value], ran: Benchmarked, log_path: Path) -> None:
         """Every query's answer equals the default's (numbers within a relative 1e-6).
 
         Raises:
@@ -147,7 +148,7 @@ class PostgresQueriesTarget(PostgresTarget):
         expected = self._expected.setdefault(ran.seed, {})
         for answer in ran.answers:
             if answer.query not in expected:
-                if not self.is_default(self._config):
+                if not self.is_default(config):
                     raise RunFailure(FailureKind.TOOL, f"query {answer.query} has no answer of the default's")
                 expected[answer.query] = answer.rows  # the default's own answer is the reference
                 continue

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knobtune.errors import ToolMissingError, WorkloadError
-from knobtune.knobs import Catalog
+from knobtune.knobs import Catalog, Value
 from knobtune.server import loaded
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
 from knobtune.drivers.embedded import BUILD_HINT
@@ -86,7 +86,7 @@ class PostgresReplayTarget(PostgresTarget):
     driver = "replay"
 
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
-                 settle: bool = True, memory_limit_bytes: int | None = None) -> None:
+                 settle: bool = True, memory_limit_bytes: int | None = None, scale_rungs: bool = False) -> None:
         """The capture's ``[drivers.replay]`` section read and checked; nothing runs yet.
 
         Raises:
@@ -96,7 +96,7 @@ class PostgresReplayTarget(PostgresTarget):
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin for the replay")
         # ServerTarget's set-up, not PostgresTarget's: that one reads a pgbench section
         super(PostgresTarget, self).__init__(catalog, workload, scratch_dir, settle=settle,
-                                             memory_limit_bytes=memory_limit_bytes)
+                                             memory_limit_bytes=memory_limit_bytes, scale_rungs=scale_rungs)
         section = workload.driver(self.driver)
         folder = workload.source.parent if workload.source else Path(".")
         self.pace = str(section.get("pace", "captured"))
@@ -176,21 +176,21 @@ class PostgresReplayTarget(PostgresTarget):
 
     # ------------------------------------------------------------ a run
 
-    def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
+    def run_at(self, config: Mapping[str, Value], rung: Rung, *, timeout_s: float | None, log_path: Path,
+               seed: int) -> Measurement:
         """The replay at ``rung``; first, when this rung has no reference yet and the config is not the default,
-        the default's replay (outside this run's measured time) to check against."""
-        if rung.index not in self._reference and not self.is_default(self._config):
+        the default's replay (unsettled, outside this run's measured time) to check against."""
+        if rung.index not in self._reference and not self.is_default(config):
             self._reference_run(rung, log_path, seed)
-        return super().run(rung, timeout_s=timeout_s, log_path=log_path, seed=seed)
+        return super().run_at(config, rung, timeout_s=timeout_s, log_path=log_path, seed=seed)
 
     def _reference_run(self, rung: Rung, log_path: Path, seed: int) -> None:
-        config, settle = self._config, self.settle
-        self._config, self.settle = dict(self.catalog.defaults()), False
+        settle, self.settle = self.settle, False
         try:
-            run_reference(rung, log_path, lambda log: super(PostgresReplayTarget, self).run(
-                rung, timeout_s=None, log_path=log, seed=seed))
+            run_reference(rung, log_path, lambda log: super(PostgresReplayTarget, self).run_at(
+                self.catalog.defaults(), rung, timeout_s=None, log_path=log, seed=seed))
         finally:
-            self._config, self.settle = config, settle
+            self.settle = settle
 
     def benchmark(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
                   server_log: Path) -> Benchmarked:
@@ -243,7 +243,7 @@ class PostgresReplayTarget(PostgresTarget):
 
     # ------------------------------------------------------------ the data check
 
-    def check_data(self, ran: Benchmarked, log_path: Path) -> None:
+    def check_data(self, config: Mapping[str, Value], ran: Benchmarked, log_path: Path) -> None:
         """Every table as the default's replay left it, and no statement failed that did not under the default.
 
         Raises:
@@ -255,7 +255,7 @@ class PostgresReplayTarget(PostgresTarget):
         tables = self._digest(log_path.with_suffix(".digest.log"))
         reference = self._reference.get(ran.rung)
         if reference is None:
-            if self.is_default(self._config):
+            if self.is_default(config):
                 self._reference[ran.rung] = Reference(tables, dict(ran.failed))
             return
         differs = _compare(tables, reference.tables)
@@ -268,7 +268,7 @@ class PostgresReplayTarget(PostgresTarget):
                            f"{statement_fingerprint(self.files['statements'], first)})")
         if differs is None:
             return
-        if self.is_default(self._config):
+        if self.is_default(config):
             raise RunFailure(FailureKind.TOOL, f"the default's own replay differs from its first: {differs}. Fix: name "
                              "the columns filled by now(), random() or a sequence, or whose values depend on the order "
                              "of concurrent sessions, in [drivers.replay] nondeterministic (docs/replay.md)", log_path)

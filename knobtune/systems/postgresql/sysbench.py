@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from knobtune.errors import WorkloadError
-from knobtune.knobs import Catalog
+from knobtune.knobs import Catalog, Value
 from knobtune.described.command import CommandDriver, CommandShape
 from knobtune.server.life import Benchmarked
 from knobtune.systems.postgresql.server import DB_NAME, DB_USER, PG_BIN
@@ -32,7 +32,7 @@ class PostgresSysbenchTarget(CommandShape, PostgresTarget):
     driver = "sysbench"
 
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
-                 settle: bool = True, memory_limit_bytes: int | None = None) -> None:
+                 settle: bool = True, memory_limit_bytes: int | None = None, scale_rungs: bool = False) -> None:
         """The workload's ``[drivers.sysbench]`` section read and checked; nothing runs yet.
 
         Raises:
@@ -42,7 +42,7 @@ class PostgresSysbenchTarget(CommandShape, PostgresTarget):
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin for sysbench")
         # ServerTarget's set-up, not PostgresTarget's: that one reads a pgbench section, this driver has none
         super(PostgresTarget, self).__init__(catalog, workload, scratch_dir, settle=settle,
-                                             memory_limit_bytes=memory_limit_bytes)
+                                             memory_limit_bytes=memory_limit_bytes, scale_rungs=scale_rungs)
         self.command = CommandDriver(workload, self.driver, ("home",))
         self.check = None  # no pgbench invariant or ledger: the section's check is the data check
         self._ledger_rows = 0
@@ -72,7 +72,7 @@ class PostgresSysbenchTarget(CommandShape, PostgresTarget):
                   server_log: Path) -> Benchmarked:
         return self.command.run(rung, timeout_s, log_path, self._places(max(1, rung.operations or rung.records), seed))
 
-    def check_data(self, ran: Benchmarked, log_path: Path) -> None:
+    def check_data(self, config: Mapping[str, Value], ran: Benchmarked, log_path: Path) -> None:
         """The workload's check after the run and the settle's crash and recovery (``CommandDriver.check``)."""
         self.command.check(lambda sql, log: self._query(sql, log, separator="\t"), log_path)
 

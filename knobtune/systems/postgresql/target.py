@@ -55,8 +55,9 @@ class PostgresTarget(ServerTarget):
     _sampler: waits.WaitSampler | None = None  # sampling the wait events while a run goes (every driver)
 
     def __init__(self, catalog: Catalog, workload: Workload, scratch_dir: Path, *, twin: bool = False,
-                 settle: bool = True, memory_limit_bytes: int | None = None) -> None:
-        super().__init__(catalog, workload, scratch_dir, settle=settle, memory_limit_bytes=memory_limit_bytes)
+                 settle: bool = True, memory_limit_bytes: int | None = None, scale_rungs: bool = False) -> None:
+        super().__init__(catalog, workload, scratch_dir, settle=settle, memory_limit_bytes=memory_limit_bytes,
+                         scale_rungs=scale_rungs)
         if twin:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin for pgbench")
         section = workload.driver(self.driver)
@@ -137,18 +138,18 @@ class PostgresTarget(ServerTarget):
         """
         if not self.has_crash_check() or self._home is None:
             return None
-        self.apply(config)
+        self.check_config(config)
         data = self._restore()
         latency_dir = log_dir / "crash-check-latency"
         try:
-            self._start(data, self._config, log_dir / "crash-check.server.log", refusal=True)
+            self._start(data, config, log_dir / "crash-check.server.log", refusal=True)
             argv = self.pgbench.argv(["-T", str(int(CRASH_AFTER_S * 10))], latency_dir, 1, connection(self._home))
             pgbench = spawn(argv, log_path=log_dir / "crash-check.pgbench.log")
             time.sleep(CRASH_AFTER_S)
             self._stop_server(clean=False)  # mid-run, commits in flight
             stop_group(pgbench, signal.SIGTERM, wait_s=60)  # its clients fail on the lost server and it ends
             acknowledged = self._ledger_commits(transactions(latency_dir)[1])
-            self._start(data, self._config, log_dir / "crash-check.recovery.log", refusal=False)
+            self._start(data, config, log_dir / "crash-check.recovery.log", refusal=False)
             rows = self._ledger_growth(log_dir / "crash-check.count.log")
         finally:
             self._stop_server(clean=False)
@@ -275,7 +276,7 @@ class PostgresTarget(ServerTarget):
                                   timeout_s=limit_s, failure=FailureKind.TIMEOUT)
         return SettleWork(flush_s=checkpoint, compaction_s=0.0)
 
-    def check_data(self, ran: Benchmarked, log_path: Path) -> None:
+    def check_data(self, config: Mapping[str, Value], ran: Benchmarked, log_path: Path) -> None:
         """The workload's data check after the run (and the crash and recovery of the settle)."""
         self._check(ran.committed if isinstance(ran, PgbenchRun) else {}, log_path)
 

@@ -61,8 +61,7 @@ def from_workload(workload: Workload, out: Path, name: str, records: int | None)
     with tempfile.TemporaryDirectory(prefix="knobtune-capture-") as tmp:
         scratch = Path(tmp)
         target = RocksdbKvbenchTarget(catalog, workload, scratch, settle=False)
-        target.apply(catalog.defaults())
-        spec = target.spec(workload.full, seed=1)
+        spec = target.spec(catalog.defaults(), workload.full, seed=1)
         names = [p.get("name", p.get("kind")) for p in target.phases]
         start = target.measure[0] if list(target.measure) != names else ""
         spec.update(trace=str(scratch / TRACE_FILE), trace_from=start,

@@ -139,8 +139,6 @@ class DbBenchTarget(EmbeddedTarget):
         checked = set(self.benchmarks) & _READS if twin else set(section.get("verify", ()))
         self.verify: set[str] = checked & set(self.benchmarks)
         self.measure: tuple[str, ...] = tuple(self.benchmarks if twin else section.get("measure", self.benchmarks))
-        self._flags: list[str] = []
-        self._cache_bytes = int(catalog.defaults()["cache_size"])
 
     @classmethod
     def installed(cls) -> str | None:
@@ -160,12 +158,9 @@ class DbBenchTarget(EmbeddedTarget):
         self._binary = find_db_bench()
         super().open()
 
-    def apply(self, config: Mapping[str, Value]) -> None:
-        self._flags = render_flags(self.catalog, config, self.driver)
-        self._cache_bytes = int(config.get("cache_size", self._cache_bytes))
-
-    def settle_config(self) -> dict[str, str]:
-        return {"block_cache_size": str(self._cache_bytes)}  # the rest is in the OPTIONS file db_bench wrote
+    def settle_config(self, config: Mapping[str, Value]) -> dict[str, str]:
+        cache_bytes = int(config.get("cache_size", self.catalog.knobs["cache_size"].default))
+        return {"block_cache_size": str(cache_bytes)}  # the rest is in the OPTIONS file db_bench wrote
 
     def known_configs(self) -> tuple[KnownConfig, ...]:
         """The RocksDB wiki's starting point ("Setup Options and Basic Tuning"), the same on every machine.
@@ -195,9 +190,11 @@ class DbBenchTarget(EmbeddedTarget):
     def version(self) -> str:
         return rocksdb_build().description
 
-    def argv(self, rung: Rung, db_dir: Path, seed: int, report_file: Path | None = None) -> list[str]:
-        """The full db_bench command line for one run: workload flags (the workload's own ``threads`` and ``flags``
-        among them), then knob flags. Every element is one argument: nothing passes through a shell."""
+    def argv(self, config: Mapping[str, Value], rung: Rung, db_dir: Path, seed: int,
+             report_file: Path | None = None) -> list[str]:
+        """The full db_bench command line for one run under ``config``: workload flags (the workload's own
+        ``threads`` and ``flags`` among them), then the config's knob flags (those that differ from the default).
+        Every element is one argument: nothing passes through a shell."""
         benchmarks = ",".join([*self.benchmarks, STATS_BENCHMARK])
         argv = [self._binary, f"--db={db_dir}", f"--benchmarks={benchmarks}",
                 f"--num={rung.records}", f"--key_size={self.workload.key_size}",
@@ -207,11 +204,11 @@ class DbBenchTarget(EmbeddedTarget):
                 *(TICKER_FLAGS if self.ticker_counters else ())]
         if report_file is not None:
             argv += ["--report_interval_seconds=1", f"--report_file={report_file}"]
-        return argv + self._flags
+        return argv + render_flags(self.catalog, config, self.driver)
 
-    def run_workload(self, rung: Rung, db_dir: Path, *, timeout_s: float | None, log_path: Path,
-                     seed: int) -> Measurement:
-        argv = self.argv(rung, db_dir, seed, report_file=log_path.with_suffix(".csv"))
+    def run_workload(self, config: Mapping[str, Value], rung: Rung, db_dir: Path, *, timeout_s: float | None,
+                     log_path: Path, seed: int) -> Measurement:
+        argv = self.argv(config, rung, db_dir, seed, report_file=log_path.with_suffix(".csv"))
         result = run_logged(argv, log_path=log_path, timeout_s=timeout_s, memory_limit_bytes=self.memory_limit_bytes)
         self.check_process(result, rung, timeout_s, log_path)
         text = log_path.read_text(errors="replace")

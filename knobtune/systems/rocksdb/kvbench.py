@@ -7,10 +7,11 @@ memtable counts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from knobtune.knobs import Catalog
+from knobtune.knobs import Catalog, Value
 from knobtune.drivers.kvbench import KVBENCH_CONFIG, KvbenchTarget
 from knobtune.systems.rocksdb.formats import DB_BENCH_FLAGS_KVBENCH, ROCKSDB_OPTIONS_KVBENCH
 from knobtune.workloads import Rung, Workload
@@ -26,5 +27,5 @@ class RocksdbKvbenchTarget(KvbenchTarget):
         super().__init__(catalog, workload, scratch_dir, **options)
         self.ticker_counters = ticker_counters
 
-    def spec(self, rung: Rung, seed: int) -> dict[str, Any]:
-        return {**super().spec(rung, seed), "statistics": self.ticker_counters}
+    def spec(self, config: Mapping[str, Value], rung: Rung, seed: int) -> dict[str, Any]:
+        return {**super().spec(config, rung, seed), "statistics": self.ticker_counters}

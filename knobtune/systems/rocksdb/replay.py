@@ -116,8 +116,6 @@ class RocksdbReplayTarget(EmbeddedTarget):
         self.checkpoint = _path(workload, section, "checkpoint")
         self.pace = str(section.get("pace", "fast"))
         self.threads = int(section.get("threads", 1))
-        self._config: dict[str, str] = {}
-        self._is_default = True
         self._references: dict[int, Reference] = {}
 
     def open(self) -> None:
@@ -127,12 +125,8 @@ class RocksdbReplayTarget(EmbeddedTarget):
     def version(self) -> str:
         return trace.engine_version(self.scratch_dir)
 
-    def apply(self, config: Mapping[str, Value]) -> None:
-        self._config = kvbench_options(self.catalog, config, self.spelling, self.spelling)
-        self._is_default = not self.catalog.changed(config)
-
-    def settle_config(self) -> dict[str, str]:
-        return dict(self._config)
+    def settle_config(self, config: Mapping[str, Value]) -> dict[str, str]:
+        return kvbench_options(self.catalog, config, self.spelling, self.spelling)
 
     def clients(self) -> int:
         return self.threads
@@ -162,30 +156,24 @@ class RocksdbReplayTarget(EmbeddedTarget):
 
     # ------------------------------------------------------------ one run
 
-    def run(self, rung: Rung, *, timeout_s: float | None, log_path: Path, seed: int) -> Measurement:
-        if not self._is_default and rung.records not in self._references:
-            self._measure_reference(rung, log_path, seed)
-        return super().run(rung, timeout_s=timeout_s, log_path=log_path, seed=seed)
+    def run_at(self, config: Mapping[str, Value], rung: Rung, *, timeout_s: float | None, log_path: Path,
+               seed: int) -> Measurement:
+        """The replay at ``rung``; first, when the config is not the default and this rung has no reference yet,
+        the default's replay (unmeasured) for the digest the config's must equal."""
+        if self.catalog.changed(config) and rung.records not in self._references:
+            run_reference(rung, log_path, lambda log: super(RocksdbReplayTarget, self).run_at(
+                self.catalog.defaults(), rung, timeout_s=None, log_path=log, seed=seed))
+        return super().run_at(config, rung, timeout_s=timeout_s, log_path=log_path, seed=seed)
 
-    def _measure_reference(self, rung: Rung, log_path: Path, seed: int) -> None:
-        """Replay the rung once under the default config (unmeasured) for the digest the config's must equal."""
-        config, was_default = self._config, self._is_default
-        self._config, self._is_default = kvbench_options(self.catalog, self.catalog.defaults(), self.spelling,
-                                                                self.spelling), True
-        try:
-            run_reference(rung, log_path, lambda log: super(RocksdbReplayTarget, self).run(
-                rung, timeout_s=None, log_path=log, seed=seed))
-        finally:
-            self._config, self._is_default = config, was_default
-
-    def run_workload(self, rung: Rung, db_dir: Path, *, timeout_s: float | None, log_path: Path,
-                     seed: int) -> Measurement:
+    def run_workload(self, config: Mapping[str, Value], rung: Rung, db_dir: Path, *, timeout_s: float | None,
+                     log_path: Path, seed: int) -> Measurement:
+        options = kvbench_options(self.catalog, config, self.spelling, self.spelling)  # a refusal: before the copy
         copy_store(self.checkpoint, db_dir)
         spec_path, result_path = log_path.with_suffix(".spec.json"), log_path.with_suffix(".result.json")
         log_path.parent.mkdir(parents=True, exist_ok=True)
         spec_path.write_text(json.dumps({"trace": str(self.trace), "limit": rung.records, "threads": self.threads,
                                          "pace": self.pace, "statistics": self.ticker_counters,
-                                         "config": self._config}, indent=2))
+                                         "config": options}, indent=2))
         result_path.unlink(missing_ok=True)
         argv = [self._binary, "--engine", "rocksdb", "--db", str(db_dir), "--replay", str(spec_path),
                 "--result", str(result_path), "--interval-ms", "1000", "--crash-at-end", "1" if self.settle else "0"]
