@@ -64,8 +64,8 @@ def test_a_node_runs_ycsb_with_every_read_checked_refuses_what_cassandra_refuses
     scratch = tmp_path / "scratch"
     unpacked_before = _unpacked_in_tmp()
     with make_target(cassandra, workload, scratch) as target:
-        target.apply(cassandra.config({"concurrent_reads": 16, "compaction_throughput": "32MiB"}))
-        measurement = target.run(workload.full, timeout_s=300, log_path=tmp_path / "run.log", seed=1)
+        measurement = target.run(cassandra.config({"concurrent_reads": 16, "compaction_throughput": "32MiB"}),
+                                 workload.full, timeout_s=300, log_path=tmp_path / "run.log", seed=1)
         run = measurement.phases[0]
         assert run.ops == 2000 and run.found == run.expected > 500, "about half the operations are checked reads"
         assert {p.name for p in measurement.phases} == {"run", "read", "update"} and run.p99_us > 0
@@ -77,17 +77,17 @@ def test_a_node_runs_ycsb_with_every_read_checked_refuses_what_cassandra_refuses
         _check_counters(dict(measurement.counters))
         assert "Using G1" in (scratch / "node" / "run" / "logs" / "gc.log").read_text(), "the JVM writes its GC log"
 
-        target.apply(cassandra.config({"commitlog_sync": "group"}))  # group sync needs a window: Cassandra says so
+        # group sync needs a window: Cassandra says so
         with pytest.raises(RunFailure) as refused:
-            target.run(workload.full, timeout_s=300, log_path=tmp_path / "refused.log", seed=1)
+            target.run(cassandra.config({"commitlog_sync": "group"}), workload.full, timeout_s=300,
+                       log_path=tmp_path / "refused.log", seed=1)
         assert refused.value.kind is FailureKind.REFUSED and "commitlog_sync_group_window" in refused.value.reason
 
         for table in (scratch / "node" / "pristine" / "data" / "ycsb").glob("usertable-*"):  # lose every row
             shutil.rmtree(table)
             table.mkdir()
-        target.apply(cassandra.defaults())
         with pytest.raises(RunFailure) as lost:
-            target.run(workload.rungs[0], timeout_s=300, log_path=tmp_path / "lost.log", seed=1)
+            target.run(cassandra.defaults(), workload.rungs[0], timeout_s=300, log_path=tmp_path / "lost.log", seed=1)
         assert lost.value.kind is FailureKind.DATA_LOSS and "did not return what was written" in lost.value.reason
     assert _nodes(str(tmp_path)) == []
     assert _unpacked_in_tmp() <= unpacked_before, "a killed node leaves no native library in the machine's /tmp"

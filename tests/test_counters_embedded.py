@@ -25,8 +25,7 @@ def _run(system: str, driver: str, tmp_path: Path, changes: dict, **options: obj
     workload = tiny("readrandom", RECORDS)
     options = {"settle": False, **options}
     with make_target(catalog, workload, tmp_path / "scratch", driver, **options) as target:
-        target.apply(catalog.config(changes))
-        return target.run(workload.full, timeout_s=120, log_path=tmp_path / "run.log", seed=5)
+        return target.run(catalog.config(changes), workload.full, timeout_s=120, log_path=tmp_path / "run.log", seed=5)
 
 
 def _check_described(system: str, counters: dict[str, float]) -> None:

@@ -18,8 +18,8 @@ from conftest import tiny
 
 def _run(rocksdb, workload, tmp_path: Path, changes: dict, rung: int = -1, timeout_s: float | None = 60):
     with make_target(rocksdb, workload, tmp_path / "scratch") as target:
-        target.apply(rocksdb.config(changes))
-        return target.run(workload.rungs[rung], timeout_s=timeout_s, log_path=tmp_path / "run.log", seed=7)
+        return target.run(rocksdb.config(changes), workload.rungs[rung], timeout_s=timeout_s,
+                          log_path=tmp_path / "run.log", seed=7)
 
 
 def test_default_run_measures_every_phase(rocksdb, tiny_pgd, tmp_path: Path) -> None:

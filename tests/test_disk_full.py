@@ -187,11 +187,11 @@ def test_a_server_whose_own_data_folder_fills_up_fails_as_the_machine_not_the_co
     outcome: dict[str, object] = {}
     try:
         with make_target(catalog, workload, tmp_path / "scratch") as target:
-            target.apply(catalog.defaults())
 
             def run() -> None:
                 try:
-                    outcome["measured"] = target.run(workload.full, timeout_s=300, log_path=tmp_path / "run.log",
+                    outcome["measured"] = target.run(catalog.defaults(), workload.full, timeout_s=300,
+                                                     log_path=tmp_path / "run.log",
                                                      seed=1)
                 except RunFailure as failure:
                     outcome["failure"] = failure

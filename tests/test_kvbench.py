@@ -22,8 +22,8 @@ from conftest import tiny
 def _run(system: str, workload, tmp_path: Path, changes: dict | None = None):
     catalog = load_catalog(system)
     with make_target(catalog, workload, tmp_path / "scratch", "kvbench") as target:
-        target.apply(catalog.config(changes or {}))
-        return target.run(workload.full, timeout_s=120, log_path=tmp_path / "run.log", seed=11)
+        return target.run(catalog.config(changes or {}), workload.full, timeout_s=120, log_path=tmp_path / "run.log",
+                          seed=11)
 
 
 @pytest.mark.parametrize("system", ["rocksdb", "leveldb"])
@@ -84,13 +84,13 @@ def test_refused_and_unsupported_configs(tmp_path: Path) -> None:
     workload = tiny("put-get-delete", 1000)
     refused = catalog.defaults() | {"memtablerep": "vector"}  # mend() would set concurrent writes off; here not
     with make_target(catalog, workload, tmp_path / "s", "kvbench") as target:
-        target.apply(refused)
         with pytest.raises(RunFailure) as caught:
-            target.run(workload.full, timeout_s=60, log_path=tmp_path / "r.log", seed=1)
+            target.run(refused, workload.full, timeout_s=60, log_path=tmp_path / "r.log", seed=1)
     assert caught.value.kind is FailureKind.REFUSED and "concurrent" in caught.value.reason
     with pytest.raises(RunFailure, match="cannot be set through kvbench") as caught:
         with make_target(catalog, workload, tmp_path / "s2", "kvbench") as target:
-            target.apply(catalog.config({"disable_wal": True}))
+            target.run(catalog.config({"disable_wal": True}), workload.full, timeout_s=60, log_path=tmp_path / "w.log",
+                       seed=1)
     assert caught.value.kind is FailureKind.REFUSED
 
 

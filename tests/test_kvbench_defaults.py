@@ -58,8 +58,7 @@ def test_a_kvbench_run_holds_the_catalogs_defaults(changes: dict, tmp_path: Path
     target.kept = tmp_path / "kept"
     config = catalog.config(changes)
     with target:
-        target.apply(config)
-        target.run(workload.full, timeout_s=120, log_path=tmp_path / "run.log", seed=3)
+        target.run(config, workload.full, timeout_s=120, log_path=tmp_path / "run.log", seed=3)
     held = _options(sorted(target.kept.glob("OPTIONS-*"))[-1])
 
     for name, value in NOT_THE_LIBRARYS.items():

@@ -56,8 +56,8 @@ def _run(system: str, driver: str, workload: Workload, tmp_path: Path) -> tuple[
     """One run of ``workload`` at its full size under the default config: the measurement and kvbench's result."""
     catalog = load_catalog(system)
     with make_target(catalog, workload, tmp_path / "scratch", driver) as target:
-        target.apply(catalog.defaults())
-        measurement = target.run(workload.full, timeout_s=120, log_path=tmp_path / "run.log", seed=3)
+        measurement = target.run(catalog.defaults(), workload.full, timeout_s=120, log_path=tmp_path / "run.log",
+                                 seed=3)
     return measurement, json.loads((tmp_path / "run.result.json").read_text())
 
 

@@ -85,7 +85,8 @@ def test_the_plain_driver_refuses_a_config_that_changes_one(leveldb, tmp_path: P
     workload = tiny("fillrandom", 1000)
     with make_target(leveldb, workload, tmp_path / "scratch", "kvbench") as target:
         with pytest.raises(RunFailure, match="can be set only through driver kvbench-tunable") as caught:
-            target.apply(leveldb.config({"level0_stop_writes_trigger": 20}))
+            target.run(leveldb.config({"level0_stop_writes_trigger": 20}), workload.full, timeout_s=60,
+                       log_path=tmp_path / "run.log", seed=1)
     assert caught.value.kind is FailureKind.REFUSED
 
 
@@ -105,9 +106,9 @@ def test_stop_below_slowdown_is_a_refused_config_with_leveldbs_message(leveldb, 
     """The catalog mends or refuses this itself; passed straight to the patched LevelDB, DB::Open refuses it."""
     workload = tiny("fillrandom", 1000)
     with make_target(leveldb, workload, tmp_path / "scratch", "kvbench-tunable") as target:
-        target.apply({**leveldb.defaults(), "level0_stop_writes_trigger": 6})
         with pytest.raises(RunFailure) as caught:
-            target.run(workload.full, timeout_s=60, log_path=tmp_path / "run.log", seed=1)
+            target.run({**leveldb.defaults(), "level0_stop_writes_trigger": 6}, workload.full, timeout_s=60,
+                       log_path=tmp_path / "run.log", seed=1)
     assert caught.value.kind is FailureKind.REFUSED
     assert "Invalid argument: level0_stop_writes_trigger (6) must be >= level0_slowdown_writes_trigger (8)" \
         in caught.value.reason
@@ -151,8 +152,8 @@ def _fill_ops_per_s(driver: str, tmp_path: Path, seed: int) -> float:
     catalog = load_catalog("leveldb")
     workload = tiny("fillrandom", 100000)
     with make_target(catalog, workload, tmp_path / f"{driver}-{seed}", driver, settle=False) as target:
-        target.apply(catalog.defaults())
-        return target.run(workload.full, timeout_s=120, log_path=tmp_path / f"{driver}-{seed}.log", seed=seed).ops_per_s
+        return target.run(catalog.defaults(), workload.full, timeout_s=120,
+                          log_path=tmp_path / f"{driver}-{seed}.log", seed=seed).ops_per_s
 
 
 def test_default_constants_measure_within_the_noise_of_the_system_library(tmp_path: Path) -> None:

@@ -62,8 +62,8 @@ def _live_servers(ours: tuple[int, ...] = ()) -> list[str]:
 def test_a_run_counts_recovery_and_checkpoint_and_checks_tpcb(postgresql, tmp_path: Path) -> None:
     workload = tiny("pgbench-tpcb", 1000)
     with make_target(postgresql, workload, tmp_path / "scratch") as target:
-        target.apply(postgresql.defaults())
-        measurement = target.run(workload.full, timeout_s=120, log_path=tmp_path / "run.log", seed=1)
+        measurement = target.run(postgresql.defaults(), workload.full, timeout_s=120, log_path=tmp_path / "run.log",
+                                 seed=1)
     (phase,) = measurement.phases
     assert phase.name == "tpcb-like" and phase.ops == 1000 and phase.p99_us > 0
     assert measurement.verified, "TPC-B invariants are checked after every run"
@@ -96,8 +96,8 @@ def test_a_later_study_reuses_the_loaded_data(postgresql, tmp_path: Path, monkey
     for scratch in ("first", "second"):
         with make_target(postgresql, workload, tmp_path / scratch) as target:
             notes.append(target.open_note())
-            target.apply(postgresql.defaults())
-            measured = target.run(workload.full, timeout_s=120, log_path=tmp_path / f"{scratch}.log", seed=1)
+            measured = target.run(postgresql.defaults(), workload.full, timeout_s=120,
+                                  log_path=tmp_path / f"{scratch}.log", seed=1)
             assert measured.verified and measured.phases[0].ops == 500  # the TPC-B check holds on the copy
     assert notes[0].startswith("loaded pgbench-tpcb's data in") and "kept for later studies" in notes[0]
     assert notes[1].startswith("reused the data loaded by an earlier study")
@@ -108,9 +108,10 @@ def test_a_later_study_reuses_the_loaded_data(postgresql, tmp_path: Path, monkey
 def test_a_value_the_server_refuses_is_a_refused_run_with_its_message(postgresql, tmp_path: Path) -> None:
     workload = tiny("pgbench-tpcb", 1000)
     with make_target(postgresql, workload, tmp_path / "scratch") as target:
-        target.apply(postgresql.config({"huge_pages": "on"}))  # no huge pages are set up on this machine
+        # no huge pages are set up on this machine
         with pytest.raises(RunFailure) as caught:
-            target.run(workload.full, timeout_s=60, log_path=tmp_path / "run.log", seed=1)
+            target.run(postgresql.config({"huge_pages": "on"}), workload.full, timeout_s=60,
+                       log_path=tmp_path / "run.log", seed=1)
     assert caught.value.kind is FailureKind.REFUSED
     assert "huge" in caught.value.reason.lower() or "shared memory" in caught.value.reason
     assert _live_servers() == []
@@ -123,9 +124,9 @@ def test_lost_commits_fail_the_run_as_data_loss(postgresql, tmp_path: Path) -> N
     """
     workload = tiny("pgbench-tpcb", 3000)
     with make_target(postgresql, workload, tmp_path / "scratch") as target:
-        target.apply(postgresql.config({"synchronous_commit": "off", "wal_writer_delay": "10s"}))
         with pytest.raises(RunFailure) as caught:
-            target.run(workload.full, timeout_s=120, log_path=tmp_path / "run.log", seed=1)
+            target.run(postgresql.config({"synchronous_commit": "off", "wal_writer_delay": "10s"}), workload.full,
+                       timeout_s=120, log_path=tmp_path / "run.log", seed=1)
     assert caught.value.kind is FailureKind.DATA_LOSS
     assert "rows for 3,000 transactions" in caught.value.reason or "invariant" in caught.value.reason
 
@@ -133,7 +134,6 @@ def test_lost_commits_fail_the_run_as_data_loss(postgresql, tmp_path: Path) -> N
 def test_a_broken_invariant_is_data_loss(postgresql, tmp_path: Path) -> None:
     workload = tiny("pgbench-tpcb", 1000)
     with make_target(postgresql, workload, tmp_path / "scratch") as target:
-        target.apply(postgresql.defaults())
         data = target._restore()  # a server of the target's own, with one account's balance corrupted
         target._start(data, {}, tmp_path / "server.log")
         try:
@@ -214,8 +214,8 @@ def test_no_server_is_left_after_knobtune_is_killed(tmp_path: Path) -> None:
 def test_ycsb_a_runs_over_a_usertable_and_checks_every_record_is_there(postgresql, tmp_path: Path) -> None:
     workload = tiny("ycsb-a", 2000)  # 2,000 records, 4,000 operations at full size
     with make_target(postgresql, workload, tmp_path / "scratch") as target:
-        target.apply(postgresql.defaults())
-        measurement = target.run(workload.rungs[1], timeout_s=120, log_path=tmp_path / "run.log", seed=1)
+        measurement = target.run(postgresql.defaults(), workload.rungs[1], timeout_s=120,
+                                 log_path=tmp_path / "run.log", seed=1)
     (phase,) = measurement.phases
     assert phase.ops == workload.rungs[1].operations and phase.p99_us > 0
     assert measurement.verified and measurement.settle.recovery_s > 0
@@ -241,8 +241,8 @@ def test_tpcc_runs_its_mix_and_checks_conditions_1_to_4_and_one_history_row_per_
                                                                                         tmp_path: Path) -> None:
     workload = tiny("tpcc", 1500)  # 2 warehouses (loaded once, ~10 s), 1,500 transactions at full size
     with make_target(postgresql, workload, tmp_path / "scratch") as target:
-        target.apply(postgresql.defaults())
-        measurement = target.run(workload.full, timeout_s=120, log_path=tmp_path / "run.log", seed=1)
+        measurement = target.run(postgresql.defaults(), workload.full, timeout_s=120, log_path=tmp_path / "run.log",
+                                 seed=1)
         assert measurement.verified and measurement.settle.recovery_s > 0
         (phase,) = measurement.phases
         assert phase.ops == 1500 and phase.p99_us > 0
@@ -304,13 +304,12 @@ def test_a_server_that_dies_under_a_config_is_its_crash_and_one_that_lives_is_th
 
     workload = tiny("pgbench-tpcb", 200)
     with DiesAtItsCounters(postgresql, workload, tmp_path / "scratch") as target:
-        target.apply(postgresql.defaults())
         with pytest.raises(RunFailure) as died:
-            target.run(workload.full, timeout_s=60, log_path=tmp_path / "died.log", seed=1)
+            target.run(postgresql.defaults(), workload.full, timeout_s=60, log_path=tmp_path / "died.log", seed=1)
         assert died.value.kind is FailureKind.CRASH and "the server died under the config" in died.value.reason
         assert "reading the counters failed" in died.value.reason
         target.kill = False
         with pytest.raises(RunFailure) as unanswered:
-            target.run(workload.full, timeout_s=60, log_path=tmp_path / "alive.log", seed=1)
+            target.run(postgresql.defaults(), workload.full, timeout_s=60, log_path=tmp_path / "alive.log", seed=1)
         assert unanswered.value.kind is FailureKind.TOOL
     assert _live_servers() == []

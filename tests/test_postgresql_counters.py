@@ -48,8 +48,8 @@ def test_a_run_records_its_wait_events_and_every_counter_is_described(postgresql
     # about 1 run in 5 here
     workload = tiny("pgbench-tpcb", 12_000)
     with make_target(postgresql, workload, tmp_path / "scratch") as target:
-        target.apply(postgresql.defaults())
-        measurement = target.run(workload.full, timeout_s=120, log_path=tmp_path / "run.log", seed=1)
+        measurement = target.run(postgresql.defaults(), workload.full, timeout_s=120, log_path=tmp_path / "run.log",
+                                 seed=1)
         assert _our_psql() == [], "the sampler stops with the benchmark, before the settle"
     got = measurement.counters
     assert got["wait_samples"] > 0 and got["active_backends_mean"] > 0
@@ -67,9 +67,8 @@ def test_a_run_records_its_wait_events_and_every_counter_is_described(postgresql
 def test_the_sampler_is_stopped_when_the_run_times_out(postgresql, tmp_path: Path) -> None:
     workload = tiny("pgbench-tpcb", 200_000)
     with make_target(postgresql, workload, tmp_path / "scratch") as target:
-        target.apply(postgresql.defaults())
         with pytest.raises(RunFailure) as caught:
-            target.run(workload.full, timeout_s=1.5, log_path=tmp_path / "run.log", seed=1)
+            target.run(postgresql.defaults(), workload.full, timeout_s=1.5, log_path=tmp_path / "run.log", seed=1)
         assert _our_psql() == []
     assert caught.value.kind is FailureKind.TIMEOUT
     assert waits.samples((tmp_path / "run.samples.log").read_text()), "it sampled while pgbench ran"

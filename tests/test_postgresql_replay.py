@@ -91,9 +91,9 @@ def test_the_replay_runs_under_two_configs_and_a_contended_capture_never_hangs(p
     changed = {**postgresql.defaults(), "shared_buffers": 64 * 2**20, "work_mem": 16 * 2**20}
     for replayed, rung in ((workload, workload.rungs[0]), (fast, fast.full)):
         with make_target(postgresql, replayed, tmp_path / "scratch", driver="replay") as target:
-            target.apply(changed)  # no reference yet: the default's replay runs first, outside this run
+            # no reference yet: the default's replay runs first, outside this run
             started = time.monotonic()
-            measurement = target.run(rung, timeout_s=120, log_path=tmp_path / f"{rung.index}.log", seed=1)
+            measurement = target.run(changed, rung, timeout_s=120, log_path=tmp_path / f"{rung.index}.log", seed=1)
             assert time.monotonic() - started < 120, "the contended capture should replay without hanging"
         (phase,) = measurement.phases
         assert phase.ops == rung.records and phase.p99_us > 0 and measurement.verified
@@ -114,11 +114,10 @@ def test_a_config_under_which_the_replay_changes_rows_fails_as_data_loss(postgre
                                                                            tmp_path: Path) -> None:
     workload = load_workload(captured)
     with ReadOnlyWhenChanged(postgresql, workload, tmp_path / "scratch", settle=False) as target:
-        target.apply(postgresql.defaults())
-        target.run(workload.rungs[0], timeout_s=120, log_path=tmp_path / "default.log", seed=1)
-        target.apply({**postgresql.defaults(), "work_mem": 8 * 2**20})
+        target.run(postgresql.defaults(), workload.rungs[0], timeout_s=120, log_path=tmp_path / "default.log", seed=1)
         with pytest.raises(RunFailure) as lost:
-            target.run(workload.rungs[0], timeout_s=120, log_path=tmp_path / "changed.log", seed=1)
+            target.run({**postgresql.defaults(), "work_mem": 8 * 2**20}, workload.rungs[0], timeout_s=120,
+                       log_path=tmp_path / "changed.log", seed=1)
     assert lost.value.kind is FailureKind.DATA_LOSS
     assert "pgbench_" in lost.value.reason and "default's replay" in lost.value.reason
 

@@ -71,8 +71,8 @@ def test_replays_under_two_configs_give_the_same_store(rocksdb, capture: Path, t
         assert target.driver == "replay"
         runs = []
         for changes in ({}, {"write_buffer_size": "1MiB", "compression_type": "lz4", "bloom_bits": 10}):
-            target.apply(rocksdb.config(changes))
-            runs.append(target.run(workload.full, timeout_s=None, log_path=tmp_path / f"run-{len(runs)}.log",
+            runs.append(target.run(rocksdb.config(changes), workload.full, timeout_s=None,
+                                   log_path=tmp_path / f"run-{len(runs)}.log",
                                    seed=1))
     for run in runs:
         assert run.verified and run.settle is not None
@@ -86,8 +86,8 @@ def test_a_rung_replays_the_first_fraction_and_a_first_changed_config_measures_t
     workload = load_workload(capture)
     rung = workload.rungs[0]
     with make_target(rocksdb, workload, tmp_path / "scratch") as target:
-        target.apply(rocksdb.config({"max_background_jobs": 4}))
-        run = target.run(rung, timeout_s=None, log_path=tmp_path / "run.log", seed=1)
+        run = target.run(rocksdb.config({"max_background_jobs": 4}), rung, timeout_s=None,
+                         log_path=tmp_path / "run.log", seed=1)
     assert run.phases[0].ops == rung.records == round(0.1 * workload.records)
     assert run.verified
     assert (tmp_path / "run.default-reference.log").is_file()  # the default's replay, the check's reference
@@ -98,11 +98,10 @@ def test_a_config_that_loses_writes_fails_as_data_loss(rocksdb, capture: Path, t
     # run loses those writes, and the store after the replay is not the default's.
     workload = load_workload(capture)
     with make_target(rocksdb, workload, tmp_path / "scratch") as target:
-        target.apply(rocksdb.defaults())
-        target.run(workload.full, timeout_s=None, log_path=tmp_path / "default.log", seed=1)
-        target.apply(rocksdb.config({"manual_wal_flush": True}))
+        target.run(rocksdb.defaults(), workload.full, timeout_s=None, log_path=tmp_path / "default.log", seed=1)
         with pytest.raises(RunFailure) as caught:
-            target.run(workload.full, timeout_s=None, log_path=tmp_path / "fifo.log", seed=1)
+            target.run(rocksdb.config({"manual_wal_flush": True}), workload.full, timeout_s=None,
+                       log_path=tmp_path / "fifo.log", seed=1)
     assert caught.value.kind is FailureKind.DATA_LOSS and "digest" in caught.value.reason
 
 

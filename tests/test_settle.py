@@ -28,8 +28,7 @@ def _leftovers(path: Path) -> str:
 def _measure(system: str, driver: str, workload, tmp_path: Path, changes: dict, **options):
     catalog = load_catalog(system)
     with make_target(catalog, workload, tmp_path / "scratch", driver, **options) as target:
-        target.apply(catalog.config(changes))
-        return target.run(workload.full, timeout_s=120, log_path=tmp_path / "run.log", seed=3)
+        return target.run(catalog.config(changes), workload.full, timeout_s=120, log_path=tmp_path / "run.log", seed=3)
 
 
 @pytest.mark.parametrize("driver", ["db_bench", "kvbench"])
@@ -79,11 +78,10 @@ def test_a_settle_that_does_not_finish_is_cut_at_its_limit(tmp_path: Path) -> No
     workload = tiny("fillrandom", 100_000)
     config = catalog.config({"disable_auto_compactions": True, "write_buffer_size": "1MiB"})
     with make_target(catalog, workload, tmp_path / "scratch", "kvbench") as target:
-        target.apply(config)
         db_dir = tmp_path / "scratch" / "kept-db"
-        target.run_workload(workload.full, db_dir, timeout_s=60, log_path=tmp_path / "run.log", seed=3)
+        target.run_workload(config, workload.full, db_dir, timeout_s=60, log_path=tmp_path / "run.log", seed=3)
         with pytest.raises(RunFailure) as caught:
-            target.settle_store(workload.full, db_dir, limit_s=0.05, log_path=tmp_path / "settle.log", seed=3)
+            target.settle_store(config, workload.full, db_dir, limit_s=0.05, log_path=tmp_path / "settle.log", seed=3)
     assert caught.value.kind is FailureKind.TIMEOUT
     assert "did not settle within 0.1 s" in caught.value.reason or "did not settle within 0.0 s" in caught.value.reason
     assert _leftovers(tmp_path) == ""
@@ -194,8 +192,8 @@ def test_a_compaction_the_engine_fails_is_our_failure_not_the_configs(system: st
     catalog = load_catalog(system)
     db_dir = tmp_path / "kept-db"
     with make_target(catalog, workload, tmp_path / "scratch", driver) as loader:
-        loader.apply(catalog.config(uncompacted))
-        loader.run_workload(workload.full, db_dir, timeout_s=60, log_path=tmp_path / "run.log", seed=3)
+        loader.run_workload(catalog.config(uncompacted), workload.full, db_dir, timeout_s=60,
+                            log_path=tmp_path / "run.log", seed=3)
         tables = sorted(db_dir.glob("*" + suffix), key=lambda path: int(path.stem))
         assert len(tables) >= 8, "the load should leave its tables in level 0, uncompacted"
         oldest = tables[0]  # written in the first phase only: no read after the reopen looks into it
@@ -204,10 +202,10 @@ def test_a_compaction_the_engine_fails_is_our_failure_not_the_configs(system: st
         data[middle:middle + 4096] = b"\xab" * 4096  # a data block the engine cannot decode
         oldest.write_bytes(bytes(data))
         with make_target(catalog, workload, tmp_path / "scratch-2", driver) as settler:
-            settler.apply(catalog.config({}))  # the default's level-0 trigger: the settle compacts level 0
             began = time.monotonic()
-            with pytest.raises(RunFailure) as caught:
-                settler.settle_store(workload.full, db_dir, limit_s=30, log_path=tmp_path / "settle.log", seed=3)
+            with pytest.raises(RunFailure) as caught:  # the default's level-0 trigger: the settle compacts level 0
+                settler.settle_store(catalog.config({}), workload.full, db_dir, limit_s=30,
+                                     log_path=tmp_path / "settle.log", seed=3)
             waited_s = time.monotonic() - began
     failure = caught.value
     assert waited_s < 15, "the settle should stop once the engine gives up, not wait out its limit"

@@ -145,10 +145,10 @@ def test_a_config_the_server_refuses_is_refused_with_its_own_message(tmp_path) -
     catalog = load_catalog("mariadb")
     workload = _small("oltp_point_select")
     with make_target(catalog, workload, tmp_path / "scratch") as target:
-        target.apply(catalog.config({"innodb_buffer_pool_size": 256 << 20}))
         target.files = dataclasses.replace(target.files, start=(*target.files.start, "--innodb-nosuch-option=1"))
         with pytest.raises(RunFailure) as caught:
-            target.run(workload.rungs[0], timeout_s=60, log_path=tmp_path / "run.log", seed=1)
+            target.run(catalog.config({"innodb_buffer_pool_size": 256 << 20}), workload.rungs[0], timeout_s=60,
+                       log_path=tmp_path / "run.log", seed=1)
         assert caught.value.kind is FailureKind.REFUSED and "nosuch" in caught.value.reason
 
 

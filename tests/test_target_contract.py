@@ -90,13 +90,13 @@ def pair_ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     changed = catalog.changed(changed_config(catalog, driver, target.impossible_values()))
     with target:
         target.open()  # idempotent
-        target.apply(catalog.defaults())
-        default = target.run(workload.rungs[0], timeout_s=60, log_path=tmp_path / "a.log", seed=1)
+        default = target.run(catalog.defaults(), workload.rungs[0], timeout_s=60, log_path=tmp_path / "a.log",
+                             seed=1)
         held = watch(target, sorted(changed))
         second: Measurement | RunFailure
         try:
-            target.apply(catalog.config(changed))  # as a trial applies its config, then runs its first rung
-            second = target.run(workload.rungs[0], timeout_s=60, log_path=tmp_path / "b.log", seed=1)
+            second = target.run(catalog.config(changed), workload.rungs[0], timeout_s=60, log_path=tmp_path / "b.log",
+                                seed=1)  # as a trial runs its config at its first rung
         except RunFailure as failure:
             second = failure
     target.close()  # idempotent
@@ -139,12 +139,13 @@ def test_twin_is_the_workloads_verifiable_twin_or_none(system: str, driver: str,
 
 
 def test_a_config_the_driver_cannot_take_is_a_refusal_not_an_error(tmp_path: Path) -> None:
-    """kvbench cannot set RocksDB's row cache: `apply` refuses, and a comparison records why and goes on."""
+    """kvbench cannot set RocksDB's row cache: the run refuses, and a comparison records why and goes on."""
     catalog = load_catalog("rocksdb")
     workload = tiny("put-get-delete", 1000)
     with make_target(catalog, workload, tmp_path / "scratch", "kvbench") as target:
         with pytest.raises(RunFailure, match="row_cache_size cannot be set through kvbench"):
-            target.apply(catalog.config({"row_cache_size": "64MiB"}))
+            target.run(catalog.config({"row_cache_size": "64MiB"}), workload.rungs[0], timeout_s=60,
+                       log_path=tmp_path / "refused.log", seed=1)
         comparison = run_interleaved(
             target, [(Candidate("default", {}), catalog.defaults()),
                      (Candidate("row cache", {"row_cache_size": "64MiB"}),

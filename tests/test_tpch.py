@@ -52,11 +52,11 @@ def test_the_kit_loads_and_every_query_runs_and_is_checked(postgresql, tmp_path:
     target = make_target(postgresql, workload, tmp_path / "scratch", "queries")
     assert [len(target.queries(rung, 1)) for rung in workload.rungs] == [6, 11, 22]
     with target:
-        target.apply(postgresql.defaults())
-        default = target.run(workload.full, timeout_s=120, log_path=tmp_path / "default.log", seed=1)
-        target.apply(postgresql.config({"work_mem": "64MiB", "jit": False}))
-        tuned = target.run(workload.rungs[0], timeout_s=120, log_path=tmp_path / "tuned.log", seed=1)
-        fresh = target.run(workload.rungs[0], timeout_s=120, log_path=tmp_path / "fresh.log", seed=2)
+        default = target.run(postgresql.defaults(), workload.full, timeout_s=120, log_path=tmp_path / "default.log",
+                             seed=1)
+        tuned_config = postgresql.config({"work_mem": "64MiB", "jit": False})
+        tuned = target.run(tuned_config, workload.rungs[0], timeout_s=120, log_path=tmp_path / "tuned.log", seed=1)
+        fresh = target.run(tuned_config, workload.rungs[0], timeout_s=120, log_path=tmp_path / "fresh.log", seed=2)
     assert sorted(p.name for p in default.phases) == [f"q{q:02d}" for q in tpch.QUERIES]
     assert all(p.ops == 1 and p.seconds > 0 for p in default.phases) and default.verified
     assert default.settle.recovery_s > 0 and default.elapsed_s > default.workload_s >= sum(
@@ -70,8 +70,7 @@ def test_the_kit_loads_and_every_query_runs_and_is_checked(postgresql, tmp_path:
 def test_a_changed_answer_fails_the_run_as_data_loss(postgresql, tmp_path: Path) -> None:
     workload = load_workload(TINY)
     with make_target(postgresql, workload, tmp_path / "scratch", "queries") as target:
-        target.apply(postgresql.defaults())
-        target.run(workload.full, timeout_s=120, log_path=tmp_path / "default.log", seed=1)
+        target.run(postgresql.defaults(), workload.full, timeout_s=120, log_path=tmp_path / "default.log", seed=1)
         pristine = target._home / "pristine"  # one line's quantity changed in the data every run starts from
         target._start(pristine, {}, tmp_path / "corrupt.server.log")
         try:
@@ -81,7 +80,7 @@ def test_a_changed_answer_fails_the_run_as_data_loss(postgresql, tmp_path: Path)
         finally:
             target._stop_server(clean=True)
         with pytest.raises(RunFailure) as caught:
-            target.run(workload.full, timeout_s=120, log_path=tmp_path / "changed.log", seed=1)
+            target.run(postgresql.defaults(), workload.full, timeout_s=120, log_path=tmp_path / "changed.log", seed=1)
     assert caught.value.kind is FailureKind.DATA_LOSS
     assert "answer differs from the default's: row " in caught.value.reason
     assert caught.value.reason.startswith("query ")
@@ -91,8 +90,7 @@ def test_a_correct_parallel_plan_passes_the_check(postgresql, tmp_path: Path) ->
     workload = load_workload(TINY)
     config = postgresql.config(PARALLEL)
     with make_target(postgresql, workload, tmp_path / "scratch", "queries") as target:
-        target.apply(config)
-        measurement = target.run(workload.full, timeout_s=120, log_path=tmp_path / "parallel.log", seed=3)
+        measurement = target.run(config, workload.full, timeout_s=120, log_path=tmp_path / "parallel.log", seed=3)
         assert (tmp_path / "parallel-default.log").exists()
         data = target._restore()
         target._start(data, config, tmp_path / "explain.server.log")

@@ -40,9 +40,8 @@ def _run(rocksdb, path: Path, tmp_path: Path, rung: int = -1):
     workload = load_workload(path)
     log = tmp_path / f"{path.stem}-{rung}.log"
     with make_target(rocksdb, workload, tmp_path / "scratch") as target:
-        target.apply(rocksdb.defaults())
-        argv = target.argv(workload.rungs[rung], tmp_path / "db", 7)
-        measurement = target.run(workload.rungs[rung], timeout_s=120, log_path=log, seed=7)
+        argv = target.argv(rocksdb.defaults(), workload.rungs[rung], tmp_path / "db", 7)
+        measurement = target.run(rocksdb.defaults(), workload.rungs[rung], timeout_s=120, log_path=log, seed=7)
     return argv, measurement, log.read_text(), workload.rungs[rung]
 
 
