@@ -109,7 +109,7 @@ class Readback:
 def watch(target: Target, names: list[str]) -> list[dict[str, object]]:
     """Read ``names`` back from ``target``'s system each time its driver has run the workload, into the list
     returned: after ``run_workload`` of an embedded store (the store as the driver left it, before the settle
-    reopens it) or ``benchmark`` of a server (still up under the applied config). Only this one target's method is
+    reopens it) or ``benchmark`` of a server (still up under the run's config). Only this one target's method is
     wrapped; what it returns and raises is unchanged."""
     readback = READBACK[target.catalog.system]
     hook = "run_workload" if isinstance(target, EmbeddedTarget) else "benchmark"

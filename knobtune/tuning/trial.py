@@ -1,6 +1,8 @@
-"""One trial: one config applied, then run up the fidelity ladder until it completes, is pruned or fails.
+"""One trial: one config run up the fidelity ladder until it completes, is pruned or fails.
 
-It runs at the smallest rung first; Optuna's successive-halving pruner decides
+Each rung is one ``target.run(config, rung)``: the target scales the config to
+the rung where the study scales rungs, so nothing here applies or scales. It
+runs at the smallest rung first; Optuna's successive-halving pruner decides
 whether it climbs to the next. A run that takes longer than ``timeout_factor``
 times the default's time at that rung is stopped (outcome ``timeout``). The
 same config is never measured twice at the same rung: its result is reused.
