@@ -137,7 +137,8 @@ def test_a_later_study_reuses_the_loaded_node_for_any_mix_over_the_same_records(
                 "ycsb": {**workload.drivers["ycsb"], "warm_up_operations": 3000}})
         with make_target(cassandra, workload, tmp_path / scratch, settle=scratch == "second") as target:
             notes.append(target.open_note())
-            measured = target.run(workload.rungs[0], timeout_s=300, log_path=tmp_path / f"{scratch}.log", seed=1)
+            measured = target.run(cassandra.defaults(), workload.rungs[0], timeout_s=300,
+                                  log_path=tmp_path / f"{scratch}.log", seed=1)
             run = measured.phases[0]
             assert measured.verified and run.found == run.expected > 0
             if scratch == "second":

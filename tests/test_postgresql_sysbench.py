@@ -26,11 +26,11 @@ def test_oltp_read_write_runs_on_postgresql_and_its_rows_and_id_sums_hold(tmp_pa
     catalog = load_catalog("postgresql")
     workload = _small("oltp_read_write")
     with make_target(catalog, workload, tmp_path / "scratch", "sysbench") as target:
-        run = target.run(workload.rungs[-1], timeout_s=120, log_path=tmp_path / "run.log", seed=2)
+        run = target.run(catalog.defaults(), workload.rungs[-1], timeout_s=120, log_path=tmp_path / "run.log", seed=2)
         assert run.verified and run.phases[0].ops == workload.rungs[-1].records
         assert run.phases[0].p99_us and run.settle is not None and run.counters["checkpoints_requested"] >= 0
         # expects other sums: a check that bites
         target.command.section = {**target.command.section, "table_size": 1999}
         with pytest.raises(RunFailure) as caught:
-            target.run(workload.rungs[0], timeout_s=120, log_path=tmp_path / "run2.log", seed=2)
+            target.run(catalog.defaults(), workload.rungs[0], timeout_s=120, log_path=tmp_path / "run2.log", seed=2)
         assert caught.value.kind is FailureKind.DATA_LOSS and "expected 15992 15992000" in caught.value.reason

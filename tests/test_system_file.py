@@ -126,7 +126,8 @@ def test_a_run_checks_the_data_settles_and_a_lossy_config_fails_the_crash_check(
     catalog = load_catalog("mariadb")
     workload = _small("oltp_read_write")
     with make_target(catalog, workload, tmp_path / "scratch") as target:
-        measurement = target.run(workload.rungs[-1], timeout_s=120, log_path=tmp_path / "run.log", seed=1)
+        measurement = target.run(catalog.defaults(), workload.rungs[-1], timeout_s=120, log_path=tmp_path / "run.log",
+                                 seed=1)
         assert measurement.verified and measurement.phases[0].ops == workload.rungs[-1].records
         assert measurement.settle is not None and measurement.settle.recovery_s > 0
         assert measurement.peak_rss_bytes and measurement.peak_rss_bytes > 50 << 20

@@ -3,22 +3,21 @@
 Life: ``open`` checks the tools, makes the server's home, lets the subclass
 initialise a pristine data folder, starts the server under the default
 config, loads the workload's data once, stops it cleanly and keeps that folder
-as the pristine copy. A run is given its config: it checks it first (a
-subclass may: ``check_config``), restores a copy of the pristine folder
-(outside the measured time) and starts the server anew under it, so a knob the
-catalog marks restart and one it marks reload both take effect and no server
-or config outlives the run (a config it refuses ends the start: a REFUSED run
-with the server's own message; the start-up time is recorded), runs the
-subclass's
-benchmark while the server's memory is watched (and, when the subclass samples
-something while it runs, such as PostgreSQL's wait events, with its sampler
-around it, always stopped), then settles: the server is
-killed with its work dirty and restarted (the time until it answers again is
-the recovery time; under the run's config again), and the subclass's flush,
-checkpoint or compaction wait runs; recovery and that wait count in the run's
-time. Then the workload's data check, and the server is stopped. ``close``
-kills the server and removes every folder. What each server says of itself
-(the hooks) is ``hooks.py``.
+as the pristine copy. A run is given its config: it checks it first
+(``check_config``, where the subclass can), restores a copy of the pristine
+folder (outside the measured time) and starts the server anew under it, so a
+knob the catalog marks restart and one it marks reload both take effect and
+neither the server nor its config outlives the run (a config it refuses ends
+the start: a REFUSED run with the server's own message; the start-up time is
+recorded). It runs the subclass's benchmark while the server's memory is
+watched (and, when the subclass samples something while it runs, such as
+PostgreSQL's wait events, with its sampler around it, always stopped), then
+settles: the server is killed with its work dirty and restarted under the same
+config (the time until it answers again is the recovery time), and the
+subclass's flush, checkpoint or compaction wait runs; recovery and that wait
+count in the run's time. Then the workload's data check, and the server is
+stopped. ``close`` kills the server and removes every folder. What each server
+says of itself (the hooks) is ``hooks.py``.
 
 Guarantees: the server is knobtune's child, in its own process group, killed
 with knobtune and in ``finally`` (``server.process.spawn``); its data lives in
@@ -52,6 +51,7 @@ from knobtune.targets._disk import NO_SPACE, disk_full, nearly_full, no_space_li
 from knobtune.workloads import Rung, Workload
 
 __all__ = ["Benchmarked", "ServerTarget", "SettleWork", "remove_stale_homes", "stale_homes"]
+
 
 class ServerTarget(ServerHooks):
     """A server run as knobtune's child: the one life of every server. Subclasses set the class attributes and
@@ -146,8 +146,7 @@ class ServerTarget(ServerHooks):
             ran, peak, sampled = self._sampled(rung, timeout_s, log_path, seed, server_log)
             counters = {**self.counters_over_run(before, self.read_counters(log_path.with_suffix(".counters.log"))),
                         **sampled}
-            settle = self._settle(data, config, server_log, log_path, timeout_s, ran.elapsed_s) if self.settle \
-                else None
+            settle = self._settle(data, config, server_log, log_path, timeout_s, ran.elapsed_s) if self.settle else None
             self.check_data(config, ran, log_path)
         except RunFailure as failure:
             raise self._died(failure, server_log) from None
