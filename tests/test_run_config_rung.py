@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from knobtune.knobs import Value, load_catalog
-from knobtune.targets import Target, make_target
+from knobtune.systems import make_target
+from knobtune.targets import Target
 from knobtune.tuning import Experiment, Tuner, build_space
 from knobtune.tuning import study as study_module
 
