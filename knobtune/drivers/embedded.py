@@ -16,8 +16,8 @@ import abc
 import json
 import os
 import shutil
-from dataclasses import dataclass, replace
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
