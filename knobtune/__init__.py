@@ -6,7 +6,7 @@ import functools
 import subprocess
 from pathlib import Path
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 
 @functools.cache
