@@ -219,6 +219,7 @@ def _error(*args: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_cli_errors() -> None:
     line = _error("baseline", "postgresql", "--profile", "olap")
     assert "unknown PGTune profile 'olap'" in line and "web, oltp, dw, desktop, mixed" in line

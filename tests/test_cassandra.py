@@ -58,6 +58,7 @@ def _check_counters(run_counters: dict[str, float]) -> None:
     assert "row_cache_hit_ratio" not in run_counters, "the row cache is off by default: no ratio, not 0"
 
 
+@pytest.mark.slow
 def test_a_node_runs_ycsb_with_every_read_checked_refuses_what_cassandra_refuses_and_catches_lost_rows(
         cassandra, tmp_path: Path) -> None:
     workload = tiny("ycsb-a", 1000)  # 1,000 records loaded once, 2,000 operations at full size
@@ -121,6 +122,7 @@ def test_reads_that_failed_are_failed_operations_and_only_rows_missing_beyond_th
     assert wrong.lost and wrong.verify_errors == 1 and "UNEXPECTED_STATE 1" in wrong.failed
 
 
+@pytest.mark.slow
 def test_a_later_study_reuses_the_loaded_node_for_any_mix_over_the_same_records(cassandra, tmp_path: Path,
                                                                                  monkeypatch) -> None:  # noqa: ANN001
     """The load runs once for the same records; a study of another mix over them copies the kept node, listens on
@@ -152,6 +154,7 @@ def test_a_later_study_reuses_the_loaded_node_for_any_mix_over_the_same_records(
     assert _nodes(str(tmp_path)) == []
 
 
+@pytest.mark.slow
 def test_no_node_is_left_after_knobtune_is_killed(tmp_path: Path) -> None:
     env = {**os.environ, "KNOBTUNE_HOME": str(tmp_path / "home")}
     argv = [sys.executable, "-m", "knobtune.cli", "tune", "cassandra", "--workload", "ycsb-a", "--records", "1000",

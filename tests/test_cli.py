@@ -62,6 +62,7 @@ def test_knobs_json_carries_safety_classes() -> None:
     assert "durability" in table and "data-loss" in table
 
 
+@pytest.mark.slow
 def test_tune_show_export_compare(tmp_path: Path) -> None:
     home = str(tmp_path / "studies")
     summary = json.loads(_ok("tune", "rocksdb", "--workload", "put-get-delete", "--records", "4000", "--trials", "4",
@@ -138,6 +139,7 @@ def test_error_unwritable_folder(tmp_path: Path) -> None:
     assert "cannot write to the studies folder" in line and "--dir" in line
 
 
+@pytest.mark.slow
 def test_error_no_budget_and_unknown_study(tmp_path: Path) -> None:
     assert "--trials N or --time" in _error("tune", "rocksdb", "--workload", "put-get-delete", "--dir", str(tmp_path))
     assert "no study 'nope'" in _error("show", "nope", "--dir", str(tmp_path))
@@ -151,6 +153,7 @@ def test_error_bad_workload_file(tmp_path: Path) -> None:
     assert "field 'ladder'" in line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampler", ["qmc", "cmaes"])
 def test_other_samplers_run(tmp_path: Path, sampler: str) -> None:
     summary = json.loads(_ok("tune", "rocksdb", "--workload", "put-get-delete", "--records", "2000", "--trials", "3",

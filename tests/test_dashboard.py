@@ -24,6 +24,7 @@ def _get(app, path: str) -> dict:
     return json.loads(body)
 
 
+@pytest.mark.slow
 def test_dashboard_reads_our_study(rocksdb, store) -> None:
     workload = tiny("put-get-delete", 3000)
     settings = Experiment.of(study="dash", catalog=rocksdb, workload=workload, space=build_space(rocksdb),

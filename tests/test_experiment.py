@@ -84,6 +84,7 @@ def test_dry_run_prints_the_document_that_runs_and_the_file_option_takes_it_back
         open_store(tmp_path / "studies").load("rocksdb-put-get-delete")
 
 
+@pytest.mark.slow
 def test_a_study_from_a_file_and_the_same_from_options_store_equal_documents(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _out(capsys, *TUNE, "--trials", "1", "--verify-top", "0", "--study", "same", "--dir", str(tmp_path / "flags"),

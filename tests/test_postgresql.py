@@ -88,6 +88,7 @@ def test_show_says_how_often_the_default_checkpointed_inside_its_run() -> None:
     assert checkpoint_line({"stall_share": 0.1}) is None  # a store without checkpoints
 
 
+@pytest.mark.slow
 def test_a_later_study_reuses_the_loaded_data(postgresql, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     """The load runs once for a workload at a scale and server version; the next target copies the kept data."""
     monkeypatch.setenv("KNOBTUNE_CACHE", str(tmp_path / "cache"))
@@ -169,6 +170,7 @@ def export_config_text(catalog, changes: dict) -> str:
     return export_format("postgresql", "pgbench", "postgresql-conf").render(catalog, catalog.config(changes))
 
 
+@pytest.mark.slow
 def test_a_two_trial_study_end_to_end(postgresql, store) -> None:
     workload = tiny("pgbench-tpcb", 1000)
     settings = Experiment.of(study="pg", catalog=postgresql, workload=workload,
@@ -193,6 +195,7 @@ def test_a_two_trial_study_end_to_end(postgresql, store) -> None:
     assert _live_servers() == []
 
 
+@pytest.mark.slow
 def test_no_server_is_left_after_knobtune_is_killed(tmp_path: Path) -> None:
     env = {**os.environ, "KNOBTUNE_HOME": str(tmp_path / "home")}
     argv = [sys.executable, "-m", "knobtune.cli", "tune", "postgresql", "--workload", "pgbench-tpcb", "--records",
@@ -223,6 +226,7 @@ def test_ycsb_a_runs_over_a_usertable_and_checks_every_record_is_there(postgresq
     assert "ycsb" in phase.name and "transaction type: multiple scripts" in argv
 
 
+@pytest.mark.slow
 def test_a_crash_in_the_middle_of_a_run_loses_no_acknowledged_commit_by_default(postgresql, tmp_path: Path) -> None:
     """Killed mid-run, then recovered: every commit pgbench saw acknowledged is in pgbench_history.
 
@@ -237,6 +241,7 @@ def test_a_crash_in_the_middle_of_a_run_loses_no_acknowledged_commit_by_default(
     assert _live_servers() == []
 
 
+@pytest.mark.slow
 def test_tpcc_runs_its_mix_and_checks_conditions_1_to_4_and_one_history_row_per_payment(postgresql,
                                                                                         tmp_path: Path) -> None:
     workload = tiny("tpcc", 1500)  # 2 warehouses (loaded once, ~10 s), 1,500 transactions at full size

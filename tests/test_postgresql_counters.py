@@ -42,6 +42,7 @@ def _our_psql() -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @needs_postgresql
 def test_a_run_records_its_wait_events_and_every_counter_is_described(postgresql, tmp_path: Path) -> None:
     # ~4 s of pgbench: at 3,000 transactions (~1 s, 4 samples) every sample found the clients between statements

@@ -83,6 +83,7 @@ def test_fingerprints_strip_constants() -> None:
     assert fingerprint("insert into t values ($$secret$$, E'x') -- note 42") == "insert into t values (?, ...)"
 
 
+@pytest.mark.slow
 def test_the_replay_runs_under_two_configs_and_a_contended_capture_never_hangs(postgresql, captured: Path,
                                                                               tmp_path: Path) -> None:
     workload = load_workload(captured)
@@ -110,6 +111,7 @@ class ReadOnlyWhenChanged(PostgresReplayTarget):
         return argv if self.is_default(config) else argv + ["-c", "default_transaction_read_only=on"]
 
 
+@pytest.mark.slow
 def test_a_config_under_which_the_replay_changes_rows_fails_as_data_loss(postgresql, captured: Path,
                                                                            tmp_path: Path) -> None:
     workload = load_workload(captured)

@@ -55,6 +55,7 @@ def ranking() -> Ranking:
     return rank_knobs(rows, values, kinds=KINDS, seed=0, bootstrap=20)
 
 
+@pytest.mark.slow
 def test_every_method_runs_and_finds_the_two_informative_knobs(ranking: Ranking) -> None:
     assert tuple(ranking.methods) == METHODS
     assert ranking.skipped == {}
@@ -68,6 +69,7 @@ def test_every_method_runs_and_finds_the_two_informative_knobs(ranking: Ranking)
     assert top_k(ranking, 2) == ranking.order[:2]
 
 
+@pytest.mark.slow
 def test_importances_are_normalised_and_cover_every_knob(ranking: Ranking) -> None:
     assert sorted(ranking.order) == sorted(KINDS)
     for importances in ranking.methods.values():
@@ -76,11 +78,13 @@ def test_importances_are_normalised_and_cover_every_knob(ranking: Ranking) -> No
         assert sum(importances.values()) == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_a_constant_knob_scores_zero_and_ranks_last(ranking: Ranking) -> None:
     assert ranking.order[-1] == CONSTANT
     assert all(importances[CONSTANT] == 0.0 for importances in ranking.methods.values())
 
 
+@pytest.mark.slow
 def test_methods_agree(ranking: Ranking) -> None:
     pairs = {f"{a}~{b}" for i, a in enumerate(METHODS) for b in METHODS[i + 1:]}
     assert set(ranking.agreement) == pairs
@@ -91,12 +95,14 @@ def test_methods_agree(ranking: Ranking) -> None:
     assert ranking.agreement["impurity~shap"] > 0.6
 
 
+@pytest.mark.slow
 def test_top_k_stability(ranking: Ranking) -> None:
     assert set(ranking.top_k_stability) == {1, 3, 5}  # k < 10 knobs
     assert all(0.0 <= share <= 1.0 for share in ranking.top_k_stability.values())
     assert ranking.top_k_stability[1] >= 0.9  # write_buffer_size leads every refit
 
 
+@pytest.mark.slow
 def test_top_k_stability_is_high_for_a_top_three_that_is_real() -> None:
     rng = np.random.default_rng(3)
     kinds = {f"knob_{j}": "numeric" for j in range(6)}
@@ -149,6 +155,7 @@ def test_a_missing_scikit_learn_skips_every_method(monkeypatch: pytest.MonkeyPat
     assert set(ranking.skipped) == set(METHODS)
 
 
+@pytest.mark.slow
 def test_round_trips_through_json(ranking: Ranking) -> None:
     data = json.loads(json.dumps(ranking.to_dict()))
     assert Ranking.from_dict(data) == ranking
@@ -156,6 +163,7 @@ def test_round_trips_through_json(ranking: Ranking) -> None:
                                        "5": ranking.top_k_stability[5]}
 
 
+@pytest.mark.slow
 def test_same_seed_same_ranking() -> None:
     rows, values = synthetic(40)
     first = rank_knobs(rows, values, kinds=KINDS, seed=5, bootstrap=5)

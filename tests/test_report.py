@@ -41,6 +41,7 @@ def report(tmp_path_factory, rocksdb) -> tuple[Path, dict]:
     return html_path, json.loads(json_path.read_text())
 
 
+@pytest.mark.slow
 def test_report_json_has_every_section(report) -> None:
     _, data = report
     assert set(data) >= {"summary", "trials", "defaults_by_rung", "best_over_time", "verification", "latency",
@@ -65,6 +66,7 @@ class _Sources(HTMLParser):
                 self.external.append(value)
 
 
+@pytest.mark.slow
 def test_report_is_self_contained(report) -> None:
     text = report[0].read_text()
     sources = _Sources()
@@ -75,6 +77,7 @@ def test_report_is_self_contained(report) -> None:
     assert "Where the time went" in text and "settle after (s)" in text
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (scripts/setup installs it)")
 def test_report_renders_in_chromium(report, tmp_path: Path) -> None:
     page = tmp_path / "page.html"
@@ -107,6 +110,7 @@ def test_write_buffers_hold_a_rung_only_as_that_rung_ran_them(rocksdb) -> None:
     assert _fits_in_memory(study, rocksdb, config, True) == []
 
 
+@pytest.mark.slow
 def test_the_report_reads_as_its_verdict_in_chromium(report, tmp_path: Path) -> None:
     """What a database engineer reads, in the page and in a screenshot of it: the verdict before any chart, the kept
     out values named with their value, only changes that change something, importance named as the catalog spells

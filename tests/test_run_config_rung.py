@@ -78,6 +78,7 @@ def _starts(log: Path) -> int:
     return len(re.findall(r"database system is ready to accept connections", log.read_text(errors="replace")))
 
 
+@pytest.mark.slow
 def test_a_server_runs_each_rung_under_its_config_started_once_and_keeps_nothing_between_runs(tmp_path: Path) -> None:
     """PostgreSQL over a three-rung ladder, the way a trial climbs it, then another config: each run restores the
     data and starts the server under the run's config (once, then once more for the settle's crash recovery, by

@@ -107,6 +107,7 @@ def _settings(catalog, workload, **overrides) -> Experiment:
     return Experiment.of(catalog, workload, **(values | overrides))
 
 
+@pytest.mark.slow
 def test_memory_limit_narrows_the_search_and_refuses_a_known_config_planned_over_it(store) -> None:
     """--memory-limit 140 MiB: the plan's knobs are searched up to what fits (a sampled config planning more is
     scaled down to it: tests/test_space.py) and a known config over it is refused without running."""

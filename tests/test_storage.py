@@ -18,6 +18,7 @@ from knobtune.storage import LINK_TIMEOUT_S, StudyStore, link_limits
 OPEN = "from knobtune.storage import open_store; open_store(%r).storage(); print('ok')"
 
 
+@pytest.mark.slow
 def test_processes_creating_one_new_storage_at_once_all_succeed(tmp_path: Path) -> None:
     home = tmp_path / "studies"
     home.mkdir()

@@ -200,6 +200,7 @@ def test_around_a_study_keeps_the_others_at_its_values_and_judges_its_value(stud
     assert (folder / "artifacts" / "wbs" / "sweep-write_buffer_size" / "sweep.html").exists()
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line_with_the_fix(study, tmp_path: Path) -> None:
     folder, _, _ = study
     base = ["leveldb", "--workload", "fillrandom", "--dir", str(tmp_path)]

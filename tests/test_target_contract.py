@@ -78,7 +78,13 @@ class PairRan:
     formats: list[str]
 
 
-@pytest.fixture(scope="module", params=PAIRS, ids=[f"{s}-{d}" for s, d in PAIRS])
+# a Cassandra node takes about 30 s to start, a MariaDB server with its load about 6 s: their pairs run in the full
+# suite, not the quick lane
+_SLOW_TO_START = {"cassandra", "mariadb"}
+
+
+@pytest.fixture(scope="module", params=[pytest.param(pair, marks=pytest.mark.slow) if pair[0] in _SLOW_TO_START
+                                        else pair for pair in PAIRS], ids=[f"{s}-{d}" for s, d in PAIRS])
 def pair_ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> PairRan:
     system, driver = request.param
     tmp_path = tmp_path_factory.mktemp(f"{system}-{driver}")

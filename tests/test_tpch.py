@@ -47,6 +47,7 @@ def test_answers_compare_numbers_within_a_relative_tolerance() -> None:
     assert tpch.difference((), default) == "0 rows, the default's 1"
 
 
+@pytest.mark.slow
 def test_the_kit_loads_and_every_query_runs_and_is_checked(postgresql, tmp_path: Path) -> None:
     workload = load_workload(TINY)
     target = make_target(postgresql, workload, tmp_path / "scratch", "queries")
@@ -67,6 +68,7 @@ def test_the_kit_loads_and_every_query_runs_and_is_checked(postgresql, tmp_path:
     assert fresh.verified
 
 
+@pytest.mark.slow
 def test_a_changed_answer_fails_the_run_as_data_loss(postgresql, tmp_path: Path) -> None:
     workload = load_workload(TINY)
     with make_target(postgresql, workload, tmp_path / "scratch", "queries") as target:
@@ -86,6 +88,7 @@ def test_a_changed_answer_fails_the_run_as_data_loss(postgresql, tmp_path: Path)
     assert caught.value.reason.startswith("query ")
 
 
+@pytest.mark.slow
 def test_a_correct_parallel_plan_passes_the_check(postgresql, tmp_path: Path) -> None:
     workload = load_workload(TINY)
     config = postgresql.config(PARALLEL)
@@ -104,6 +107,7 @@ def test_a_correct_parallel_plan_passes_the_check(postgresql, tmp_path: Path) ->
     assert measurement.verified and len(measurement.phases) == 22
 
 
+@pytest.mark.slow
 def test_a_short_study_of_the_kit_runs_from_the_command_line(tmp_path: Path) -> None:
     """`tune` over the queries driver end to end (it once failed before its first run: the diagnosis asked the
     target how many clients it runs, and the queries driver had no answer)."""

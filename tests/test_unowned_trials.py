@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import optuna
+import pytest
 import sqlalchemy
 from optuna.trial import FrozenTrial, TrialState
 
@@ -44,6 +45,7 @@ _NAMED_WITHOUT_HEARTBEAT = """
     WHERE t.state = 'RUNNING' AND h.trial_id IS NULL"""
 
 
+@pytest.mark.slow
 def test_no_trial_is_named_a_workers_before_its_first_heartbeat_is_stored(tmp_path: Path) -> None:
     """The gap between a trial naming its worker and its first heartbeat: a process cut off there would leave a trial
     that Optuna's stale check never sees (no heartbeat) and ``fail_unowned`` skips (a worker is named), running for
