@@ -196,6 +196,32 @@ def test_a_trial_whose_heartbeat_stopped_is_run_again(storage_url: str, study_na
     assert len(rerun) == 1 and rerun[0].params == model.params and rerun[0].state.is_finished()
 
 
+def test_a_trial_waiting_for_a_dead_workers_run_of_its_config_goes_on_once_that_worker_is_stale(
+        storage_url: str, study_name: str, tmp_path: Path) -> None:
+    """A trial whose config another worker is measuring waits for that run; when that worker died (its heartbeat
+    stopped), the waiting process fails its trial as stale, queues it again and goes on, rather than wait for ever."""
+    home = tmp_path / "studies"
+    env = {**os.environ, "KNOBTUNE_HEARTBEAT_S": "1"}  # stale after 6 s
+    done = subprocess.run(_tune(home, storage_url, study_name, 1, "--verify-top", "0"), capture_output=True, text=True,
+                          env=env)
+    assert done.returncode == 0, done.stdout[-2000:]
+    storage = optuna.storages.RDBStorage(storage_url)
+    study = optuna.load_study(study_name=study_name, storage=storage)
+    model = next(t for t in study.trials if not attrs.is_default(t.user_attrs))
+    lost = optuna.trial.create_trial(state=TrialState.RUNNING, params=model.params, distributions=model.distributions,
+                                     user_attrs={attrs.WORKER: "elsewhere:1", attrs.TRIAL_MACHINE: "a",
+                                                 attrs.CONFIG_HASH: model.user_attrs[attrs.CONFIG_HASH]})
+    lost_id = storage.create_new_trial(study._study_id, template_trial=lost)
+    storage.record_heartbeat(lost_id)  # it beat just now, then its machine died: fresh when the next tune starts
+    lost_number = storage.get_trial(lost_id).number
+    study.enqueue_trial(model.params)  # the same config again: its first rung waits for the lost trial's
+    resumed = subprocess.run(_tune(home, storage_url, study_name, 3, "--verify-top", "0"), capture_output=True,
+                             text=True, env=env, timeout=120)
+    assert resumed.returncode == 0, resumed.stdout[-2000:]
+    assert f"trial {lost_number} lost its worker (elsewhere:1)" in resumed.stdout
+    assert _study(storage_url, study_name).get_trials(deepcopy=False)[lost_number].state == TrialState.FAIL
+
+
 def test_a_machine_of_another_kind_is_refused_unless_allowed(storage_url: str, study_name: str,
                                                              tmp_path: Path) -> None:
     home = tmp_path / "studies"

@@ -252,6 +252,7 @@ class TrialRunner:
         while any(other.number < trial.number and other.config_hash == digest and other.run_at(rung.index) is None
                   and other.worker != self.workers.worker and rung.index <= (other.reached_rung or -1) + 1
                   for other in records(self.study, (TrialState.RUNNING,))):
+            self.workers.fail_stale()  # a dead worker's trial would hold this one for ever: failed once it is stale
             time.sleep(HEARTBEAT_S / 5)
         for other in records(self.study):
             run = other.run_at(rung.index)
