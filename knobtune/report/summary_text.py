@@ -256,4 +256,7 @@ def capture_lines(capture: CaptureSummary | Mapping[str, Any] | None, counters: 
     if counters.get("replay_failed_statements"):
         lines.append(f"  {counters['replay_failed_statements']:,.0f} statements failed under the default's replay "
                      "too (not held against a config)")
+    if counters.get("replay_remapped_values"):
+        lines.append(f"  {counters['replay_remapped_values']:,.0f} values were sent as the replay's own server "
+                     "generated them (ids read back and used again; docs/replay.md)")
     return lines

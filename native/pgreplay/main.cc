@@ -11,11 +11,23 @@
 //   --pace fast     : each session sends its statements back to back; a session starts once every session that
 //                     had ended before it began in the capture has ended here (never one it overlapped)
 //
-// Input (``--capture``): "KTREPLAY 1\n", then "S <index> <start_us> <end_us> <dblen>\n<db>\n" per session, then
-// "Q <session> <start_us> <kind s|p|u> <namelen> <textlen> <nparams>\n<name><text>" per statement in captured
-// start order, each parameter "<len>\n<bytes>" (len -1: NULL). ``--limit N`` replays the first N statements.
-// Output: one JSON line on stdout (counts, latency percentiles in µs, lag in ms, its own CPU seconds);
-// ``--failures FILE`` gets "<statement index> <sqlstate>" per failed statement.
+// Input (``--capture``): "KTREPLAY 1\n" or "KTREPLAY 2\n", then "S <index> <start_us> <end_us> <dblen>\n<db>\n" per
+// session, then "Q <session> <start_us> <kind s|p|u> <namelen> <textlen> <nparams>\n<name><text>" per statement in
+// captured start order, each parameter "<len>\n<bytes>" (len -1: NULL). ``--limit N`` replays the first N.
+// Version 2 adds, after a statement, the values the server generates and the application uses again
+// (knobtune/systems/postgresql/generated.py finds them):
+//   "G <column> <nslots> <tablelen>\n<table>" then "<slot> <captured>\n" per slot: the statement returns keys of
+//       <table> in result column <column>; row i fills slot i (the value the replay's server generated);
+//   "M <param> <slot>\n": send parameter <param> (0-based) as the slot's value;
+//   "L <start> <end> <slot>\n": replace the text's bytes [start, end) (an integer literal) by the slot's value;
+//   "F <sqlstate>\n": the statement failed in the capture too (read by knobtune, ignored here).
+// A slot is the generating session's at once, and another session's once the generating session's transaction
+// has ended (it waits for that, at most --wait-s seconds; then, or when the generator returned no such row, the
+// captured value is sent).
+// Output: one JSON line on stdout (counts, latency percentiles in µs, lag in ms, its own CPU seconds, values
+// remapped); ``--failures FILE`` gets "<statement index> <sqlstate>" per failed statement; ``--ids FILE`` gets
+// "<table>\t<replayed key>\t<label>" per key a generator returned (label: the captured value of a claimed row, or
+// "g<statement>.<row>").
 #include <libpq-fe.h>
 #include <sys/resource.h>
 
@@ -38,6 +50,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+struct Reference {
+  long param = -1;  // or a literal's byte span [start, end) in the text
+  long start = 0, end = 0;
+  long slot = 0;
+};
+
 struct Statement {
   long index = 0;
   long start_us = 0;
@@ -45,6 +63,16 @@ struct Statement {
   std::string name, text;
   std::vector<std::string> params;
   std::vector<bool> nulls;
+  long gen_column = -1;  // >= 0: a generator of keys of gen_table
+  std::string gen_table;
+  std::vector<long> gen_slots;
+  std::vector<Reference> refs;
+};
+
+struct Slot {
+  std::string captured, value;  // value: what the replay's server returned (empty: not yet, or no such row)
+  int session = -1;             // the generating session's index
+  bool published = false;       // other sessions may read it
 };
 
 struct Session {
@@ -70,14 +98,43 @@ bool read_exact(std::FILE* f, std::string& out, long n) {
   return n == 0 || std::fread(&out[0], 1, static_cast<size_t>(n), f) == static_cast<size_t>(n);
 }
 
-std::vector<Session> load(const char* path, long limit, long* count) {
+std::vector<Session> load(const char* path, long limit, long* count, std::vector<Slot>* slots) {
   std::FILE* f = std::fopen(path, "rb");
   if (!f) die(std::string("cannot open ") + path);
   char line[256];
-  if (!std::fgets(line, sizeof line, f) || std::strcmp(line, "KTREPLAY 1\n") != 0) die("not a replay file (KTREPLAY 1)");
+  if (!std::fgets(line, sizeof line, f) || (std::strcmp(line, "KTREPLAY 1\n") != 0 && std::strcmp(line, "KTREPLAY 2\n") != 0))
+    die("not a replay file (KTREPLAY 1 or 2)");
   std::vector<Session> sessions;
   long n = 0;
+  Statement* last = nullptr;
   while (std::fgets(line, sizeof line, f)) {
+    if (line[0] == 'G' || line[0] == 'M' || line[0] == 'L' || line[0] == 'F') {
+      if (!last) die("a G, M, L or F line before any statement");
+      if (line[0] == 'G') {
+        long nslots = 0, tablelen = 0;
+        if (std::sscanf(line, "G %ld %ld %ld", &last->gen_column, &nslots, &tablelen) != 3) die("bad G line");
+        if (!read_exact(f, last->gen_table, tablelen)) die("truncated G line");
+        for (long i = 0; i < nslots; ++i) {
+          long slot = 0;
+          char captured[64];
+          if (!std::fgets(line, sizeof line, f) || std::sscanf(line, "%ld %63s", &slot, captured) != 2 || slot < 0)
+            die("bad slot line");
+          if (static_cast<size_t>(slot) >= slots->size()) slots->resize(static_cast<size_t>(slot) + 1);
+          (*slots)[static_cast<size_t>(slot)].captured = captured;
+          last->gen_slots.push_back(slot);
+        }
+      } else if (line[0] == 'M' || line[0] == 'L') {
+        Reference r;
+        const bool ok = line[0] == 'M' ? std::sscanf(line, "M %ld %ld", &r.param, &r.slot) == 2
+                                       : std::sscanf(line, "L %ld %ld %ld", &r.start, &r.end, &r.slot) == 3;
+        if (!ok || r.slot < 0 || r.end < r.start || r.end > static_cast<long>(last->text.size()) ||
+            r.param >= static_cast<long>(last->params.size()))
+          die("bad M or L line");
+        last->refs.push_back(r);
+      }
+      continue;
+    }
+    last = nullptr;
     if (line[0] == 'S') {
       Session s;
       long dblen = 0;
@@ -105,6 +162,7 @@ std::vector<Session> load(const char* path, long limit, long* count) {
       }
       q.index = n++;
       sessions[static_cast<size_t>(session)].statements.push_back(std::move(q));
+      last = &sessions[static_cast<size_t>(session)].statements.back();
     } else {
       die("unknown line in the replay file");
     }
@@ -132,10 +190,13 @@ std::string sqlstate_of(const PGresult* r) {
   return state && *state ? state : "XX000";
 }
 
-// Runs one statement to completion (all results drained); its SQLSTATE on failure, else "".
-std::string execute(PGconn* conn, const Statement& q, std::map<std::string, std::string>& prepared) {
+// Runs one statement to completion (all results drained); its SQLSTATE on failure, else "". ``params`` and ``text``
+// are the statement's own or, where it sends a generated value, the replay's. A generator's keys (its result
+// column ``q.gen_column``, by row) go to ``returned``.
+std::string execute(PGconn* conn, const Statement& q, const std::string& text, const std::vector<std::string>& params,
+                    std::map<std::string, std::string>& prepared, std::vector<std::string>* returned) {
   std::vector<const char*> values;
-  for (size_t i = 0; i < q.params.size(); ++i) values.push_back(q.nulls[i] ? nullptr : q.params[i].c_str());
+  for (size_t i = 0; i < params.size(); ++i) values.push_back(q.nulls[i] ? nullptr : params[i].c_str());
   const int n = static_cast<int>(values.size());
   if (q.kind == 'p') {
     auto found = prepared.find(q.name);
@@ -153,8 +214,8 @@ std::string execute(PGconn* conn, const Statement& q, std::map<std::string, std:
     }
   }
   int sent = q.kind == 'p'   ? PQsendQueryPrepared(conn, q.name.c_str(), n, values.data(), nullptr, nullptr, 0)
-             : q.kind == 'u' ? PQsendQueryParams(conn, q.text.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0)
-                             : PQsendQuery(conn, q.text.c_str());
+             : q.kind == 'u' ? PQsendQueryParams(conn, text.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0)
+                             : PQsendQuery(conn, text.c_str());
   if (!sent) return PQstatus(conn) == CONNECTION_OK ? "XX000" : "08006";
   std::string state;
   while (PGresult* r = PQgetResult(conn)) {
@@ -166,6 +227,9 @@ std::string execute(PGconn* conn, const Statement& q, std::map<std::string, std:
       while (PQgetCopyData(conn, &buffer, 0) > 0) PQfreemem(buffer);
     } else if ((status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR) && state.empty()) {
       state = sqlstate_of(r);
+    } else if (status == PGRES_TUPLES_OK && returned && returned->empty() && q.gen_column < PQnfields(r)) {
+      for (int row = 0; row < PQntuples(r); ++row)
+        returned->push_back(PQgetisnull(r, row, static_cast<int>(q.gen_column)) ? "" : PQgetvalue(r, row, static_cast<int>(q.gen_column)));
     }
     PQclear(r);
   }
@@ -177,6 +241,7 @@ struct Replay {
   std::string conninfo;
   bool paced = true;
   Clock::time_point start;
+  std::chrono::milliseconds wait_limit{60000};
   std::vector<Result> results;  // by statement index
   std::atomic<long> connect_failures{0};
   // fast pace: sessions ordered by captured end; a session starts once the first ``needed`` of them have ended
@@ -186,6 +251,10 @@ struct Replay {
   long live = 0;  // sessions started and not yet ended
   std::mutex mutex;
   std::condition_variable changed;
+  // generated values: slots filled by their session's generators, published when its transaction ends
+  std::vector<Slot> slots;
+  std::vector<std::string> ids;  // "<table>\t<replayed>\t<label>" lines
+  std::atomic<long> remapped{0}, unfilled{0}, wait_timeouts{0};
 
   void finished(size_t position) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -200,21 +269,74 @@ struct Replay {
     changed.wait(lock, [&] { return ended_prefix >= needed; });
   }
 
-  void run_session(const Session& s) {
+  void publish(std::vector<long>& pending) {
+    if (pending.empty()) return;
+    std::lock_guard<std::mutex> lock(mutex);
+    for (long slot : pending) slots[static_cast<size_t>(slot)].published = true;
+    pending.clear();
+    changed.notify_all();
+  }
+
+  // The value session ``session`` sends for ``slot``: its own generator's at once, another's once published (waiting
+  // at most wait_limit); the captured value when the generator returned none.
+  std::string value_of(long slot, int session) {
+    Slot& s = slots[static_cast<size_t>(slot)];
+    if (s.session != session) {
+      std::unique_lock<std::mutex> lock(mutex);
+      if (!changed.wait_for(lock, wait_limit, [&] { return s.published; })) {
+        ++wait_timeouts;
+        return s.captured;
+      }
+    }
+    if (s.value.empty()) {
+      ++unfilled;
+      return s.captured;
+    }
+    ++remapped;
+    return s.value;
+  }
+
+  void run_session(const Session& s, int session) {
     PGconn* conn = PQconnectdb((conninfo + " dbname=" + quoted(s.db)).c_str());
     const bool connected = PQstatus(conn) == CONNECTION_OK;
     if (!connected) ++connect_failures;
     std::map<std::string, std::string> prepared;
+    std::vector<long> pending;  // slots this session filled, not yet published
+    std::vector<std::string> ids;
     for (const Statement& q : s.statements) {
       Result& result = results[static_cast<size_t>(q.index)];
+      std::vector<std::string> params = q.params;
+      std::string text = q.text;
+      std::vector<const Reference*> literals;
+      for (const Reference& r : q.refs) {
+        if (r.param >= 0) params[static_cast<size_t>(r.param)] = value_of(r.slot, session);
+        else literals.push_back(&r);
+      }
+      std::sort(literals.begin(), literals.end(), [](const Reference* a, const Reference* b) { return a->start > b->start; });
+      for (const Reference* r : literals)
+        text.replace(static_cast<size_t>(r->start), static_cast<size_t>(r->end - r->start), value_of(r->slot, session));
       const Clock::time_point due = start + std::chrono::microseconds(q.start_us);
       if (paced) std::this_thread::sleep_until(due);
       const Clock::time_point sent = Clock::now();
       if (paced) result.lag_us = std::max<long>(0, std::chrono::duration_cast<std::chrono::microseconds>(sent - due).count());
-      result.sqlstate = connected ? execute(conn, q, prepared) : "08006";
+      std::vector<std::string> returned;
+      result.sqlstate = connected ? execute(conn, q, text, params, prepared, q.gen_column >= 0 ? &returned : nullptr) : "08006";
       result.latency_us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - sent).count();
+      for (size_t row = 0; row < returned.size(); ++row) {
+        const bool claimed = row < q.gen_slots.size();
+        if (claimed) slots[static_cast<size_t>(q.gen_slots[row])].value = returned[row];
+        if (!returned[row].empty())
+          ids.push_back(q.gen_table + "\t" + returned[row] + "\t" +
+                        (claimed ? slots[static_cast<size_t>(q.gen_slots[row])].captured
+                                 : "g" + std::to_string(q.index) + "." + std::to_string(row)));
+      }
+      pending.insert(pending.end(), q.gen_slots.begin(), q.gen_slots.end());
+      if (!connected || PQtransactionStatus(conn) == PQTRANS_IDLE) publish(pending);
     }
     PQfinish(conn);
+    publish(pending);
+    std::lock_guard<std::mutex> lock(mutex);
+    this->ids.insert(this->ids.end(), ids.begin(), ids.end());
   }
 };
 
@@ -236,6 +358,8 @@ double cpu_seconds() {
 int main(int argc, char** argv) {
   const char* capture = nullptr;
   const char* failures = nullptr;
+  const char* ids = nullptr;
+  double wait_s = 60;
   std::string host, user = "bench", pace = "captured";
   long limit = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -246,14 +370,23 @@ int main(int argc, char** argv) {
     else if (flag == "--pace") pace = argv[i + 1];
     else if (flag == "--limit") limit = std::atol(argv[i + 1]);
     else if (flag == "--failures") failures = argv[i + 1];
+    else if (flag == "--ids") ids = argv[i + 1];
+    else if (flag == "--wait-s") wait_s = std::atof(argv[i + 1]);
     else die("unknown flag " + flag);
   }
   if (!capture || host.empty() || (pace != "captured" && pace != "fast"))
-    die("usage: pgreplay-kt --capture FILE --host SOCKDIR [--user U] [--pace captured|fast] [--limit N] [--failures F]");
+    die("usage: pgreplay-kt --capture FILE --host SOCKDIR [--user U] [--pace captured|fast] [--limit N] [--failures F] [--ids F] [--wait-s S]");
   long count = 0;
-  const std::vector<Session> sessions = load(capture, limit < 0 ? (1L << 62) : limit, &count);
-
   Replay replay;
+  const std::vector<Session> sessions = load(capture, limit < 0 ? (1L << 62) : limit, &count, &replay.slots);
+  for (Slot& slot : replay.slots) slot.published = true;  // a slot no loaded statement generates: its captured value
+  for (size_t position = 0; position < sessions.size(); ++position)
+    for (const Statement& q : sessions[position].statements)
+      for (long slot : q.gen_slots) {
+        replay.slots[static_cast<size_t>(slot)].session = static_cast<int>(position);
+        replay.slots[static_cast<size_t>(slot)].published = false;
+      }
+  replay.wait_limit = std::chrono::milliseconds(static_cast<long>(wait_s * 1000));
   replay.conninfo = "host=" + quoted(host) + " user=" + quoted(user) + " application_name='knobtune-replay'";
   replay.paced = pace == "captured";
   replay.results.resize(static_cast<size_t>(count));
@@ -283,7 +416,7 @@ int main(int argc, char** argv) {
       ++replay.live;
     }
     std::thread([&replay, &s, position] {  // detached: an ended session's thread is gone, however many follow
-      replay.run_session(s);
+      replay.run_session(s, static_cast<int>(position));
       replay.finished(position);
     }).detach();
   }
@@ -308,14 +441,20 @@ int main(int argc, char** argv) {
       if (failed) *failed << i << ' ' << r.sqlstate << '\n';
     }
   }
+  if (ids) {
+    std::ofstream out(ids);
+    for (const std::string& line : replay.ids) out << line << '\n';
+  }
   std::sort(latencies.begin(), latencies.end());
   std::sort(lags.begin(), lags.end());
   std::printf("{\"statements\": %ld, \"sessions\": %zu, \"errors\": %ld, \"connect_failures\": %ld, "
               "\"elapsed_s\": %.6f, \"p50_us\": %ld, \"p99_us\": %ld, \"p999_us\": %ld, \"max_us\": %ld, "
-              "\"mean_us\": %.1f, \"lag_p99_ms\": %.3f, \"lag_max_ms\": %.3f, \"cpu_s\": %.4f}\n",
+              "\"mean_us\": %.1f, \"lag_p99_ms\": %.3f, \"lag_max_ms\": %.3f, \"cpu_s\": %.4f, \"remapped\": %ld, \"unfilled\": %ld, "
+              "\"wait_timeouts\": %ld}\n",
               count, sessions.size(), errors, replay.connect_failures.load(), elapsed_s, percentile(latencies, 0.5),
               percentile(latencies, 0.99), percentile(latencies, 0.999), latencies.empty() ? 0 : latencies.back(),
               latencies.empty() ? 0.0 : total_us / static_cast<double>(latencies.size()), percentile(lags, 0.99) / 1e3,
-              lags.empty() ? 0.0 : static_cast<double>(lags.back()) / 1e3, cpu_seconds());
+              lags.empty() ? 0.0 : static_cast<double>(lags.back()) / 1e3, cpu_seconds(), replay.remapped.load(),
+              replay.unfilled.load(), replay.wait_timeouts.load());
   return 0;
 }

@@ -12,7 +12,8 @@ from __future__ import annotations
 import subprocess
 import tempfile
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from knobtune.errors import KnobtuneError, WorkloadError
 from knobtune.knobs import Value, load_catalog
 from knobtune.targets._base import RunFailure
 from knobtune.server.process import last_lines
+from knobtune.systems.postgresql.generated import KEYS_FILE, IdMap, map_ids, read_keys, write_keys
 from knobtune.systems.postgresql.pglog import ParsedLog, fingerprint, mix, read_log
 from knobtune.systems.postgresql.server import PG_BIN
 from knobtune.systems.postgresql.target import PostgresTarget
@@ -121,13 +123,16 @@ def from_files(log: Path, dump: Path | None, out: Path, name: str,
         raise WorkloadError(f"{out} exists and is not an empty folder. Fix: name a new folder with -o")
     if len(parsed.databases) > 1:
         parsed = _only(parsed, database)
+    keys = read_keys(dump, checked.format)  # type: ignore[arg-type]
+    ids = map_ids([(s.session, s.text, s.params, s.kind) for s in parsed.statements], keys)
     make_private_dir(out)
     private_copy(log, out / LOG_FILE)
     private_copy(dump, out / DUMP_FILES[checked.format])  # type: ignore[arg-type]
-    write_statements(parsed, out / STATEMENTS_FILE)
-    summary = _summary(parsed, out, checked)
+    write_statements(parsed, out / STATEMENTS_FILE, ids)
+    write_keys(keys, out / KEYS_FILE)
+    summary = _summary(parsed, out, checked, ids)
     section = {"log": LOG_FILE, "dump": DUMP_FILES[checked.format], "dump_format": checked.format,
-               "statements": STATEMENTS_FILE, "database": database, "pace": "captured",
+               "statements": STATEMENTS_FILE, "keys": KEYS_FILE, "database": database, "pace": "captured",
                "nondeterministic": list(nondeterministic)}
     write_capture(out, name=name, description=f"PostgreSQL capture: {summary.operations:,} statements of "
                   f"{summary.sessions:,} sessions over {summary.span_s:,.1f} s, replayed at the captured pace",
@@ -158,45 +163,89 @@ def _only(parsed: ParsedLog, database: str) -> ParsedLog:
                      (*parsed.notes, f"{dropped:,} sessions of other databases were left out"))
 
 
-def write_statements(parsed: ParsedLog, path: Path) -> None:
-    """The compact form the replayer reads (``native/pgreplay/main.cc`` says it), owner-only."""
+def write_statements(parsed: ParsedLog, path: Path, ids: IdMap | None = None) -> None:
+    """The compact form the replayer reads (``native/pgreplay/main.cc`` says it), owner-only: version 2 when
+    ``ids`` maps generated values (generated.py), with each statement's capture failure."""
+    ids = ids or IdMap({}, {}, {}, Counter(), 0)
     with path.open("wb") as out:
         path.chmod(0o600)
-        out.write(b"KTREPLAY 1\n")
+        out.write(b"KTREPLAY 2\n")
         for session in parsed.sessions:
             db = session.database.encode()
             out.write(b"S %d %d %d %d\n%s\n" % (session.index, session.start_us, session.end_us, len(db), db))
-        for statement in parsed.statements:
-            name, text = statement.name.encode(), statement.text.encode()
+        for index, statement in enumerate(parsed.statements):
+            generator = ids.generators.get(index)
+            text = statement.text
+            if generator is not None and generator.append:
+                text = text.rstrip().rstrip(";").rstrip() + generator.append
+            name, encoded = statement.name.encode(), text.encode()
             out.write(b"Q %d %d %s %d %d %d\n%s%s" % (statement.session, statement.start_us, statement.kind.encode(),
-                                                     len(name), len(text), len(statement.params), name, text))
+                                                     len(name), len(encoded), len(statement.params), name, encoded))
             for param in statement.params:
                 value = b"" if param is None else param.encode()
                 out.write(b"-1\n" if param is None else b"%d\n%s" % (len(value), value))
+            if generator is not None:
+                table = generator.table.encode()
+                out.write(b"G %d %d %d\n%s" % (max(0, generator.column), len(generator.slots), len(table), table))
+                out.writelines(b"%d %d\n" % (slot, ids.captured[slot]) for slot in generator.slots)
+            for reference in ids.references.get(index, ()):
+                at = reference.value
+                if at.param is not None:
+                    out.write(b"M %d %d\n" % (at.param, reference.slot))
+                else:
+                    start, end = len(text[:at.start].encode()), len(text[:at.end].encode())
+                    out.write(b"L %d %d %d\n" % (start, end, reference.slot))
+            if statement.failed:
+                out.write(b"F %s\n" % statement.failed.encode())
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """One statement of a capture's ``replay.dat``, as a failure's message needs it."""
+
+    index: int
+    text: str
+    failed: str | None  # the SQLSTATE it failed with in the capture
+
+
+def read_statements(path: Path) -> Iterator[Replayed]:
+    """The statements of a capture's ``replay.dat`` (either version), in order."""
+    with path.open("rb") as handle:
+        handle.readline()
+        index = -1
+        text = ""
+        failed: str | None = None
+        while line := handle.readline():
+            tag = line[:1]
+            if tag == b"S":
+                handle.read(int(line.split()[4]) + 1)
+            elif tag == b"Q":
+                if index >= 0:
+                    yield Replayed(index, text, failed)
+                _, _, _, _, name_len, text_len, nparams = line.split()
+                handle.read(int(name_len))
+                text = handle.read(int(text_len)).decode(errors="replace")
+                failed = None
+                for _ in range(int(nparams)):
+                    size = int(handle.readline())
+                    handle.read(max(0, size))
+                index += 1
+            elif tag == b"G":
+                handle.read(int(line.split()[3]))
+                for _ in range(int(line.split()[2])):
+                    handle.readline()
+            elif tag == b"F":
+                failed = line.split()[1].decode()
+        if index >= 0:
+            yield Replayed(index, text, failed)
 
 
 def statement_fingerprint(path: Path, index: int) -> str:
     """The fingerprint of statement ``index`` of a capture's ``replay.dat`` (for a failure's message)."""
-    with path.open("rb") as handle:
-        handle.readline()
-        seen = -1
-        while line := handle.readline():
-            if line.startswith(b"S "):
-                handle.read(int(line.split()[4]) + 1)
-                continue
-            _, _, _, _, name_len, text_len, nparams = line.split()
-            handle.read(int(name_len))
-            text = handle.read(int(text_len)).decode(errors="replace")
-            for _ in range(int(nparams)):
-                size = int(handle.readline())
-                handle.read(max(0, size))
-            seen += 1
-            if seen == index:
-                return fingerprint(text)[:120]
-    return "?"
+    return next((fingerprint(s.text)[:120] for s in read_statements(path) if s.index == index), "?")
 
 
-def _summary(parsed: ParsedLog, out: Path, dump: Dump) -> CaptureSummary:
+def _summary(parsed: ParsedLog, out: Path, dump: Dump, ids: IdMap) -> CaptureSummary:
     by_print: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for statement in parsed.statements:
         entry = by_print[fingerprint(statement.text)]
@@ -209,7 +258,9 @@ def _summary(parsed: ParsedLog, out: Path, dump: Dump) -> CaptureSummary:
              "not replayed"]
     if failed:
         notes.append(f"{failed:,} statements failed in the capture too (their failure is not counted against a config)")
-    files = {name: sha256_of(out / name) for name in (LOG_FILE, DUMP_FILES[dump.format], STATEMENTS_FILE)}
+    if (remapped := ids.note()) is not None:
+        notes.append(remapped)
+    files = {name: sha256_of(out / name) for name in (LOG_FILE, DUMP_FILES[dump.format], STATEMENTS_FILE, KEYS_FILE)}
     return CaptureSummary(system="postgresql", operations=len(parsed.statements), span_s=round(last / 1e6, 3),
                           sessions=len(parsed.sessions), mix=dict(mix(parsed.statements)),
                           fingerprints=tuple(Fingerprint(text, count, round(total / 1e6, 4))

@@ -29,6 +29,7 @@ SETTINGS = ("log_destination = 'csvlog'", "logging_collector = on", "log_stateme
             "log_min_duration_statement = 0", "log_connections = on", "log_disconnections = on", "lc_messages = 'C'")
 SETTINGS_FIX = "set " + ", ".join(SETTINGS) + " (docs/replay.md)"
 MIN_COLUMNS = 23  # PostgreSQL 13 writes 23 columns, 14 and 15 write 26
+FIELD_LIMIT = 2**31 - 1  # a statement is read whole: the server takes up to 1 GB (csv's own limit is 128 KiB)
 DUMP_SESSIONS = ("pg_dump", "pg_dumpall")
 _TIME, _DB, _USER, _SESSION, _SEVERITY, _STATE, _MESSAGE, _DETAIL, _APP, _BACKEND = 0, 2, 1, 5, 11, 12, 13, 14, 22, 23
 _DURATION = re.compile(r"duration: ([0-9.]+) ms(?:  (.*))?", re.S)
@@ -129,6 +130,7 @@ def _rows(path: Path) -> Iterator[list[str]]:
         if raw.read(1) != b"\n":
             raise WorkloadError(f"{path} ends mid-line: the file is truncated. Fix: copy the whole log after the "
                                 "server has written it (or after a log rotation), then capture again")
+    csv.field_size_limit(FIELD_LIMIT)
     with path.open(newline="", encoding="utf-8", errors="replace") as handle:
         reader = csv.reader(handle, strict=True)
         try:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,9 @@ from knobtune.drivers.embedded import BUILD_HINT
 from knobtune.drivers.replay import run_reference
 from knobtune.server.process import last_lines, process_tree, run_logged
 from knobtune.server.life import Benchmarked
-from knobtune.systems.postgresql.capture import statement_fingerprint
+from knobtune.systems.postgresql.capture import read_statements
+from knobtune.systems.postgresql.generated import KEYS_FILE, load_keys
+from knobtune.systems.postgresql.pglog import fingerprint
 from knobtune.systems.postgresql.server import DB_USER, PG_BIN
 from knobtune.systems.postgresql.target import PostgresTarget
 from knobtune.workloads import Rung, Workload
@@ -40,7 +43,10 @@ from knobtune.workloads.capture import check_pace
 
 PROGRAM = "pgreplay-kt"
 COUNTERS = ("replay_lag_p99_s", "replay_lag_max_s", "replay_failed_statements", "replayer_cpu_s",
-            "replay_server_cpu_s")  # what a replay adds to the server's counters (counters.toml describes them)
+            "replay_server_cpu_s", "replay_remapped_values", "replay_unmapped_waits")
+# what a replay adds to the server's counters (counters.toml describes them)
+UNFAITHFUL_SHARE = 0.01  # above this share of failed statements under the default, the replay is not the application
+WAIT_S = 60.0  # how long a session waits for another's generated value before it sends the captured one
 _WRITES = ("INSERT", "UPDATE", "DELETE", "MERGE", "COPY", "TRUNCATE", "CREATE", "ALTER", "DROP")
 _CALL = re.compile(r"(?i)^select\s+[\w.]+\s*\(")  # SELECT f(...): a function, which may write
 _COLUMN = re.compile(r"^[^.]+\.[^.]+(\.[^.]+)?$")  # table.column, schema.table.column (column * : all)
@@ -61,10 +67,12 @@ def find_replayer() -> str:
 
 @dataclass(frozen=True)
 class ReplayRun(Benchmarked):
-    """A replay: its rung and the statements that failed (index -> SQLSTATE)."""
+    """A replay: its rung, the statements that failed (index -> SQLSTATE), and the keys its generators returned
+    (``generated.py``: a file of table, replayed key, label)."""
 
     rung: int
     failed: Mapping[int, str]
+    ids: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,7 @@ class PostgresReplayTarget(PostgresTarget):
                 raise WorkloadError(f"{workload.source}: [drivers.replay] {key} = '{section.get(key, '')}' is not a "
                                     f"file in {folder}. Fix: make the capture again with `knobtune capture postgresql`")
         self.dump_format = str(section.get("dump_format", "custom"))
+        self.keys = load_keys(folder / str(section.get("keys", KEYS_FILE)))
         self.database = str(section.get("database", "postgres"))
         self.nondeterministic = tuple(str(c) for c in section.get("nondeterministic", ()))
         for column in self.nondeterministic:
@@ -199,9 +208,10 @@ class PostgresReplayTarget(PostgresTarget):
         Raises:
             RunFailure: TIMEOUT at ``timeout_s``; TOOL when the replayer failed or printed nothing.
         """
-        failures = log_path.with_suffix(".failed")
+        failures, ids = log_path.with_suffix(".failed"), log_path.with_suffix(".ids")
         argv = [find_replayer(), "--capture", str(self.files["statements"]), "--host", str(self._home),
-                "--user", DB_USER, "--pace", self.pace, "--limit", str(rung.records), "--failures", str(failures)]
+                "--user", DB_USER, "--pace", self.pace, "--limit", str(rung.records), "--failures", str(failures),
+                "--ids", str(ids), "--wait-s", str(WAIT_S)]
         server_before = self._server_cpu_s()
         result = run_logged(argv, log_path=log_path, timeout_s=timeout_s)
         server_cpu = self._server_cpu_s() - server_before
@@ -216,13 +226,14 @@ class PostgresReplayTarget(PostgresTarget):
         out = json.loads(report)
         failed = {int(i): state for i, state in (line.split() for line in failures.read_text().splitlines())}
         self._run_counters = dict(zip(COUNTERS, (out["lag_p99_ms"] / 1e3, out["lag_max_ms"] / 1e3, float(out["errors"]),
-                                                 out["cpu_s"], round(server_cpu, 3)), strict=True))
+                                                 out["cpu_s"], round(server_cpu, 3), float(out.get("remapped", 0)),
+                                                 float(out.get("wait_timeouts", 0))), strict=True))
         phase_s = out["elapsed_s"]
         phase = Phase("replay", out["statements"], phase_s, out["statements"] / phase_s if phase_s else 0.0,
                       p50_us=out["p50_us"], p99_us=out["p99_us"], p999_us=out["p999_us"], max_us=out["max_us"],
                       mean_us=out["mean_us"])
         return ReplayRun(phases=(phase,), measured=("replay",), elapsed_s=phase_s, verified=True, rung=rung.index,
-                         failed=failed)
+                         failed=failed, ids=ids if ids.exists() else None)
 
     def counters_over_run(self, before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float]:
         return {**super().counters_over_run(before, after), **self._run_counters}
@@ -252,10 +263,11 @@ class PostgresReplayTarget(PostgresTarget):
         """
         if not isinstance(ran, ReplayRun):
             return
-        tables = self._digest(log_path.with_suffix(".digest.log"))
+        tables = self._digest(log_path.with_suffix(".digest.log"), ran.ids)
         reference = self._reference.get(ran.rung)
         if reference is None:
             if self.is_default(config):
+                self._check_faithful(ran, log_path)
                 self._reference[ran.rung] = Reference(tables, dict(ran.failed))
             return
         differs = _compare(tables, reference.tables)
@@ -264,19 +276,55 @@ class PostgresReplayTarget(PostgresTarget):
             if new:
                 first = new[0]
                 differs = (f"{len(new):,} statements failed under the config that the default's replay ran (first: "
-                           f"#{first}, SQLSTATE {ran.failed[first]}: "
-                           f"{statement_fingerprint(self.files['statements'], first)})")
+                           f"#{first}, SQLSTATE {ran.failed[first]}: {self._fingerprints([first])[first]})")
         if differs is None:
             return
         if self.is_default(config):
-            raise RunFailure(FailureKind.TOOL, f"the default's own replay differs from its first: {differs}. Fix: name "
-                             "the columns filled by now(), random() or a sequence, or whose values depend on the order "
-                             "of concurrent sessions, in [drivers.replay] nondeterministic (docs/replay.md)", log_path)
+            failed = len(ran.failed) + len(reference.failed)
+            fix = ("name the columns filled by now(), random() or clock_timestamp(), or whose values depend on the "
+                   "order of concurrent sessions, in [drivers.replay] nondeterministic (docs/replay.md)"
+                   if not failed else "see the statements that failed (docs/replay.md, \"When the default's replay "
+                   "fails statements\")")
+            raise RunFailure(FailureKind.TOOL, f"the default's own replay differs from its first: {differs}"
+                             + (f" ({failed:,} statements failed in the two replays)" if failed else ""), log_path,
+                             fix=f"Fix: {fix}")
         raise RunFailure(FailureKind.DATA_LOSS, f"after the replay {differs} (a column that differs between replays "
                          "of the default too belongs in [drivers.replay] nondeterministic)", log_path)
 
-    def _digest(self, log: Path) -> dict[str, TableDigest]:
-        """Each table's rows and checksums, by ``schema.table``."""
+    def _check_faithful(self, ran: ReplayRun, log_path: Path) -> None:
+        """The default's replay fails at most UNFAITHFUL_SHARE of its statements that succeeded in the capture.
+
+        Raises:
+            RunFailure: TOOL, naming how many failed, the top SQLSTATEs with their fingerprints and the likely cause.
+        """
+        if not ran.failed:
+            return
+        captured = {s.index: s.failed for s in read_statements(self.files["statements"]) if s.index in ran.failed}
+        new = {i: state for i, state in ran.failed.items() if not captured.get(i)}
+        total = ran.phases[0].ops if ran.phases else 0
+        if not new or len(new) <= UNFAITHFUL_SHARE * total:
+            return
+        prints = self._fingerprints(list(new))
+        top = Counter((state, prints[i]) for i, state in new.items()).most_common(3)
+        said = "; ".join(f"{count:,}x {state} {text[:70]}" for (state, text), count in top)
+        states = {state for state in new.values()}
+        cause = (" Keys the capture could not map are replayed as captured (`capture` named them)"
+                 if states & {"23503", "23505", "25P02"} else "")
+        raise RunFailure(FailureKind.TOOL, f"the default's replay failed {len(new):,} of {total:,} statements "
+                         f"({len(new) / total:.1%}, above {UNFAITHFUL_SHARE:.0%}) that succeeded in the capture: "
+                         f"{said}.{cause}", log_path,
+                         fix="Fix: the replay is not faithful to the application, so no config is tuned on it; see "
+                             "docs/replay.md (\"When the default's replay fails statements\")")
+
+    def _fingerprints(self, indexes: list[int]) -> dict[int, str]:
+        wanted = set(indexes)
+        found = {s.index: fingerprint(s.text)[:120] for s in read_statements(self.files["statements"])
+                 if s.index in wanted}
+        return {i: found.get(i, "?") for i in indexes}
+
+    def _digest(self, log: Path, ids: Path | None = None) -> dict[str, TableDigest]:
+        """Each table's rows and checksums, by ``schema.table``; the keys the replay's generators made read through
+        ``ids`` (replayed key -> the captured one, or the generating row's label)."""
         listing = self._sql(_TABLES, log.with_suffix(".tables.log"))
         columns: dict[str, list[str]] = {}
         for line in listing:
@@ -284,10 +332,16 @@ class PostgresReplayTarget(PostgresTarget):
             columns.setdefault(f"{schema}.{table}", []).append(column)
         if not columns:
             return {}
-        queries = [_table_query(name,
-                                [c for c in cols if not self._excluded(name, c)]) for name, cols in columns.items()]
+        mapped = _id_table(ids, log.with_suffix(".ids.tsv")) if ids is not None and self.keys.keys else None
+        queries = [_table_query(name, [c for c in cols if not self._excluded(name, c)],
+                                {c: k for c in cols if mapped and (k := self.keys.holds_key_of(name, c))})
+                   for name, cols in columns.items()]
+        if mapped is not None:
+            queries.insert(0, f"CREATE TEMP TABLE {_ID_TABLE} (tbl text, replayed text, label text, PRIMARY KEY "
+                              f"(tbl, replayed));\n\\copy {_ID_TABLE} FROM {_literal(str(mapped))}")
         out: dict[str, TableDigest] = {}
-        for name, line in zip(columns, self._sql("\n".join(queries), log), strict=True):
+        lines = [line for line in self._sql("\n".join(queries), log) if not line.startswith(("CREATE", "COPY"))]
+        for name, line in zip(columns, lines, strict=True):
             rows, checksum, *sums = line.split("\t")
             kept = [c for c in columns[name] if not self._excluded(name, c)]
             out[name] = TableDigest(int(rows), checksum, dict(zip(kept, sums, strict=True)))
@@ -326,11 +380,41 @@ def _hash(expression: str) -> str:
     return f"coalesce(sum(('x' || substr(md5(({expression})::text), 1, 16))::bit(64)::bigint), 0)"
 
 
-def _table_query(table: str, columns: list[str]) -> str:
+_ID_TABLE = "knobtune_replayed_ids"
+
+
+def _id_table(ids: Path, out: Path) -> Path:
+    """The replayer's keys (table, replayed, label) without repeats, a claimed row's label winning over a
+    generating row's ("g..."): a key a statement inserted and a later ``currval`` returned is one row."""
+    labels: dict[tuple[str, str], str] = {}
+    for line in ids.read_text().splitlines():
+        table, replayed, label = line.split("\t")
+        if (table, replayed) not in labels or labels[(table, replayed)].startswith("g"):
+            labels[(table, replayed)] = label
+    out.write_text("".join(f"{t}\t{r}\t{label}\n" for (t, r), label in sorted(labels.items())))
+    out.chmod(0o600)
+    return out
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _table_query(table: str, columns: list[str], keyed: Mapping[str, str] | None = None) -> str:
+    """A table's row count, the sum of its rows' hashes and of each column's; a column in ``keyed`` (column -> the
+    keyed table whose key it holds) is read through the replay's keys."""
     schema, name = table.split(".", 1)
-    row = f"ROW({', '.join(_ident(c) for c in columns)})" if columns else "ROW()"
-    sums = "".join(f", {_hash(f'ROW({_ident(c)})')}" for c in columns)
-    return f"SELECT count(*), {_hash(row)}{sums} FROM {_ident(schema)}.{_ident(name)};"
+
+    def value(column: str) -> str:
+        key = (keyed or {}).get(column)
+        if key is None:
+            return f"t.{_ident(column)}"
+        return (f"coalesce((SELECT m.label FROM {_ID_TABLE} m WHERE m.tbl = {_literal(key)} AND m.replayed = "
+                f"t.{_ident(column)}::text), t.{_ident(column)}::text)")
+
+    row = f"ROW({', '.join(value(c) for c in columns)})" if columns else "ROW()"
+    sums = "".join(f", {_hash(f'ROW({value(c)})')}" for c in columns)
+    return f"SELECT count(*), {_hash(row)}{sums} FROM {_ident(schema)}.{_ident(name)} t;"
 
 
 def _compare(tables: Mapping[str, TableDigest], reference: Mapping[str, TableDigest]) -> str | None:

@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from knobtune.errors import KnobtuneError
@@ -27,7 +28,9 @@ class StorageServer:
     Usage: ``with StorageServer() as url: ...``; ``url`` is an Optuna (SQLAlchemy) storage URL.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Mapping[str, str] | None = None) -> None:
+        """``settings``: more of the server's settings (one ``-c`` each), beside ``max_connections``."""
+        self.settings = dict(settings or {})
         self._home: Path | None = None
         self._server: subprocess.Popen[bytes] | None = None
 
@@ -67,11 +70,22 @@ class StorageServer:
         if self._home is None:
             raise KnobtuneError("the storage server has no data folder. Fix: start it with start() first")
         home, log = self._home, self._home / "server.log"
-        self._server = spawn(postgres_argv(home / "data", home, {"max_connections": "200"}), log_path=log,
-                             user=PG_USER)
+        self._server = spawn(postgres_argv(home / "data", home, {"max_connections": "200", **self.settings}),
+                             log_path=log, user=PG_USER)
         await_server(self._server, lambda: accepts_connections(home), system="PostgreSQL (storage)",
                      why_exited=lambda: server_message(log), log=log, default_config=True, refusal=False,
                      limit_s=READY_LIMIT_S, poll_s=POLL_S)
+
+    @property
+    def home(self) -> Path:
+        """The server's folder: its socket, and its data in ``data/``.
+
+        Raises:
+            KnobtuneError: it is not started.
+        """
+        if self._home is None:
+            raise KnobtuneError("the storage server has no folder. Fix: start it with start() first")
+        return self._home
 
     def stop_server(self) -> None:
         """Stop the server as its owner's fast shutdown does (every connection is cut), keeping its data."""
