@@ -1,0 +1,183 @@
+"""Applications written as users write them (tests/apps/shop.py: SQLAlchemy's ORM and psycopg 3, 8 concurrent
+clients, ids read back and used again, foreign keys, commuting stock updates), captured as docs/replay.md says
+and replayed: the ids the replay's server generates are sent in place of the captured ones."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+
+from knobtune.knobs import load_catalog
+from knobtune.storage import open_store
+from knobtune.systems import make_target
+from knobtune.systems.postgresql import capture
+from knobtune.systems.postgresql.generated import Keys, map_ids
+from knobtune.systems.postgresql.pglog import read_log
+from knobtune.systems.postgresql.replay import find_replayer
+from knobtune.systems.postgresql.server import PG_BIN
+from knobtune.systems.postgresql.sqlshape import shape
+from knobtune.targets import FailureKind, RunFailure
+from knobtune.tuning import Experiment, Tuner, attrs, build_space
+from knobtune.workloads import Objective, load_workload
+
+from apps import shop
+from apps.capturing import capture_application
+
+pytestmark = pytest.mark.skipif(not (PG_BIN / "postgres").exists(), reason="PostgreSQL 15 is not installed")
+CLIENTS, ORDERS = 8, 12
+LONG_STATEMENT_BYTES = 200_000
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_cache(tmp_path_factory):
+    """Each capture's dump is new: its restored copy goes to a cache of this module's own."""
+    before = os.environ.get("KNOBTUNE_CACHE")
+    os.environ["KNOBTUNE_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if before is None:
+        os.environ.pop("KNOBTUNE_CACHE")
+    else:
+        os.environ["KNOBTUNE_CACHE"] = before
+
+
+def _run_with_a_long_statement(client: str):
+    def run(dsn: str) -> None:
+        shop.run(dsn, client, clients=CLIENTS, orders=ORDERS)
+        import psycopg
+
+        with psycopg.connect(dsn, autocommit=True) as conn:  # an ORM's batch can be this long: read whole
+            conn.execute("SELECT length('" + "x" * LONG_STATEMENT_BYTES + "')")  # type: ignore[arg-type]
+    return run
+
+
+@pytest.fixture(scope="module", params=["orm", "psycopg"])
+def captured(request, tmp_path_factory) -> Path:
+    find_replayer()
+    folder = tmp_path_factory.mktemp(request.param)
+    capture_application(shop.create, _run_with_a_long_statement(request.param), folder, f"shop-{request.param}",
+                        shop.NONDETERMINISTIC)
+    return folder / f"shop-{request.param}.capture"
+
+
+def _fast(workload):
+    return dataclasses.replace(workload, drivers={"replay": {**workload.drivers["replay"], "pace": "fast"}},
+                               objective=Objective.ELAPSED_S)
+
+
+def test_capture_says_which_statements_generate_keys_and_reads_a_long_statement_whole(captured: Path) -> None:
+    summary = load_workload(captured).capture
+    note = next(n for n in summary.notes if "generate keys" in n)
+    assert f"{CLIENTS * ORDERS:,} of their values are used again" in note  # every order's id
+    assert "new key no statement" not in note, "every id the application used again is mapped"
+    parsed = read_log(captured / capture.LOG_FILE)
+    assert max(len(s.text) for s in parsed.statements) > LONG_STATEMENT_BYTES
+
+
+@pytest.mark.slow
+def test_the_defaults_replays_agree_and_fail_no_statement_at_either_pace(captured: Path, tmp_path: Path) -> None:
+    postgresql = load_catalog("postgresql")
+    workload = load_workload(captured)
+    for replayed in (workload, _fast(workload)):
+        with make_target(postgresql, replayed, tmp_path / replayed.drivers["replay"]["pace"], driver="replay") as target:
+            for run in range(2):  # the second is checked against the first: every table agrees through the id map
+                measurement = target.run(postgresql.defaults(), replayed.full, timeout_s=300,
+                                         log_path=tmp_path / f"{replayed.drivers['replay']['pace']}-{run}.log", seed=1)
+                counters = measurement.counters
+                assert counters["replay_failed_statements"] <= 0.001 * replayed.full.records
+                assert counters["replay_remapped_values"] > CLIENTS * ORDERS
+                assert counters["replay_unmapped_waits"] == 0
+
+
+@pytest.mark.slow
+def test_without_the_id_map_the_defaults_replay_is_refused_naming_sqlstates_and_fingerprints(
+        captured: Path, tmp_path: Path) -> None:
+    """The captured ids sent as literals (what the replay did before): concurrent sessions draw other ids, items
+    point at other sessions' orders or at none, and the default's replay is refused before any search."""
+    copy = tmp_path / "literal.capture"
+    copy.mkdir(mode=0o700)
+    for item in captured.iterdir():
+        (copy / item.name).write_bytes(item.read_bytes())
+        (copy / item.name).chmod(0o600)
+    capture.write_statements(read_log(copy / capture.LOG_FILE), copy / capture.STATEMENTS_FILE)
+    postgresql = load_catalog("postgresql")
+    workload = _fast(load_workload(copy))
+    with make_target(postgresql, workload, tmp_path / "scratch", driver="replay") as target:
+        with pytest.raises(RunFailure) as refused:
+            target.run(postgresql.defaults(), workload.full, timeout_s=300, log_path=tmp_path / "default.log", seed=1)
+    failure = refused.value
+    assert failure.kind is FailureKind.TOOL and "\n" not in failure.reason and failure.fix.startswith("Fix:")
+    assert "above 1%" in failure.reason and ("23503" in failure.reason or "25P02" in failure.reason)
+    assert "INSERT INTO" in failure.reason or "UPDATE" in failure.reason  # fingerprints, never parameters
+
+
+@pytest.mark.slow
+def test_a_tune_on_the_orm_application_ends_with_a_verdict(captured: Path, tmp_path: Path) -> None:
+    if captured.name != "shop-orm.capture":
+        pytest.skip("one application's tune is enough for the suite's time")
+    postgresql = load_catalog("postgresql")
+    workload = _fast(load_workload(captured))
+    settings = Experiment.of(study="shop", catalog=postgresql, workload=workload,
+                             space=build_space(postgresql, ["shared_buffers", "work_mem", "random_page_cost"]),
+                             search__sampler="random", search__seed=2, budget__trials=2, proof__verify_top=1,
+                             proof__repeats=2, measurement__control_every=0, research__rules=False,
+                             research__try_known_configs=False)
+    study = Tuner(settings, open_store(tmp_path / "studies")).run()
+    outcomes = [t.user_attrs.get(attrs.OUTCOME) for t in study.trials]
+    assert "tool" not in outcomes, [t.user_attrs.get(attrs.REASON) for t in study.trials]
+    verdict = study.user_attrs[attrs.VERIFICATION]["verdict"]
+    assert verdict and ("faster" in verdict or "no significant gain" in verdict or "keep the default" in verdict)
+
+
+# ---------------------------------------------------------------- what capture reads, without a server
+
+
+def test_the_statements_orms_send_bind_their_values_to_columns() -> None:
+    orm_items = ("INSERT INTO order_items (order_id, product_id, qty) SELECT p0::BIGINT, p1::INTEGER, p2::INTEGER "
+                 "FROM (VALUES ($1::BIGINT, $2::INTEGER, $3::INTEGER, 0), ($4::BIGINT, $5::INTEGER, $6::INTEGER, 1)) "
+                 "AS imp_sen(p0, p1, p2, sen_counter) ORDER BY sen_counter RETURNING order_items.id, "
+                 "order_items.id AS id__1")
+    items = shape(orm_items)
+    assert items.insert_into == "public.order_items" and items.rows == 2 and items.returning[0] == "id"
+    assert [(b.value.param, b.column) for b in items.bindings if b.column == "order_id"] == [(0, "order_id"),
+                                                                                              (3, "order_id")]
+    lazy = shape("SELECT order_items.id FROM order_items WHERE $1::BIGINT = order_items.order_id")
+    assert [(b.table, b.column, b.value.param) for b in lazy.bindings] == [("public.order_items", "order_id", 0)]
+    update = shape('UPDATE orders SET total=$1::NUMERIC(12, 2) WHERE orders.id = $2::BIGINT')
+    assert ("public.orders", "id", 1) in [(b.table, b.column, b.value.param) for b in update.bindings]
+    literal = shape("select * from order_items oi join orders o on o.id = oi.order_id where o.id = 42")
+    assert [(b.table, b.column, b.value.text) for b in literal.bindings] == [("public.orders", "id", "42")]
+    assert shape("SELECT nextval('public.orders_id_seq')").sequence_call == ("nextval", "public.orders_id_seq")
+    assert not shape("INSERT INTO t VALUES (1); SELECT 1").single
+
+
+KEYS = Keys({"public.orders": ("id", "public.orders_id_seq", 100)}, {("public.order_items", "order_id"): "public.orders"})
+
+
+def test_a_multi_row_insert_claims_its_rows_in_the_order_the_sequence_hands_them_out() -> None:
+    statements = [
+        (0, "INSERT INTO orders (status) VALUES ($1), ($2) RETURNING id", ("a", "b"), "u"),
+        (0, "INSERT INTO order_items (order_id, qty) VALUES ($1, 1)", ("102",), "u"),
+        (0, "INSERT INTO order_items (order_id, qty) VALUES ($1, 1)", ("101",), "u"),
+        (1, "UPDATE orders SET status = 'x' WHERE id = $1", ("102",), "p"),  # another session uses it
+        (1, "UPDATE orders SET status = 'x' WHERE id = $1", ("7",), "p"),  # a key the dump holds: as captured
+        (1, "UPDATE orders SET status = 'x' WHERE id = 150", (), "s"),  # a new key no statement of its made
+    ]
+    ids = map_ids(statements, KEYS)
+    (generator,) = ids.generators.values()
+    assert generator.claimed == [101, 102] and [ids.captured[s] for s in generator.slots] == [101, 102]
+    assert [r.slot for r in ids.references[3]] == [generator.slots[1]]
+    assert 4 not in ids.references and ids.unmapped_statements == 1
+    assert "1 statements use a new key" in (ids.note() or "")
+
+
+def test_an_insert_without_returning_is_sent_with_its_key_returned(tmp_path: Path) -> None:
+    statements = [(0, "INSERT INTO orders (status) VALUES ('new');", (), "s"),
+                  (0, "SELECT currval('orders_id_seq')", (), "s"),
+                  (0, "DELETE FROM order_items WHERE order_id = 101", (), "s")]
+    ids = map_ids(statements, KEYS)
+    assert ids.generators[0].append == ' RETURNING "id"'
+    assert ids.generators[1].claimed == [101], "currval is what the application read"
+    assert ids.references[2][0].value.text == "101"
