@@ -1,0 +1,183 @@
+"""Benchmark: does a capture's replay rank configs as the application itself does?
+
+The figure a user needs before trusting a replay, which no tuner publishes. For
+each application of `--apps` (tests/apps/shop.py: the same shop written with
+SQLAlchemy's ORM and with psycopg 3 by hand, `--clients` concurrent clients,
+ids read back and used again):
+1. capture it as docs/replay.md says (a server logging every statement, a dump
+   when logging began, the application run, `capture postgresql --from --state`);
+2. draw `--configs` configs from PostgreSQL's space (the default first, then
+   random samples of `--seed`, durability knobs included: the question is the
+   ranking, not a recommendation);
+3. measure every config `--repeats` times both ways, interleaved (config by
+   config, replay then application, round after round): the replay of the
+   capture (`pace = "fast"`, objective elapsed_s: replay + settle), and the
+   application itself on the same restored dump under the same config, timed
+   the same way (its run + the same settle: kill, recovery, checkpoint);
+4. report Spearman's rho between the two rankings (medians), and the share of
+   the replay's best gain the application sees (the application's gain of the
+   replay's best config over the default, divided by the replay's gain).
+
+    .venv/bin/python bench/replay_fidelity.py --apps orm psycopg --configs 7 --repeats 3 \
+        --out bench/results/replay-fidelity/
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import optuna
+from scipy import stats
+
+from _cli import emit
+from replay_transfer import _commit, _machine
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the applications the tests capture too
+from apps import shop  # noqa: E402
+from apps.capturing import capture_application  # noqa: E402
+
+from knobtune.knobs import Catalog, Value, load_catalog  # noqa: E402
+from knobtune.server.hooks import Benchmarked  # noqa: E402
+from knobtune.systems.postgresql.replay import PostgresReplayTarget  # noqa: E402
+from knobtune.systems.postgresql.server import DB_NAME, DB_USER  # noqa: E402
+from knobtune.targets import Phase  # noqa: E402
+from knobtune.tuning import build_space  # noqa: E402
+from knobtune.workloads import Objective, Rung, load_workload  # noqa: E402
+
+KNOBS = ["shared_buffers", "wal_buffers", "work_mem", "synchronous_commit", "commit_delay", "commit_siblings",
+         "wal_writer_delay", "wal_compression", "full_page_writes", "checkpoint_timeout", "max_wal_size",
+         "random_page_cost", "effective_io_concurrency", "bgwriter_delay"]
+
+
+class ApplicationTarget(PostgresReplayTarget):
+    """The capture's server life (the dump restored, started under the config, settled), running the application
+    itself in place of the replayer."""
+
+    def __init__(self, *args: object, app: str, clients: int, orders: int, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.app, self.app_clients, self.orders = app, clients, orders
+
+    def run_at(self, config: Mapping[str, Value], rung: Rung, *, timeout_s: float | None, log_path: Path,
+               seed: int):
+        return super(PostgresReplayTarget, self).run_at(config, rung, timeout_s=timeout_s, log_path=log_path,
+                                                        seed=seed)
+
+    def benchmark(self, rung: Rung, timeout_s: float | None, log_path: Path, seed: int,
+                  server_log: Path) -> Benchmarked:
+        dsn = f"host={self._home} user={DB_USER} dbname={self.database or DB_NAME}"
+        started = time.monotonic()
+        shop.run(dsn, self.app, clients=self.app_clients, orders=self.orders, seed=1)
+        elapsed = time.monotonic() - started
+        return Benchmarked(phases=(Phase("application", rung.records, elapsed, rung.records / elapsed),),
+                           measured=("application",), elapsed_s=elapsed, verified=True)
+
+    def check_data(self, config: Mapping[str, Value], ran: Benchmarked, log_path: Path) -> None:
+        return None
+
+
+def configs(catalog: Catalog, count: int, seed: int) -> list[dict[str, Value]]:
+    space = build_space(catalog, KNOBS, allow_unsafe=True)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    out: list[dict[str, Value]] = [catalog.defaults()]
+    for _ in range(count - 1):
+        config, _ = space.suggest(study.ask())
+        out.append(config)
+    return out
+
+
+def one_app(app: str, args: argparse.Namespace, home: Path) -> dict:
+    catalog = load_catalog("postgresql")
+    summary = capture_application(shop.create, lambda dsn: shop.run(dsn, app, clients=args.clients,
+                                                                     orders=args.orders, seed=1),
+                                  home / app, f"shop-{app}", shop.NONDETERMINISTIC)
+    captured = load_workload(home / app / f"shop-{app}.capture")
+    workload = dataclasses.replace(captured, objective=Objective.ELAPSED_S,
+                                   drivers={"replay": {**captured.drivers["replay"], "pace": "fast"}})
+    chosen = configs(catalog, args.configs, args.seed)
+    times: dict[str, list[list[float]]] = {"replay": [[] for _ in chosen], "application": [[] for _ in chosen]}
+    work: dict[str, list[list[float]]] = {"replay": [[] for _ in chosen], "application": [[] for _ in chosen]}
+    failures: list[str] = []
+    with PostgresReplayTarget(catalog, workload, home / app / "replay") as replay, \
+            ApplicationTarget(catalog, workload, home / app / "app", app=app, clients=args.clients,
+                              orders=args.orders) as application:
+        for round_ in range(args.repeats):
+            for number, config in enumerate(chosen):
+                for side, target in (("replay", replay), ("application", application)):
+                    log = home / app / f"{side}-c{number}-r{round_}.log"
+                    try:
+                        measured = target.run(config, workload.full, timeout_s=600, log_path=log, seed=round_)
+                        times[side][number].append(round(measured.elapsed_s, 4))
+                        work[side][number].append(round(measured.workload_s, 4))
+                    except Exception as exc:  # noqa: BLE001 - a config the server refuses, kept with its reason
+                        failures.append(f"{side} config {number} round {round_}: {exc}"[:300])
+    return {"app": app, "statements": summary.operations, "sessions": summary.sessions,
+            "notes": [n for n in summary.notes if "generate keys" in n], "configs": [
+                {k: v for k, v in c.items() if v != catalog.defaults().get(k)} for c in chosen],
+            "times_s": times, "work_s": work, "failures": failures, **fidelity(times)}
+
+
+def fidelity(times: Mapping[str, list[list[float]]]) -> dict:
+    """Spearman's rho of the two rankings (medians of the configs both sides measured) and the share of the
+    replay's best gain the application sees."""
+    kept = [i for i in range(len(times["replay"])) if times["replay"][i] and times["application"][i]]
+    replay = [statistics.median(times["replay"][i]) for i in kept]
+    application = [statistics.median(times["application"][i]) for i in kept]
+    if len(kept) < 3 or 0 not in kept:
+        return {"rho": None, "held": None, "kept": kept}
+    rho = stats.spearmanr(replay, application).statistic
+    best = min(range(len(kept)), key=lambda k: replay[k])
+    default = kept.index(0)
+    replay_gain = replay[default] / replay[best]
+    application_gain = application[default] / application[best]
+    held = (application_gain - 1) / (replay_gain - 1) if replay_gain > 1.0001 else None
+    return {"rho": round(float(rho), 3), "kept": kept, "best": kept[best], "replay_gain": round(replay_gain, 3),
+            "application_gain": round(application_gain, 3), "held": round(held, 3) if held is not None else None}
+
+
+def table(result: dict) -> str:
+    """A result file as a Markdown table, one row per application (bench/RESULTS.md shows it)."""
+    rows = [f"{result['clients']} clients x {result['orders']} orders, {result['configs']} configs (seed "
+            f"{result['seed']}), {result['repeats']} interleaved runs a side, commit {result['commit']}", "",
+            "| application | statements | rho (replay vs application) | replay's best: gain on the replay | "
+            "on the application | held | runs failed |", "|---|---|---|---|---|---|---|"]
+    for app in result["apps"]:
+        rows.append(f"| {app['app']} | {app['statements']:,} | {app['rho']} | {app.get('replay_gain')}x "
+                    f"| {app.get('application_gain')}x | {app['held']} | {len(app['failures'])} |")
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--apps", nargs="+", default=["orm", "psycopg"], choices=sorted(shop.CLIENTS))
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--orders", type=int, default=40, help="orders per client")
+    parser.add_argument("--configs", type=int, default=7, help="configs measured (the default and samples)")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved runs per config, on each side")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--table", type=Path, metavar="RESULT", help="print a result file as a Markdown table")
+    args = parser.parse_args()
+    if args.table:
+        print(table(json.loads(args.table.read_text())))
+        return
+    commit = _commit()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="knobtune-fidelity-") as tmp:
+        os.environ.setdefault("KNOBTUNE_CACHE", str(Path(tmp) / "cache"))
+        apps = [one_app(app, args, Path(tmp)) for app in args.apps]
+    emit({"question": "does a capture's replay rank configs as the application does?", "clients": args.clients,
+          "orders": args.orders, "configs": args.configs, "repeats": args.repeats, "seed": args.seed,
+          "commit": commit, "machine": _machine(), "apps": apps}, args.out)
+
+
+if __name__ == "__main__":
+    main()
