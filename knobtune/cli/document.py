@@ -15,6 +15,7 @@ from knobtune.systems import make_target
 from knobtune.tuning import Experiment, build_space, document
 from knobtune.tuning.document import ExperimentDoc, ExperimentError, load_document, merged, read_document
 from knobtune.tuning.finish import starting_configs
+from knobtune.tuning.kinds import of_system, tuning_study
 from knobtune.tuning.narrow import narrowed
 from knobtune.tuning.ranking import ranked_knobs
 from knobtune.tuning.space import kept_out_label
@@ -72,14 +73,15 @@ def resolve(doc: ExperimentDoc, store: StudyStore, prefix: str = "") -> Experime
     s = doc.search
     searched, ranked_by = list(s.knobs) if s.knobs is not None else None, None
     if s.ranking is not None and s.top_k is not None:
-        searched = ranked_knobs(store.load(s.ranking), s.top_k)
+        searched = ranked_knobs(of_system(store.load(s.ranking), catalog.system, "--ranking"), s.top_k)
         ranked_by = {"study": s.ranking, "top_k": s.top_k, "knobs": searched}
     space = build_space(catalog, searched, s.allow_unsafe, driver, allow_operational=s.allow_operational)
     limit = doc.limits.memory_limit_bytes
     if limit is not None and (over := catalog.memory.over_limit(catalog.defaults(), limit)):
         raise UsageError(f"--memory-limit is too low for the default config: {over}. Fix: raise --memory-limit "
                          "(limits.memory_limit_bytes)")
-    starts = starting_configs(store.load(s.start_from), catalog.system) if s.start_from else ()
+    starts = starting_configs(tuning_study(of_system(store.load(s.start_from), catalog.system, "--start-from"),
+                                          "--start-from"), catalog.system) if s.start_from else ()
     resolved = document.replace(doc, study=name, workload__records=spec.records, workload__driver=driver,
                                 workload__objective=(doc.workload.objective or spec.objective.value))
     return Experiment(doc=resolved, catalog=catalog, workload=spec, space=space, ranked_by=ranked_by,

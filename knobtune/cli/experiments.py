@@ -13,7 +13,8 @@ from knobtune.errors import ConfigError, UsageError
 from knobtune.analysis.diagnosis import Suggestion, diagnose
 from knobtune.knobs import Catalog, Value, load_catalog
 from knobtune.knobs.display import knob_value
-from knobtune.report import load_config_file, summarize
+from knobtune.outputs import OutputFile, Written, check_output, check_outputs
+from knobtune.report import load_config_file, page_files, summarize
 from knobtune.report.sweep import point_lines, write_sweep
 from knobtune.storage import StudyStore, open_store
 from knobtune.targets import RunFailure
@@ -26,7 +27,7 @@ from knobtune.tuning.verify import Candidate, CandidateRuns, run_interleaved
 from knobtune.workloads import Objective
 from knobtune.cli.options import (
     SystemArgument,
-    DirOption, DriverOption, JsonOption, MemoryLimitOption, ObjectiveOption, RecordsOption, StorageOption,
+    DirOption, DriverOption, ForceOption, JsonOption, MemoryLimitOption, ObjectiveOption, RecordsOption, StorageOption,
     TimeoutFactorOption, UnsettledOption, WorkloadOption, at_least, check_records, check_seed, memory_limit_option,
     objective_option, output_path, preflight, reclaim, trial_config, workload_for,
 )
@@ -149,6 +150,7 @@ def sweep_command(
     storage: StorageOption = None,
     directory: DirOption = None,
     json_output: JsonOption = False,
+    force: ForceOption = False,
 ) -> None:
     """Measure the objective over a grid of one knob (or two), each point repeated and interleaved; draw it.
 
@@ -160,6 +162,10 @@ def sweep_command(
     check_seed(seed)
     at_least("--timeout-factor", timeout_factor, 1.0, "e.g. --timeout-factor 3")
     out = output_path(out)
+    if out is not None:
+        html_path, json_path = page_files(out)
+        check_outputs([OutputFile(html_path, Written.HTML)] if html_path else [], force=force)
+        check_output(OutputFile(json_path, Written.JSON), force=force)
     catalog = load_catalog(system)
     limit = memory_limit_option(memory_limit)
     store = open_store(directory, storage)

@@ -121,7 +121,7 @@ def tune(
     doc = experiment_document(ctx, experiment, system)  # the options above that name a field reach it from ctx
     store = open_store(directory, storage)
     settings = resolve(doc, store)
-    store.storage()  # a storage URL that cannot be opened says so now, before anything is announced
+    store.check_url()  # a storage URL that cannot be opened says so now; nothing is made before every check
     if (missing := doc.budget_problem()) is not None:  # what was named is checked first, then what is missing
         raise UsageError(missing)
     catalog, spec, space = settings.catalog, settings.workload, settings.space
@@ -130,6 +130,8 @@ def tune(
     if dry_run:
         console.out.print(plan_text(settings, store), markup=False, end="")
         return
+    if (existing := store.find(settings.study_name)) is not None:  # a resume: the study must be this experiment's
+        settings.check_matches(existing.user_attrs)  # before anything is said or run
     refuse_if_running(store, settings.study_name)  # before anything is said or run
     reclaim(store, json_output)
     info = console.err if json_output else console.out  # keep stdout pure JSON under --json
@@ -233,7 +235,8 @@ def rank(
         if rung >= len(spec.rungs):
             raise UsageError(f"--rung {rung}: workload '{spec.name}' has rungs 0-{len(spec.rungs) - 1}. "
                              "Fix: choose one of them")
-        store.storage()
+        if (existing := store.find(settings.study_name)) is not None:  # a resume: the study must be a ranking
+            settings.check_matches(existing.user_attrs)  # of this experiment, said before anything is run
         preflight(catalog, spec, settings.driver, store, settle=settings.research.settle,
                   memory_limit_bytes=settings.limits.memory_limit_bytes)
         reclaim(store, json_output)

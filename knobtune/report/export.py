@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 from knobtune.knobs import Catalog
+from knobtune.outputs import OutputFile, Written, json_mark, text_mark
 from knobtune.report.summary import StudySummary
 from knobtune.report.summary_text import describe_costs
 from knobtune.targets import Beside
@@ -23,7 +25,7 @@ def export_config(summary: StudySummary, catalog: Catalog, format_name: str,
     """
     changed = summary.result_config if config is None else config
     if format_name == "json":
-        return json.dumps({
+        return json.dumps(json_mark() | {
             "system": summary.system, "study": summary.study, "workload": summary.heading.workload,
             "config": changed, "verified": summary.verified, "verdict": summary.verdict,
             "allow_unsafe": summary.safety.allow_unsafe, "allow_operational": summary.safety.allow_operational,
@@ -36,7 +38,7 @@ def export_config(summary: StudySummary, catalog: Catalog, format_name: str,
     comment = spec.comment
     if comment is None:
         return text
-    header = [f"{comment} study {summary.study}: {summary.verdict}"]
+    header = [text_mark(comment), f"{comment} study {summary.study}: {summary.verdict}"]
     header += [f"{comment} NOT IN THIS FILE: {b.note}" for b in spec.beside(catalog, catalog.config(changed))]
     header += [f"{comment} {role}: {describe_costs(cost)} ({cost.get('source')})"
                for role, cost in summary.cost.costs.items()]
@@ -59,7 +61,24 @@ def export_beside(summary: StudySummary, catalog: Catalog, format_name: str,
         return ()
     changed = summary.result_config if config is None else config
     spec = export_format(summary.system, summary.heading.experiment.get("driver"), format_name)
-    return spec.beside(catalog, catalog.config(changed))
+    return tuple(dataclasses.replace(b, text=f"{text_mark(b.comment)}\n{b.text}")
+                 for b in spec.beside(catalog, catalog.config(changed)))
+
+
+def export_files(summary: StudySummary, catalog: Catalog, format_name: str, path: Path,
+                 config: dict[str, Any] | None = None) -> list[OutputFile]:
+    """The files ``export -o path`` writes: the export itself and what is written beside it, each with its format
+    (``knobtune.outputs`` tells from it whether an existing file there is one knobtune wrote).
+
+    Raises:
+        UsageError: the study's system and driver have no such format.
+    """
+    if format_name == "json":
+        return [OutputFile(path, Written.JSON)]
+    spec = export_format(summary.system, summary.heading.experiment.get("driver"), format_name)
+    return [OutputFile(path, Written.TEXT, spec.comment)] + [
+        OutputFile(path.with_name(path.name + b.suffix), Written.TEXT, b.comment)
+        for b in export_beside(summary, catalog, format_name, config)]
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
