@@ -119,7 +119,20 @@ def plan_text(experiment: Experiment, store: StudyStore) -> str:
 
 class SectionedCommand(typer.core.TyperCommand):
     """A command whose help lists its options in sections (each option's ``rich_help_panel``), everyday ones first,
-    in plain text (knobtune's help is not drawn with rich)."""
+    in plain text (knobtune's help is not drawn with rich); and that refuses an option with one value given twice
+    (``--time 5m --time 10m``: click would keep the last and drop the other without a word)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not ctx.resilient_parsing and args:
+            _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+            for param in dict.fromkeys(order):
+                count = sum(1 for seen in order if seen is param)
+                if count > 1 and param.param_type_name == "option" and not param.multiple \
+                        and not getattr(param, "is_flag", False):
+                    spelled = " or ".join(param.opts)
+                    raise UsageError(f"{spelled} is given {count} times, and it takes one value: the others would be "
+                                     f"dropped without a word. Fix: give {param.opts[0]} once")
+        return super().parse_args(ctx, args)
 
     def format_options(self, ctx: Any, formatter: Any) -> None:  # typer's click (vendored since 0.25) or click's
         sections: dict[str, list[tuple[str, str]]] = {}

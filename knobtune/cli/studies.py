@@ -17,6 +17,7 @@ from knobtune.outputs import OutputFile, Written, check_outputs
 from knobtune.report import export_beside, export_config, export_files, page_files, summarize, write_report
 from knobtune.storage import open_store
 from knobtune.tuning.explain import EXPLANATION
+from knobtune.tuning.kinds import tuning_study
 from knobtune.cli.options import (
     DirOption, ForceOption, JsonOption, StorageOption, output_path, trial_config, write_output,
 )
@@ -60,7 +61,7 @@ def export(
         raise UsageError("--minimal and --trial both choose the config. Fix: give one of them")
     output = output_path(output)
     store = open_store(directory, storage)
-    loaded = store.load(study)
+    loaded = tuning_study(store.load(study), "export")
     summary = summarize(loaded)
     catalog = load_catalog(summary.system)
     config = None

@@ -18,6 +18,7 @@ from knobtune.tuning.ranking import rank_study
 from knobtune.tuning.samplers import SAMPLERS
 from knobtune.tuning.space import left_out_line
 from knobtune.tuning.experiment import join_experiment
+from knobtune.tuning.kinds import of_system
 from knobtune.tuning.owner import refuse_if_running
 from knobtune.cli.document import experiment_document, plan_text, resolve
 from knobtune.cli.options import (
@@ -224,7 +225,7 @@ def rank(
     store = open_store(directory, storage)
     info = console.err if json_output else console.out
     if from_study is not None:
-        loaded = store.load(from_study)
+        loaded = of_system(store.load(from_study), catalog.system, "--from-study")
         reclaim(store, json_output)
     else:
         doc = experiment_document(ctx, None, system, fixed={
