@@ -17,6 +17,7 @@ from knobtune.tuning import Tuner
 from knobtune.tuning.ranking import rank_study
 from knobtune.tuning.samplers import SAMPLERS
 from knobtune.tuning.space import left_out_line
+from knobtune.tuning.document import MAX_TRIALS
 from knobtune.tuning.experiment import join_experiment
 from knobtune.tuning.kinds import of_system
 from knobtune.tuning.owner import refuse_if_running
@@ -24,7 +25,7 @@ from knobtune.cli.document import experiment_document, plan_text, resolve
 from knobtune.cli.options import (
     SystemArgument,
     AllowOperationalOption, DirOption, DriverOption, JsonOption, MachineOption, MemoryLimitOption, MixedOption,
-    ObjectiveOption, RecordsOption, StorageOption, WorkloadOption, at_least,
+    ObjectiveOption, RecordsOption, StorageOption, WorkloadOption, at_least, at_most,
     preflight, reclaim,
 )
 from knobtune.names import study_name
@@ -126,13 +127,13 @@ def tune(
     if (missing := doc.budget_problem()) is not None:  # what was named is checked first, then what is missing
         raise UsageError(missing)
     catalog, spec, space = settings.catalog, settings.workload, settings.space
+    if (existing := store.find(settings.study_name)) is not None:  # a resume: the study must be this experiment's
+        settings.check_matches(existing.user_attrs)  # before anything is said or run (nothing is made here)
     preflight(catalog, spec, settings.driver, store, settle=settings.research.settle,
               memory_limit_bytes=settings.limits.memory_limit_bytes)
     if dry_run:
         console.out.print(plan_text(settings, store), markup=False, end="")
         return
-    if (existing := store.find(settings.study_name)) is not None:  # a resume: the study must be this experiment's
-        settings.check_matches(existing.user_attrs)  # before anything is said or run
     refuse_if_running(store, settings.study_name)  # before anything is said or run
     reclaim(store, json_output)
     info = console.err if json_output else console.out  # keep stdout pure JSON under --json
@@ -220,6 +221,7 @@ def rank(
     Example: knobtune rank rocksdb --workload put-get-delete --samples 200 --study rank-pgd
     """
     at_least("--samples", samples, 8, "e.g. --samples 200 (a ranking needs at least 8 measured configs)")
+    at_most("--samples", samples, MAX_TRIALS, "e.g. --samples 200 (a month's budget runs no more)")
     at_least("--rung", rung, 0, "e.g. --rung 0 (the smallest)")
     catalog = load_catalog(system)
     store = open_store(directory, storage)
