@@ -132,11 +132,7 @@ def _sqlite_side_file(path: Path) -> bool:
 
 def written_by_knobtune(file: OutputFile) -> bool:
     """Whether the existing ``file.path`` parses as ``file.written`` and carries knobtune's mark."""
-    head = _head(file.path)
-    try:
-        text = head.decode()
-    except UnicodeDecodeError:
-        return False
+    text = _head(file.path).decode(errors="replace")  # the head may end inside a character
     if file.written is Written.JSON:
         try:
             data = json.loads(file.path.read_text())
