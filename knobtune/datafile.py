@@ -19,5 +19,8 @@ def read_toml(path: Path, error: type[KnobtuneError], what: str) -> dict[str, An
         return tomllib.loads(path.read_text())
     except OSError as exc:
         raise error(f"{path}: cannot read the {what} ({exc.strerror}). Fix: check the path") from None
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: cannot read the {what}: not UTF-8 text (byte {exc.start}). Fix: give a TOML file "
+                    "saved as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise error(f"{path}: not valid TOML ({exc}). Fix: correct the syntax at that line") from None

@@ -24,7 +24,8 @@ import sqlalchemy.exc
 from sqlalchemy.engine import make_url
 
 from knobtune.errors import StorageError, StudyNotFoundError
-from knobtune.names import inside
+from knobtune.outputs import is_sqlite
+from knobtune.names import existing_ancestor, inside
 from knobtune.names import study_name as study_name_checked
 from knobtune.processes import LeftBehind, left_behind, remove_left_behind
 from knobtune.reconnecting import ReconnectingStorage, shown_url
@@ -82,6 +83,8 @@ class StudyStore:
         Raises:
             StorageError: the URL cannot be opened.
         """
+        self.check_url()
+        self.create()
         try:
             with self._creation_lock(), warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: chosen knowingly
@@ -94,6 +97,65 @@ class StudyStore:
                                "Fix: give a valid Optuna storage URL (e.g. sqlite:///studies.db)") from None
         # its abstract methods are attached by setattr (knobtune.reconnecting), which mypy does not see
         return storage if self.is_sqlite else ReconnectingStorage(storage, self.url, on_note)  # type: ignore[abstract]
+
+    def check_url(self) -> None:
+        """What can be told of ``url`` without opening it (nothing is created): its database kind is known and its
+        driver installed; a SQLite file is in a folder that exists (or is the studies folder, made when it is first
+        written) and is a SQLite database when it exists.
+
+        Raises:
+            StorageError: one line naming the URL, the cause and the fix.
+        """
+        fix = "Fix: give a valid Optuna storage URL (e.g. sqlite:///studies.db)"
+        try:
+            parsed = make_url(self.url)
+            parsed.get_dialect()
+        except Exception as exc:  # noqa: BLE001  SQLAlchemy raises several kinds for a bad URL or a missing driver
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StorageError(f"cannot open storage '{self.shown_url}': {first_line}. {fix}") from None
+        if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+            return
+        database = Path(parsed.database).expanduser().absolute()
+        if database.parent.resolve() != self.home and not database.parent.is_dir():
+            raise StorageError(f"cannot open storage '{self.shown_url}': the folder {database.parent} does not exist. "
+                               f"Fix: create it first, or give a SQLite file in an existing folder")
+        if database.is_dir() or (database.is_file() and database.stat().st_size and not is_sqlite(database)):
+            raise StorageError(f"cannot open storage '{self.shown_url}': {database} is not a SQLite database. Fix: "
+                               "give a studies database, or a new file's path")
+
+    def create(self) -> None:
+        """Make the studies folder (once every input is checked: ``open_store`` makes nothing).
+
+        Raises:
+            StorageError: it cannot be made.
+        """
+        try:
+            self.home.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"cannot make the studies folder {self.home} ({exc.strerror}). "
+                               "Fix: choose a writable folder with --dir or KNOBTUNE_HOME") from None
+
+    def _sqlite_missing(self) -> bool:
+        """Whether the storage is a SQLite file that does not exist yet (it holds no study, and opening it would
+        make it)."""
+        if not self.url.startswith("sqlite:///"):
+            return False
+        database = make_url(self.url).database
+        return database is not None and database not in ("", ":memory:") and not Path(database).expanduser().exists()
+
+    def find(self, study_name: str) -> optuna.Study | None:
+        """An existing study, or None (without making a storage that is not there).
+
+        Raises:
+            StorageError: the URL cannot be opened.
+        """
+        if self._sqlite_missing():
+            self.check_url()
+            return None
+        try:
+            return self.load(study_name)
+        except StudyNotFoundError:
+            return None
 
     @contextlib.contextmanager
     def _creation_lock(self) -> Iterator[None]:
@@ -114,6 +176,11 @@ class StudyStore:
         Raises:
             StudyNotFoundError: no study of that name in the storage.
         """
+        if self._sqlite_missing():  # nothing to load: say so without making the file
+            self.check_url()
+            study_name_checked(study_name, "study")
+            raise StudyNotFoundError(f"no study '{study_name}' in {self.shown_url} (studies there: none). "
+                                     "Fix: check --study, --storage and --dir")
         storage = self.storage()
         names = [s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)]
         if study_name not in names:
@@ -152,15 +219,19 @@ def link_limits(url: str) -> dict[str, object]:
 
 
 def open_store(home: str | Path | None = None, url: str | None = None) -> StudyStore:
-    """The store under ``home`` (``$KNOBTUNE_HOME`` or ``./knobtune-studies``), SQLite unless ``url``.
+    """The store under ``home`` (``$KNOBTUNE_HOME`` or ``./knobtune-studies``), SQLite unless ``url``. Nothing is
+    made: the folder is made when something is first written there (``StudyStore.create``), after every input of
+    the command is checked.
 
     Raises:
-        StorageError: the folder cannot be created or written.
+        StorageError: the folder (or, while it does not exist, the nearest folder that does) cannot be written.
     """
     folder = Path(home or os.environ.get("KNOBTUNE_HOME") or DEFAULT_HOME).expanduser().resolve()
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):  # one per process: they may race
+        if folder.exists() and not folder.is_dir():
+            raise NotADirectoryError(20, "Not a directory")
+        # one per process: they may race
+        with tempfile.NamedTemporaryFile(dir=existing_ancestor(folder), prefix=".write-test-"):
             pass
     except OSError as exc:
         raise StorageError(f"cannot write to the studies folder {folder} ({exc.strerror}). "

@@ -1,12 +1,17 @@
 """A corpus of bad inputs across every command and file format, run in-process as users run ``knobtune``.
 
 Each must end in exactly one line on stderr (``error: ... Fix: ...``), exit status 2, no traceback, and nothing
-created: no study, no file (in the studies folder, the working folder or the temporary folder), no process.
+created or changed: no study, no file or folder (in the studies folder, the working folder or the temporary folder),
+no byte of an existing file (the studies database, a user's file an ``-o`` names), no process.
+
+``{files}`` in a case is the folder of bad (and of a user's own) files, ``{studies}`` the studies folder, ``{new}`` a
+folder that does not exist (a case run with ``--dir {new}`` must not make it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -15,12 +20,14 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import optuna
 import pytest
 
 from knobtune.cli import run
 from knobtune.knobs import catalog as catalogs
 from knobtune.systems import _registry as registry
 from knobtune.storage import open_store
+from knobtune.tuning import attrs
 
 from conftest import CORPUS
 
@@ -74,10 +81,23 @@ CONFIGS = {  # file name -> (JSON text, the error's words)
     "bad-enum.json": ('{"compaction_style": "sideways"}', "compaction_style"),
     "out-of-range.json": ('{"max_background_jobs": -5}', "max_background_jobs"),
     "not-json.json": ("{nope", "json"),
+    "nan.json": ('{"write_buffer_size": NaN}', "holds NaN, which is no knob's value"),
+    "infinity.json": ('{"system": "rocksdb", "config": {"max_background_jobs": -Infinity}}', "holds -Infinity"),
+    "latin1.json": ('{"block_size": "4096 caf\xe9"}', "is not UTF-8 text"),  # written in Latin-1 below
+    "leveldb-export.json": ('{"written_by": "knobtune 0.4.0", "system": "leveldb", "config": {"write_buffer_size": '
+                            '8388608}}', "is a config of leveldb, not rocksdb"),
+    "report-data.json": ('{"written_by": "knobtune 0.4.0", "summary": {"study": "old-release"}}', "holds no config"),
+}
+MINE = {  # a user's own files, which no -o may overwrite (without --force): name -> text
+    "mine.txt": "my notes\n",
+    "mine.json": '{"my": "data"}\n',
+    "mine.html": "<!DOCTYPE html><html><head><title>mine</title></head><body>mine</body></html>\n",
+    "page.json": '{"not": "the report\'s"}\n',
 }
 
+
 def _expected(path: Path) -> str:
-    return path.read_text().splitlines()[0].removeprefix("# expect: ")
+    return path.read_bytes().split(b"\n", 1)[0].decode().removeprefix("# expect: ")
 
 
 T = ("tune", "rocksdb", "--workload", "fillrandom", "--trials", "1")
@@ -192,6 +212,144 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [  # (id, the arguments, a patte
 ] + [(f"workload-{name.removesuffix('.toml')}", ("tune", "rocksdb" if "mix" not in text else "leveldb",
                                                   "--workload", f"{{files}}/{name}", "--trials", "1"), words)
      for name, (text, _, _, words) in WORKLOADS.items()]
+R = ("tune", "rocksdb", "--workload", "put-get-delete", "--trials", "1")
+SW = (*S, "--knob", "write_buffer_size")
+CAP = ("capture", "rocksdb", "--from", "{files}/mine.txt")
+DESTROYED: list[tuple[str, tuple[str, ...], str]] = [  # an -o over what is not knobtune's to overwrite
+    ("export-over-studies-db", ("export", "old-release", "-o", "{studies}/studies.db"), "is a SQLite database"),
+    ("export-over-a-copied-db", ("export", "old-release", "-o", "{files}/copy.db"), "is a SQLite database"),
+    ("export-over-db-journal", ("export", "old-release", "-o", "{files}/copy.db-journal", "--force"),
+     "is a SQLite database"),
+    ("export-over-db-forced", ("export", "old-release", "-o", "{studies}/studies.db", "--force"),
+     "never writes over one"),
+    ("export-over-users-file", ("export", "old-release", "-o", "{files}/mine.txt"),
+     "mine.txt exists and is not knobtune's JSON.*add --force"),
+    ("export-over-users-json", ("export", "old-release", "-o", "{files}/mine.json"), "is not knobtune's JSON"),
+    ("export-options-over-users-file", ("export", "old-release", "--format", "rocksdb-options", "-o",
+                                        "{files}/mine.txt"), "is not knobtune's text"),
+    ("export-flags-over-users-file", ("export", "old-release", "--format", "db_bench-flags", "-o",
+                                      "{files}/mine.txt"), "no comment to mark it"),
+    ("export-into-a-capture", ("export", "old-release", "-o", "{files}/app.capture/OPTIONS.ini"),
+     "inside the capture"),
+    ("export-over-a-capture-file", ("export", "old-release", "-o", "{files}/app.capture/capture.toml", "--force"),
+     "inside the capture"),
+    ("report-over-users-html", ("report", "old-release", "-o", "{files}/mine.html"), "is not knobtune's HTML"),
+    ("report-json-beside-over-users", ("report", "old-release", "-o", "{files}/page.html"),
+     "page.json exists and is not knobtune's JSON"),
+    ("report-json-over-users", ("report", "old-release", "-o", "{files}/mine.json"), "is not knobtune's JSON"),
+    ("report-json-over-a-db", ("report", "old-release", "-o", "{files}/db.json"), "is a SQLite database"),
+    ("report-unknown-suffix", ("report", "old-release", "-o", "{files}/r.txt"), "writes .html.*or .json.*not '.txt'"),
+    ("report-no-suffix", ("report", "old-release", "-o", "{files}/report"), "not 'no suffix'"),
+    ("baseline-over-users-json", ("baseline", "rocksdb", "-o", "{files}/mine.json"), "is not knobtune's JSON"),
+    ("baseline-over-studies-db", ("baseline", "rocksdb", "-o", "{studies}/studies.db"), "is a SQLite database"),
+    ("sweep-over-users-html", (*SW, "-o", "{files}/mine.html"), "is not knobtune's HTML"),
+    ("sweep-unknown-suffix", (*SW, "-o", "{files}/sweep.png"), "not '.png'"),
+    ("capture-over-a-file", (*CAP, "-o", "{files}/mine.json"), "exists and is not an empty folder"),
+    ("capture-over-a-folder", (*CAP, "-o", "{files}"), "exists and is not an empty folder"),
+    ("capture-inside-a-capture", (*CAP, "-o", "{files}/app.capture/more"), "is inside the capture"),
+    ("capture-over-studies-db", (*CAP, "-o", "{studies}/studies.db"), "exists and is not an empty folder"),
+]
+SIDE_EFFECTS: list[tuple[str, tuple[str, ...], str]] = [  # refused with --dir {new}: the folder is not made
+    ("new-dir-storage-bogus", (*T, "--storage", "bogus://x", "--dir", "{new}"), "cannot open storage"),
+    ("new-dir-storage-no-folder", (*T, "--storage", "sqlite:///{new}/x/studies.db", "--dir", "{new}"),
+     "does not exist"),
+    ("new-dir-storage-not-sqlite", (*T, "--storage", "sqlite:///{files}/mine.txt", "--dir", "{new}"),
+     "is not a SQLite database"),
+    ("new-dir-storage-a-folder", (*T, "--storage", "sqlite:///{files}", "--dir", "{new}"), "not a SQLite database"),
+    ("new-dir-show", ("show", "old-release", "--dir", "{new}"), "no study 'old-release'.*studies there: none"),
+    ("new-dir-export", ("export", "old-release", "-o", "{new}/x.json", "--dir", "{new}"), "no study 'old-release'"),
+    ("new-dir-report", ("report", "old-release", "-o", "{new}/r.html", "--dir", "{new}"), "no study 'old-release'"),
+    ("new-dir-explain", ("explain", "old-release", "--dir", "{new}"), "no study 'old-release'"),
+    ("new-dir-worker", ("worker", "--study", "old-release", "--dir", "{new}"), "no study 'old-release'"),
+    ("new-dir-start-from", (*T, "--start-from", "old-release", "--dir", "{new}"), "no study 'old-release'"),
+    ("new-dir-compare-config", (*C, "--config", "default", "--config", "{files}/nan.json", "--dir", "{new}"),
+     "holds NaN"),
+    ("new-dir-knob", (*T, "--knobs", "nosuch_knob", "--dir", "{new}"), "unknown knob"),
+    ("new-dir-rank", ("rank", "rocksdb", "--workload", "fillrandom", "--samples", "3", "--dir", "{new}"),
+     "is below 8"),
+    ("new-dir-sweep", (*SW, "--points", "1", "--dir", "{new}"), "is below 2"),
+    ("resume-another-workload", (*R, "--study", "old-release", "--objective", "ops_per_s", "--records", "3000"),
+     "was created with workload.objective = 'elapsed_s'"),
+    ("resume-a-tuning-as-ranking", ("rank", "rocksdb", "--workload", "put-get-delete", "--records", "3000",
+                                    "--objective", "elapsed_s", "--study", "old-release"), "search.only_rung"),
+    ("capture-run-unwritable", ("capture", "rocksdb", "--workload", "fillrandom", "-o", "/proc/nope/x.capture"),
+     "not a writable folder"),
+    ("capture-run-over-a-file", ("capture", "rocksdb", "--workload", "fillrandom", "-o", "{files}/mine.txt"),
+     "exists and is not an empty folder"),
+    ("capture-under-a-file", (*CAP, "-o", "{files}/mine.txt/x.capture"), "not a writable folder"),
+]
+BOUNDS: list[tuple[str, tuple[str, ...], str]] = [
+    ("trials-huge", ("tune", "rocksdb", "--workload", "fillrandom", "--trials", "100000"), "--trials 100000 is above "
+                                                                                           "10000"),
+    ("repeats-huge", (*T, "--repeats", "100000000"), "--repeats 100000000 is above 100"),
+    ("verify-top-huge", (*T, "--verify-top", "100000"), "--verify-top 100000 is above 10000"),
+    ("compare-repeats-huge", (*C, "--config", "default", "--config", "default", "--repeats", "1000"),
+     "--repeats 1000 is above 100"),
+    ("explain-repeats-huge", ("explain", "old-release", "--repeats", "1000"), "--repeats 1000 is above 100"),
+    ("sweep-points-huge", (*SW, "--points", "2000"), "--points 2000 is above 50"),
+    ("sweep-repeats-huge", (*SW, "--repeats", "1000"), "--repeats 1000 is above 100"),
+    ("top-k-huge", (*T, "--ranking", "rank-old", "--top-k", "1000"), "--top-k 1000 is above the 5 knobs"),
+    ("top-k-one-over", (*T, "--ranking", "rank-old", "--top-k", "6"), "--top-k 6 is above the 5 knobs"),
+    ("rank-samples-huge", ("rank", "rocksdb", "--workload", "fillrandom", "--samples", "100000"),
+     "--samples 100000 is above 10000"),
+]
+KINDS: list[tuple[str, tuple[str, ...], str]] = [  # a study, ranking or config of another system or kind
+    ("start-from-a-ranking", (*T, "--start-from", "rank-old"), "--start-from: study 'rank-old' is a knob ranking"),
+    ("start-from-another-system", (*T, "--start-from", "leveldb-old"), "study 'leveldb-old' is of leveldb, not "
+                                                                       "rocksdb"),
+    ("ranking-another-system", (*T, "--ranking", "leveldb-old", "--top-k", "2"), "--ranking: study 'leveldb-old' is "
+                                                                                 "of leveldb"),
+    ("ranking-a-tuning-study", (*T, "--ranking", "old-release", "--top-k", "2"), "holds no knob ranking"),
+    ("export-a-ranking", ("export", "rank-old", "-o", "{new}/x.json"), "export: study 'rank-old' is a knob ranking"),
+    ("top-k-of-a-ranked-tuning-study", (*T, "--ranking", "old-release-ranked", "--top-k", "9"), "above the 5 knobs"),
+    ("explain-a-ranking", ("explain", "rank-old"), "explain: study 'rank-old' is a knob ranking"),
+    ("compare-study-a-ranking", (*C, "--config", "default", "--config", "study:rank-old"), "is a knob ranking"),
+    ("compare-study-another-system", ("compare", "leveldb", "--workload", "fillrandom", "--config", "default",
+                                      "--config", "study:old-release"), "is of rocksdb, not leveldb"),
+    ("compare-config-another-system", (*C, "--config", "default", "--config", "{files}/leveldb-export.json"),
+     "is a config of leveldb, not rocksdb"),
+    ("compare-config-a-report", (*C, "--config", "default", "--config", "{files}/report-data.json"),
+     "holds no config"),
+    ("diagnose-config-a-ranking", ("diagnose", "rocksdb", "--workload", "fillrandom", "--config", "study:rank-old"),
+     "is a knob ranking"),
+    ("sweep-around-a-ranking", (*SW, "--around", "rank-old"), "--around: study 'rank-old' is a knob ranking"),
+    ("rank-from-another-system", ("rank", "leveldb", "--workload", "fillrandom", "--from-study", "old-release"),
+     "--from-study: study 'old-release' is of rocksdb, not leveldb"),
+    ("resume-a-ranking-as-tuning", (*R, "--study", "rank-old", "--records", "3000", "--objective", "elapsed_s"),
+     "search.only_rung"),
+]
+TWICE: list[tuple[str, tuple[str, ...], str]] = [  # an option of one value given twice
+    ("time-twice", ("tune", "rocksdb", "--workload", "fillrandom", "--time", "5m", "--time", "10m"),
+     "--time is given 2 times"),
+    ("experiment-twice", ("tune", "--experiment", str(CORPUS / "experiments" / "good-minimal.toml"), "--experiment",
+                          str(CORPUS / "experiments" / "good-everything.toml")), "--experiment is given 2 times"),
+    ("trials-twice", (*T, "--trials", "5"), "--trials is given 2 times"),
+    ("study-twice", (*T, "--study", "a", "--study", "b"), "--study is given 2 times"),
+    ("workload-twice", (*T, "--workload", "put-get-delete"), "--workload is given 2 times"),
+    ("report-o-twice", ("report", "old-release", "-o", "{new}/a.html", "--output", "{new}/b.html"),
+     "-o or --output is given 2 times"),
+    ("export-format-twice", ("export", "old-release", "--format", "json", "--format", "rocksdb-options"),
+     "--format is given 2 times"),
+    ("compare-repeats-twice", (*C, "--config", "default", "--config", "default", "--repeats", "3", "--repeats", "5"),
+     "--repeats is given 2 times"),
+    ("sweep-points-twice", (*SW, "--points", "3", "--points", "5"), "--points is given 2 times"),
+    ("rank-samples-twice", ("rank", "rocksdb", "--workload", "fillrandom", "--samples", "8", "--samples", "9"),
+     "--samples is given 2 times"),
+    ("baseline-profile-twice", ("baseline", "postgresql", "--profile", "oltp", "--profile", "web"),
+     "--profile is given 2 times"),
+    ("capture-o-twice", (*CAP, "-o", "{new}/a.capture", "-o", "{new}/b.capture"), "is given 2 times"),
+    ("dir-twice", ("show", "old-release", "--dir", "{studies}", "--dir", "{new}"), "--dir is given 2 times"),
+]
+TRACEBACKS: list[tuple[str, tuple[str, ...], str]] = [  # each was a traceback
+    ("workload-latin1", ("tune", "rocksdb", "--workload", "{files}/latin1.toml", "--trials", "1"),
+     "cannot read the workload: not UTF-8 text"),
+    ("system-file-latin1", ("knobs", "{files}/latin1.toml"), "not UTF-8 text"),
+    ("diagnose-config-nan", ("diagnose", "rocksdb", "--workload", "fillrandom", "--config", "{files}/nan.json"),
+     "holds NaN"),
+    ("compare-config-infinity", (*C, "--config", "default", "--config", "{files}/infinity.json"), "holds -Infinity"),
+    ("compare-config-latin1", (*C, "--config", "default", "--config", "{files}/latin1.json"), "is not UTF-8 text"),
+]
+CASES += DESTROYED + SIDE_EFFECTS + BOUNDS + KINDS + TWICE + TRACEBACKS
 KVBENCH_ONLY = {"workload-kind-explode", "workload-order-bad", "workload-phase-field", "workload-kvbench-field"}
 
 
@@ -209,6 +367,7 @@ def registries_as_they_were() -> Iterator[None]:
 
 def test_the_corpus_is_large_and_every_case_named_once() -> None:
     assert len(CASES) >= 60 and len({case for case, _, _ in CASES}) == len(CASES)
+    assert all(len(cases) >= 10 for cases in (DESTROYED, SIDE_EFFECTS, BOUNDS, KINDS, TWICE))
 
 
 @pytest.fixture(scope="module")
@@ -224,7 +383,18 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         assert old in base, name
         (files / name).write_text(base.replace(old, new, 1))
     for name, (text, _) in CONFIGS.items():
+        (files / name).write_text(text, encoding="latin-1" if name.startswith("latin1") else "utf-8")
+    (files / "latin1.toml").write_bytes(DB_BENCH.replace('name = "tiny"', 'name = "tiny"\n# caf\xe9').encode("latin-1"))
+    for name, text in MINE.items():
         (files / name).write_text(text)
+    shutil.copy(CORPUS / "studies" / "release-e064aba.db", files / "copy.db")
+    (files / "copy.db-journal").write_bytes(b"")
+    shutil.copy(CORPUS / "studies" / "release-e064aba.db", files / "db.json")
+    capture = files / "app.capture"
+    capture.mkdir(mode=0o700)
+    (capture / "capture.toml").write_text('name = "app"\n')
+    (capture / "OPTIONS.ini").write_text("# the user's own\n")
+    _derived_studies(studies)
     maria = files / "mymaria"
     shutil.copytree(SYSTEM_FILES / "mariadb", maria)
     for file in ("system.toml", "catalog.toml"):
@@ -241,13 +411,32 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"studies": studies, "files": files, "cwd": work, "root": root}
 
 
+def _derived_studies(studies: Path) -> None:
+    """Beside old-release: rank-old, a knob ranking (as `knobtune rank` stores one: every config at rung 0, its
+    ranking of 5 knobs); old-release-ranked, the tuning study with that ranking stored on it (`rank --from-study`);
+    leveldb-old, a study of another system."""
+    store = open_store(studies)
+    storage = store.storage()
+    for name in ("rank-old", "old-release-ranked", "leveldb-old"):
+        optuna.copy_study(from_study_name="old-release", from_storage=storage, to_storage=storage, to_study_name=name)
+    order = ["write_buffer_size", "max_background_jobs", "block_size", "bloom_bits",
+             "level0_file_num_compaction_trigger"]
+    ranking = {"rung": 0, "order": order, "methods": {}, "agreement": {}, "top_k_stability": {}, "samples": 8}
+    for name in ("rank-old", "old-release-ranked"):
+        optuna.load_study(study_name=name, storage=storage).set_user_attr(attrs.RANKING, ranking)
+    optuna.load_study(study_name="rank-old", storage=storage).set_user_attr(attrs.OLD_ONLY_RUNG, 0)
+    optuna.load_study(study_name="leveldb-old", storage=storage).set_user_attr(attrs.SYSTEM, "leveldb")
+
+
 def _studies(folder: Path) -> set[str]:
     with contextlib.closing(sqlite3.connect(folder / "studies.db")) as db:
         return {name for (name,) in db.execute("SELECT study_name FROM studies")}
 
 
-def _files(root: Path) -> set[str]:
-    return {str(path.relative_to(root)) for path in root.rglob("*")}
+def _files(root: Path) -> dict[str, str]:
+    """Every file and folder under ``root``, a file with the digest of its bytes."""
+    return {str(path.relative_to(root)): hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "folder"
+            for path in root.rglob("*")}
 
 
 def _mine_in_tmp() -> set[str]:
@@ -275,8 +464,9 @@ def test_a_bad_input_is_one_line_status_2_and_creates_nothing(
         monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     if request.node.callspec.id in KVBENCH_ONLY:  # the kvbench section of a file tune rocksdb reads through db_bench
         args = (*args, "--driver", "kvbench")
-    argv = [arg.replace("{files}", str(folders["files"])) for arg in args]
-    if argv[0] not in ("knobs", "baseline", "clean"):
+    argv = [arg.replace("{files}", str(folders["files"])).replace("{studies}", str(folders["studies"]))
+            .replace("{new}", str(folders["root"] / "new")) for arg in args]
+    if argv[0] not in ("knobs", "baseline", "clean", "capture") and "--dir" not in argv:
         argv += ["--dir", str(folders["studies"])]
     monkeypatch.chdir(folders["cwd"])
     studies = _studies(folders["studies"])

@@ -13,6 +13,7 @@ from knobtune.errors import UsageError
 from knobtune.systems import capturing
 from knobtune.workloads import load_workload
 from knobtune.cli.options import JsonOption, SystemArgument
+from knobtune.outputs import capture_around, check_writable_parent
 
 
 def capture(
@@ -35,6 +36,7 @@ def capture(
 
     Example: knobtune capture rocksdb --from app.trace --state app-checkpoint -o myapp.capture
     """
+    check_capture_output(output)  # before anything runs: a workload run or a load can take long
     how = capturing(system)
     if (source is None) == (workload is None):
         raise UsageError(f"give one of --from ({how.source}) or --workload. Fix: e.g. knobtune capture {system} "
@@ -62,3 +64,19 @@ def capture(
     console.err.print(f"wrote the capture {output} (owner-only); tune on it: knobtune tune {system} --workload "
                       f"{output} "
                       "--time 20m", markup=False)
+
+
+def check_capture_output(output: Path) -> None:
+    """Refuse a capture's ``-o`` that would not be a new folder of its own: an existing file or a folder that is not
+    empty, a folder inside another capture, a path under no writable folder.
+
+    Raises:
+        UsageError: one line naming the path and the fix.
+    """
+    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        raise UsageError(f"-o {output} exists and is not an empty folder; a capture never writes over one. Fix: name "
+                         "a new folder with -o")
+    if (capture := capture_around(output.parent)) is not None:
+        raise UsageError(f"-o {output} is inside the capture {capture}. Fix: name a folder outside it, e.g. -o "
+                         f"{capture.parent / output.name}")
+    check_writable_parent(output / "capture.toml", "-o")

@@ -13,7 +13,8 @@ from knobtune.knobs import load_catalog
 from knobtune.targets import Machine, disk_detection
 from knobtune.systems import TARGETS, export_formats, heuristic_config, target_class
 from knobtune.workloads import available_workloads, load_workload
-from knobtune.cli.options import JsonOption, SystemArgument, output_path, write_output
+from knobtune.outputs import OutputFile, Written, check_output
+from knobtune.cli.options import ForceOption, JsonOption, SystemArgument, output_path, write_output
 
 
 def systems(json_output: JsonOption = False) -> None:
@@ -93,6 +94,7 @@ def baseline(
     json_output: JsonOption = False,
     output: Annotated[Optional[Path],
                       typer.Option("-o", "--output", help="Write it as JSON, for `compare --config FILE`.")] = None,
+    force: ForceOption = False,
 ) -> None:
     """The heuristic config users start from, to compare against.
 
@@ -101,6 +103,8 @@ def baseline(
     Example: knobtune baseline postgresql --profile oltp -o pgtune.json
     """
     output = output_path(output)
+    if output:
+        check_output(OutputFile(output, Written.JSON), force=force)
     result = heuristic_config(system, Machine.from_host(disk, connections), profile, name)
     told = [disk_detection()] if disk is None and result.name == "pgtune" else []  # a fixed config ignores the disk
     if output:

@@ -15,6 +15,7 @@ from knobtune.systems import make_target
 from knobtune.tuning import Experiment, build_space, document
 from knobtune.tuning.document import ExperimentDoc, ExperimentError, load_document, merged, read_document
 from knobtune.tuning.finish import starting_configs
+from knobtune.tuning.kinds import of_system, tuning_study
 from knobtune.tuning.narrow import narrowed
 from knobtune.tuning.ranking import ranked_knobs
 from knobtune.tuning.space import kept_out_label
@@ -72,14 +73,15 @@ def resolve(doc: ExperimentDoc, store: StudyStore, prefix: str = "") -> Experime
     s = doc.search
     searched, ranked_by = list(s.knobs) if s.knobs is not None else None, None
     if s.ranking is not None and s.top_k is not None:
-        searched = ranked_knobs(store.load(s.ranking), s.top_k)
+        searched = ranked_knobs(of_system(store.load(s.ranking), catalog.system, "--ranking"), s.top_k)
         ranked_by = {"study": s.ranking, "top_k": s.top_k, "knobs": searched}
     space = build_space(catalog, searched, s.allow_unsafe, driver, allow_operational=s.allow_operational)
     limit = doc.limits.memory_limit_bytes
     if limit is not None and (over := catalog.memory.over_limit(catalog.defaults(), limit)):
         raise UsageError(f"--memory-limit is too low for the default config: {over}. Fix: raise --memory-limit "
                          "(limits.memory_limit_bytes)")
-    starts = starting_configs(store.load(s.start_from), catalog.system) if s.start_from else ()
+    starts = starting_configs(tuning_study(of_system(store.load(s.start_from), catalog.system, "--start-from"),
+                                          "--start-from"), catalog.system) if s.start_from else ()
     resolved = document.replace(doc, study=name, workload__records=spec.records, workload__driver=driver,
                                 workload__objective=(doc.workload.objective or spec.objective.value))
     return Experiment(doc=resolved, catalog=catalog, workload=spec, space=space, ranked_by=ranked_by,
@@ -117,7 +119,20 @@ def plan_text(experiment: Experiment, store: StudyStore) -> str:
 
 class SectionedCommand(typer.core.TyperCommand):
     """A command whose help lists its options in sections (each option's ``rich_help_panel``), everyday ones first,
-    in plain text (knobtune's help is not drawn with rich)."""
+    in plain text (knobtune's help is not drawn with rich); and that refuses an option with one value given twice
+    (``--time 5m --time 10m``: click would keep the last and drop the other without a word)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not ctx.resilient_parsing and args:
+            _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+            for param in dict.fromkeys(order):
+                count = sum(1 for seen in order if seen is param)
+                if count > 1 and param.param_type_name == "option" and not param.multiple \
+                        and not getattr(param, "is_flag", False):
+                    spelled = " or ".join(param.opts)
+                    raise UsageError(f"{spelled} is given {count} times, and it takes one value: the others would be "
+                                     f"dropped without a word. Fix: give {param.opts[0]} once")
+        return super().parse_args(ctx, args)
 
     def format_options(self, ctx: Any, formatter: Any) -> None:  # typer's click (vendored since 0.25) or click's
         sections: dict[str, list[tuple[str, str]]] = {}

@@ -13,22 +13,25 @@ from knobtune.errors import ConfigError, UsageError
 from knobtune.analysis.diagnosis import Suggestion, diagnose
 from knobtune.knobs import Catalog, Value, load_catalog
 from knobtune.knobs.display import knob_value
-from knobtune.report import load_config_file, summarize
+from knobtune.outputs import OutputFile, Written, check_output, check_outputs
+from knobtune.report import load_config_file, page_files, summarize
 from knobtune.report.sweep import point_lines, write_sweep
 from knobtune.storage import StudyStore, open_store
 from knobtune.targets import RunFailure
 from knobtune.systems import SYSTEMS, make_target
 from knobtune.tuning.around import study_base
 from knobtune.tuning.explain import explain_study
+from knobtune.tuning.kinds import of_system, tuning_study
 from knobtune.tuning.guide import counter_meanings, rules_of
-from knobtune.tuning.sweep import plan_sweep, run_sweep
+from knobtune.tuning.document import MAX_REPEATS
+from knobtune.tuning.sweep import MAX_POINTS, plan_sweep, run_sweep
 from knobtune.tuning.verify import Candidate, CandidateRuns, run_interleaved
 from knobtune.workloads import Objective
 from knobtune.cli.options import (
     SystemArgument,
-    DirOption, DriverOption, JsonOption, MemoryLimitOption, ObjectiveOption, RecordsOption, StorageOption,
-    TimeoutFactorOption, UnsettledOption, WorkloadOption, at_least, check_records, check_seed, memory_limit_option,
-    objective_option, output_path, preflight, reclaim, trial_config, workload_for,
+    DirOption, DriverOption, ForceOption, JsonOption, MemoryLimitOption, ObjectiveOption, RecordsOption, StorageOption,
+    TimeoutFactorOption, UnsettledOption, WorkloadOption, at_least, at_most, check_records, check_seed,
+    memory_limit_option, objective_option, output_path, preflight, reclaim, trial_config, workload_for,
 )
 
 
@@ -50,11 +53,12 @@ def explain_command(
     Example: knobtune explain pgd --repeats 3 && knobtune export pgd --minimal --format rocksdb-options
     """
     at_least("--repeats", repeats, 2, "e.g. --repeats 3 (intervals need repeats)")
+    at_most("--repeats", repeats, MAX_REPEATS, "e.g. --repeats 3 (each step runs that often at full size)")
     at_least("--select-rung", select_rung, 0, "e.g. --select-rung 0")
     if not 0 < keep <= 1:
         raise UsageError(f"--keep {keep:g} is not a share. Fix: e.g. --keep 0.95")
     store = open_store(directory, storage)
-    loaded = store.load(study)
+    loaded = tuning_study(store.load(study), "explain")
     summary = summarize(loaded)
     winner = trial_config(loaded, study, trial) if trial is not None else summary.result_config
     if not winner and trial is not None:
@@ -97,6 +101,7 @@ def compare(
     if len(config) < 2:
         raise UsageError("compare needs at least two --config. Fix: e.g. --config default --config best.json")
     at_least("--repeats", repeats, 1, "e.g. --repeats 5")
+    at_most("--repeats", repeats, MAX_REPEATS, "e.g. --repeats 5 (each config runs that often at full size)")
     check_records(records)
     check_seed(seed)
     at_least("--timeout-factor", timeout_factor, 1.0, "e.g. --timeout-factor 3 (a run may take 3x the first config's)")
@@ -149,23 +154,30 @@ def sweep_command(
     storage: StorageOption = None,
     directory: DirOption = None,
     json_output: JsonOption = False,
+    force: ForceOption = False,
 ) -> None:
     """Measure the objective over a grid of one knob (or two), each point repeated and interleaved; draw it.
 
     Example: knobtune sweep leveldb --workload fillrandom --knob write_buffer_size --around wbs --repeats 3
     """
     at_least("--points", points, 2, "e.g. --points 7 (a grid needs two steps)")
+    at_most("--points", points, MAX_POINTS, f"e.g. --points 7 (at most {MAX_POINTS} steps per knob)")
     at_least("--repeats", repeats, 1, "e.g. --repeats 3")
+    at_most("--repeats", repeats, MAX_REPEATS, "e.g. --repeats 3 (each point runs that often at full size)")
     check_records(records)
     check_seed(seed)
     at_least("--timeout-factor", timeout_factor, 1.0, "e.g. --timeout-factor 3")
     out = output_path(out)
+    if out is not None:
+        html_path, json_path = page_files(out)
+        check_outputs([OutputFile(html_path, Written.HTML)] if html_path else [], force=force)
+        check_output(OutputFile(json_path, Written.JSON), force=force)
     catalog = load_catalog(system)
     limit = memory_limit_option(memory_limit)
     store = open_store(directory, storage)
     base, base_from, goal = {}, None, objective_option(objective)
     if around is not None:
-        centre = study_base(store.load(around), catalog.system, workload)
+        centre = study_base(tuning_study(store.load(around), "--around"), catalog.system, workload)
         base, base_from = dict(centre.config), dict(centre.around)
         records, driver, goal = records or centre.records, driver or centre.driver, goal or centre.objective
     spec, driver = workload_for(catalog, workload, records, driver)
@@ -283,9 +295,10 @@ def _candidate(label: str, catalog: Catalog, store: StudyStore) -> tuple[Candida
     if label == "default":
         return Candidate("default", {}), catalog.defaults()
     if label.startswith("study:"):
-        summary = summarize(store.load(label.removeprefix("study:")), catalog)
+        study = of_system(store.load(label.removeprefix("study:")), catalog.system, f"--config {label}")
+        summary = summarize(tuning_study(study, f"--config {label}"), catalog)
         return Candidate(label, summary.result_config), catalog.config(summary.result_config)
-    changed = load_config_file(Path(label))
+    changed = load_config_file(Path(label), catalog.system)
     try:
         return Candidate(label, changed), catalog.config(changed)
     except ConfigError as exc:

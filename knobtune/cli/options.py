@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -19,7 +18,7 @@ from knobtune.knobs.units import human_bytes, parse_bytes
 from knobtune.storage import StudyStore
 from knobtune.tuning.document import MAX_SEED, MIN_MEMORY_LIMIT_BYTES
 from knobtune.systems import driver_for, make_target, reclaim_server_homes, use_system_file, workload_section
-from knobtune.names import existing_ancestor
+from knobtune.outputs import check_writable_parent
 from knobtune.tuning.records import record_of
 from knobtune.workloads import Objective, Workload, load_workload
 from knobtune.workloads.spec import MIN_RUNG_RECORDS
@@ -29,6 +28,8 @@ DirOption = Annotated[Optional[Path],
 StorageOption = Annotated[Optional[str],
                           typer.Option("--storage", help="Optuna storage URL (default: SQLite in --dir).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+ForceOption = Annotated[bool, typer.Option("--force", help="Overwrite an existing -o file that knobtune did not "
+                                                           "write (never a studies database or a capture).")]
 UnsettledOption = Annotated[bool, typer.Option("--unsettled", help="Measure the raw window: leave out the flush, "
                                                                    "compaction and reopen a run leaves behind.")]
 MemoryLimitOption = Annotated[Optional[str], typer.Option("--memory-limit", help="Configs planned or measured above "
@@ -184,8 +185,9 @@ def workload_for(catalog: Catalog, name: str, records: int | None, driver: str |
 
 
 def output_path(path: Path | None, option: str = "-o") -> Path | None:
-    """An output path (``-o``), checked before anything runs; its missing parent folders are made when it is
-    written (``write_output``), the same for every command.
+    """An output path (``-o``), checked before anything runs: not a folder, and a writable folder on its way (its
+    missing parent folders are made when it is written, ``write_output``). What it may not overwrite is checked by
+    ``knobtune.outputs.check_outputs`` once the command knows the format it writes.
 
     Raises:
         UsageError: it is a folder, or its nearest existing parent is not a writable folder.
@@ -194,15 +196,7 @@ def output_path(path: Path | None, option: str = "-o") -> Path | None:
         return None
     if path.is_dir():
         raise UsageError(f"{option} {path} is a folder. Fix: give a file's path, e.g. {option} {path / 'out'}")
-    parent = existing_ancestor(path.parent)
-    try:
-        if not parent.is_dir():
-            raise NotADirectoryError
-        with tempfile.TemporaryFile(dir=parent):  # what writing would meet (permissions, a read-only disk, /proc)
-            pass
-    except OSError:
-        raise UsageError(f"cannot write {path}: {parent} is not a writable folder. Fix: choose a writable {option} "
-                         "path") from None
+    check_writable_parent(path, option)
     return path
 
 
@@ -263,8 +257,10 @@ def _positive(option: str, text: str | None, parse: Callable[[str], Any], what: 
 
 
 def reclaim(store: StudyStore, json_output: bool = False) -> None:
-    """Before a command runs anything: remove what killed knobtune processes on this host left (their scratch
-    folders, their servers' data in /tmp), and say how much that freed."""
+    """Before a command runs anything, once every input is checked: make the studies folder; remove what killed
+    knobtune processes on this host left (their scratch folders, their servers' data in /tmp), and say how much
+    that freed."""
+    store.create()
     freed = store.remove_stale_scratch() + reclaim_server_homes()
     if freed:
         (console.err if json_output else console.out).print(

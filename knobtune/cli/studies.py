@@ -13,10 +13,14 @@ import typer
 from knobtune import console
 from knobtune.errors import UsageError
 from knobtune.knobs import load_catalog
-from knobtune.report import export_beside, export_config, summarize, write_report
+from knobtune.outputs import OutputFile, Written, check_outputs
+from knobtune.report import export_beside, export_config, export_files, page_files, summarize, write_report
 from knobtune.storage import open_store
 from knobtune.tuning.explain import EXPLANATION
-from knobtune.cli.options import DirOption, JsonOption, StorageOption, output_path, trial_config, write_output
+from knobtune.tuning.kinds import tuning_study
+from knobtune.cli.options import (
+    DirOption, ForceOption, JsonOption, StorageOption, output_path, trial_config, write_output,
+)
 
 
 def show(study: str, storage: StorageOption = None, directory: DirOption = None,
@@ -46,6 +50,7 @@ def export(
                           "(`knobtune explain` first).")] = False,
     storage: StorageOption = None,
     directory: DirOption = None,
+    force: ForceOption = False,
 ) -> None:
     """A study's result in the system's own format. What the format cannot hold (RocksDB's row cache, say) is
     written beside the file (-o) as the code or the other format that sets it, and said.
@@ -56,7 +61,7 @@ def export(
         raise UsageError("--minimal and --trial both choose the config. Fix: give one of them")
     output = output_path(output)
     store = open_store(directory, storage)
-    loaded = store.load(study)
+    loaded = tuning_study(store.load(study), "export")
     summary = summarize(loaded)
     catalog = load_catalog(summary.system)
     config = None
@@ -68,6 +73,8 @@ def export(
     if beside and not output:
         raise UsageError(f"{'; '.join(b.note.replace('FILE', 'the file') for b in beside)}. Fix: add -o FILE: "
                          "what sets it is written beside that file")
+    if output:
+        check_outputs(export_files(summary, catalog, format, output, config), force=force)
     text = export_config(summary, catalog, format, config)
     if output:
         write_output(output, text)
@@ -85,22 +92,26 @@ def export(
 
 def report(
     study: str,
-    output: Annotated[Path,
-                      typer.Option("-o", "--output",
-                                   help="The HTML file to write (its JSON goes beside it).")] = Path("report.html"),
+    output: Annotated[Path, typer.Option(
+        "-o", "--output", help="The file to write: .html (its JSON goes beside it, same name, .json) or .json (the "
+                               "data alone).")] = Path("report.html"),
     storage: StorageOption = None,
     directory: DirOption = None,
+    force: ForceOption = False,
 ) -> None:
     """One self-contained HTML report of a study (opens offline), and the same data as JSON.
 
     Example: knobtune report rocksdb-put-get-delete -o report.html
     """
-    output = output_path(output)  # type: ignore[assignment]
+    output_path(output)
+    html_path, json_path = page_files(output)
+    check_outputs([OutputFile(html_path, Written.HTML)] if html_path else [], force=force)
+    check_outputs([OutputFile(json_path, Written.JSON)], force=force)
     store = open_store(directory, storage)
     reach = (f" --dir {shlex.quote(str(store.home))}" if directory else "") + \
         (f" --storage {shlex.quote(storage)}" if storage else "")
-    html_path, json_path = write_report(store.load(study), output, reach)
-    console.err.print(f"wrote {html_path} and {json_path}")
+    write_report(store.load(study), output, reach)
+    console.err.print(f"wrote {html_path} and {json_path}" if html_path else f"wrote {json_path}", markup=False)
 
 
 def _minimal_config(loaded: optuna.Study, study: str) -> dict[str, Any]:

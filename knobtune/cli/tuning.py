@@ -17,13 +17,15 @@ from knobtune.tuning import Tuner
 from knobtune.tuning.ranking import rank_study
 from knobtune.tuning.samplers import SAMPLERS
 from knobtune.tuning.space import left_out_line
+from knobtune.tuning.document import MAX_TRIALS
 from knobtune.tuning.experiment import join_experiment
+from knobtune.tuning.kinds import of_system
 from knobtune.tuning.owner import refuse_if_running
 from knobtune.cli.document import experiment_document, plan_text, resolve
 from knobtune.cli.options import (
     SystemArgument,
     AllowOperationalOption, DirOption, DriverOption, JsonOption, MachineOption, MemoryLimitOption, MixedOption,
-    ObjectiveOption, RecordsOption, StorageOption, WorkloadOption, at_least,
+    ObjectiveOption, RecordsOption, StorageOption, WorkloadOption, at_least, at_most,
     preflight, reclaim,
 )
 from knobtune.names import study_name
@@ -121,10 +123,12 @@ def tune(
     doc = experiment_document(ctx, experiment, system)  # the options above that name a field reach it from ctx
     store = open_store(directory, storage)
     settings = resolve(doc, store)
-    store.storage()  # a storage URL that cannot be opened says so now, before anything is announced
+    store.check_url()  # a storage URL that cannot be opened says so now; nothing is made before every check
     if (missing := doc.budget_problem()) is not None:  # what was named is checked first, then what is missing
         raise UsageError(missing)
     catalog, spec, space = settings.catalog, settings.workload, settings.space
+    if (existing := store.find(settings.study_name)) is not None:  # a resume: the study must be this experiment's
+        settings.check_matches(existing.user_attrs)  # before anything is said or run (nothing is made here)
     preflight(catalog, spec, settings.driver, store, settle=settings.research.settle,
               memory_limit_bytes=settings.limits.memory_limit_bytes)
     if dry_run:
@@ -217,12 +221,13 @@ def rank(
     Example: knobtune rank rocksdb --workload put-get-delete --samples 200 --study rank-pgd
     """
     at_least("--samples", samples, 8, "e.g. --samples 200 (a ranking needs at least 8 measured configs)")
+    at_most("--samples", samples, MAX_TRIALS, "e.g. --samples 200 (a month's budget runs no more)")
     at_least("--rung", rung, 0, "e.g. --rung 0 (the smallest)")
     catalog = load_catalog(system)
     store = open_store(directory, storage)
     info = console.err if json_output else console.out
     if from_study is not None:
-        loaded = store.load(from_study)
+        loaded = of_system(store.load(from_study), catalog.system, "--from-study")
         reclaim(store, json_output)
     else:
         doc = experiment_document(ctx, None, system, fixed={
@@ -233,7 +238,8 @@ def rank(
         if rung >= len(spec.rungs):
             raise UsageError(f"--rung {rung}: workload '{spec.name}' has rungs 0-{len(spec.rungs) - 1}. "
                              "Fix: choose one of them")
-        store.storage()
+        if (existing := store.find(settings.study_name)) is not None:  # a resume: the study must be a ranking
+            settings.check_matches(existing.user_attrs)  # of this experiment, said before anything is run
         preflight(catalog, spec, settings.driver, store, settle=settings.research.settle,
                   memory_limit_bytes=settings.limits.memory_limit_bytes)
         reclaim(store, json_output)

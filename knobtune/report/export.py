@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 from knobtune.knobs import Catalog
+from knobtune.outputs import OutputFile, Written, json_mark, text_mark
 from knobtune.report.summary import StudySummary
 from knobtune.report.summary_text import describe_costs
 from knobtune.targets import Beside
@@ -23,7 +25,7 @@ def export_config(summary: StudySummary, catalog: Catalog, format_name: str,
     """
     changed = summary.result_config if config is None else config
     if format_name == "json":
-        return json.dumps({
+        return json.dumps(json_mark() | {
             "system": summary.system, "study": summary.study, "workload": summary.heading.workload,
             "config": changed, "verified": summary.verified, "verdict": summary.verdict,
             "allow_unsafe": summary.safety.allow_unsafe, "allow_operational": summary.safety.allow_operational,
@@ -36,7 +38,7 @@ def export_config(summary: StudySummary, catalog: Catalog, format_name: str,
     comment = spec.comment
     if comment is None:
         return text
-    header = [f"{comment} study {summary.study}: {summary.verdict}"]
+    header = [text_mark(comment), f"{comment} study {summary.study}: {summary.verdict}"]
     header += [f"{comment} NOT IN THIS FILE: {b.note}" for b in spec.beside(catalog, catalog.config(changed))]
     header += [f"{comment} {role}: {describe_costs(cost)} ({cost.get('source')})"
                for role, cost in summary.cost.costs.items()]
@@ -59,26 +61,63 @@ def export_beside(summary: StudySummary, catalog: Catalog, format_name: str,
         return ()
     changed = summary.result_config if config is None else config
     spec = export_format(summary.system, summary.heading.experiment.get("driver"), format_name)
-    return spec.beside(catalog, catalog.config(changed))
+    return tuple(dataclasses.replace(b, text=f"{text_mark(b.comment)}\n{b.text}")
+                 for b in spec.beside(catalog, catalog.config(changed)))
 
 
-def load_config_file(path: Path) -> dict[str, Any]:
-    """Changed knobs from a JSON file: an ``export --format json`` file or a plain {knob: value} object.
+def export_files(summary: StudySummary, catalog: Catalog, format_name: str, path: Path,
+                 config: dict[str, Any] | None = None) -> list[OutputFile]:
+    """The files ``export -o path`` writes: the export itself and what is written beside it, each with its format
+    (``knobtune.outputs`` tells from it whether an existing file there is one knobtune wrote).
 
     Raises:
-        UsageError: the file is unreadable or not such JSON.
+        UsageError: the study's system and driver have no such format.
+    """
+    if format_name == "json":
+        return [OutputFile(path, Written.JSON)]
+    spec = export_format(summary.system, summary.heading.experiment.get("driver"), format_name)
+    return [OutputFile(path, Written.TEXT, spec.comment)] + [
+        OutputFile(path.with_name(path.name + b.suffix), Written.TEXT, b.comment)
+        for b in export_beside(summary, catalog, format_name, config)]
+
+
+def load_config_file(path: Path, system: str | None = None) -> dict[str, Any]:
+    """Changed knobs from a JSON file: an ``export --format json`` or ``baseline -o`` file (of ``system``, when
+    given) or a plain {knob: value} object.
+
+    Raises:
+        UsageError: the file is unreadable, not UTF-8, not such JSON, holds a number that is not finite (NaN,
+            Infinity), or is knobtune's file of another system or of another kind (a report, a sweep).
     """
     from knobtune.errors import UsageError
 
+    fix = "Fix: give a file written by `knobtune export --format json` or a {\"knob\": value} object"
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
     except OSError as exc:
         raise UsageError(f"cannot read config file {path} ({exc.strerror}). Fix: check the path") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not UTF-8 text (byte {exc.start}). {fix}") from None
+    except _NotFinite as exc:
+        raise UsageError(f"{path} holds {exc}, which is no knob's value. {fix}") from None
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{path} is not valid JSON ({exc}). Fix: give a file written by "
-                         "`knobtune export --format json` or a {{\"knob\": value}} object") from None
+        raise UsageError(f"{path} is not valid JSON ({exc}). {fix}") from None
+    if isinstance(data, dict) and "written_by" in data and not isinstance(data.get("config"), dict):
+        raise UsageError(f"{path} is a file knobtune wrote that holds no config (a report's or a sweep's data). "
+                         f"{fix}")
     if isinstance(data, dict) and isinstance(data.get("config"), dict):
+        if system is not None and isinstance(data.get("system"), str) and data["system"] != system:
+            raise UsageError(f"{path} is a config of {data['system']}, not {system}. Fix: give a {system} config "
+                             f"(`knobtune export --format json` of a {system} study)")
         data = data["config"]
     if not isinstance(data, dict):
         raise UsageError(f"{path} holds no JSON object of knobs. Fix: write {{\"knob\": value, ...}}")
     return data
+
+
+class _NotFinite(ValueError):
+    """A JSON constant (NaN, Infinity) in a config file."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotFinite(name)

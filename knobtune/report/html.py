@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import importlib.util
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import optuna
 
 from knobtune.analysis.importance import evaluator_name
 from knobtune.errors import UsageError
+from knobtune.outputs import html_mark, json_mark
 from knobtune.report.report_data import report_data
 from knobtune.report.summary_text import capture_lines, describe_costs, diagnosis_lines
 
@@ -28,9 +30,10 @@ MEASURED = ("complete", "pruned", "budget")  # outcomes whose value is a measure
 FEW_TRIALS = 30  # importance from fewer complete trials than this is shown with a caveat
 
 
-def write_report(study: optuna.Study, path: Path, reach: str = "") -> tuple[Path, Path]:
-    """Write ``path`` (HTML) and the same data as JSON beside it; return both paths. ``reach`` ends every command
-    the report prints (`` --dir D``, `` --storage URL``: how to reach the study when it is not the default).
+def write_report(study: optuna.Study, path: Path, reach: str = "") -> tuple[Path | None, Path]:
+    """Write what ``path``'s suffix says (``page_files``): the HTML page and the same data as JSON beside it, or the
+    JSON alone; return the paths written (the page's None when none). ``reach`` ends every command the report
+    prints (`` --dir D``, `` --storage URL``: how to reach the study when it is not the default).
 
     Raises:
         UsageError: plotly is missing or the file cannot be written.
@@ -38,24 +41,44 @@ def write_report(study: optuna.Study, path: Path, reach: str = "") -> tuple[Path
     if importlib.util.find_spec("plotly") is None:
         raise UsageError("the HTML report needs plotly. Fix: pip install plotly")
     data = report_data(study) | {"reach": reach}
-    return write_page(path, render(data), data, "the report", "-o")
+    return write_page(path, lambda: render(data), data, "the report", "-o")
 
 
-def write_page(path: Path, page: str, data: dict[str, Any], what: str, option: str) -> tuple[Path, Path]:
-    """Write an HTML ``page`` to ``path`` and ``data`` as JSON beside it; return both paths.
+def page_files(path: Path, option: str = "-o") -> tuple[Path | None, Path]:
+    """The files an ``option`` path asks for, by its suffix: ``.html`` (or ``.htm``), the page and its JSON beside it
+    (same name, ``.json``); ``.json``, the JSON alone.
 
     Raises:
-        UsageError: the files cannot be written (naming ``what`` and the ``option`` that chooses the path).
+        UsageError: any other suffix (one line naming both).
     """
-    json_path = path.with_suffix(".json")
+    suffix = path.suffix.lower()
+    if suffix in (".html", ".htm"):
+        return path, path.with_suffix(".json")
+    if suffix == ".json":
+        return None, path
+    raise UsageError(f"{option} {path}: knobtune writes .html (the page, its JSON beside it) or .json (the data "
+                     f"alone), not '{path.suffix or 'no suffix'}'. Fix: e.g. {option} {path.with_suffix('.html')}")
+
+
+def write_page(path: Path, page: Callable[[], str], data: dict[str, Any], what: str, option: str) \
+        -> tuple[Path | None, Path]:
+    """Write the HTML ``page`` (drawn only when asked for) and ``data`` as JSON, as ``path``'s suffix says
+    (``page_files``); return the paths written.
+
+    Raises:
+        UsageError: the suffix is neither, or the files cannot be written (naming ``what`` and the ``option`` that
+            chooses the path).
+    """
+    html_path, json_path = page_files(path, option)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(page)
-        json_path.write_text(json.dumps(data, indent=2, default=str))
+        (html_path or json_path).parent.mkdir(parents=True, exist_ok=True)
+        if html_path is not None:
+            html_path.write_text(page())
+        json_path.write_text(json.dumps(json_mark() | data, indent=2, default=str))
     except OSError as exc:
         raise UsageError(f"cannot write {what} to {path} ({exc.strerror}). "
                          f"Fix: choose a writable {option} path") from None
-    return path, json_path
+    return html_path, json_path
 
 
 def render(data: dict[str, Any]) -> str:
@@ -68,8 +91,8 @@ def render(data: dict[str, Any]) -> str:
     parts.append(_time_table(data))
     parts.append(_diff(data))
     title = html.escape(f"knobtune report: {data['summary']['study']}")
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{_CSS}</style></head>"
-            f"<body>{''.join(parts)}</body></html>")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'>{html_mark()}<title>{title}</title><style>{_CSS}"
+            f"</style></head><body>{''.join(parts)}</body></html>")
 
 
 _CSS = ("body{font-family:sans-serif;max-width:1300px;margin:auto;padding:1em;color:#222}"

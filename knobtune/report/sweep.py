@@ -15,7 +15,8 @@ import html
 from pathlib import Path
 from typing import Any
 
-from knobtune.report.html import write_page
+from knobtune.outputs import html_mark
+from knobtune.report.html import page_files, write_page
 from knobtune.workloads import Objective
 
 _BAND = "rgba(31,119,180,0.18)"
@@ -25,15 +26,17 @@ _STUDY = "#ff7f0e"
 _FAILED = "#d62728"
 
 
-def write_sweep(data: dict[str, Any], path: Path) -> tuple[Path, Path]:
-    """Write the drawing to ``path`` and the data (with its verdict) as JSON beside it; return both paths.
+def write_sweep(data: dict[str, Any], path: Path) -> tuple[Path | None, Path]:
+    """Write the drawing to ``path`` and the data (with its verdict) as JSON beside it, or the JSON alone (a
+    ``.json`` path); return the paths written.
 
     Raises:
         UsageError: the files cannot be written.
     """
     data.setdefault("verdict", sweep_verdict(data))
-    data["files"] = {"html": str(path), "json": str(path.with_suffix(".json"))}
-    return write_page(path, render_sweep(data), data, "the sweep", "--out")
+    html_path, json_path = page_files(path)
+    data["files"] = {"html": str(html_path) if html_path else None, "json": str(json_path)}
+    return write_page(path, lambda: render_sweep(data), data, "the sweep", "-o")
 
 
 # ------------------------------------------------------------------ words
@@ -140,7 +143,8 @@ def render_sweep(data: dict[str, Any]) -> str:
     chart = figure.to_html(include_plotlyjs=True, full_html=False, config={"displaylogo": False}, div_id="sweep")
     knobs = " x ".join(a["knob"] for a in data["axes"])
     title = html.escape(f"knobtune sweep: {knobs} ({data['system']}, {data['workload']})")
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title><style>{_CSS}</style></head>"
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'>{html_mark()}<title>{title}</title><style>{_CSS}"
+            "</style></head>"
             f"<body><h1>{title}</h1><p class='verdict'>{html.escape(data['verdict'])}</p>{_setup(data)}{chart}"
             f"{_table(data)}{_reading(data)}</body></html>")
 

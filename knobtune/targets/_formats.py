@@ -25,6 +25,7 @@ class Beside:
     note: str  # one line: what the file leaves out and where it is instead
     suffix: str  # the file beside: the export's own name + this ("OPTIONS.ini" -> "OPTIONS.ini.cc")
     text: str  # what that file holds
+    comment: str = "#"  # how that file's format starts a comment line (its first line says knobtune wrote it)
 
 
 def _nothing_beside(catalog: Catalog, config: Mapping[str, Value]) -> tuple[Beside, ...]:

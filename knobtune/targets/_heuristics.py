@@ -16,6 +16,7 @@ from typing import Any
 
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError, KnobtuneError, UsageError
+from knobtune.outputs import json_mark
 from knobtune.knobs.catalog import Knob, KnobType, Value, load_catalog
 from knobtune.knobs.display import knob_range, knob_value
 from knobtune.knobs.units import human_bytes
@@ -106,7 +107,8 @@ class HeuristicConfig:
                 "config": dict(self.config), "notes": list(self.notes), "source": dict(self.source)}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2) + "\n"
+        """The file ``baseline -o`` writes: ``to_dict`` with knobtune's mark (``knobtune.outputs``)."""
+        return json.dumps(json_mark() | self.to_dict(), indent=2) + "\n"
 
     def describe(self) -> list[str]:
         """Lines a person reads: the source, the machine, every setting beside the default, the notes."""

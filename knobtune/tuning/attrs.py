@@ -97,6 +97,13 @@ def units_machine(user_attrs: dict) -> str | None:
     return user_attrs.get(UNITS_MACHINE, user_attrs.get(OLD_UNITS_MACHINE))
 
 
+def is_ranking(user_attrs: dict) -> bool:
+    """Whether a study (by its user attributes) is a knob ranking (`knobtune rank`: every config at one rung), not a
+    tuning study with a result."""
+    search = (user_attrs.get(EXPERIMENT) or {}).get("search") or {}
+    return search.get("only_rung") is not None or user_attrs.get(OLD_ONLY_RUNG) is not None
+
+
 def role_of(user_attrs: dict) -> str | None:
     """A trial's role (by its user attributes), in this release's spelling whichever release stored it."""
     role = user_attrs.get(ROLE)

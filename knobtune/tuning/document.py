@@ -25,6 +25,11 @@ from knobtune.workloads import Objective
 MAX_SEED = 2**32 - 1  # the samplers' (numpy's) seeds
 MAX_TIME_S = 30 * 24 * 3600.0  # a budget longer than a month is a typo (100000h), not a plan
 MIN_MEMORY_LIMIT_BYTES = 4 << 20  # no database process runs in less
+# a month's budget (MAX_TIME_S) holds about this many of the shortest trials a study runs (a rung takes minutes with
+# the default's run, the settle and the restore): more is a typo (--trials 1000000), not a plan
+MAX_TRIALS = 10_000
+# interleaved runs of one config: 100 give an interval as narrow as the noise allows; more only spends the budget
+MAX_REPEATS = 100
 
 
 class ExperimentError(UsageError):
@@ -67,7 +72,7 @@ class SearchSection:
 class BudgetSection:
     """How much to run: the study's sampled trials (the default not counted), this run's wall clock."""
 
-    trials: int | None = setting(least=1, option="--trials", example=50)
+    trials: int | None = setting(least=1, most=MAX_TRIALS, option="--trials", example=50)
     time_s: float | None = setting(positive=True, most=MAX_TIME_S, unit="duration", option="--time", example="20m")
 
 
@@ -89,8 +94,8 @@ class MeasurementSection:
 class ProofSection:
     """How the result is proven against the default: candidates, interleaved repeats, known configs beside."""
 
-    verify_top: int = setting(3, least=0, option="--verify-top", example=3, note="0: no verification")
-    repeats: int = setting(5, least=2, option="--repeats", example=5,
+    verify_top: int = setting(3, least=0, most=MAX_TRIALS, option="--verify-top", example=3, note="0: no verification")
+    repeats: int = setting(5, least=2, most=MAX_REPEATS, option="--repeats", example=5,
                            note="an interval needs two runs; verify_top = 0: no verification")
     known_configs: bool = setting(True, example=True)  # the configs users run instead (PGTune, ...) beside the result
 

@@ -71,6 +71,7 @@ def running(store: StudyStore, study_name: str) -> Iterator[None]:
     if path is None:
         yield
         return
+    store.create()  # the first thing a study writes (open_store makes nothing)
     lock = _take(store, study_name, path)
     try:
         if worker := _live_trial_owner(store, study_name):

@@ -59,7 +59,7 @@ def ranked_knobs(study: optuna.Study, k: int) -> list[str]:
     """The top ``k`` knobs of a study's stored ranking.
 
     Raises:
-        UsageError: the study holds no ranking, or k is not positive.
+        UsageError: the study holds no ranking, or k is not positive or above the knobs it ranked.
     """
     ranking = stored_ranking(study)
     if ranking is None:
@@ -67,6 +67,9 @@ def ranked_knobs(study: optuna.Study, k: int) -> list[str]:
                          f"Fix: run `knobtune rank SYSTEM --workload W --study {study.study_name}` first")
     if k < 1:
         raise UsageError(f"--top-k must be at least 1 (got {k}). Fix: e.g. --top-k 5")
+    if k > len(ranking.order):
+        raise UsageError(f"--top-k {k} is above the {len(ranking.order)} knobs study '{study.study_name}' ranked. "
+                         f"Fix: e.g. --top-k {min(5, len(ranking.order))}, or leave out --ranking to search them all")
     return list(top_k(ranking, k))
 
 

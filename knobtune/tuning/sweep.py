@@ -42,6 +42,8 @@ from knobtune.workloads import Objective, Rung
 
 DEFAULT_POINTS = {1: 7, 2: 5}  # grid points per numeric knob when --points is not given
 MAX_KNOBS = 2
+# grid steps per numeric knob: 50 draw a curve finer than run-to-run noise resolves; more only spends the machine
+MAX_POINTS = 50
 _SIGNIFICANT_BITS = 5  # sizes are rounded to 5 significant bits: within 1/64 (~1.6%) of the geometric grid
 
 

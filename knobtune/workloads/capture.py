@@ -126,16 +126,19 @@ def make_private_dir(out: Path) -> None:
     """Create the capture folder ``out``, owner-only.
 
     Raises:
-        WorkloadError: it exists and is not empty.
+        WorkloadError: it exists and is not empty, or cannot be made.
     """
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise WorkloadError(f"{out} exists and is not an empty folder. Fix: name a new folder with -o")
     old = os.umask(0o077)
     try:
         out.mkdir(parents=True, exist_ok=True)
+        out.chmod(PRIVATE_DIR)
+    except OSError as exc:
+        raise WorkloadError(f"cannot make the capture folder {out} ({exc.strerror}). Fix: name a folder you can "
+                            "write with -o") from None
     finally:
         os.umask(old)
-    out.chmod(PRIVATE_DIR)
 
 
 def private_copy(source: Path, target: Path) -> None:

@@ -168,7 +168,7 @@ def _beside_options(catalog: Catalog, config: Mapping[str, Value]) -> tuple[Besi
         "}",
     ]) + "\n"
     what = ", ".join(f"{_CODE_BESIDE[name][1]} = {value}" for name, value in changed.items())
-    return (Beside(f"{what}: an OPTIONS file cannot hold it; the C++ beside it (FILE.cc) sets it", ".cc", text),)
+    return (Beside(f"{what}: an OPTIONS file cannot hold it; the C++ beside it (FILE.cc) sets it", ".cc", text, "//"),)
 
 
 ROCKSDB_OPTIONS = ExportFormat("rocksdb-options", "RocksDB's own OPTIONS file, written by RocksDB", "#",
