@@ -81,10 +81,11 @@ def test_the_defaults_replays_agree_and_fail_no_statement_at_either_pace(capture
     postgresql = load_catalog("postgresql")
     workload = load_workload(captured)
     for replayed in (workload, _fast(workload)):
-        with make_target(postgresql, replayed, tmp_path / replayed.drivers["replay"]["pace"], driver="replay") as target:
+        pace = replayed.drivers["replay"]["pace"]
+        with make_target(postgresql, replayed, tmp_path / pace, driver="replay") as target:
             for run in range(2):  # the second is checked against the first: every table agrees through the id map
                 measurement = target.run(postgresql.defaults(), replayed.full, timeout_s=300,
-                                         log_path=tmp_path / f"{replayed.drivers['replay']['pace']}-{run}.log", seed=1)
+                                         log_path=tmp_path / f"{pace}-{run}.log", seed=1)
                 counters = measurement.counters
                 assert counters["replay_failed_statements"] <= 0.001 * replayed.full.records
                 assert counters["replay_remapped_values"] > CLIENTS * ORDERS
@@ -153,7 +154,8 @@ def test_the_statements_orms_send_bind_their_values_to_columns() -> None:
     assert not shape("INSERT INTO t VALUES (1); SELECT 1").single
 
 
-KEYS = Keys({"public.orders": ("id", "public.orders_id_seq", 100)}, {("public.order_items", "order_id"): "public.orders"})
+KEYS = Keys({"public.orders": ("id", "public.orders_id_seq", 100)},
+            {("public.order_items", "order_id"): "public.orders"})
 
 
 def test_a_multi_row_insert_claims_its_rows_in_the_order_the_sequence_hands_them_out() -> None:
