@@ -28,7 +28,7 @@ from knobtune.workloads.capture import CaptureSummary
 def summary_lines(summary: StudySummary, catalog: Catalog) -> list[RenderableType]:
     """The whole summary: each section's renderer in turn."""
     s, objective = summary, summary.objective
-    return [*heading_lines(s.heading), *proof_lines(s.proof), *replay_lines(s.replay, s.default),
+    return [*heading_lines(s.heading), *proof_lines(s.proof), *replay_lines(s.replay, s.default, s.cost, s.trials),
             *trials_lines(s.trials), *default_lines(s.default, objective), *result_lines(s.result, objective, catalog),
             *map(Text, cost_lines(s.cost, s.default)), *bottleneck_lines(s.bottleneck), *ranked_lines(s.ranked),
             *safety_lines(s.safety, catalog)]
@@ -47,8 +47,20 @@ def proof_lines(proof: Proof) -> list[RenderableType]:
     return [Text(f"verdict: {proof.verdict}", style="bold green" if proof.verified else "bold yellow")]
 
 
-def replay_lines(replay: Replay, default: Default) -> list[RenderableType]:
-    return [Text(line) for line in capture_lines(replay.capture, default.default_counters)]
+def replay_lines(replay: Replay, default: Default, cost: Costs | None = None,
+                 trials: Trials | None = None) -> list[RenderableType]:
+    lines = capture_lines(replay.capture, default.default_counters)
+    measured = (cost.costs.get("default") if cost else None) or {}
+    spent = trials.time_spent if trials else None
+    if lines and measured.get("workload_s") is not None:
+        run_s = measured["workload_s"] + (measured.get("settle_s") or 0.0)
+        held = (f"; the budget of {spent.budget_s:,.0f} s holds at most {int(spent.budget_s // run_s):,} such runs "
+                "(every config climbs the ladder, the verification repeats the best)"
+                if spent and spent.budget_s and run_s > 0 else "")
+        lines.append(f"  a full-size replay of the default costs {run_s:,.1f} s (replay {measured['workload_s']:,.1f} s"
+                     f" + settle {measured.get('settle_s') or 0.0:,.1f} s, besides restoring and starting the server)"
+                     f"{held}")
+    return [Text(line) for line in lines]
 
 
 def trials_lines(trials: Trials) -> list[RenderableType]:

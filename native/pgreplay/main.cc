@@ -7,7 +7,8 @@
 // session and executed with their captured parameters (text format, types inferred by the server).
 //
 //   --pace captured : each session connects and sends each statement at its captured offset from the start (or
-//                     as soon as its previous statement ends, when late: the lag is recorded)
+//                     as soon as its previous statement ends, when late: the lag is recorded); --speed S divides
+//                     every offset by S (2: the capture's work in half its time)
 //   --pace fast     : each session sends its statements back to back; a session starts once every session that
 //                     had ended before it began in the capture has ended here (never one it overlapped)
 //
@@ -240,6 +241,7 @@ std::string execute(PGconn* conn, const Statement& q, const std::string& text, c
 struct Replay {
   std::string conninfo;
   bool paced = true;
+  double speed = 1.0;
   Clock::time_point start;
   std::chrono::milliseconds wait_limit{60000};
   std::vector<Result> results;  // by statement index
@@ -315,7 +317,7 @@ struct Replay {
       std::sort(literals.begin(), literals.end(), [](const Reference* a, const Reference* b) { return a->start > b->start; });
       for (const Reference* r : literals)
         text.replace(static_cast<size_t>(r->start), static_cast<size_t>(r->end - r->start), value_of(r->slot, session));
-      const Clock::time_point due = start + std::chrono::microseconds(q.start_us);
+      const Clock::time_point due = start + std::chrono::microseconds(static_cast<long>(static_cast<double>(q.start_us) / speed));
       if (paced) std::this_thread::sleep_until(due);
       const Clock::time_point sent = Clock::now();
       if (paced) result.lag_us = std::max<long>(0, std::chrono::duration_cast<std::chrono::microseconds>(sent - due).count());
@@ -359,7 +361,7 @@ int main(int argc, char** argv) {
   const char* capture = nullptr;
   const char* failures = nullptr;
   const char* ids = nullptr;
-  double wait_s = 60;
+  double wait_s = 60, speed = 1;
   std::string host, user = "bench", pace = "captured";
   long limit = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -372,10 +374,11 @@ int main(int argc, char** argv) {
     else if (flag == "--failures") failures = argv[i + 1];
     else if (flag == "--ids") ids = argv[i + 1];
     else if (flag == "--wait-s") wait_s = std::atof(argv[i + 1]);
+    else if (flag == "--speed") speed = std::atof(argv[i + 1]);
     else die("unknown flag " + flag);
   }
-  if (!capture || host.empty() || (pace != "captured" && pace != "fast"))
-    die("usage: pgreplay-kt --capture FILE --host SOCKDIR [--user U] [--pace captured|fast] [--limit N] [--failures F] [--ids F] [--wait-s S]");
+  if (!capture || host.empty() || (pace != "captured" && pace != "fast") || !(speed > 0))
+    die("usage: pgreplay-kt --capture FILE --host SOCKDIR [--user U] [--pace captured|fast] [--limit N] [--failures F] [--ids F] [--wait-s S] [--speed S]");
   long count = 0;
   Replay replay;
   const std::vector<Session> sessions = load(capture, limit < 0 ? (1L << 62) : limit, &count, &replay.slots);
@@ -389,6 +392,7 @@ int main(int argc, char** argv) {
   replay.wait_limit = std::chrono::milliseconds(static_cast<long>(wait_s * 1000));
   replay.conninfo = "host=" + quoted(host) + " user=" + quoted(user) + " application_name='knobtune-replay'";
   replay.paced = pace == "captured";
+  replay.speed = speed;
   replay.results.resize(static_cast<size_t>(count));
   std::vector<size_t> by_end(sessions.size());
   for (size_t i = 0; i < by_end.size(); ++i) by_end[i] = i;
@@ -406,7 +410,8 @@ int main(int argc, char** argv) {
   for (size_t position = 0; position < sessions.size(); ++position) {
     const Session& s = sessions[position];
     if (replay.paced) {
-      std::this_thread::sleep_until(replay.start + std::chrono::microseconds(std::max(0L, s.statements.front().start_us - 1000)));
+      const long due_us = static_cast<long>(static_cast<double>(s.statements.front().start_us) / replay.speed);
+      std::this_thread::sleep_until(replay.start + std::chrono::microseconds(std::max(0L, due_us - 1000)));
     } else {
       const long needed = std::lower_bound(ends.begin(), ends.end(), s.start_us) - ends.begin();
       replay.wait_for_prefix(needed);

@@ -109,6 +109,7 @@ class PostgresReplayTarget(PostgresTarget):
         folder = workload.source.parent if workload.source else Path(".")
         self.pace = str(section.get("pace", "captured"))
         check_pace(workload, self.pace)
+        self.speed = _speed(section.get("speed", 1.0), self.pace, workload.source)
         self.files = {key: folder / str(section.get(key, "")) for key in ("dump", "statements")}
         for key, path in self.files.items():
             if not section.get(key) or not path.is_file():
@@ -211,7 +212,7 @@ class PostgresReplayTarget(PostgresTarget):
         failures, ids = log_path.with_suffix(".failed"), log_path.with_suffix(".ids")
         argv = [find_replayer(), "--capture", str(self.files["statements"]), "--host", str(self._home),
                 "--user", DB_USER, "--pace", self.pace, "--limit", str(rung.records), "--failures", str(failures),
-                "--ids", str(ids), "--wait-s", str(WAIT_S)]
+                "--ids", str(ids), "--wait-s", str(WAIT_S), "--speed", repr(self.speed)]
         server_before = self._server_cpu_s()
         result = run_logged(argv, log_path=log_path, timeout_s=timeout_s)
         server_cpu = self._server_cpu_s() - server_before
@@ -369,6 +370,21 @@ JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_attribute a ON a.attrelid 
 WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'
   AND n.nspname NOT LIKE 'pg_temp%' AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY n.nspname, c.relname, a.attnum;"""
+
+
+def _speed(given: object, pace: str, source: Path | None) -> float:
+    """``[drivers.replay] speed``: how much faster than captured a paced replay sends its statements.
+
+    Raises:
+        WorkloadError: not a number in (0, 100], or given with ``pace = "fast"`` (which has no schedule).
+    """
+    if isinstance(given, bool) or not isinstance(given, int | float) or not 0 < given <= 100:
+        raise WorkloadError(f"{source}: [drivers.replay] speed = {given!r} is not a number above 0 and at most 100. "
+                            "Fix: e.g. speed = 2 (the captured schedule in half its time)")
+    if pace == "fast" and given != 1:
+        raise WorkloadError(f"{source}: [drivers.replay] speed = {given!r} with pace = \"fast\", which sends as fast "
+                            "as it can. Fix: drop speed, or set pace = \"captured\"")
+    return float(given)
 
 
 def _ident(name: str) -> str:
