@@ -10,13 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from knobtune.errors import WorkloadError
 from knobtune.knobs import load_catalog
+from knobtune.report.sections import Costs, Default, Replay, TimeSpent, Trials
+from knobtune.report.summary_text import replay_lines
 from knobtune.storage import open_store
 from knobtune.systems import make_target
 from knobtune.systems.postgresql import capture
 from knobtune.systems.postgresql.generated import Keys, map_ids
 from knobtune.systems.postgresql.pglog import read_log
-from knobtune.systems.postgresql.replay import find_replayer
+from knobtune.systems.postgresql.replay import PostgresReplayTarget, find_replayer
 from knobtune.systems.postgresql.server import PG_BIN
 from knobtune.systems.postgresql.sqlshape import shape
 from knobtune.targets import FailureKind, RunFailure
@@ -183,3 +186,26 @@ def test_an_insert_without_returning_is_sent_with_its_key_returned(tmp_path: Pat
     assert ids.generators[0].append == ' RETURNING "id"'
     assert ids.generators[1].claimed == [101], "currval is what the application read"
     assert ids.references[2][0].value.text == "101"
+
+
+@pytest.mark.parametrize("speed,said", [(0, "above 0"), (-2, "above 0"), ("2", "above 0"), (1000, "at most 100"),
+                                        (True, "above 0")])
+def test_a_speed_that_cannot_be_meant_is_refused_in_one_line(captured: Path, tmp_path: Path, speed, said) -> None:
+    workload = load_workload(captured)
+    sped = dataclasses.replace(workload, drivers={"replay": {**workload.drivers["replay"], "speed": speed}})
+    with pytest.raises(WorkloadError) as refused:
+        PostgresReplayTarget(load_catalog("postgresql"), sped, tmp_path / "scratch")
+    assert said in str(refused.value) and "Fix:" in str(refused.value) and "\n" not in str(refused.value)
+    fast = _fast(dataclasses.replace(workload, drivers={"replay": {**workload.drivers["replay"], "speed": 2}}))
+    with pytest.raises(WorkloadError, match="pace = \"fast\""):
+        PostgresReplayTarget(load_catalog("postgresql"), fast, tmp_path / "scratch")
+
+
+def test_show_says_what_a_full_size_replay_costs_and_how_many_the_budget_holds(captured: Path) -> None:
+    summary = load_workload(captured).capture
+    costs = Costs(costs={"default": {"workload_s": 61.0, "settle_s": 4.0}})
+    trials = Trials(counts={}, time_spent=TimeSpent(search_s=900.0, verification_s=300.0, budget_s=1200.0))
+    lines = [str(line) for line in replay_lines(Replay(summary), Default(), costs, trials)]
+    assert "a full-size replay of the default costs 65.0 s (replay 61.0 s + settle 4.0 s" in lines[-1]
+    assert "the budget of 1,200 s holds at most 18 such runs" in lines[-1]
+    assert any("generate keys" in line for line in lines)
