@@ -16,7 +16,10 @@ ids read back and used again):
    the same way (its run + the same settle: kill, recovery, checkpoint);
 4. report Spearman's rho between the two rankings (medians), and the share of
    the replay's best gain the application sees (the application's gain of the
-   replay's best config over the default, divided by the replay's gain).
+   replay's best config over the default, divided by the replay's gain);
+5. with `--rungs`, replay each config at the capture's smaller rungs too (its
+   first 10% and 30%) and report each rung's rho with the full replay, as
+   `show` reports a study's ladder.
 
     .venv/bin/python bench/replay_fidelity.py --apps orm psycopg --configs 7 --repeats 3 \
         --out bench/results/replay-fidelity/
@@ -106,11 +109,19 @@ def one_app(app: str, args: argparse.Namespace, home: Path) -> dict:
     times: dict[str, list[list[float]]] = {"replay": [[] for _ in chosen], "application": [[] for _ in chosen]}
     work: dict[str, list[list[float]]] = {"replay": [[] for _ in chosen], "application": [[] for _ in chosen]}
     failures: list[str] = []
+    rungs: dict[int, list[list[float]]] = {}
     with PostgresReplayTarget(catalog, workload, home / app / "replay") as replay, \
             ApplicationTarget(catalog, workload, home / app / "app", app=app, clients=args.clients,
                               orders=args.orders) as application:
         for round_ in range(args.repeats):
             for number, config in enumerate(chosen):
+                for rung in workload.rungs[:-1] if args.rungs else ():
+                    log = home / app / f"rung{rung.index}-c{number}-r{round_}.log"
+                    try:
+                        measured = replay.run(config, rung, timeout_s=600, log_path=log, seed=round_)
+                        rungs.setdefault(rung.index, [[] for _ in chosen])[number].append(round(measured.elapsed_s, 4))
+                    except Exception as exc:  # noqa: BLE001 - kept with its reason
+                        failures.append(f"rung {rung.index} config {number} round {round_}: {exc}"[:300])
                 for side, target in (("replay", replay), ("application", application)):
                     log = home / app / f"{side}-c{number}-r{round_}.log"
                     try:
@@ -122,7 +133,17 @@ def one_app(app: str, args: argparse.Namespace, home: Path) -> dict:
     return {"app": app, "statements": summary.operations, "sessions": summary.sessions,
             "notes": [n for n in summary.notes if "generate keys" in n], "configs": [
                 {k: v for k, v in c.items() if v != catalog.defaults().get(k)} for c in chosen],
-            "times_s": times, "work_s": work, "failures": failures, **fidelity(times)}
+            "times_s": times, "work_s": work, "failures": failures, **fidelity(times),
+            "rung_rho": {str(index): rank_agreement(by_config, times["replay"]) for index, by_config in rungs.items()}}
+
+
+def rank_agreement(small: list[list[float]], full: list[list[float]]) -> float | None:
+    """Spearman's rho between a rung's ranking of the configs and the full replay's (medians)."""
+    kept = [i for i in range(len(full)) if small[i] and full[i]]
+    if len(kept) < 3:
+        return None
+    return round(float(stats.spearmanr([statistics.median(small[i]) for i in kept],
+                                       [statistics.median(full[i]) for i in kept]).statistic), 3)
 
 
 def fidelity(times: Mapping[str, list[list[float]]]) -> dict:
@@ -148,10 +169,12 @@ def table(result: dict) -> str:
     rows = [f"{result['clients']} clients x {result['orders']} orders, {result['configs']} configs (seed "
             f"{result['seed']}), {result['repeats']} interleaved runs a side, commit {result['commit']}", "",
             "| application | statements | rho (replay vs application) | replay's best: gain on the replay | "
-            "on the application | held | runs failed |", "|---|---|---|---|---|---|---|"]
+            "on the application | held | rungs' rho with the full replay | runs failed |",
+            "|---|---|---|---|---|---|---|---|"]
     for app in result["apps"]:
+        ladder = ", ".join(f"rung {k}: {v}" for k, v in (app.get("rung_rho") or {}).items()) or "-"
         rows.append(f"| {app['app']} | {app['statements']:,} | {app['rho']} | {app.get('replay_gain')}x "
-                    f"| {app.get('application_gain')}x | {app['held']} | {len(app['failures'])} |")
+                    f"| {app.get('application_gain')}x | {app['held']} | {ladder} | {len(app['failures'])} |")
     return "\n".join(rows)
 
 
@@ -163,6 +186,7 @@ def main() -> None:
     parser.add_argument("--configs", type=int, default=7, help="configs measured (the default and samples)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs per config, on each side")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--rungs", action="store_true", help="replay the capture's smaller rungs too")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--table", type=Path, metavar="RESULT", help="print a result file as a Markdown table")
     args = parser.parse_args()
