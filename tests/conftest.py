@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,20 @@ from knobtune.storage import StudyStore, open_store
 from knobtune.workloads import Workload, load_workload
 
 CORPUS = Path(__file__).parent / "corpus"
+
+
+@contextlib.contextmanager
+def cache_of_its_own(folder: Path) -> Iterator[None]:
+    """``KNOBTUNE_CACHE`` pointed at ``folder`` while the block runs (a test's restored data kept apart)."""
+    before = os.environ.get("KNOBTUNE_CACHE")
+    os.environ["KNOBTUNE_CACHE"] = str(folder)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("KNOBTUNE_CACHE", None)
+        else:
+            os.environ["KNOBTUNE_CACHE"] = before
 
 
 @pytest.fixture(scope="session")

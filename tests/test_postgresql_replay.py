@@ -27,7 +27,7 @@ from knobtune.systems.postgresql.replay import PostgresReplayTarget, find_replay
 from knobtune.systems.postgresql.server import PG_BIN
 from knobtune.workloads import Objective, load_workload
 
-from conftest import tiny
+from conftest import cache_of_its_own, tiny
 
 pytestmark = pytest.mark.skipif(not (PG_BIN / "postgres").exists(), reason="PostgreSQL 15 is not installed")
 CLIENTS, TRANSACTIONS = 8, 600
@@ -41,13 +41,8 @@ def postgresql():
 @pytest.fixture(scope="module", autouse=True)
 def own_cache(tmp_path_factory):
     """Every capture here is new (its dump differs): its restored copy goes to a cache of this module's own."""
-    before = os.environ.get("KNOBTUNE_CACHE")
-    os.environ["KNOBTUNE_CACHE"] = str(tmp_path_factory.mktemp("cache"))
-    yield
-    if before is None:
-        os.environ.pop("KNOBTUNE_CACHE")
-    else:
-        os.environ["KNOBTUNE_CACHE"] = before
+    with cache_of_its_own(tmp_path_factory.mktemp("cache")):
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ and replayed: the ids the replay's server generates are sent in place of the cap
 from __future__ import annotations
 
 import dataclasses
-import os
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from knobtune.tuning import Experiment, Tuner, attrs, build_space
 from knobtune.workloads import Objective, load_workload
 
 from apps import shop
+from conftest import cache_of_its_own
 from apps.capturing import capture_application
 
 pytestmark = pytest.mark.skipif(not (PG_BIN / "postgres").exists(), reason="PostgreSQL 15 is not installed")
@@ -36,14 +36,9 @@ LONG_STATEMENT_BYTES = 200_000
 
 @pytest.fixture(scope="module", autouse=True)
 def own_cache(tmp_path_factory):
-    """Each capture's dump is new: its restored copy goes to a cache of this module's own."""
-    before = os.environ.get("KNOBTUNE_CACHE")
-    os.environ["KNOBTUNE_CACHE"] = str(tmp_path_factory.mktemp("cache"))
-    yield
-    if before is None:
-        os.environ.pop("KNOBTUNE_CACHE")
-    else:
-        os.environ["KNOBTUNE_CACHE"] = before
+    """Every capture here is new (its dump differs): its restored copy goes to a cache of this module's own."""
+    with cache_of_its_own(tmp_path_factory.mktemp("cache")):
+        yield
 
 
 def _run_with_a_long_statement(client: str):
