@@ -5,10 +5,12 @@ and replayed: the ids the replay's server generates are sent in place of the cap
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
 
+from knobtune.cli import run
 from knobtune.errors import WorkloadError
 from knobtune.knobs import load_catalog
 from knobtune.report.sections import Costs, Default, Replay, TimeSpent, Trials
@@ -183,8 +185,8 @@ def test_an_insert_without_returning_is_sent_with_its_key_returned(tmp_path: Pat
     assert ids.references[2][0].value.text == "101"
 
 
-@pytest.mark.parametrize("speed,said", [(0, "above 0"), (-2, "above 0"), ("2", "above 0"), (1000, "at most 100"),
-                                        (True, "above 0")])
+@pytest.mark.parametrize("speed,said", [(0, "not a positive number"), (-2, "not a positive number"),
+                                        ("2", "is not a number"), (1000, "is above 100"), (True, "is not a number")])
 def test_a_speed_that_cannot_be_meant_is_refused_in_one_line(captured: Path, tmp_path: Path, speed, said) -> None:
     workload = load_workload(captured)
     sped = dataclasses.replace(workload, drivers={"replay": {**workload.drivers["replay"], "speed": speed}})
@@ -204,3 +206,80 @@ def test_show_says_what_a_full_size_replay_costs_and_how_many_the_budget_holds(c
     assert "a full-size replay of the default costs 65.0 s (replay 61.0 s + settle 4.0 s" in lines[-1]
     assert "the budget of 1,200 s holds at most 18 such runs" in lines[-1]
     assert any("generate keys" in line for line in lines)
+
+
+# ---------------------------------------------------------------- a capture is checked, not trusted
+
+
+def _copy(captured: Path, into: Path) -> Path:
+    into.mkdir(mode=0o700)
+    for item in captured.iterdir():
+        (into / item.name).write_bytes(item.read_bytes())
+        (into / item.name).chmod(0o600)
+    return into
+
+
+def _edited(folder: Path, old: str, new: str) -> None:
+    toml = folder / "capture.toml"
+    text = toml.read_text()
+    assert old in text
+    toml.write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize("old,new,said", [
+    ('pace = "captured"', 'paec = "captured"', "unknown field 'paec' (did you mean 'pace'?)"),
+    ('pace = "captured"', 'pace = "captured"\nthreads = 0', "unknown field 'threads'"),
+    ('dump_format = "custom"', 'dump_format = "tar"', "is not a dump format knobtune restores"),
+    ('statements = "replay.dat"', 'statements = "../replay.dat"', "is not a file of the capture folder"),
+    ('statements = "replay.dat"', 'statements = "gone.dat"', "is not a file in"),
+    ('nondeterministic = ["orders.created_at"]', 'nondeterministic = "orders.created_at"', "not a list of names"),
+])
+def test_a_misspelt_or_impossible_replay_section_is_refused_in_one_line(captured: Path, tmp_path: Path, old: str,
+                                                                        new: str, said: str) -> None:
+    folder = _copy(captured, tmp_path / "edited.capture")
+    _edited(folder, old, new)
+    with pytest.raises(WorkloadError) as refused:
+        PostgresReplayTarget(load_catalog("postgresql"), load_workload(folder), tmp_path / "scratch")
+    message = str(refused.value)
+    assert said in message and "Fix:" in message and "\n" not in message, message
+
+
+def test_a_capture_file_changed_since_or_not_a_regular_file_is_refused(captured: Path, tmp_path: Path) -> None:
+    changed = _copy(captured, tmp_path / "changed.capture")
+    with (changed / capture.STATEMENTS_FILE).open("ab") as data:
+        data.write(b"\n")
+    fifo = _copy(captured, tmp_path / "fifo.capture")
+    (fifo / capture.STATEMENTS_FILE).unlink()
+    os.mkfifo(fifo / capture.STATEMENTS_FILE, 0o600)
+    linked = _copy(captured, tmp_path / "linked.capture")
+    (linked / capture.STATEMENTS_FILE).unlink()
+    (linked / capture.STATEMENTS_FILE).symlink_to(captured / capture.STATEMENTS_FILE)
+    for folder, said in ((changed, "SHA-256 differs"), (fifo, "not a regular file"), (linked, "is a link")):
+        with pytest.raises(WorkloadError, match=said):
+            PostgresReplayTarget(load_catalog("postgresql"), load_workload(folder), tmp_path / "scratch")
+
+
+def test_records_and_an_objective_that_override_the_captures_own_are_refused(captured: Path, tmp_path: Path,
+                                                                           capsys) -> None:
+    home = tmp_path / "studies"
+    for extra, said in ((["--records", "10"], "a capture replays what it captured"),
+                        (["--objective", "elapsed_s"], "a capture's objective goes with its pace")):
+        code = run(["tune", "postgresql", "--workload", str(captured), "--trials", "1", "--dir", str(home), *extra])
+        error = capsys.readouterr().err
+        assert code == 2 and said in error and error.count("\n") == 1, error
+        assert not home.exists()
+
+
+@pytest.mark.slow
+def test_nondeterministic_names_the_database_does_not_have_stop_the_defaults_first_replay(
+        captured: Path, tmp_path: Path) -> None:
+    folder = _copy(captured, tmp_path / "named.capture")
+    _edited(folder, 'nondeterministic = ["orders.created_at"]', 'nondeterministic = ["orders.created_at", '
+                                                                  '"order.status"]')
+    postgresql = load_catalog("postgresql")
+    workload = _fast(load_workload(folder))
+    with make_target(postgresql, workload, tmp_path / "scratch", driver="replay") as target:
+        with pytest.raises(RunFailure) as refused:
+            target.run(postgresql.defaults(), workload.rungs[0], timeout_s=300, log_path=tmp_path / "d.log", seed=1)
+    assert refused.value.kind is FailureKind.TOOL and "order.status" in refused.value.reason
+    assert "orders.created_at" not in refused.value.reason.split("(its tables")[0]

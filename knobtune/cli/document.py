@@ -69,6 +69,10 @@ def resolve(doc: ExperimentDoc, store: StudyStore, prefix: str = "") -> Experime
     """
     catalog = load_catalog(system_argument(doc.system))
     spec, driver = workload_for(catalog, doc.workload.name, doc.workload.records, doc.workload.driver)
+    if spec.capture is not None and doc.workload.objective not in (None, spec.objective.value):
+        raise UsageError(f"--objective {doc.workload.objective}: a capture's objective goes with its pace "
+                         f"({spec.source} says objective = '{spec.objective.value}'). Fix: drop --objective, or set "
+                         "pace and objective together in capture.toml (docs/replay.md)")
     name = study_name(doc.study) if doc.study is not None else _default_name(f"{prefix}{catalog.system}-{spec.name}")
     s = doc.search
     searched, ranked_by = list(s.knobs) if s.knobs is not None else None, None

@@ -173,6 +173,10 @@ def workload_for(catalog: Catalog, name: str, records: int | None, driver: str |
     """
     spec = load_workload(name)
     if records is not None and records != spec.records:  # a resolved document names the workload's own size
+        if spec.capture is not None:
+            raise UsageError(f"--records {records:,}: a capture replays what it captured ({spec.records:,} "
+                             f"{spec.counts}). Fix: drop --records (its ladder in {spec.source} sets the smaller "
+                             "rungs)")
         check_records(records, spec)
         spec = spec.scaled(records)
     if spec.systems and catalog.system not in spec.systems:

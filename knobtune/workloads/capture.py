@@ -117,6 +117,9 @@ def check_private(folder: Path) -> None:
     """
     for path in (folder, *sorted(folder.rglob("*"))):
         mode = path.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            raise WorkloadError(f"{path} is a link: a capture holds its own copies of your data. Fix: make the "
+                                "capture again with `knobtune capture`")
         if stat.S_IMODE(mode) & 0o077:
             raise WorkloadError(f"{path}: the capture is readable by others (mode {stat.S_IMODE(mode):o}); it holds "
                                 f"your data. Fix: chmod -R go-rwx {folder}")
@@ -151,6 +154,35 @@ def private_copy(source: Path, target: Path) -> None:
         return
     shutil.copyfile(source, target)
     target.chmod(PRIVATE_FILE)
+
+
+def verify_files(folder: Path, named: Mapping[str, str], digests: Mapping[str, str]) -> dict[str, Path]:
+    """The files a capture's section names (field -> file name), each checked: a plain name inside ``folder``, a
+    regular file (not a link, a FIFO or a device), and, where ``digests`` (the ``[capture] files`` table) records
+    it, the same SHA-256 (its size and time can be reset; its content cannot).
+
+    Raises:
+        WorkloadError: the first file that fails, naming it and the fix.
+    """
+    paths: dict[str, Path] = {}
+    for key, name in named.items():
+        path = folder / name
+        if Path(name).name != name or name in (".", ".."):
+            raise WorkloadError(f"{folder / CAPTURE_FILE}: [drivers.replay] {key} = '{name}' is not a file of the "
+                                "capture folder. Fix: name a file beside capture.toml (no folders, no '..')")
+        try:
+            mode = path.lstat().st_mode
+        except OSError:
+            raise WorkloadError(f"{folder / CAPTURE_FILE}: [drivers.replay] {key} = '{name}' is not a file in "
+                                f"{folder}. Fix: make the capture again with `knobtune capture`") from None
+        if not stat.S_ISREG(mode):
+            raise WorkloadError(f"{path} is not a regular file (a link, a FIFO or a device): a capture holds its own "
+                                "copies. Fix: make the capture again with `knobtune capture`")
+        if name in digests and sha256_of(path) != digests[name]:
+            raise WorkloadError(f"{path} is not the file the capture wrote (its SHA-256 differs from capture.toml's): "
+                                "it changed since. Fix: restore it, or make the capture again with `knobtune capture`")
+        paths[key] = path
+    return paths
 
 
 def sha256_of(path: Path) -> str:

@@ -34,7 +34,8 @@ from knobtune.drivers.replay import run_reference
 from knobtune.server.process import last_lines, process_tree, run_logged
 from knobtune.server.life import Benchmarked
 from knobtune.systems.postgresql.capture import read_statements
-from knobtune.systems.postgresql.generated import KEYS_FILE, load_keys
+from knobtune.systems.postgresql.generated import Keys, load_keys
+from knobtune.systems.postgresql.section import read_section
 from knobtune.systems.postgresql.pglog import fingerprint
 from knobtune.systems.postgresql.server import DB_USER, PG_BIN
 from knobtune.systems.postgresql.target import PostgresTarget
@@ -105,20 +106,12 @@ class PostgresReplayTarget(PostgresTarget):
         # ServerTarget's set-up, not PostgresTarget's: that one reads a pgbench section
         super(PostgresTarget, self).__init__(catalog, workload, scratch_dir, settle=settle,
                                              memory_limit_bytes=memory_limit_bytes, scale_rungs=scale_rungs)
-        section = workload.driver(self.driver)
-        folder = workload.source.parent if workload.source else Path(".")
-        self.pace = str(section.get("pace", "captured"))
+        section, self.files = read_section(workload)
+        self.pace, self.speed = section.pace, section.speed
         check_pace(workload, self.pace)
-        self.speed = _speed(section.get("speed", 1.0), self.pace, workload.source)
-        self.files = {key: folder / str(section.get(key, "")) for key in ("dump", "statements")}
-        for key, path in self.files.items():
-            if not section.get(key) or not path.is_file():
-                raise WorkloadError(f"{workload.source}: [drivers.replay] {key} = '{section.get(key, '')}' is not a "
-                                    f"file in {folder}. Fix: make the capture again with `knobtune capture postgresql`")
-        self.dump_format = str(section.get("dump_format", "custom"))
-        self.keys = load_keys(folder / str(section.get("keys", KEYS_FILE)))
-        self.database = str(section.get("database", "postgres"))
-        self.nondeterministic = tuple(str(c) for c in section.get("nondeterministic", ()))
+        self.dump_format, self.database = section.dump_format, section.database
+        self.keys = load_keys(self.files["keys"]) if "keys" in self.files else Keys({}, {})
+        self.nondeterministic = section.nondeterministic
         for column in self.nondeterministic:
             if not _COLUMN.match(column):
                 raise WorkloadError(f"{workload.source}: [drivers.replay] nondeterministic names '{column}'. Fix: "
@@ -126,6 +119,7 @@ class PostgresReplayTarget(PostgresTarget):
         self.check = None
         self._ledger_rows = 0
         self._reference: dict[int, Reference] = {}
+        self._columns: dict[str, list[str]] = {}  # schema.table -> its columns, as the latest data check listed
         self._run_counters: dict[str, float] = {}
 
     @staticmethod
@@ -268,6 +262,7 @@ class PostgresReplayTarget(PostgresTarget):
         reference = self._reference.get(ran.rung)
         if reference is None:
             if self.is_default(config):
+                self._check_named(log_path)
                 self._check_faithful(ran, log_path)
                 self._reference[ran.rung] = Reference(tables, dict(ran.failed))
             return
@@ -291,6 +286,21 @@ class PostgresReplayTarget(PostgresTarget):
                              fix=f"Fix: {fix}")
         raise RunFailure(FailureKind.DATA_LOSS, f"after the replay {differs} (a column that differs between replays "
                          "of the default too belongs in [drivers.replay] nondeterministic)", log_path)
+
+    def _check_named(self, log_path: Path) -> None:
+        """Every ``nondeterministic`` name is a table (``table.*``) or a column of the replayed database.
+
+        Raises:
+            RunFailure: TOOL naming what the database does not have (a misspelt name would leave a column checked).
+        """
+        known = {name for table, columns in self._columns.items() for column in columns
+                 for name in _names_of(table, column)}
+        unknown = [name for name in self.nondeterministic if name not in known]
+        if unknown:
+            raise RunFailure(FailureKind.TOOL, f"[drivers.replay] nondeterministic names {', '.join(unknown)}, which "
+                             f"the captured database does not have (its tables: {', '.join(sorted(self._columns))})",
+                             log_path, fix="Fix: name each as table.column, schema.table.column or table.* of the "
+                                           "captured database, in capture.toml")
 
     def _check_faithful(self, ran: ReplayRun, log_path: Path) -> None:
         """The default's replay fails at most UNFAITHFUL_SHARE of its statements that succeeded in the capture.
@@ -331,6 +341,7 @@ class PostgresReplayTarget(PostgresTarget):
         for line in listing:
             schema, table, column = line.split("\t")
             columns.setdefault(f"{schema}.{table}", []).append(column)
+        self._columns = columns
         if not columns:
             return {}
         mapped = _id_table(ids, log.with_suffix(".ids.tsv")) if ids is not None and self.keys.keys else None
@@ -351,8 +362,7 @@ class PostgresReplayTarget(PostgresTarget):
     def _excluded(self, table: str, column: str) -> bool:
         """Whether ``column`` of ``table`` (schema.table) is left out: named, or its table named as ``table.*``
         (then only its row count is compared)."""
-        name = table.split(".", 1)[1]
-        return any(f"{t}.{c}" in self.nondeterministic for t in (name, table) for c in (column, "*"))
+        return not _names_of(table, column).isdisjoint(self.nondeterministic)
 
     def _sql(self, sql: str, log: Path) -> list[str]:
         script = log.with_suffix(".sql")
@@ -372,21 +382,6 @@ WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema') 
 ORDER BY n.nspname, c.relname, a.attnum;"""
 
 
-def _speed(given: object, pace: str, source: Path | None) -> float:
-    """``[drivers.replay] speed``: how much faster than captured a paced replay sends its statements.
-
-    Raises:
-        WorkloadError: not a number in (0, 100], or given with ``pace = "fast"`` (which has no schedule).
-    """
-    if isinstance(given, bool) or not isinstance(given, int | float) or not 0 < given <= 100:
-        raise WorkloadError(f"{source}: [drivers.replay] speed = {given!r} is not a number above 0 and at most 100. "
-                            "Fix: e.g. speed = 2 (the captured schedule in half its time)")
-    if pace == "fast" and given != 1:
-        raise WorkloadError(f"{source}: [drivers.replay] speed = {given!r} with pace = \"fast\", which sends as fast "
-                            "as it can. Fix: drop speed, or set pace = \"captured\"")
-    return float(given)
-
-
 def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -397,6 +392,12 @@ def _hash(expression: str) -> str:
 
 
 _ID_TABLE = "knobtune_replayed_ids"
+
+
+def _names_of(table: str, column: str) -> set[str]:
+    """The names ``nondeterministic`` may give ``column`` of ``table`` (schema.table)."""
+    name = table.split(".", 1)[1]
+    return {f"{t}.{c}" for t in (name, table) for c in (column, "*")}
 
 
 def _id_table(ids: Path, out: Path) -> Path:
