@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -80,7 +81,7 @@ class ScanLog {
       return rocksdb::Status::IOError("cannot open the scan log", path);
     }
     std::fprintf(file_, "%s %d\n", kMagic, kVersion);
-    ++epoch_;
+    live_.store(++epoch_, std::memory_order_release);
     return rocksdb::Status::OK();
   }
 
@@ -91,15 +92,13 @@ class ScanLog {
     const bool ok = std::fflush(file_) == 0 && !std::ferror(file_);
     const bool closed = std::fclose(file_) == 0;
     file_ = nullptr;
-    ++epoch_;
+    live_.store(0, std::memory_order_release);
     return ok && closed ? rocksdb::Status::OK() : rocksdb::Status::IOError("writing the scan log failed");
   }
 
   // Which run of the log a scan began in (0: none); a scan is written only if the log is still in that run.
-  uint64_t Epoch() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return file_ ? epoch_ : 0;
-  }
+  // Lock-free: an iterator asks at every seek.
+  uint64_t Epoch() const { return live_.load(std::memory_order_acquire); }
 
   void Write(const Scan& scan, uint64_t epoch) {
     std::string line = std::to_string(scan.cf) + (scan.for_prev ? "\tseek_for_prev\t" : "\tseek\t") +
@@ -112,13 +111,14 @@ class ScanLog {
     }
     line += '\n';
     std::lock_guard<std::mutex> lock(mutex_);
-    if (file_ && epoch == epoch_) std::fwrite(line.data(), 1, line.size(), file_);
+    if (file_ && epoch == live_.load(std::memory_order_relaxed)) std::fwrite(line.data(), 1, line.size(), file_);
   }
 
  private:
   std::mutex mutex_;
   std::FILE* file_ = nullptr;
-  uint64_t epoch_ = 0;
+  uint64_t epoch_ = 0;  // runs started so far
+  std::atomic<uint64_t> live_{0};  // the run now open (0: none)
 };
 
 // An iterator that counts the Next and Prev calls after each Seek and SeekForPrev (the seeks RocksDB traces) and
