@@ -81,12 +81,14 @@ def test_the_capture_keeps_the_scans_private_and_counts_them_without_keys(captur
     assert "no scan lengths were recorded" not in "\n".join(workload.capture.notes)
 
 
-def test_the_replay_steps_each_seek_as_far_as_the_application_did(capture: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("threads", [1, 4])
+def test_the_replay_steps_each_seek_as_far_as_the_application_did(capture: Path, tmp_path: Path,
+                                                                  threads: int) -> None:
     spec, report = tmp_path / "replay.json", tmp_path / "report.txt"
     db = tmp_path / "db"
     subprocess.run(["cp", "-r", str(capture / "checkpoint"), str(db)], check=True)
     spec.write_text(json.dumps({"trace": str(capture / "trace"), "scans": str(capture / "scans"),
-                                "scan_report": str(report)}))
+                                "scan_report": str(report), "threads": threads}))
     done = subprocess.run([find_kvbench(), "--engine", "rocksdb", "--db", str(db), "--replay", str(spec)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -199,3 +201,19 @@ distribution = "uniform", scan_length_min = 1, scan_length_max = 30, expect = "a
 ]
 measure = ["run"]
 """
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["rocksdb", "--workload", "ycsb-a", "--scans", "{scans}"], "--scans goes with --from"),
+    (["postgresql", "--from", "{scans}", "--scans", "{scans}"], "postgresql takes none"),
+    (["rocksdb", "--from", "{trace}", "--scans", "{missing}"], "--scans {missing} does not exist"),
+])
+def test_scans_given_where_they_do_not_belong_are_refused_in_one_line(app: dict[str, Any], tmp_path: Path,
+                                                                      args: list[str], expected: str) -> None:
+    paths = {"scans": str(app["app.scans"]), "trace": str(app["app.trace"]), "missing": str(tmp_path / "none")}
+    out = tmp_path / "out.capture"
+    result = _cli("capture", *[a.format(**paths) for a in args], "-o", str(out))
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Fix:" in lines[0] and expected.format(**paths) in lines[0], result.stderr
+    assert not out.exists()
