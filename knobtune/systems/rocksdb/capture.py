@@ -10,6 +10,7 @@ from pathlib import Path
 
 from knobtune.errors import WorkloadError
 from knobtune.knobs import load_catalog
+from knobtune.drivers.kvbench import SCANS
 from knobtune.server.process import run_logged
 from knobtune.targets._system import Capturing
 from knobtune.systems.rocksdb import trace
@@ -71,7 +72,7 @@ def from_workload(workload: Workload, out: Path, name: str, records: int | None)
         spec = target.spec(catalog.defaults(), workload.full, seed=1)
         names = [p.get("name", p.get("kind")) for p in target.phases]
         start = target.measure[0] if list(target.measure) != names else ""
-        scans = target.scans_ranges()
+        scans = any((phase.get("mix") or {}).get(op) for phase in target.phases for op in SCANS)  # readseq: untraced
         spec.update(trace=str(scratch / TRACE_FILE), trace_from=start,
                     trace_checkpoint=str(scratch / CHECKPOINT_DIR) if start else "",
                     trace_scans=str(scratch / SCANS_FILE) if scans else "")
