@@ -25,6 +25,9 @@ def capture(
     state: Annotated[Optional[Path], typer.Option(
         "--state", help="The state the work began from: a RocksDB checkpoint folder, a PostgreSQL dump "
                         "(omit: it began empty).")] = None,
+    scans: Annotated[Optional[Path], typer.Option(
+        "--scans", help="RocksDB: the scan lengths your application recorded beside the trace "
+                        "(native/scanlog/scan_log.h; omit: each scan replays as its seek alone).")] = None,
     workload: Annotated[Optional[str], typer.Option(help="Instead of --from: run this workload under the default "
                                                          "config and capture it, as the system records it.")] = None,
     records: Annotated[Optional[int], typer.Option(help="With --workload: its full size.")] = None,
@@ -34,7 +37,7 @@ def capture(
 ) -> None:
     """Make a capture folder from SYSTEM's own record of real work; tune on it with `tune SYSTEM --workload FOLDER`.
 
-    Example: knobtune capture rocksdb --from app.trace --state app-checkpoint -o myapp.capture
+    Example: knobtune capture rocksdb --from app.trace --scans app.scans --state app-checkpoint -o myapp.capture
     """
     check_capture_output(output)  # before anything runs: a workload run or a load can take long
     how = capturing(system)
@@ -43,17 +46,23 @@ def capture(
                          f"--from FILE --state PATH -o {output}")
     if workload is not None and how.from_workload is None:
         raise UsageError(f"knobtune cannot run a workload to capture {system}. Fix: give --from ({how.source})")
+    if scans is not None and (how.scans is None or how.from_files_with_scans is None):
+        raise UsageError(f"--scans is a RocksDB trace's side file; {system} takes none. Fix: drop --scans")
+    if scans is not None and workload is not None:
+        raise UsageError("--scans goes with --from (a --workload run records its own). Fix: drop --scans")
     if workload is None and records is not None:
         raise UsageError("--records sizes a --workload run. Fix: drop --records, or use --workload")
     if records is not None and records <= 0:
         raise UsageError(f"--records {records} is not a positive number. Fix: e.g. --records 10000")
-    for given, what in ((source, "--from"), (state, "--state")):
+    for given, what, means in ((source, "--from", how.source), (state, "--state", how.state),
+                               (scans, "--scans", how.scans)):
         if given is not None and not given.exists():
-            raise UsageError(f"{what} {given} does not exist. Fix: give the path of "
-                             f"{how.source if what == '--from' else how.state}")
+            raise UsageError(f"{what} {given} does not exist. Fix: give the path of {means}")
     label = name or output.name.removesuffix(".capture") or "capture"
     if workload is not None and how.from_workload is not None:
         summary = how.from_workload(load_workload(workload), output, label, records)
+    elif scans is not None and how.from_files_with_scans is not None:
+        summary = how.from_files_with_scans(source, state, output, label, scans)  # type: ignore[arg-type]
     else:
         summary = how.from_files(source, state, output, label)  # type: ignore[arg-type]
     if json_output:

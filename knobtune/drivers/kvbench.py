@@ -41,6 +41,7 @@ from knobtune.names import nearest
 from knobtune.drivers.kvbench_phases import check_phases
 from knobtune.workloads import Rung, Workload
 
+SCANS = ("scan", "scan_reverse")  # a mix's range reads: Seek then Next, SeekForPrev then Prev
 _MACHINE_FAULTS = ("No space left on device", "Too many open files", "Cannot allocate memory")
 _SPEC_FIX = ("correct the workload's kvbench section ({workload}; docs/workloads.md says what kvbench takes); if it is "
              "right, the spec knobtune wrote from it ({spec}) is knobtune's bug: report it with that file")
@@ -145,13 +146,14 @@ class KvbenchTarget(EmbeddedTarget):
             for phase in self.phases)
 
     def scans_ranges(self) -> bool:
-        """Whether some phase reads in order (``readseq``) or its mix scans."""
-        return any(phase.get("kind") == "readseq" or (phase.get("mix") or {}).get("scan") for phase in self.phases)
+        """Whether some phase reads in order (``readseq``) or its mix scans (either way)."""
+        return any(phase.get("kind") == "readseq" or any((phase.get("mix") or {}).get(op) for op in SCANS)
+                   for phase in self.phases)
 
     def reads_and_writes(self) -> tuple[bool, bool]:
         kinds = {p.get("kind") for p in self.phases} | {op for p in self.phases for op, share in
                                                         (p.get("mix") or {}).items() if share}
-        reads = bool(kinds & {"read", "readseq", "scan", "rmw"})
+        reads = bool(kinds & {"read", "readseq", *SCANS, "rmw"})
         writes = bool(kinds & {"fill", "update", "insert", "delete", "rmw"})
         return reads, writes
 

@@ -19,7 +19,7 @@ KINDS = ("fill", "read", "delete", "readseq", "mix", "flush")
 ORDERS = ("sequential", "shuffled", "random")
 DISTRIBUTIONS = ("uniform", "zipfian", "latest")
 EXPECTS = ("all", "none")
-MIX_OPERATIONS = ("read", "update", "insert", "scan", "rmw")
+MIX_OPERATIONS = ("read", "update", "insert", "scan", "scan_reverse", "rmw")
 PHASE_FIELDS = ("name", "kind", "order", "count", "distribution", "zipfian_constant", "scan_length_min",
                 "scan_length_max", "mix", "expect")
 

@@ -35,7 +35,9 @@ class Capturing:
     ``from_files(source, state, out, name)`` imports the user's own record (a trace, a log) and the state it
     started from (a checkpoint, a dump; None: it started empty); ``from_workload(workload, out, name, records)``
     runs a workload knobtune knows under the default config and records it as the system would (for tests, the
-    bench, and to try the replay). Both raise WorkloadError (bad or missing input, one line with the fix) before
+    bench, and to try the replay). A system whose own record drops part of the work can take a side file the user
+    recorded beside it (``--scans``: RocksDB's scan lengths), through ``from_files_with_scans(source, state, out,
+    name, scans)``. All raise WorkloadError (bad or missing input, one line with the fix) before
     anything is written, and write only into ``out``.
     """
 
@@ -43,6 +45,8 @@ class Capturing:
     state: str  # what --state takes: "the checkpoint folder taken when tracing began"
     from_files: Callable[[Path, Path | None, Path, str], CaptureSummary]
     from_workload: Callable[[Workload, Path, str, int | None], CaptureSummary] | None = None
+    scans: str | None = None  # what --scans takes (None: the system takes no side file)
+    from_files_with_scans: Callable[[Path, Path | None, Path, str, Path], CaptureSummary] | None = None
 
 
 @dataclass(frozen=True)

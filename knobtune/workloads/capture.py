@@ -55,13 +55,17 @@ class CaptureSummary:
     fingerprints: tuple[Fingerprint, ...] = ()  # the kinds that took the most captured time, first
     files: Mapping[str, str] = field(default_factory=dict)  # file name -> SHA-256 (the capture's identity)
     notes: tuple[str, ...] = ()  # what the capture cannot carry (e.g. a trace holds no iterator Next calls)
+    # A RocksDB capture's scan lengths, counts only: scans recorded, matched to a traced seek, their Next and Prev
+    # calls, those that ran to the end of their range (empty: none recorded)
+    scans: Mapping[str, int] = field(default_factory=dict)
 
     def record(self) -> dict[str, Any]:
         """As stored in ``capture.toml`` and on a study."""
         return {"system": self.system, "operations": self.operations, "span_s": self.span_s,
                 "sessions": self.sessions, "mix": dict(self.mix),
                 "fingerprints": [{"text": f.text, "count": f.count, "total_s": f.total_s} for f in self.fingerprints],
-                "files": dict(self.files), "notes": list(self.notes)}
+                "files": dict(self.files), "notes": list(self.notes),
+                **({"scans": dict(self.scans)} if self.scans else {})}
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any]) -> CaptureSummary:
@@ -71,7 +75,8 @@ class CaptureSummary:
                    fingerprints=tuple(Fingerprint(str(f["text"]), int(f["count"]), float(f.get("total_s", 0.0)))
                                       for f in data.get("fingerprints") or ()),
                    files={str(k): str(v) for k, v in (data.get("files") or {}).items()},
-                   notes=tuple(str(n) for n in data.get("notes") or ()))
+                   notes=tuple(str(n) for n in data.get("notes") or ()),
+                   scans={str(k): int(v) for k, v in (data.get("scans") or {}).items()})
 
     def lines(self) -> list[str]:
         """A few lines for a person: span, sessions, the mix, the costliest fingerprints; never a statement's
@@ -80,6 +85,11 @@ class CaptureSummary:
         out = [f"{self.system} capture: {self.operations:,} operations over {self.span_s:,.1f} s, "
                f"{self.sessions:,} session{'s' * (self.sessions != 1)}", f"  mix: {mix or 'none'}"]
         out += [f"  {f.count:,}x {f.total_s:,.2f} s  {f.text[:100]}" for f in self.fingerprints[:5]]
+        if self.scans:
+            s = self.scans
+            out.append(f"  scans: {s.get('scans', 0):,} recorded, {s.get('matched', 0):,} matched to a traced seek; "
+                       f"{s.get('next', 0):,} Next and {s.get('prev', 0):,} Prev steps, {s.get('at_end', 0):,} "
+                       "ran to the end of their range")
         out += [f"  note: {note}" for note in self.notes]
         return out
 
@@ -227,7 +237,7 @@ def _toml(document: Mapping[str, Any]) -> str:
 
 
 def _table(lines: list[str], name: str, table: Mapping[str, Any]) -> None:
-    subtables = {k: v for k, v in table.items() if isinstance(v, Mapping) and k not in ("mix", "files")}
+    subtables = {k: v for k, v in table.items() if isinstance(v, Mapping) and k not in ("mix", "files", "scans")}
     lines.append(f"\n[{name}]")
     lines += [f"{_key(key)} = {_value(value)}" for key, value in table.items() if key not in subtables]
     for key, sub in subtables.items():

@@ -37,6 +37,9 @@ class Engine {
   virtual void remove(std::string_view key) = 0;
   // Seek to `start` and read up to `limit` keys; returns how many were read (0 limit: to the end).
   virtual uint64_t scan(const std::string& start, uint64_t limit) = 0;
+  // Seek to the last key at or before `start` (RocksDB's SeekForPrev) and read up to `limit` keys backwards (Prev):
+  // a "latest page"; returns how many were read.
+  virtual uint64_t scan_reverse(const std::string& start, uint64_t limit) = 0;
   virtual std::string version() const = 0;
   virtual nlohmann::json stats() const { return nlohmann::json::object(); }
   // The options the store was opened with, as this driver handed them to it, for a store that keeps no record of
@@ -45,8 +48,10 @@ class Engine {
   // Write the memtables to table files and wait (a store without such a call: nothing to do).
   virtual void flush() {}
   // Record every operation from now on in `trace` (RocksDB's trace format), after taking a checkpoint of the store
-  // into `checkpoint` (empty: none). A store that cannot trace throws ConfigError.
-  virtual void start_trace(const std::string& /*trace*/, const std::string& /*checkpoint*/) {
+  // into `checkpoint` (empty: none), and each traced seek's Next and Prev calls in `scans` (empty: not;
+  // native/scanlog/scan_log.h). A store that cannot trace throws ConfigError.
+  virtual void start_trace(const std::string& /*trace*/, const std::string& /*checkpoint*/,
+                           const std::string& /*scans*/) {
     throw ConfigError("this store cannot record a trace (only RocksDB can)", false);
   }
   virtual void end_trace() {}
@@ -67,6 +72,14 @@ uint64_t count_keys(Iterator* it, const std::string& start, uint64_t limit) {
   uint64_t seen = 0;
   for (start.empty() ? it->SeekToFirst() : it->Seek(start); it->Valid() && (limit == 0 || seen < limit); it->Next())
     ++seen;
+  return seen;
+}
+
+// Count up to `limit` keys backwards from the last key at or before `start`, once the caller has positioned `it`.
+template <typename Iterator>
+uint64_t count_keys_back(Iterator* it, uint64_t limit) {
+  uint64_t seen = 0;
+  for (; it->Valid() && (limit == 0 || seen < limit); it->Prev()) ++seen;
   return seen;
 }
 

@@ -105,6 +105,15 @@ class LevelDbEngine : public Engine {
     check(it->status());
     return seen;
   }
+  uint64_t scan_reverse(const std::string& start, uint64_t limit) override {  // LevelDB has no SeekForPrev
+    std::unique_ptr<leveldb::Iterator> it(db_->NewIterator(leveldb::ReadOptions()));
+    it->Seek(start);
+    if (!it->Valid()) it->SeekToLast();
+    else if (it->key().compare(leveldb::Slice(start)) > 0) it->Prev();
+    uint64_t seen = count_keys_back(it.get(), limit);
+    check(it->status());
+    return seen;
+  }
   std::string version() const override {
     return std::to_string(leveldb::kMajorVersion) + "." + std::to_string(leveldb::kMinorVersion) +
            (leveldb_tunable() ? "+tunable-constants" : "");

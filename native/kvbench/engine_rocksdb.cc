@@ -16,6 +16,7 @@
 #include "engine.h"
 #include "engine_rocksdb.h"
 #include "kvbench_build.h"
+#include "scan_log.h"
 #include "settle.h"
 
 namespace kvbench {
@@ -108,16 +109,21 @@ class RocksDbEngine : public Engine {
     check(db_->Flush(options));
   }
   uint64_t scan(const std::string& start, uint64_t limit) override {
-    rocksdb::ReadOptions read;
-    read.total_order_seek = true;  // a prefix extractor (hash memtables) must not shorten scans
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read));
+    std::unique_ptr<rocksdb::Iterator> it = iterator();
     uint64_t seen = count_keys(it.get(), start, limit);
+    check(it->status());
+    return seen;
+  }
+  uint64_t scan_reverse(const std::string& start, uint64_t limit) override {
+    std::unique_ptr<rocksdb::Iterator> it = iterator();
+    it->SeekForPrev(start);
+    uint64_t seen = count_keys_back(it.get(), limit);
     check(it->status());
     return seen;
   }
   std::string version() const override { return engine_version(); }
   nlohmann::json stats() const override { return rocksdb_counters(db_, stats_); }
-  void start_trace(const std::string& trace, const std::string& checkpoint) override {
+  void start_trace(const std::string& trace, const std::string& checkpoint, const std::string& scans) override {
     if (!checkpoint.empty()) {
       rocksdb::Checkpoint* raw = nullptr;
       check(rocksdb::Checkpoint::Create(db_, &raw));
@@ -126,15 +132,28 @@ class RocksDbEngine : public Engine {
     }
     std::unique_ptr<rocksdb::TraceWriter> writer;
     check(rocksdb::NewFileTraceWriter(db_->GetEnv(), rocksdb::EnvOptions(), trace, &writer));
+    if (!scans.empty()) check(scans_.Start(scans));  // as an application would: the scan log, then the trace
     check(db_->StartTrace(rocksdb::TraceOptions(), std::move(writer)));
   }
-  void end_trace() override { check(db_->EndTrace()); }
+  void end_trace() override {
+    check(db_->EndTrace());
+    check(scans_.End());
+  }
 
  private:
   static void check(const rocksdb::Status& s) { if (!s.ok()) throw IoError(s.ToString()); }
+  // An iterator over the whole store, its scan lengths logged while a trace records them.
+  std::unique_ptr<rocksdb::Iterator> iterator() {
+    rocksdb::ReadOptions read;
+    read.total_order_seek = true;  // a prefix extractor (hash memtables) must not shorten scans
+    rocksdb::Iterator* it = db_->NewIterator(read);
+    if (scans_.Epoch() == 0) return std::unique_ptr<rocksdb::Iterator>(it);
+    return std::make_unique<scanlog::ScanLoggedIterator>(it, db_->DefaultColumnFamily()->GetID(), &scans_);
+  }
   rocksdb::DB* db_;
   std::shared_ptr<rocksdb::Statistics> stats_;
   rocksdb::WriteOptions write_;  // read by every writing thread, set once in the constructor
+  scanlog::ScanLog scans_;  // started and ended with a trace, between phases (no scan runs then)
 };
 
 // Keys the driver handles itself (objects, not option strings); the rest go to RocksDB's string-map API.

@@ -3,7 +3,7 @@
 //           [--crash-at-end 1]
 //   kvbench --engine rocksdb|leveldb --db DIR --settle SETTLE.json [--result OUT.json]
 //   kvbench --engine rocksdb --db DIR --replay REPLAY.json [--result OUT.json] [--interval-ms N] [--crash-at-end 1]
-//   kvbench --engine rocksdb --db SCRATCH --inspect-trace TRACE [--result OUT.json]
+//   kvbench --engine rocksdb --db SCRATCH --inspect-trace TRACE [--scans SCANS] [--result OUT.json]
 //   kvbench --engine rocksdb --db DIR --digest 1 [--result OUT.json]
 // --replay replays a RocksDB trace (DB::StartTrace) onto the store in DIR under the spec's config (replay.h);
 // --inspect-trace reads a trace without running it; --digest hashes every key and value of the store in DIR.
@@ -21,6 +21,7 @@
 
 #include "engine.h"
 #include "replay.h"
+#include "scan_lengths.h"
 #include "settle.h"
 #include "workload.h"
 
@@ -86,7 +87,8 @@ int settle(const std::string& engine, const std::map<std::string, std::string>& 
 int trace_mode(const std::map<std::string, std::string>& args, bool crash_at_end, double interval_s) {
   try {
     if (args.count("inspect-trace")) {
-      emit(kvbench::inspect_trace(args.at("inspect-trace"), args.at("db")), args);
+      emit(kvbench::inspect_trace(args.at("inspect-trace"), args.at("db"), args.count("scans") ? args.at("scans") : ""),
+           args);
       return 0;
     }
     if (args.count("digest")) {
@@ -105,6 +107,8 @@ int trace_mode(const std::map<std::string, std::string>& args, bool crash_at_end
     return 0;
   } catch (const kvbench::TraceError& e) {
     return fail(2, std::string("trace: ") + e.what());
+  } catch (const kvbench::ScanFileError& e) {
+    return fail(2, std::string("scans: ") + e.what());
   } catch (const kvbench::NoStoreError& e) {
     return fail(2, e.what());
   } catch (const kvbench::ConfigError& e) {

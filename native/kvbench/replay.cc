@@ -8,11 +8,13 @@
 #include <rocksdb/utilities/replayer.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -21,6 +23,7 @@
 
 #include "engine_rocksdb.h"
 #include "histogram.h"
+#include "scan_lengths.h"
 #include "settle.h"
 
 namespace kvbench {
@@ -160,12 +163,47 @@ struct Tally {
   Histogram lag;  // paced: how late each record started against the captured schedule
   uint64_t errors = 0;
   std::string first_error;
+  // With scan lengths: the Next and Prev calls replayed after seeks, and the scans whose end differed from the
+  // application's (its iterator ran out before the recorded steps; or it had run out and the replay's had not).
+  uint64_t next = 0, prev = 0, cut_short = 0, ran_on = 0;
+
+  void error(const char* kind, const rocksdb::Status& s) {
+    if (errors++ == 0) first_error = std::string(kind) + ": " + s.ToString();
+  }
 };
 
 struct Job {
   std::unique_ptr<rocksdb::TraceRecord> record;
   Clock::time_point due;
+  bool scan = false;  // a seek the replay runs itself, then its recorded steps (scan lengths given)
+  ScanSteps steps;
+  uint64_t seek = 0;  // the seek's number in the trace (from 0), for the scan report
 };
+
+// One replayed seek, as the scan report gives it.
+struct Reported {
+  uint64_t seek;
+  uint32_t cf;
+  bool for_prev;
+  ScanSteps steps;
+  uint64_t next, prev;
+};
+
+bool is_seek(rocksdb::TraceType type) {
+  return type == rocksdb::kTraceIteratorSeek || type == rocksdb::kTraceIteratorSeekForPrev;
+}
+
+// Step `it` up to `count` times by `step` while it stays valid, reading each key and value as an application would;
+// the steps taken.
+template <typename Step>
+uint64_t step_on(rocksdb::Iterator* it, uint64_t count, Step step, uint64_t* bytes) {
+  uint64_t taken = 0;
+  for (; taken < count && it->Valid(); ++taken) {
+    step(it);
+    if (it->Valid()) *bytes += it->key().size() + it->value().size();
+  }
+  return taken;
+}
 
 // One replay thread's queue: records in the order they were read; the reader waits when it is full.
 class Lane {
@@ -201,28 +239,93 @@ class Lane {
 
 class Replay {
  public:
-  Replay(rocksdb::Replayer& replayer, const ReplaySpec& spec) : replayer_(replayer), spec_(spec) {}
+  Replay(rocksdb::Replayer& replayer, const ReplaySpec& spec, rocksdb::DB* db,
+         const std::vector<rocksdb::ColumnFamilyHandle*>& cfs)
+      : replayer_(replayer), spec_(spec), db_(db) {
+    for (auto* cf : cfs) cfs_[cf->GetID()] = cf;
+  }
 
   // Run one record, timing it (and its lateness, paced).
   void execute(const Job& job, Tally& tally) {
     const auto begin = Clock::now();
     if (spec_.paced) tally.lag.add(nanos_of(begin - job.due));
-    std::unique_ptr<rocksdb::TraceRecordResult> result;
-    rocksdb::Status s = replayer_.Execute(job.record, &result);
-    tally.latency[kind_of(job.record->GetTraceType())].add(nanos_of(Clock::now() - begin));
-    if (!s.ok()) {
-      if (tally.errors++ == 0) tally.first_error = std::string(kind_of(job.record->GetTraceType())) + ": " + s.ToString();
+    const char* kind = kind_of(job.record->GetTraceType());
+    rocksdb::Status s;
+    if (job.scan) {
+      s = scan(static_cast<const rocksdb::IteratorSeekQueryTraceRecord&>(*job.record), job.steps, job.seek, tally);
+    } else {
+      std::unique_ptr<rocksdb::TraceRecordResult> result;
+      s = replayer_.Execute(job.record, &result);
     }
+    tally.latency[kind].add(nanos_of(Clock::now() - begin));
+    if (!s.ok()) tally.error(kind, s);
     done_.fetch_add(1, std::memory_order_relaxed);
   }
 
   uint64_t done() const { return done_.load(std::memory_order_relaxed); }
 
+  // The scan report (ReplaySpec::scan_report), once every replay thread has ended.
+  void write_report() {
+    if (spec_.scan_report.empty()) return;
+    std::sort(report_.begin(), report_.end(), [](const Reported& a, const Reported& b) { return a.seek < b.seek; });
+    std::ofstream out(spec_.scan_report);
+    for (const Reported& r : report_)
+      out << r.seek << ' ' << r.cf << ' ' << (r.for_prev ? "seek_for_prev" : "seek") << ' ' << r.steps.next << ' '
+          << r.steps.prev << ' ' << r.steps.matched << ' ' << r.next << ' ' << r.prev << '\n';
+    if (!out.flush()) throw IoError("cannot write the scan report '" + spec_.scan_report + "'");
+  }
+
  private:
+  // A traced seek as RocksDB's Replayer runs it (trace_replay/trace_record_handler.cc of 7.8.3: default
+  // ReadOptions, the traced bounds, the key and value read), then the application's recorded steps on the same
+  // iterator, Next calls first, each stopping where the iterator becomes invalid.
+  rocksdb::Status scan(const rocksdb::IteratorSeekQueryTraceRecord& record, const ScanSteps& steps, uint64_t seek,
+                       Tally& tally) {
+    auto cf = cfs_.find(record.GetColumnFamilyID());
+    if (cf == cfs_.end()) return rocksdb::Status::Corruption("Invalid Column Family ID.");
+    rocksdb::ReadOptions read;
+    rocksdb::Slice lower = record.GetLowerBound(), upper = record.GetUpperBound();
+    if (!lower.empty()) read.iterate_lower_bound = &lower;
+    if (!upper.empty()) read.iterate_upper_bound = &upper;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(read, cf->second));
+    if (record.GetSeekType() == rocksdb::IteratorSeekQueryTraceRecord::kSeekForPrev) it->SeekForPrev(record.GetKey());
+    else it->Seek(record.GetKey());
+    uint64_t bytes = 0;
+    if (it->Valid()) bytes += it->key().ToString().size() + it->value().ToString().size();  // the Replayer copies both
+    const uint64_t next = step_on(it.get(), steps.next, [](rocksdb::Iterator* i) { i->Next(); }, &bytes);
+    const uint64_t prev = step_on(it.get(), steps.prev, [](rocksdb::Iterator* i) { i->Prev(); }, &bytes);
+    tally.next += next;
+    tally.prev += prev;
+    if (!spec_.scan_report.empty()) {
+      std::lock_guard<std::mutex> lock(report_mutex_);
+      report_.push_back({seek, record.GetColumnFamilyID(),
+                         record.GetSeekType() == rocksdb::IteratorSeekQueryTraceRecord::kSeekForPrev, steps, next,
+                         prev});
+    }
+    if (steps.matched && (next < steps.next || prev < steps.prev)) ++tally.cut_short;
+    else if (steps.matched && steps.at_end && it->Valid()) ++tally.ran_on;
+    read_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    return it->status();
+  }
+
   rocksdb::Replayer& replayer_;
   const ReplaySpec& spec_;
-  std::atomic<uint64_t> done_{0};
+  rocksdb::DB* db_;
+  std::map<uint32_t, rocksdb::ColumnFamilyHandle*> cfs_;
+  std::atomic<uint64_t> done_{0}, read_bytes_{0};
+  std::mutex report_mutex_;
+  std::vector<Reported> report_;
 };
+
+// The recorded steps of a seek record (the reader thread matches every record, in the trace's order).
+void match_scan(ScanLengths& lengths, uint64_t number, Job* job) {
+  const auto& seek = static_cast<const rocksdb::IteratorSeekQueryTraceRecord&>(*job->record);
+  job->scan = true;
+  job->seek = number;
+  job->steps = lengths.match(seek.GetColumnFamilyID(),
+                             seek.GetSeekType() == rocksdb::IteratorSeekQueryTraceRecord::kSeekForPrev,
+                             seek.GetKey().ToString(), seek.GetTimestamp());
+}
 
 // Reports the records replayed so far every `interval_s` (as kvbench's phases do) until `finished`.
 class Reporter {
@@ -261,13 +364,22 @@ class Reporter {
   std::thread thread_;  // last: started once the members it uses exist
 };
 
+// What the replay did with the scan lengths: the file's counts, how many seeks it matched, the steps replayed.
+nlohmann::json scans_of(const ScanLengths& lengths, const Tally& all) {
+  nlohmann::json scans = lengths.summary();
+  scans.update({{"next_replayed", all.next}, {"prev_replayed", all.prev}, {"cut_short", all.cut_short},
+                {"ran_on", all.ran_on}});
+  return scans;
+}
+
 }  // namespace
 
 nlohmann::json replay_rocksdb(const std::string& path, const ReplaySpec& spec, double interval_s,
                               std::ostream& progress) {
+  std::unique_ptr<ScanLengths> lengths = spec.scans.empty() ? nullptr : std::make_unique<ScanLengths>(spec.scans);
   Opened store = open_store(path, spec.config, spec.statistics);
   std::unique_ptr<rocksdb::Replayer> replayer = open_replayer(store.db, store.cfs, spec.trace);
-  Replay replay(*replayer, spec);
+  Replay replay(*replayer, spec, store.db, store.cfs);
   std::vector<Tally> tallies(spec.threads);
   std::vector<Lane> lanes(spec.threads > 1 ? spec.threads : 0);
   std::vector<std::thread> threads;
@@ -276,7 +388,7 @@ nlohmann::json replay_rocksdb(const std::string& path, const ReplaySpec& spec, d
       Job job;
       while (lanes[t].pop(&job)) replay.execute(job, tallies[t]);
     });
-  uint64_t read = 0, skipped = 0, first_ts = 0;
+  uint64_t read = 0, skipped = 0, first_ts = 0, seeks = 0;
   const auto start = Clock::now();
   {
     Reporter reporter(replay, interval_s, progress, start);
@@ -286,7 +398,8 @@ nlohmann::json replay_rocksdb(const std::string& path, const ReplaySpec& spec, d
         if (!record) break;
         const uint64_t ts = record->GetTimestamp();
         if (read++ == 0) first_ts = ts;
-        Job job{std::move(record), start + std::chrono::microseconds(ts >= first_ts ? ts - first_ts : 0)};
+        Job job{std::move(record), start + std::chrono::microseconds(ts >= first_ts ? ts - first_ts : 0), false, {}};
+        if (lengths && is_seek(job.record->GetTraceType())) match_scan(*lengths, seeks++, &job);
         if (spec.paced) std::this_thread::sleep_until(job.due);
         if (lanes.empty()) {
           replay.execute(job, tallies[0]);
@@ -304,12 +417,17 @@ nlohmann::json replay_rocksdb(const std::string& path, const ReplaySpec& spec, d
     for (auto& thread : threads) thread.join();
   }
   const double elapsed = seconds_of(Clock::now() - start);
+  replay.write_report();
   Tally all;
   for (const auto& tally : tallies) {
     for (const auto& [kind, h] : tally.latency) all.latency[kind].merge(h);
     all.lag.merge(tally.lag);
     if (all.errors == 0 && tally.errors > 0) all.first_error = tally.first_error;
     all.errors += tally.errors;
+    all.next += tally.next;
+    all.prev += tally.prev;
+    all.cut_short += tally.cut_short;
+    all.ran_on += tally.ran_on;
   }
   Histogram merged;
   nlohmann::json by_kind = nlohmann::json::object();
@@ -320,7 +438,7 @@ nlohmann::json replay_rocksdb(const std::string& path, const ReplaySpec& spec, d
   const uint64_t ops = replay.done();
   nlohmann::json phase = {{"name", "replay"}, {"kind", "replay"}, {"threads", spec.threads}, {"ops", ops},
                           {"elapsed_s", elapsed}, {"ops_per_s", elapsed > 0 ? ops / elapsed : 0.0}, {"found", 0},
-                          {"not_found", 0}, {"errors", all.errors}, {"keys_seen", 0}, {"inserted", 0},
+                          {"not_found", 0}, {"errors", all.errors}, {"keys_seen", all.next + all.prev}, {"inserted", 0},
                           {"latency_us", by_kind}, {"latency_all_us", summarize(merged)}};
   nlohmann::json result = {
       {"engine_version", engine_version()}, {"threads", spec.threads}, {"elapsed_s", elapsed}, {"ops", ops},
@@ -329,11 +447,13 @@ nlohmann::json replay_rocksdb(const std::string& path, const ReplaySpec& spec, d
       {"counts", {{"found", 0}, {"not_found", 0}, {"errors", all.errors}, {"inserted", 0}}},
       {"stats", rocksdb_counters(store.db, store.tickers)},
       {"replay", {{"records", read}, {"skipped", skipped}, {"errors", all.errors}, {"first_error", all.first_error},
-                  {"paced", spec.paced}, {"lag_us", spec.paced ? summarize(all.lag) : nlohmann::json(nullptr)}}}};
+                  {"paced", spec.paced}, {"lag_us", spec.paced ? summarize(all.lag) : nlohmann::json(nullptr)},
+                  {"scans", lengths ? scans_of(*lengths, all) : nlohmann::json(nullptr)}}}};
   return result;  // the store stays open: the caller crashes it (or closes it) as a run ends
 }
 
-nlohmann::json inspect_trace(const std::string& trace, const std::string& scratch) {
+nlohmann::json inspect_trace(const std::string& trace, const std::string& scratch, const std::string& scans) {
+  std::unique_ptr<ScanLengths> lengths = scans.empty() ? nullptr : std::make_unique<ScanLengths>(scans);
   Opened store = open_store(scratch, Config{}, false);
   std::unique_ptr<rocksdb::Replayer> replayer = open_replayer(store.db, store.cfs, trace);
   std::map<std::string, uint64_t> mix;
@@ -352,6 +472,11 @@ nlohmann::json inspect_trace(const std::string& trace, const std::string& scratc
       ++writes;
     } else {
       ++mix[kind_of(type)];
+      if (lengths && is_seek(type)) {
+        Job job{std::move(record), Clock::time_point(), false, {}};
+        match_scan(*lengths, 0, &job);
+        record = std::move(job.record);
+      }
       std::string key = first_key_of(*record);
       ++keys;
       key_bytes += key.size();
@@ -364,7 +489,7 @@ nlohmann::json inspect_trace(const std::string& trace, const std::string& scratc
           {"mean_key_bytes", keys ? static_cast<double>(key_bytes) / keys : 0.0},
           {"mean_value_bytes", mix.count("put") || mix.count("merge")
                                    ? static_cast<double>(value_bytes) / (mix["put"] + mix["merge"]) : 0.0},
-          {"engine_version", engine_version()}};
+          {"scans", lengths ? lengths->summary() : nlohmann::json(nullptr)}, {"engine_version", engine_version()}};
 }
 
 nlohmann::json digest_rocksdb(const std::string& path) {

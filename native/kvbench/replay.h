@@ -23,6 +23,10 @@ struct ReplaySpec {
   unsigned threads = 1;   // >1: records go to threads by their first key, so each key's operations keep their order
   bool paced = false;     // at the trace's own pace (the captured gaps between records); else as fast as it can
   bool statistics = false;
+  std::string scans;      // the scan lengths recorded beside the trace (scan_lengths.h); empty: none, seeks alone
+  // With scans: write one line per replayed seek here, in the trace's order (no key: "<seek number> <cf> <kind>
+  // <recorded next> <recorded prev> <matched 0|1> <replayed next> <replayed prev>"); empty: none.
+  std::string scan_report;
   Config config;
 };
 
@@ -31,13 +35,16 @@ ReplaySpec parse_replay_spec(const nlohmann::json& json);
 
 // Open the store in `path` (the capture's checkpoint copied there, or nothing: a new store) under the spec's
 // config, and replay the trace's first records onto it through RocksDB's Replayer, timing each. The store is left
-// open for the caller's crash (the settle then reopens it). Throws ConfigError, TraceError, IoError.
+// open for the caller's crash (the settle then reopens it). With the spec's `scans`, each traced seek that matches a
+// recorded scan is followed on its iterator by the scan's Next and Prev calls, stopping early where the iterator
+// becomes invalid. Throws ConfigError, TraceError, ScanFileError, IoError.
 nlohmann::json replay_rocksdb(const std::string& path, const ReplaySpec& spec, double interval_s,
                               std::ostream& progress);
 
 // What a trace holds, without running it (records by kind, the keys' and values' sizes, its span): `scratch` is an
-// empty folder for the store RocksDB's reader needs. Throws TraceError.
-nlohmann::json inspect_trace(const std::string& trace, const std::string& scratch);
+// empty folder for the store RocksDB's reader needs; `scans` (may be empty): the scan lengths recorded beside it,
+// matched to its seeks as a replay matches them (counts only). Throws TraceError, ScanFileError.
+nlohmann::json inspect_trace(const std::string& trace, const std::string& scratch, const std::string& scans);
 
 // The digest of every key and value of every column family of the store in `path`, in order (FNV-1a, 64 bits,
 // over length-prefixed names, keys and values), opened read-only. Throws NoStoreError, IoError.

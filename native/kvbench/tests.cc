@@ -16,6 +16,7 @@
 #include "engine.h"
 #include "generators.h"
 #include "histogram.h"
+#include "scan_lengths.h"
 #include "settle.h"
 #include "workload.h"
 
@@ -315,4 +316,54 @@ TEST(Threads, ProgressSumsEveryThreadsOperations) {
   }
   EXPECT_GT(reports, 0u) << "a fill of 30,000 keys took under 2 ms";
   EXPECT_LE(last, 30000u);
+}
+
+// A scan-length file (native/scanlog/scan_log.h's format) written to a temporary path.
+std::string scan_file(const std::string& name, const std::string& text) {
+  const std::string path = (std::filesystem::temp_directory_path() / (name + "-" + std::to_string(getpid()))).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ScanLengths, MatchesByColumnFamilyKindAndKeyInTheOrderTheSeeksBegan) {
+  // Written as the scans ended: the seek of 7 steps (begun at 1000) ended after the seek of 3 (begun at 1001).
+  const std::string path = scan_file("scans-order", "knobtune-scans 1\n"
+                                     "0\tseek\t1001\t3\t0\tmore\t6b31\n"
+                                     "0\tseek\t1000\t7\t0\tmore\t6b31\n"
+                                     "1\tseek\t1002\t9\t0\tend\t6b31\n"
+                                     "0\tseek_for_prev\t1003\t0\t20\tmore\t6b31\n");
+  ScanLengths lengths(path);
+  EXPECT_EQ(lengths.match(0, false, "k1", 1000).next, 7u);
+  EXPECT_EQ(lengths.match(0, true, "k1", 1003).prev, 20u);
+  EXPECT_EQ(lengths.match(0, false, "k1", 1001).next, 3u);
+  const ScanSteps other_cf = lengths.match(1, false, "k1", 1002);
+  EXPECT_TRUE(other_cf.matched && other_cf.at_end);
+  EXPECT_EQ(other_cf.next, 9u);
+  EXPECT_FALSE(lengths.match(0, false, "k1", 1004).matched);  // none left: the seek replays alone
+  EXPECT_FALSE(lengths.match(0, false, "k2", 1004).matched);
+  EXPECT_EQ(lengths.summary()["matched"], 4u);
+  std::filesystem::remove(path);
+}
+
+TEST(ScanLengths, DropsScansMuchOlderThanTheTracedSeek) {
+  // A scan begun 5 s before the traced seek of its key is one the tracer did not record (tracing began later).
+  const std::string path = scan_file("scans-old", "knobtune-scans 1\n0\tseek\t1000000\t4\t0\tmore\t6b31\n"
+                                     "0\tseek\t6000000\t2\t0\tmore\t6b31\n");
+  ScanLengths lengths(path);
+  EXPECT_EQ(lengths.match(0, false, "k1", 6000010).next, 2u);
+  EXPECT_EQ(lengths.summary()["dropped"], 1u);
+  std::filesystem::remove(path);
+}
+
+TEST(ScanLengths, RefusesFilesThatAreNotVersionOne) {
+  for (const std::string& text : {std::string("0\tseek\t1\t1\t0\tmore\t6b31\n"), std::string("knobtune-scans 2\n"),
+                                  std::string("knobtune-scans 1\n0\tseek\t1\t1\t0\tmore\n"),
+                                  std::string("knobtune-scans 1\n0\tscan\t1\t1\t0\tmore\t6b31\n"),
+                                  std::string("knobtune-scans 1\n0\tseek\t1\t1\t0\tmore\t6b3\n"),
+                                  std::string("knobtune-scans 1\n0\tseek\t1\t-1\t0\tmore\t6b31\n"),
+                                  std::string("knobtune-scans 1\n0\tseek\t1\t1\t0\tmore\t6b31")}) {
+    const std::string path = scan_file("scans-bad", text);
+    EXPECT_THROW(ScanLengths{path}, ScanFileError) << text;
+    std::filesystem::remove(path);
+  }
 }

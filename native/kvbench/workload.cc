@@ -99,8 +99,9 @@ PhaseSpec parse_phase(const nlohmann::json& json, size_t index) {
     const nlohmann::json mix = json.value("mix", nlohmann::json::object());
     phase.mix = {field<double>(mix, "read", 0, where), field<double>(mix, "update", 0, where),
                  field<double>(mix, "insert", 0, where), field<double>(mix, "scan", 0, where),
-                 field<double>(mix, "rmw", 0, where)};
-    double total = phase.mix.read + phase.mix.update + phase.mix.insert + phase.mix.scan + phase.mix.rmw;
+                 field<double>(mix, "rmw", 0, where), field<double>(mix, "scan_reverse", 0, where)};
+    double total = phase.mix.read + phase.mix.update + phase.mix.insert + phase.mix.scan + phase.mix.rmw +
+                   phase.mix.scan_reverse;
     if (total <= 0) throw SpecError(where + "field 'mix' has no operation; give e.g. {\"read\": 0.5, \"update\": 0.5}");
     if (phase.distribution != "uniform" && phase.distribution != "zipfian" && phase.distribution != "latest")
       throw SpecError(where + "field 'distribution' is '" + phase.distribution + "'; use uniform, zipfian or latest");
@@ -153,8 +154,9 @@ Spec parse_spec(const nlohmann::json& json) {
   spec.trace = field<std::string>(json, "trace", "", "");
   spec.trace_checkpoint = field<std::string>(json, "trace_checkpoint", "", "");
   spec.trace_from = field<std::string>(json, "trace_from", "", "");
-  if (spec.trace.empty() && !(spec.trace_checkpoint.empty() && spec.trace_from.empty()))
-    throw SpecError("fields 'trace_checkpoint' and 'trace_from' need a 'trace' file");
+  spec.trace_scans = field<std::string>(json, "trace_scans", "", "");
+  if (spec.trace.empty() && !(spec.trace_checkpoint.empty() && spec.trace_from.empty() && spec.trace_scans.empty()))
+    throw SpecError("fields 'trace_checkpoint', 'trace_from' and 'trace_scans' need a 'trace' file");
   if (!spec.trace_from.empty() && std::none_of(spec.phases.begin(), spec.phases.end(),
                                                [&](const PhaseSpec& p) { return p.name == spec.trace_from; }))
     throw SpecError("field 'trace_from' names no phase: '" + spec.trace_from + "'");
@@ -169,6 +171,9 @@ ReplaySpec parse_replay_spec(const nlohmann::json& json) {
   spec.limit = field<uint64_t>(json, "limit", 0, "");
   spec.threads = parse_threads(json);
   spec.statistics = field<bool>(json, "statistics", false, "");
+  spec.scans = field<std::string>(json, "scans", "", "");
+  spec.scan_report = field<std::string>(json, "scan_report", "", "");
+  if (spec.scans.empty() && !spec.scan_report.empty()) throw SpecError("field 'scan_report' needs a 'scans' file");
   const std::string pace = field<std::string>(json, "pace", "fast", "");
   if (pace != "fast" && pace != "captured") throw SpecError("field 'pace' is '" + pace + "'; use fast or captured");
   spec.paced = pace == "captured";
@@ -315,13 +320,14 @@ class KeyChooser {
 void run_mix(Shared& shared, Worker& worker, unsigned t, MixKeys& keys) {
   const PhaseSpec& phase = shared.phase;
   const Mix& m = phase.mix;
-  const double total = m.read + m.update + m.insert + m.scan + m.rmw;
+  const double total = m.read + m.update + m.insert + m.scan + m.rmw + m.scan_reverse;
   Engine& engine = shared.engine;
   const Values& values = shared.state.values;
   std::mt19937_64 rng(thread_seed(shared.seed, t));
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   KeyChooser choose(phase, keys);
-  Histogram *read = nullptr, *update = nullptr, *insert = nullptr, *scan = nullptr, *rmw = nullptr;
+  Histogram *read = nullptr, *update = nullptr, *insert = nullptr, *scan = nullptr, *rmw = nullptr,
+            *scan_reverse = nullptr;
   auto histogram = [&](Histogram*& slot, const char* name) -> Histogram& {
     if (!slot) slot = &worker.latency[name];  // created on first use: only the ops that ran appear in the result
     return *slot;
@@ -347,6 +353,11 @@ void run_mix(Shared& shared, Worker& worker, unsigned t, MixKeys& keys) {
       write_key(choose.next(rng), &key);
       uint64_t length = phase.scan_length_min + rng() % (phase.scan_length_max - phase.scan_length_min + 1);
       worker.timed(histogram(scan, "scan"), [&] { worker.keys_seen += engine.scan(key, length); });
+    } else if ((pick -= m.scan_reverse) < 0) {
+      write_key(choose.next(rng), &key);
+      uint64_t length = phase.scan_length_min + rng() % (phase.scan_length_max - phase.scan_length_min + 1);
+      worker.timed(histogram(scan_reverse, "scan_reverse"),
+                   [&] { worker.keys_seen += engine.scan_reverse(key, length); });
     } else {
       uint64_t index = choose.next(rng);
       write_key(index, &key);
@@ -421,7 +432,7 @@ nlohmann::json run(Engine& engine, const Spec& spec, double interval_s, std::ost
   for (size_t p = 0; p < spec.phases.size(); ++p) {
     const PhaseSpec& phase = spec.phases[p];
     if (!spec.trace.empty() && !tracing && (spec.trace_from.empty() || phase.name == spec.trace_from)) {
-      engine.start_trace(spec.trace, spec.trace_checkpoint);
+      engine.start_trace(spec.trace, spec.trace_checkpoint, spec.trace_scans);
       tracing = true;
     }
     const uint64_t seed = spec.seed * 1000003 + p;  // each phase its own order

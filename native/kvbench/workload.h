@@ -18,7 +18,7 @@ struct SpecError : std::runtime_error {
 };
 
 struct Mix {
-  double read = 0, update = 0, insert = 0, scan = 0, rmw = 0;
+  double read = 0, update = 0, insert = 0, scan = 0, rmw = 0, scan_reverse = 0;
 };
 
 struct PhaseSpec {
@@ -40,8 +40,9 @@ struct Spec {
   Config config;
   // Capture the run as RocksDB traces it (knobtune capture --workload): from the phase named `trace_from` (empty:
   // the first) on, every operation goes to the trace file `trace`, after a checkpoint of the store into
-  // `trace_checkpoint` (empty: none, the trace starts from an empty store).
-  std::string trace, trace_checkpoint, trace_from;
+  // `trace_checkpoint` (empty: none, the trace starts from an empty store); each traced seek's Next and Prev calls
+  // go to `trace_scans` (empty: not recorded; native/scanlog/scan_log.h).
+  std::string trace, trace_checkpoint, trace_from, trace_scans;
 };
 
 // Raises SpecError naming the field and the fix.

@@ -2,7 +2,8 @@
 
 A capture (``workloads/capture.py``, docs/replay.md) holds the trace, the
 checkpoint taken when tracing began (or none: the trace starts from an empty
-store) and a ``[drivers.replay]`` section: ``pace`` ("fast": as fast as it can;
+store), the scan lengths recorded beside the trace (or none: each seek replays
+alone; native/scanlog/scan_log.h) and a ``[drivers.replay]`` section: ``pace`` ("fast": as fast as it can;
 "captured": at the trace's own pace, where the lag behind the schedule is
 measured) and ``threads`` (records go to threads by their first key, so each
 key's operations keep their order).
@@ -41,7 +42,7 @@ from knobtune.systems.rocksdb import trace
 from knobtune.workloads import Rung, Workload
 from knobtune.workloads.capture import check_pace
 
-SECTION_FIELDS = ("trace", "checkpoint", "pace", "threads")
+SECTION_FIELDS = ("trace", "checkpoint", "scans", "pace", "threads")
 MAX_THREADS = 1024
 DIGEST_LIMIT_S = 600.0  # a digest reads the whole store once; longer means the machine is in trouble
 
@@ -92,7 +93,7 @@ class RocksdbReplayTarget(EmbeddedTarget):
         if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
             raise WorkloadError(f"{where}: field 'drivers.replay.threads': {threads!r} is not a number of threads "
                                 f"from 1 to {MAX_THREADS}. Fix: e.g. threads = 4")
-        for field_name in ("trace", "checkpoint"):
+        for field_name in ("trace", "checkpoint", "scans"):
             path = _path(workload, section, field_name)
             if field_name == "trace" and path is None:
                 raise WorkloadError(f"{where}: field 'drivers.replay.trace': missing. Fix: name the trace file")
@@ -114,6 +115,7 @@ class RocksdbReplayTarget(EmbeddedTarget):
         section = self.section(workload)
         self.trace = _path(workload, section, "trace")
         self.checkpoint = _path(workload, section, "checkpoint")
+        self.scans = _path(workload, section, "scans")
         self.pace = str(section.get("pace", "fast"))
         self.threads = int(section.get("threads", 1))
         self._references: dict[int, Reference] = {}
@@ -171,7 +173,8 @@ class RocksdbReplayTarget(EmbeddedTarget):
         copy_store(self.checkpoint, db_dir)
         spec_path, result_path = log_path.with_suffix(".spec.json"), log_path.with_suffix(".result.json")
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        spec_path.write_text(json.dumps({"trace": str(self.trace), "limit": rung.records, "threads": self.threads,
+        spec_path.write_text(json.dumps({"trace": str(self.trace), "scans": str(self.scans or ""),
+                                         "limit": rung.records, "threads": self.threads,
                                          "pace": self.pace, "statistics": self.ticker_counters,
                                          "config": options}, indent=2))
         result_path.unlink(missing_ok=True)
@@ -242,5 +245,9 @@ def _measurement(result: Mapping[str, Any], elapsed_s: float, log_path: Path, pe
     counters = {**numbers(result.get("stats", {})), "replay_errors": float(replayed.get("errors", 0))}
     if lag:
         counters.update(replay_lag_p99_s=lag["p99"] / 1e6, replay_lag_max_s=lag["max"] / 1e6)
+    scans = replayed.get("scans") or {}
+    if scans:
+        counters.update(replay_scan_steps=float(scans["next_replayed"] + scans["prev_replayed"]),
+                        replay_scans_matched=float(scans["matched"]), replay_scans_cut_short=float(scans["cut_short"]))
     return Measurement(elapsed_s=elapsed_s, phases=(phase,), measured=("replay",), log_path=log_path, verified=False,
                        peak_rss_bytes=peak_rss_bytes, counters=with_ratios(counters, workload_s=phase.seconds))
