@@ -169,3 +169,29 @@ def test_sigkill_mid_replay_leaves_no_process_and_its_scratch_is_reclaimed(captu
     assert list((home / "scratch").glob("*")), "expected the killed run's scratch (it had no chance to clean up)"
     assert open_store(home).remove_stale_scratch() > 0  # what every running command does first (cli/options.reclaim)
     assert not list((home / "scratch").glob("*")), "the killed run's scratch was not reclaimed"
+
+
+@pytest.mark.parametrize("damage,said", [
+    ("checkpoint-file", "SHA-256 differs"), ("checkpoint-extra", "does not hold the files the capture recorded"),
+    ("trace-outside", "is not a file of the capture folder"), ("checkpoint-outside", "is not a folder of the capture"),
+])
+def test_a_capture_changed_since_or_pointing_outside_is_refused(rocksdb, capture: Path, tmp_path: Path, damage: str,
+                                                                said: str) -> None:
+    copy = tmp_path / "copy.capture"
+    shutil.copytree(capture, copy)
+    checkpoint = copy / "checkpoint"
+    toml = copy / "capture.toml"
+    if damage == "checkpoint-file":
+        victim = next(p for p in sorted(checkpoint.iterdir()) if p.name.startswith("OPTIONS"))
+        victim.write_text(victim.read_text() + "\n")
+    elif damage == "checkpoint-extra":
+        (checkpoint / "000999.sst").write_bytes(b"x")
+        (checkpoint / "000999.sst").chmod(0o600)
+    elif damage == "trace-outside":
+        toml.write_text(toml.read_text().replace('trace = "trace"', f'trace = "{capture / "trace"}"'))
+    else:  # a checkpoint beside the capture, not in it
+        shutil.copytree(checkpoint, tmp_path / "checkpoint")
+        toml.write_text(toml.read_text().replace('checkpoint = "checkpoint"', 'checkpoint = "../checkpoint"'))
+    with pytest.raises(WorkloadError) as refused:
+        make_target(rocksdb, load_workload(copy), tmp_path / "scratch", driver="replay")
+    assert said in str(refused.value) and "Fix:" in str(refused.value) and "\n" not in str(refused.value)

@@ -195,6 +195,19 @@ def verify_files(folder: Path, named: Mapping[str, str], digests: Mapping[str, s
     return paths
 
 
+def verify_folder(folder: Path, key: str, name: str) -> Path:
+    """A folder a capture's section names (a RocksDB checkpoint): a plain name inside ``folder``, a real folder.
+
+    Raises:
+        WorkloadError: it is not, naming it and the fix.
+    """
+    path = folder / name
+    if Path(name).name != name or name in (".", "..") or not path.is_dir() or path.is_symlink():
+        raise WorkloadError(f"{folder / CAPTURE_FILE}: [drivers.replay] {key} = '{name}' is not a folder of the "
+                            "capture. Fix: make the capture again with `knobtune capture`")
+    return path
+
+
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as file:

@@ -40,7 +40,7 @@ from knobtune.server.process import run_logged
 from knobtune.drivers.replay import run_reference
 from knobtune.systems.rocksdb import trace
 from knobtune.workloads import Rung, Workload
-from knobtune.workloads.capture import check_pace
+from knobtune.workloads.capture import check_pace, verify_files, verify_folder
 
 SECTION_FIELDS = ("trace", "checkpoint", "scans", "pace", "threads")
 MAX_THREADS = 1024
@@ -113,6 +113,7 @@ class RocksdbReplayTarget(EmbeddedTarget):
             raise WorkloadError(f"workload '{workload.name}' is a capture: it has no verifiable twin")
         self.system = catalog.system
         section = self.section(workload)
+        _verify(workload, section)
         self.trace = _path(workload, section, "trace")
         self.checkpoint = _path(workload, section, "checkpoint")
         self.scans = _path(workload, section, "scans")
@@ -205,6 +206,29 @@ class RocksdbReplayTarget(EmbeddedTarget):
                              f"keys (digest {mine.digest}), the default's {reference.keys:,} (digest "
                              f"{reference.digest})", log_path)
         return replace(measurement, verified=True)
+
+
+def _verify(workload: Workload, section: Mapping[str, Any]) -> None:
+    """The trace, the scans and every checkpoint file are the capture's own: plain names in its folder, regular
+    files, their SHA-256 as ``capture`` recorded (``workloads.capture.verify_files``).
+
+    Raises:
+        WorkloadError: the first that is not, naming it and the fix.
+    """
+    folder = workload.source.parent if workload.source else Path(".")
+    digests = workload.capture.files if workload.capture else {}
+    verify_files(folder, {name: str(section[name]) for name in ("trace", "scans") if section.get(name)}, digests)
+    if not section.get("checkpoint"):
+        return
+    checkpoint = verify_folder(folder, "checkpoint", str(section["checkpoint"]))
+    prefix = f"{checkpoint.name}/"
+    recorded = {name[len(prefix):]: digest for name, digest in digests.items() if name.startswith(prefix)}
+    present = sorted(p.name for p in checkpoint.iterdir())
+    if recorded and sorted(recorded) != present:
+        raise WorkloadError(f"{checkpoint} does not hold the files the capture recorded ({len(present)} files, "
+                            f"{len(recorded)} recorded): it changed since. Fix: make the capture again with "
+                            "`knobtune capture rocksdb`")
+    verify_files(checkpoint, {name: name for name in present}, recorded)
 
 
 def _path(workload: Workload, section: Mapping[str, Any], field_name: str) -> Path | None:
