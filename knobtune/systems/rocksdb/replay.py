@@ -40,11 +40,23 @@ from knobtune.server.process import run_logged
 from knobtune.drivers.replay import run_reference
 from knobtune.systems.rocksdb import trace
 from knobtune.workloads import Rung, Workload
-from knobtune.workloads.capture import check_pace, verify_files, verify_folder
+from knobtune import schema
+from knobtune.schema import setting
+from knobtune.workloads.capture import PACES, check_pace, verify_files, verify_folder
 
-SECTION_FIELDS = ("trace", "checkpoint", "scans", "pace", "threads")
 MAX_THREADS = 1024
 DIGEST_LIMIT_S = 600.0  # a digest reads the whole store once; longer means the machine is in trouble
+
+
+@dataclass(frozen=True)
+class ReplaySection:
+    """How a RocksDB capture replays (docs/replay.md): its files, its pace, its threads."""
+
+    trace: str = setting("", example="trace")
+    checkpoint: str = setting("", example="checkpoint")
+    scans: str = setting("", example="scans")
+    pace: str = setting("fast", choices=PACES, what="a replay pace")
+    threads: int = setting(1, least=1, most=MAX_THREADS, example=4)
 
 
 @dataclass(frozen=True)
@@ -77,30 +89,23 @@ class RocksdbReplayTarget(EmbeddedTarget):
 
     @classmethod
     def section(cls, workload: Workload) -> Mapping[str, Any]:
-        """The capture's replay section, its fields checked and its files found.
+        """The capture's replay section, read through the schema (``ReplaySection``), its files found.
 
         Raises:
-            WorkloadError: one line naming the file, the field and the fix.
+            WorkloadError: one line per problem naming the file, the field and the fix.
         """
-        section = workload.driver(cls.driver)
+        raw = dict(workload.driver(cls.driver))
         where = str(workload.source) if workload.source else f"workload '{workload.name}'"
-        for name in section:
-            if name not in SECTION_FIELDS:
-                raise WorkloadError(f"{where}: field 'drivers.replay.{name}': is not a field of the replay section. "
-                                    f"Fix: use {', '.join(SECTION_FIELDS)}")
-        check_pace(workload, str(section.get("pace", "fast")))
-        threads = section.get("threads", 1)
-        if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
-            raise WorkloadError(f"{where}: field 'drivers.replay.threads': {threads!r} is not a number of threads "
-                                f"from 1 to {MAX_THREADS}. Fix: e.g. threads = 4")
+        read = schema.read(ReplaySection, raw, schema.Where(f"{where}: [drivers.replay]"), WorkloadError)
+        check_pace(workload, read.pace)
+        if not read.trace:
+            raise WorkloadError(f"{where}: [drivers.replay] has no trace. Fix: name the trace file")
         for field_name in ("trace", "checkpoint", "scans"):
-            path = _path(workload, section, field_name)
-            if field_name == "trace" and path is None:
-                raise WorkloadError(f"{where}: field 'drivers.replay.trace': missing. Fix: name the trace file")
+            path = _path(workload, raw, field_name)
             if path is not None and not path.exists():
-                raise WorkloadError(f"{where}: field 'drivers.replay.{field_name}': {path} does not exist. Fix: make "
+                raise WorkloadError(f"{where}: [drivers.replay] {field_name}: {path} does not exist. Fix: make "
                                     "the capture again with `knobtune capture rocksdb`")
-        return section
+        return raw
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
