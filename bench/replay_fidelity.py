@@ -6,9 +6,11 @@ SQLAlchemy's ORM and with psycopg 3 by hand, `--clients` concurrent clients,
 ids read back and used again):
 1. capture it as docs/replay.md says (a server logging every statement, a dump
    when logging began, the application run, `capture postgresql --from --state`);
-2. draw `--configs` configs from PostgreSQL's space (the default first, then
-   random samples of `--seed`, durability knobs included: the question is the
-   ranking, not a recommendation);
+2. take `--configs` configs: the default, five that change what matters to a
+   commit-heavy application (synchronous_commit off, group commit by
+   commit_delay, WAL writes, small buffers), then random samples of the space
+   (`--seed`); durability knobs are included: the question is the ranking,
+   not a recommendation;
 3. measure every config `--repeats` times both ways, interleaved (config by
    config, replay then application, round after round): the replay of the
    capture (`pace = "fast"`, objective elapsed_s: replay + settle), and the
@@ -87,11 +89,24 @@ class ApplicationTarget(PostgresReplayTarget):
         return None
 
 
+# Configs chosen to span what matters to a commit-heavy application, better and worse than the default (each a
+# change of the default); random samples of the space follow them.
+DESIGNED: tuple[dict[str, Value], ...] = (
+    {"synchronous_commit": "off"},
+    {"synchronous_commit": "off", "wal_writer_delay": 1.0, "wal_buffers": 16 * 2**20},
+    {"commit_delay": 2000, "commit_siblings": 1},
+    {"full_page_writes": False, "wal_compression": "lz4", "max_wal_size": 4 * 2**30},
+    {"shared_buffers": 16 * 2**20, "work_mem": 64 * 2**10},
+)
+
+
 def configs(catalog: Catalog, count: int, seed: int) -> list[dict[str, Value]]:
+    """The default, then the designed configs, then random samples of the space over KNOBS, ``count`` in all."""
     space = build_space(catalog, KNOBS, allow_unsafe=True)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
     out: list[dict[str, Value]] = [catalog.defaults()]
-    for _ in range(count - 1):
+    out += [catalog.config(changes) for changes in DESIGNED[:max(0, count - 1)]]
+    while len(out) < count:
         config, _ = space.suggest(study.ask())
         out.append(config)
     return out

@@ -7,7 +7,8 @@ Two clients of the same schema:
   foreign keys filled from the order's id;
 - ``psycopg``: psycopg 3 by hand (server-side parameters, statements prepared after five uses): ``INSERT ...
   RETURNING id``, then the items (no RETURNING) and an ``UPDATE orders ... WHERE id = %s`` with that id.
-Both decrement stock (``on_hand - q``, which commutes), read product pages, order histories and a category report,
+Both decrement stock (``on_hand - q``, which commutes; an order's products in id order, so two orders never
+deadlock), read product pages, order histories and a category report,
 and ship orders other clients made (an id handed from one client to another after its commit).
 """
 
@@ -114,7 +115,7 @@ def _orm_client(dsn: str, orders: int, rng: random.Random, handoff: queue.Queue[
                 for product in rng.sample(range(1, PRODUCTS + 1), 3):
                     session.get(Product, product)
             with Session(engine, expire_on_commit=False) as session, session.begin():
-                lines = [(p, rng.randint(1, 4)) for p in rng.sample(range(1, PRODUCTS + 1), rng.randint(1, 4))]
+                lines = [(p, rng.randint(1, 4)) for p in sorted(rng.sample(range(1, PRODUCTS + 1), rng.randint(1, 4)))]
                 prices = {p.id: p.price for p in session.scalars(select(Product).where(
                     Product.id.in_([p for p, _ in lines])))}
                 order = Order(customer_id=customer, status="new",
@@ -155,7 +156,7 @@ def _psycopg_client(dsn: str, orders: int, rng: random.Random, handoff: queue.Qu
             customer = rng.randint(1, CUSTOMERS)
             for product in rng.sample(range(1, PRODUCTS + 1), 3):
                 conn.execute("SELECT id, name, price FROM products WHERE id = %s", (product,)).fetchone()
-            lines = [(p, rng.randint(1, 4)) for p in rng.sample(range(1, PRODUCTS + 1), rng.randint(1, 4))]
+            lines = [(p, rng.randint(1, 4)) for p in sorted(rng.sample(range(1, PRODUCTS + 1), rng.randint(1, 4)))]
             with conn.transaction():
                 row = conn.execute("INSERT INTO orders (customer_id, status) VALUES (%s, 'new') RETURNING id",
                                    (customer,)).fetchone()
