@@ -283,3 +283,16 @@ def test_nondeterministic_names_the_database_does_not_have_stop_the_defaults_fir
             target.run(postgresql.defaults(), workload.rungs[0], timeout_s=300, log_path=tmp_path / "d.log", seed=1)
     assert refused.value.kind is FailureKind.TOOL and "order.status" in refused.value.reason
     assert "orders.created_at" not in refused.value.reason.split("(its tables")[0]
+
+
+def test_an_id_first_used_after_a_later_insert_is_claimed_by_the_insert_that_made_it() -> None:
+    statements = [
+        (0, "INSERT INTO orders (status) VALUES ($1) RETURNING id", ("a",), "u"),
+        (0, "INSERT INTO orders (status) VALUES ($1) RETURNING id", ("b",), "u"),
+        (0, "UPDATE orders SET status = 'x' WHERE id = $1", ("106",), "u"),  # the second order's
+        (0, "UPDATE orders SET status = 'x' WHERE id = $1", ("105",), "u"),  # the first order's, used only now
+        (0, "UPDATE orders SET status = 'x' WHERE id = $1", ("104",), "u"),  # neither: below both, unmapped
+    ]
+    ids = map_ids(statements, KEYS)
+    assert ids.generators[1].claimed == [106] and ids.generators[0].claimed == [105]
+    assert ids.unmapped_statements == 1

@@ -7,7 +7,8 @@ was taken, and every foreign key that references such a key. A statement of a se
 table is a **generator**; the first new values of that key (above the dump's last value) that the same session
 then sends in a column holding that key (the key itself or a foreign key to it) are what the generator returned:
 each such value is **claimed** as one of its rows (k rows claim k values, in ascending order, as a sequence hands
-them out in row order). Every later use of a claimed value, in any session, is a **reference** to the generator's
+them out in row order; a value first used after a later generator is its earlier generator's when the sequence's
+order says so). Every later use of a claimed value, in any session, is a **reference** to the generator's
 row. The replayer (``native/pgreplay``) reads each generator's returned rows and sends, in place of each
 reference, the value its own server returned; a reference from another session waits until the generating
 session's transaction has ended (the application could not have read the row before it was committed).
@@ -36,6 +37,7 @@ from knobtune.systems.postgresql import sqlshape
 from knobtune.systems.postgresql.server import PG_BIN
 
 KEYS_FILE = "keys.json"
+CLAIM_DEPTH = 16  # how many of a session's latest generators of one table a new value may have come from
 _DEFAULT = re.compile(r"ALTER TABLE (?:ONLY )?(\S+) ALTER COLUMN (\S+) SET DEFAULT "
                       r"nextval\('((?:[^']|'')+)'::regclass\)")
 _IDENTITY = re.compile(r"ALTER TABLE (?:ONLY )?(\S+) ALTER COLUMN (\S+) ADD GENERATED (?:ALWAYS|BY DEFAULT) AS "
@@ -187,7 +189,7 @@ def map_ids(statements: Sequence[tuple[int, str, tuple[str | None, ...], str]], 
 
     generators: dict[int, Generator] = {}
     references: dict[int, list[Reference]] = {}
-    open_by_session: dict[tuple[int, str], Generator] = {}  # (session, table) -> its latest generator
+    by_session: dict[tuple[int, str], list[Generator]] = {}  # (session, table) -> its generators, in order
     slot_of: dict[tuple[str, int], int] = {}  # (keyed table, captured value) -> slot
     captured: dict[int, int] = {}
     unmapped: Counter[str] = Counter()
@@ -207,9 +209,8 @@ def map_ids(statements: Sequence[tuple[int, str, tuple[str | None, ...], str]], 
         for value, keyed, number in uses:
             slot = slot_of.get((keyed, number))
             if slot is None:
-                generator = open_by_session.get((session, keyed))
-                if generator is not None and generator.statement != index and (
-                        generator.rows is None or len(generator.claimed) < generator.rows):
+                generator = _claimant(by_session.get((session, keyed), []), number, index)
+                if generator is not None:
                     generator.claimed.append(number)
                     slot = slot_of[(keyed, number)] = len(captured)
                     captured[slot] = number
@@ -224,13 +225,29 @@ def map_ids(statements: Sequence[tuple[int, str, tuple[str | None, ...], str]], 
         generator = _generator(index, session, shape, keys, sequences)
         if generator is not None:
             generators[index] = generator
-            open_by_session[(session, generator.table)] = generator
+            by_session.setdefault((session, generator.table), []).append(generator)
     for generator in generators.values():  # a sequence hands out its values in row order
         if len(generator.claimed) > 1:
             order = sorted(range(len(generator.claimed)), key=lambda k: generator.claimed[k])
             generator.slots = [generator.slots[k] for k in order]
             generator.claimed = [generator.claimed[k] for k in order]
     return IdMap(generators, {k: tuple(v) for k, v in references.items()}, captured, unmapped, unmapped_statements)
+
+
+def _claimant(generators: list[Generator], number: int, index: int) -> Generator | None:
+    """Which of a session's generators of one table returned ``number``: the latest with a row left whose place
+    in the sequence fits (every value an earlier generator returned is below it, every later one's above), among
+    the last CLAIM_DEPTH; None when none fits."""
+    candidates = [g for g in generators[-CLAIM_DEPTH:] if g.statement != index]
+    for position in range(len(candidates) - 1, -1, -1):
+        generator = candidates[position]
+        if generator.rows is not None and len(generator.claimed) >= generator.rows:
+            continue
+        earlier = (v for g in candidates[:position] for v in g.claimed)
+        later = (v for g in candidates[position + 1:] for v in g.claimed)
+        if all(v < number for v in earlier) and all(v > number for v in later):
+            return generator
+    return None
 
 
 def _integer(value: sqlshape.Value, params: tuple[str | None, ...]) -> int | None:
