@@ -124,3 +124,11 @@ def test_postgresql_through_sysbench_without_sysbench_names_the_postgresql_part(
     with pytest.raises(ToolMissingError, match=r"sysbench is not installed .* Fix: run `scripts/setup postgresql`"):
         target.preflight()
     assert not (tmp_path / "scratch").exists()
+
+
+def test_knobtune_systems_says_which_part_installs_each_system() -> None:
+    from knobtune.cli.catalog import _system_rows
+
+    rows = _system_rows()
+    assert {row["system"] for row in rows} <= set(PARTS)
+    assert all(row["setup"] == f"scripts/setup {row['system']}" for row in rows)
