@@ -64,6 +64,7 @@ def test_the_demo_installs_the_rocksdb_part_only() -> None:
 def test_the_tests_install_every_part() -> None:
     assert setup_calls("test") == ["bash scripts/setup"]
     everything = plan()
+    assert plan("all") == everything
     assert everything["parts"] == list(PARTS)
     assert NOT_THE_DEMOS | THE_DEMOS <= set(everything["apt"])
     assert everything["step"] == ["apt", ".venv with the test tools", "scripts/rocksdb-release",
@@ -92,7 +93,7 @@ def test_every_part_installs_the_core_and_its_own_extras(part: str) -> None:
 
 def test_every_part_knobtune_names_is_one_the_set_up_has() -> None:
     usage = subprocess.run(["bash", str(SETUP), "--help"], capture_output=True, text=True, timeout=30).stderr
-    said = re.search(r"parts: ([a-z ]+) \(none: all of them\)", usage)
+    said = re.search(r"parts: ([a-z ]+) \(none, or all: all of them\)", usage)
     assert said is not None and tuple(said.group(1).split()) == PARTS
     cmake = (ROOT / "native" / "CMakeLists.txt").read_text()
     for program, part in NATIVE_PARTS.items():
