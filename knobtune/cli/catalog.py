@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from knobtune import console
-from knobtune.installing import PARTS, setup_command
+from knobtune.installing import setup_command
 from knobtune.knobs import load_catalog
 from knobtune.targets import Machine, disk_detection
 from knobtune.systems import TARGETS, export_formats, heuristic_config, target_class
@@ -28,7 +28,7 @@ def systems(json_output: JsonOption = False) -> None:
         return
     for row in rows:
         state = "installed" if row["installed"] else "[red]not installed[/red]"
-        if not row["installed"] and row["setup"]:
+        if not row["installed"]:
             state += f" (`{row['setup']}` installs it)"
         built = f" ({escape(row['build'])})" if row["build"] else ""
         console.out.print(f"{row['system']} --driver {row['driver']}: {state}{built}")
@@ -47,7 +47,7 @@ def _system_rows() -> list[dict[str, Any]]:
         binary = target.installed()
         rows.append({"system": system, "driver": driver, "installed": binary is not None, "path": binary,
                      "build": target.build() if binary is not None else None,
-                     "setup": setup_command(system) if system in PARTS else None,  # the set-up part installing it
+                     "setup": setup_command(system),  # the set-up part that installs it (each system has one)
                      "formats": [f.name for f in export_formats(system, driver)] + ["json"]})
     return rows
 
