@@ -129,7 +129,7 @@ def test_error_missing_db_bench(tmp_path: Path) -> None:
     env = {"PATH": str(tmp_path), "HOME": str(tmp_path)}
     line = _error("tune", "rocksdb", "--workload", "put-get-delete", "--trials", "1", "--dir", str(tmp_path / "s"),
                   env=env)
-    assert "no db_bench" in line and "scripts/setup" in line
+    assert "no db_bench" in line and "Fix: run `scripts/setup rocksdb`" in line
 
 
 def test_error_unwritable_folder(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from knobtune import console
+from knobtune.installing import setup_command
 from knobtune.knobs import load_catalog
 from knobtune.targets import Machine, disk_detection
 from knobtune.systems import TARGETS, export_formats, heuristic_config, target_class
@@ -28,6 +29,8 @@ def systems(json_output: JsonOption = False) -> None:
         return
     for row in rows:
         state = "installed" if row["installed"] else "[red]not installed[/red]"
+        if not row["installed"]:
+            state += f" (`{row['setup']}` installs it)"
         built = f" ({escape(row['build'])})" if row["build"] else ""
         console.out.print(f"{row['system']} --driver {row['driver']}: {state}{built}")
     for w in workloads:
@@ -45,6 +48,7 @@ def _system_rows() -> list[dict[str, Any]]:
         binary = target.installed()
         rows.append({"system": system, "driver": driver, "installed": binary is not None, "path": binary,
                      "build": target.build() if binary is not None else None,
+                     "setup": setup_command(system),  # the set-up part that installs it (each system has one)
                      "formats": [f.name for f in export_formats(system, driver)] + ["json"]})
     return rows
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from knobtune.errors import ToolMissingError
+from knobtune.installing import NATIVE_PARTS, setup_fix
 from knobtune.knobs import Value
 from knobtune.knobs.units import human_bytes
 from knobtune.targets._base import FailureKind, Measurement, RunFailure, Settle, Target
@@ -31,7 +32,6 @@ from knobtune.server.loaded import check_room
 from knobtune.server.process import ProcessResult, run_logged
 from knobtune.workloads import Rung
 
-BUILD_HINT = "Fix: build it with `bash scripts/setup` (cmake -S native -B native/build && cmake --build native/build)"
 PROBE_KEYS = 1000  # point reads after the reopen: "answers reads" means these returned
 SETTLE_MIN_LIMIT_S = 60.0  # the settle's limit when the run has none (the default's first runs)
 SETTLE_LIMIT_FACTOR = 10.0  # ... or this many times the workload's own time, if larger
@@ -53,7 +53,12 @@ def find_kvbench(program: str = "kvbench", env_var: str = "KNOBTUNE_KVBENCH") ->
     for candidate in candidates:
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return candidate
-    raise ToolMissingError(f"the native driver {program} is not built. {BUILD_HINT}")
+    raise ToolMissingError(f"the native driver {program} is not built. {native_fix(program)}")
+
+
+def native_fix(program: str) -> str:
+    """The "Fix: ..." of a native/build program that is not built: the set-up part that builds it."""
+    return setup_fix(NATIVE_PARTS.get(program, "tests"), f"it builds native/build/{program}")
 
 
 class EmbeddedTarget(Target):

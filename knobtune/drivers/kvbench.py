@@ -233,7 +233,7 @@ def _all_operations(by_kind: Mapping[str, Mapping[str, float]],
 class KvbenchTunableTarget(KvbenchTarget):
     """LevelDB through kvbench-leveldb-tunable: LevelDB 1.23 patched so that db/dbformat.h's constants are options.
 
-    Built by scripts/setup (scripts/leveldb-tunable, then native/); see docs/leveldb.md.
+    Built by ``scripts/setup leveldb`` (scripts/leveldb-tunable, then native/); see docs/leveldb.md.
     """
 
     driver = "kvbench-tunable"

@@ -20,10 +20,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from knobtune.errors import ToolMissingError
+from knobtune.installing import setup_fix
 from knobtune.server.process import last_lines
 
 CONF_DIR = Path(__file__).resolve().parents[3] / "native" / "cassandra" / "conf"  # yaml template, logback.xml
-FETCH_HINT = "Fix: run `scripts/cassandra-fetch` (the README's set-up does this)"
+FETCH_HINT = setup_fix("cassandra", "it installs OpenJDK 17 and Maven, then runs scripts/cassandra-fetch")
 # Cassandra 5.0's own JVM options (conf/jvm-server.options, jvm17-server.options) that are not knobs; the
 # heap and the garbage collector come from the catalog's JVM knobs. Read from native/cassandra/README.md.
 JVM_BASE = [

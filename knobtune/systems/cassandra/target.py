@@ -110,8 +110,7 @@ class CassandraTarget(ServerTarget):
 
     def check_tools(self) -> None:
         if java17() is None:
-            raise ToolMissingError("Cassandra 5.0 needs Java 17, which is not installed. "
-                                   "Fix: apt-get install openjdk-17-jdk-headless (the README's set-up does this)")
+            raise ToolMissingError(f"Cassandra 5.0 needs Java 17, which is not installed. {FETCH_HINT}")
         if self.installed() is None:
             raise ToolMissingError(f"Cassandra's jars or knobtune's YCSB client are not in {cache_dir()}. {FETCH_HINT}")
 

@@ -29,7 +29,7 @@ from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
 from knobtune.server import loaded
 from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
-from knobtune.drivers.embedded import BUILD_HINT
+from knobtune.drivers.embedded import native_fix
 from knobtune.drivers.replay import run_reference
 from knobtune.server.process import last_lines, process_tree, run_logged
 from knobtune.server.life import Benchmarked
@@ -63,7 +63,7 @@ def find_replayer() -> str:
                       str(Path(__file__).resolve().parents[3] / "native" / "build" / PROGRAM)):
         if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
             return candidate
-    raise ToolMissingError(f"the PostgreSQL replayer {PROGRAM} is not built. {BUILD_HINT}")
+    raise ToolMissingError(f"the PostgreSQL replayer {PROGRAM} is not built. {native_fix(PROGRAM)}")
 
 
 @dataclass(frozen=True)

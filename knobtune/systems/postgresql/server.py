@@ -14,12 +14,13 @@ import subprocess
 from pathlib import Path
 
 from knobtune.errors import ToolMissingError
+from knobtune.installing import setup_fix
 from knobtune.server.process import last_lines
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 PG_USER = "postgres"
 DB_USER, DB_NAME = "bench", "postgres"
-INSTALL_HINT = "Fix: install it with `apt-get install postgresql-15` (the README's set-up does this)"
+INSTALL_HINT = setup_fix("postgresql", "it installs Debian's postgresql-15 without a cluster of its own, and sysbench")
 HOME_PREFIX = "knobtune-pg-"  # a home in /tmp: the postgres user reaches it wherever the studies folder is
 READY_LIMIT_S = 120.0  # start-up (or crash recovery) may take this long before the run fails
 POLL_S = 0.02

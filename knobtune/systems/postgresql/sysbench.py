@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from knobtune.errors import WorkloadError
+from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
 from knobtune.described.command import CommandDriver, CommandShape
 from knobtune.server.life import Benchmarked
-from knobtune.systems.postgresql.server import DB_NAME, DB_USER, PG_BIN
+from knobtune.systems.postgresql.server import DB_NAME, DB_USER, INSTALL_HINT, PG_BIN
 from knobtune.systems.postgresql.target import PostgresTarget
 from knobtune.workloads import Rung, Workload
 
@@ -54,6 +54,11 @@ class PostgresSysbenchTarget(CommandShape, PostgresTarget):
     @classmethod
     def installed(cls) -> str | None:
         return str(SYSBENCH) if SYSBENCH.exists() and (PG_BIN / "postgres").exists() else None
+
+    def check_tools(self) -> None:
+        super().check_tools()
+        if not SYSBENCH.exists():
+            raise ToolMissingError(f"sysbench is not installed ({SYSBENCH}). {INSTALL_HINT}")
 
     def has_crash_check(self) -> bool:
         return False  # sysbench reports no per-commit log to count acknowledged commits against (pgbench does)

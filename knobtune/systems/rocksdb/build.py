@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from knobtune.errors import ToolMissingError
+from knobtune.installing import setup_fix
 
 RELEASE_ENV = "KNOBTUNE_ROCKSDB_RELEASE"  # the install prefix of a release build (default: the set-up's cache)
 DB_BENCH_ENV = "KNOBTUNE_DB_BENCH"
-BUILD_HINT = "Fix: run scripts/setup (it builds RocksDB in release mode with scripts/rocksdb-release)"
+BUILD_HINT = setup_fix("rocksdb", "it builds RocksDB in release mode with scripts/rocksdb-release")
 ASSERTIONS_WARNING = "Assertions are enabled"  # what an assertion-enabled db_bench prints before every run
 
 
