@@ -25,6 +25,7 @@ from knobtune.workloads import Objective
 MAX_SEED = 2**32 - 1  # the samplers' (numpy's) seeds
 MAX_TIME_S = 30 * 24 * 3600.0  # a budget longer than a month is a typo (100000h), not a plan
 MIN_MEMORY_LIMIT_BYTES = 4 << 20  # no database process runs in less
+MAX_ROUNDS_FACTOR = 4  # without --max-rounds, verifying may add rounds up to this many times --repeats
 
 
 class ExperimentError(UsageError):
@@ -92,7 +93,15 @@ class ProofSection:
     verify_top: int = setting(3, least=0, option="--verify-top", example=3, note="0: no verification")
     repeats: int = setting(5, least=2, option="--repeats", example=5,
                            note="an interval needs two runs; verify_top = 0: no verification")
+    # the most interleaved rounds, added while a candidate's interval straddles 1 (None: 4 x repeats)
+    max_rounds: int | None = setting(least=2, option="--max-rounds", example=20,
+                                     note="or leave it out for 4 x repeats")
     known_configs: bool = setting(True, example=True)  # the configs users run instead (PGTune, ...) beside the result
+
+    @property
+    def most_rounds(self) -> int:
+        """The planned maximum of interleaved rounds (docs/tuning.md, "Verification and statistics")."""
+        return self.max_rounds if self.max_rounds is not None else MAX_ROUNDS_FACTOR * self.repeats
 
 
 @dataclass(frozen=True)
@@ -162,6 +171,12 @@ class ExperimentDoc:
         if s.ranking is not None and s.knobs is not None:
             found.append("--knobs and --ranking both choose the knobs to search (search.knobs, search.ranking). "
                          "Fix: give one of them")
+        proof = self.proof
+        if proof.max_rounds is not None and proof.max_rounds < proof.repeats:
+            found.append(f"{label('proof.max_rounds')} {proof.max_rounds} is below {label('proof.repeats')} "
+                         f"{proof.repeats}: the rounds added while a candidate's interval straddles 1 come after "
+                         f"the repeats. Fix: {label('proof.max_rounds')} {MAX_ROUNDS_FACTOR * proof.repeats}, "
+                         "or leave it out")
         data, memory = lim.production_data_bytes, lim.production_memory_bytes
         if (data is None) != (memory is None):
             given, missing = ("--production-data", "--production-memory") if memory is None else \
