@@ -221,7 +221,9 @@ def test_verification_ends_with_a_verdict(rocksdb, store) -> None:
     assert verification["verdict"]
     if "candidates" in verification:
         default = verification["candidates"][0]
-        assert default["label"] == "default" and len(default["values"]) == 3
+        # 3 rounds, then more while the candidate's interval straddles 1, up to 4 x 3 (no time budget)
+        assert default["label"] == "default" and 3 <= len(default["values"]) == verification["rounds"] <= 12
+        assert f"{verification['rounds']} interleaved rounds" in verification["verdict"]
         assert "x the default" in verification["verdict"] or "no significant gain" in verification["verdict"]
 
 
