@@ -128,3 +128,14 @@ def test_a_verdict_names_the_rounds_it_stands_on() -> None:
     late = _comparison(default[:8], [v * 1.02 for v in default[:8]], Stop.BUDGET)
     assert verdict(late).startswith("no significant gain: the best candidate, trial 4, is 0.98x")
     assert "8 interleaved rounds: 5, then 3 added, the time budget held no more); keep the default" in verdict(late)
+
+
+def test_a_close_candidate_keeps_rounds_back_and_a_clear_one_does_not() -> None:
+    """The budget's rule (docs/tuning.md, "Budgets"): issue 57's 1.10x at 5.3% noise needs rounds after the first
+    look, kept back from the search; a 2x gain, or a config no better than the default, needs none."""
+    from knobtune.tuning.budget import close_rounds
+
+    wanted, close = close_rounds([1.10, 2.0, 0.95], 0.053, PLAN)
+    assert close == [0] and 0 < wanted <= PLAN.most - PLAN.first
+    assert close_rounds([2.0, 0.95, 1.0], 0.053, PLAN) == (0, [])
+    assert close_rounds([1.02], 0.053, PLAN) == (PLAN.most - PLAN.first, [0])  # as many as planned, at the most

@@ -179,18 +179,21 @@ def _critical(fractions: tuple[float, ...], alpha: float, freedom: int) -> float
 
 
 def rounds_for(gain: float, noise: float, plan: SequentialPlan, power: float = 0.8) -> int:
-    """About how many paired rounds a candidate ``gain`` times better than the baseline (1.10) needs for its
-    interval to clear 1 with chance ``power``, at a run-to-run ``noise`` (coefficient of variation, 0.05) on each
-    side: the normal approximation at the last look's level, within the plan's ``first`` and ``most``."""
+    """The rounds of the first look at which a candidate ``gain`` times better than the baseline (1.10) is
+    declared a gain with chance ``power``, at a run-to-run ``noise`` (coefficient of variation, 0.05) on each side:
+    the noncentral t-distribution at that look's bound (earlier looks' chances not counted); ``plan.most`` when no
+    look reaches ``power``."""
     from scipy import stats
 
-    first, most = plan.first, max(plan.first, plan.most)
+    looks = plan.looks()
     if gain <= 1.0:
-        return most
-    sd = math.sqrt(2.0) * math.sqrt(math.log(1.0 + noise * noise))  # of a paired log-ratio
-    final = boundaries(tuple(n / most for n in plan.looks()), plan.alpha)[-1]
-    needed = ((final + float(stats.norm.isf(1.0 - power))) * sd / math.log(gain)) ** 2
-    return int(min(most, max(first, math.ceil(needed + 1))))  # + 1: the t-test's degree of freedom lost
+        return looks[-1]
+    effect = math.log(gain) / (math.sqrt(2.0) * math.sqrt(math.log(1.0 + noise * noise)))  # per paired round
+    for i, rounds in enumerate(looks):
+        critical = _critical(tuple(n / looks[-1] for n in looks[:i + 1]), plan.alpha, rounds - 1)
+        if float(stats.nct.sf(critical, rounds - 1, effect * math.sqrt(rounds))) >= power:
+            return rounds
+    return looks[-1]
 
 
 class SequentialTest:

@@ -12,7 +12,7 @@ sampled trials on every worker.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import optuna
 from optuna.trial import TrialState
@@ -44,6 +44,15 @@ def fitting_verification(estimate_s: Callable[[int, bool], float], wanted: int, 
     """
     options = [(wanted, True)] + [(top, False) for top in range(wanted, 0, -1)]
     return next((option for option in options if estimate_s(*option) <= limit_s), (min(wanted, 1), False))
+
+
+def close_rounds(ratios: Sequence[float], spread: float, plan: SequentialPlan) -> tuple[int, list[int]]:
+    """The rounds after the first look to keep back for verifying, and which candidates are close: those better
+    than the default in their single full-size run (``ratios``, > 1 better) by less than the first look can prove
+    at the run-to-run ``spread``; the rounds are what the closest is expected to need (``rounds_for``)."""
+    needed = {i: rounds_for(ratio, spread, plan) for i, ratio in enumerate(ratios) if ratio > 1}
+    close = [i for i, rounds in needed.items() if rounds > plan.first]
+    return (max(needed[i] for i in close) - plan.first if close else 0), close
 
 
 def _minutes(seconds: float) -> str:
@@ -266,13 +275,12 @@ class Budget:
         plan = SequentialPlan(e.proof.repeats, e.proof.most_rounds, candidates=top)
         values = [c["value"] for c in study.user_attrs.get(attrs.CONTROLS, []) if c.get("value") is not None]
         spread = noise(values) if len(values) >= 3 else ASSUMED_NOISE
-        close = [(run, needed) for t in top_trials(study, top)
-                 if (run := record_of(t).run_at(full)) is not None and run.ok and run.ratio and run.ratio > 1
-                 and (needed := rounds_for(run.ratio, spread, plan)) > plan.first]
-        if not close:
+        runs = [run for t in top_trials(study, top) if (run := record_of(t).run_at(full)) is not None and run.ok]
+        wanted, close = close_rounds([run.ratio or 0.0 for run in runs], spread, plan)
+        if not wanted:
             return 0, 0.0
-        per_round_s = (sum(self._run_cost_s(run) for run, _ in close) + self._run_cost_s(default)) * RESERVE_MARGIN
-        rounds = min(max(needed for _, needed in close) - plan.first, int(room_s // per_round_s))
+        per_round_s = (sum(self._run_cost_s(runs[i]) for i in close) + self._run_cost_s(default)) * RESERVE_MARGIN
+        rounds = min(wanted, int(room_s // per_round_s))
         return rounds, rounds * per_round_s
 
     def verification_room(self) -> Callable[[float], bool] | None:
