@@ -253,7 +253,7 @@ def run_sequential(target: Target, candidates: Sequence[tuple[Candidate, Mapping
         if r.candidate.known_config and r.failure is None and paired >= 2:
             speedups[r.candidate.label] = judge(base.values, r.values, objective.maximize, plan, [paired])
     return Comparison(objective, rung, plan.first, tuple(runs), speedups, noise(base.values), plan=plan,
-                      rounds=len(base.values), stopped=stopped)
+                      rounds=rounds.done, stopped=stopped)
 
 
 def _planned(target: Target, candidates: Sequence[tuple[Candidate, Mapping[str, Value]]]) -> list[CandidateRuns]:
