@@ -126,6 +126,7 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [  # (id, the arguments, a patte
     ("time-zero", ("tune", "rocksdb", "--workload", "fillrandom", "--time", "0s"), "not a positive duration"),
     ("time-text", ("tune", "rocksdb", "--workload", "fillrandom", "--time", "soon"), "--time"),
     ("repeats-zero", (*T, "--repeats", "0"), "--repeats 0 is below 2"),
+    ("max-rounds-below-repeats", (*T, "--repeats", "5", "--max-rounds", "3"), "--max-rounds 3 is below --repeats 5"),
     ("production-holds-nothing", (*T, "--production-data", "1GiB", "--production-memory", "64GiB"), "holds all"),
     ("production-half", (*T, "--production-data", "1GiB"), "needs --production-memory"),
     ("memory-tiny-kvbench", (*L, "--memory-limit", "1KiB"), "below 4.0 MiB"),

@@ -89,6 +89,9 @@ def tune(
         help="Candidates re-measured against the default at the end (0: none; default: 3).", rich_help_panel=P)] = None,
     repeats: Annotated[Optional[int], typer.Option(help="Interleaved runs per candidate when verifying (default: 5).",
                                                    rich_help_panel=P)] = None,
+    max_rounds: Annotated[Optional[int], typer.Option(
+        "--max-rounds", help="While a candidate's interval straddles 1, add rounds up to this many, in the time budget "
+                             "(default: 4 x --repeats).", rich_help_panel=P)] = None,
     memory_limit: Annotated[Optional[str], typer.Option(
         "--memory-limit", help="Configs planned or measured above this peak memory are infeasible, e.g. 2GiB.",
         rich_help_panel=L)] = None,

@@ -255,7 +255,10 @@ def _verification(data: dict[str, Any]) -> Any:
     if not candidates:
         return None
     figure = go.Figure([go.Box(y=c["values"], name=c["label"], boxpoints="all", jitter=0.3) for c in candidates])
-    return _layout(figure, f"Verification: {verification.get('repeats')} interleaved runs each at full size "
+    rounds = (f"{verification['rounds']} interleaved rounds ({verification.get('repeats')} planned, at most "
+              f"{verification.get('max_rounds')})" if verification.get("rounds") is not None
+              else f"{verification.get('repeats')} interleaved runs each")
+    return _layout(figure, f"Verification: {rounds} at full size "
                            f"(noise of the default {verification.get('noise_cv', 0) * 100:.1f}%)",
                    "config", _axis_title(data))
 
@@ -274,7 +277,10 @@ def _speedups(data: dict[str, Any]) -> Any:
                  "array": [c["speedup"]["ci_high"] - r for c, r in zip(candidates, ratios)],
                  "arrayminus": [r - c["speedup"]["ci_low"] for c, r in zip(candidates, ratios)]}))
     figure.add_hline(y=1.0, line_dash="dash", annotation_text="the default")
-    return _layout(figure, "Default vs tuned: ratio of medians with 95% bootstrap CI (green: better beyond the noise)",
+    sequential = (data["verification"] or {}).get("rounds") is not None
+    method = ("geometric mean of paired ratios with 95% sequential CI" if sequential
+              else "ratio of medians with 95% bootstrap CI")
+    return _layout(figure, f"Default vs tuned: {method} (green: better beyond the noise)",
                    "config", "speedup over the default (x, >1 is better)")
 
 

@@ -30,6 +30,7 @@ MIN_MEMORY_LIMIT_BYTES = 4 << 20  # no database process runs in less
 MAX_TRIALS = 10_000
 # interleaved runs of one config: 100 give an interval as narrow as the noise allows; more only spends the budget
 MAX_REPEATS = 100
+MAX_ROUNDS_FACTOR = 4  # without --max-rounds, verifying may add rounds up to this many times --repeats
 
 
 class ExperimentError(UsageError):
@@ -97,7 +98,15 @@ class ProofSection:
     verify_top: int = setting(3, least=0, most=MAX_TRIALS, option="--verify-top", example=3, note="0: no verification")
     repeats: int = setting(5, least=2, most=MAX_REPEATS, option="--repeats", example=5,
                            note="an interval needs two runs; verify_top = 0: no verification")
+    # the most interleaved rounds, added while a candidate's interval straddles 1 (None: 4 x repeats)
+    max_rounds: int | None = setting(least=2, most=MAX_ROUNDS_FACTOR * MAX_REPEATS, option="--max-rounds", example=20,
+                                     note="or leave it out for 4 x repeats")
     known_configs: bool = setting(True, example=True)  # the configs users run instead (PGTune, ...) beside the result
+
+    @property
+    def most_rounds(self) -> int:
+        """The planned maximum of interleaved rounds (docs/tuning.md, "Verification and statistics")."""
+        return self.max_rounds if self.max_rounds is not None else MAX_ROUNDS_FACTOR * self.repeats
 
 
 @dataclass(frozen=True)
@@ -167,6 +176,12 @@ class ExperimentDoc:
         if s.ranking is not None and s.knobs is not None:
             found.append("--knobs and --ranking both choose the knobs to search (search.knobs, search.ranking). "
                          "Fix: give one of them")
+        proof = self.proof
+        if proof.max_rounds is not None and proof.max_rounds < proof.repeats:
+            found.append(f"{label('proof.max_rounds')} {proof.max_rounds} is below {label('proof.repeats')} "
+                         f"{proof.repeats}: the rounds added while a candidate's interval straddles 1 come after "
+                         f"the repeats. Fix: {label('proof.max_rounds')} {MAX_ROUNDS_FACTOR * proof.repeats}, "
+                         "or leave it out")
         data, memory = lim.production_data_bytes, lim.production_memory_bytes
         if (data is None) != (memory is None):
             given, missing = ("--production-data", "--production-memory") if memory is None else \

@@ -1,7 +1,8 @@
 """The end of a study: prove the best candidates against the default before anyone believes them.
 
 The top trials (distinct configs) are re-run at full size, interleaved with
-the default, several times each. A workload that cannot check its own reads
+the default, several times each, and more rounds are added while one's
+interval straddles 1 (``verify.run_sequential``). A workload that cannot check its own reads
 (fillrandom) first re-checks each candidate with its verifiable twin. The
 verdict, with its figures, is stored on the study.
 """
@@ -14,15 +15,15 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from knobtune.analysis import Speedup
+from knobtune.analysis.sequential import SequentialPlan
 from knobtune.errors import KnobtuneError, UsageError
 from knobtune.knobs import Value
 from knobtune.targets import RunFailure, Target
 from knobtune.tuning import attrs
 from knobtune.tuning.experiment import Experiment
 from knobtune.tuning.records import RungRun, record_of, value_of, winner_trial
-from knobtune.tuning.verify import (
-    MACHINE_RETRIES, Candidate, CandidateRuns, Comparison, run_interleaved,
-)
+from knobtune.tuning.verify import MACHINE_RETRIES, Candidate, CandidateRuns, Comparison, Stop, run_sequential
 
 DEFAULT_LABEL = "default"
 
@@ -107,15 +108,17 @@ def name_lead(study: optuna.Study, experiment: Experiment, note: Callable[[str],
 
 
 def verify_study(study: optuna.Study, target: Target, experiment: Experiment, log_dir: Path,
-                 note: Callable[[str], None]) -> dict[str, object]:
-    """Verify the top candidates, store the result on the study and return it."""
+                 note: Callable[[str], None], room: Callable[[float], bool] | None = None) -> dict[str, object]:
+    """Verify the top candidates, store the result on the study and return it; ``room(seconds)`` says whether a
+    round after the first look still fits in the time budget (None: no time budget)."""
     catalog, objective = experiment.catalog, experiment.objective
     top = top_trials(study, experiment.proof.verify_top)
     previous = study.user_attrs.get(attrs.VERIFICATION) or {}
     verified_before = ({c["label"] for c in previous.get("candidates", []) if not c.get("reference")}  # known configs
                        | set(previous.get("rejected", {})))
     if top and verified_before == {DEFAULT_LABEL} | {f"trial {t.number}" for t in top} \
-            and previous.get("repeats") == experiment.proof.repeats:
+            and previous.get("repeats") == experiment.proof.repeats \
+            and previous.get("max_rounds") == experiment.proof.most_rounds:
         note(f"the same candidates were verified before: {previous['verdict']}")
         return previous
     candidates = [(Candidate(DEFAULT_LABEL, {}), catalog.defaults())]
@@ -143,17 +146,19 @@ def verify_study(study: optuna.Study, target: Target, experiment: Experiment, lo
         note(verdict_text)
         return {"verdict": verdict_text, "rejected": rejected}
     timeout_s = _limit_s(study, experiment)
-    note(f"verifying {tuned} candidate(s) against the default{_beside(candidates)}: {experiment.proof.repeats} "
-         f"interleaved runs each at {experiment.workload.full}")
+    plan = SequentialPlan(experiment.proof.repeats, experiment.proof.most_rounds, candidates=tuned)
+    note(f"verifying {tuned} candidate(s) against the default{_beside(candidates)}: {plan.first} interleaved runs "
+         f"each at {experiment.workload.full}, then more rounds, up to {plan.most}, while a candidate's interval "
+         "straddles 1" + (" and the time budget holds them" if room is not None else ""))
 
-    def on_run(repeat: int, runs: object, value: float | None) -> None:
-        label = runs.candidate.label  # type: ignore[attr-defined]
-        shown = objective.show(value) if value is not None else f"failed: {runs.failure}"  # type: ignore[attr-defined]
-        note(f"verify round {repeat + 1}/{experiment.proof.repeats} {label}: {shown}")
+    def on_run(repeat: int, runs: CandidateRuns, value: float | None) -> None:
+        shown = objective.show(value) if value is not None else f"failed: {runs.failure}"
+        counted = f"{repeat + 1}/{plan.first}" if repeat < plan.first else f"{repeat + 1} (added, at most {plan.most})"
+        note(f"verify round {counted} {runs.candidate.label}: {shown}")
 
-    comparison = run_interleaved(target, candidates, experiment.workload.full, repeats=experiment.proof.repeats,
-                                 objective=objective, seed=experiment.search.seed, log_dir=log_dir, timeout_s=timeout_s,
-                                 on_run=on_run)
+    comparison = run_sequential(target, candidates, experiment.workload.full, plan=plan, objective=objective,
+                                seed=experiment.search.seed, log_dir=log_dir, timeout_s=timeout_s, room=room,
+                                on_run=on_run)
     result: dict[str, object] = {**comparison.to_dict(), "rejected": rejected, "verdict": verdict(comparison)}
     winner = comparison.winner()
     if winner is not None:
@@ -188,10 +193,32 @@ def _beside(candidates: list) -> str:
 def verdict(comparison: Comparison) -> str:
     """One sentence a user can act on (and how the known configs did beside it)."""
     return _tuned_verdict(comparison) + "".join(
-        f"; beside it, {r.candidate.label} " + (f"is {s.ratio:.2f}x the default (95% CI {s.ci_low:.2f}-{s.ci_high:.2f})"
+        f"; beside it, {r.candidate.label} " + (f"is {s.ratio:.2f}x the default ({_interval(comparison, s)})"
                                                 if (s := comparison.speedups.get(r.candidate.label))
                                                 else f"failed: {r.failure}")
         for r in comparison.runs if r.candidate.known_config)
+
+
+def _interval(comparison: Comparison, s: Speedup) -> str:
+    """``95% CI 1.02-1.19``; a sequential comparison's is its repeated interval, at the family-wise level."""
+    kind = "" if comparison.plan is None else "sequential "
+    level = 95 if comparison.plan is None else round((1 - comparison.plan.error) * 100)
+    return f"{level}% {kind}CI {s.ci_low:.2f}-{s.ci_high:.2f}"
+
+
+def rounds_text(comparison: Comparison) -> str:
+    """How many runs the verdict stands on: ``11 interleaved rounds: 5, then 6 added until no interval straddled
+    1``; a fixed comparison's ``medians of 5 interleaved runs``."""
+    plan, rounds = comparison.plan, comparison.rounds
+    if plan is None or rounds is None:
+        return f"medians of {comparison.repeats} interleaved runs"
+    added = rounds - plan.first
+    why = {Stop.SETTLED: "until no interval straddled 1" if added > 0 else "",
+           Stop.MOST: f"the most planned (--max-rounds {plan.most})",
+           Stop.BUDGET: "the time budget held no more",
+           Stop.BROKEN: "", None: ""}[comparison.stopped]
+    return (f"{rounds} interleaved rounds" + (f": {plan.first}, then {added} added" if added > 0 else "")
+            + (f"{' ' if added > 0 and comparison.stopped is Stop.SETTLED else ', '}{why}" if why else ""))
 
 
 TAIL_WORSE = 1.10  # a p99.9 latency this much above the default's is named in the verdict
@@ -214,19 +241,19 @@ def _tuned_verdict(comparison: Comparison) -> str:
         return (f"the verification could not finish on this machine: {broken.reason} (after {MACHINE_RETRIES} "
                 "retries; not the config's fault); keep the default until it is run again. Fix: check the machine "
                 "(disk space, the scratch folder), then run the same command to verify again")
-    runs = f"medians of {comparison.repeats} interleaved runs"
+    runs = rounds_text(comparison)
     winner = comparison.winner()
     if winner is not None:
         s = comparison.speedups[winner.candidate.label]
         return (f"{winner.candidate.named} is {s.ratio:.2f}x the default "
-                f"(95% CI {s.ci_low:.2f}-{s.ci_high:.2f}, {noise}, {runs})") + tail_latency_note(comparison, winner)
+                f"({_interval(comparison, s)}, {noise}, {runs})") + tail_latency_note(comparison, winner)
     measured = {r.candidate.named: comparison.speedups[r.candidate.label] for r in comparison.runs[1:]
                 if not r.candidate.known_config and r.candidate.label in comparison.speedups}
     if not measured:
         return f"no candidate finished its verification runs; keep the default ({noise})"
     label, best = max(measured.items(), key=lambda item: item[1].ratio)
     return (f"no significant gain: the best candidate, {label}, is {best.ratio:.2f}x the default "
-            f"(95% CI {best.ci_low:.2f}-{best.ci_high:.2f}, {noise}, {runs}); keep the default")
+            f"({_interval(comparison, best)}, {noise}, {runs}); keep the default")
 
 
 def _limit_s(study: optuna.Study, experiment: Experiment) -> float | None:

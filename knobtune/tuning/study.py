@@ -193,7 +193,8 @@ class Tuner:
             name_lead(study, self.experiment, self.reporter.note)
         else:
             verify_study(study, target, budget.fitted_verification(),
-                         self.store.artifacts(self.experiment.study_name) / "verify", self.reporter.note)
+                         self.store.artifacts(self.experiment.study_name) / "verify", self.reporter.note,
+                         room=budget.verification_room())
         study.set_user_attr(attrs.TIME_SPENT, {"search_s": searched_s, "reserved_s": budget.reserve_s,
                                                "verification_s": self.reporter.elapsed_s() - searched_s,
                                                "budget_s": self.experiment.budget.time_s,

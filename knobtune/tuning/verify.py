@@ -1,19 +1,23 @@
 """Prove configs against each other: repeated, interleaved runs at one rung (A B C A B C ...).
 
-Interleaving spreads the machine's drift over every config alike; the
-repeats give each config a median and, against the first config (the
-one the others are measured against), a speedup with a 95% bootstrap interval (knobtune.analysis).
+Interleaving spreads the machine's drift over every config alike. ``run_interleaved`` runs a fixed number of
+rounds and gives each config, against the first (the one the others are measured against), a speedup with a 95%
+bootstrap interval; ``run_sequential`` (a study's verification) adds rounds while a candidate's interval straddles
+1 and the time budget holds them, judged by ``knobtune.analysis.sequential``.
 """
 
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from enum import Enum
 from typing import Any
 
 from knobtune.analysis import Speedup, noise, speedup
+from knobtune.analysis.sequential import SequentialPlan, SequentialTest, judge
 from knobtune.knobs import Value
 from knobtune.targets import FailureKind, Measurement, RunFailure, Target
 from knobtune.workloads import Objective, Rung
@@ -93,6 +97,15 @@ class CandidateRuns:
         }
 
 
+class Stop(str, Enum):
+    """Why a sequential comparison added no more rounds."""
+
+    SETTLED = "settled"  # no candidate's interval straddles 1 with its estimate above 1
+    MOST = "most"  # the planned maximum of rounds ran
+    BUDGET = "budget"  # another round would not fit in the time budget
+    BROKEN = "broken"  # the machine failed a run for good, or the first candidate failed
+
+
 @dataclass(frozen=True)
 class Comparison:
     """The outcome of interleaved repeats: the first candidate is what the others are measured against."""
@@ -103,6 +116,9 @@ class Comparison:
     runs: tuple[CandidateRuns, ...]
     speedups: Mapping[str, Speedup]  # label -> speedup over the first candidate
     noise: float  # the first candidate's relative spread
+    plan: SequentialPlan | None = None  # the looks of a sequential comparison (None: ``repeats`` rounds, fixed)
+    rounds: int | None = None  # the rounds a sequential comparison ran (the first candidate's)
+    stopped: Stop | None = None  # why a sequential comparison added no more rounds
 
     @property
     def first(self) -> CandidateRuns:
@@ -124,10 +140,13 @@ class Comparison:
         return max(better, key=lambda r: self.speedups[r.candidate.label].ratio, default=None)
 
     def to_dict(self) -> dict[str, Any]:
+        plan = self.plan
         return {
             "objective": self.objective.value,
             "rung": {"index": self.rung.index, "records": self.rung.records},
             "repeats": self.repeats,
+            **({"rounds": self.rounds, "max_rounds": plan.most, "error": plan.error, "looks": list(plan.looks()),
+                "stopped": self.stopped.value if self.stopped else None} if plan is not None else {}),
             "noise_cv": self.noise,
             "candidates": [
                 {
@@ -176,28 +195,113 @@ def run_interleaved(target: Target, candidates: Sequence[tuple[Candidate, Mappin
     ``timeout_factor``, every run after the first candidate's first may take
     that factor times that run (at least 2 s).
     """
-    runs = [CandidateRuns(candidate) for candidate, _ in candidates]
-    for (_, config), record in zip(candidates, runs):
-        over = target.catalog.memory.over_limit(config, target.memory_limit_bytes)
-        record.failure = None if over is None else RunProblem(FailureKind.MEMORY, over)
-    for repeat in range(repeats):
-        for (candidate, config), record in zip(candidates, runs):
-            if record.failure is not None:
-                continue
-            limit = timeout_s
-            if limit is None and timeout_factor is not None and runs[0].measurements:
-                limit = relative_limit_s(runs[0].measurements[0].elapsed_s, timeout_factor)
-            measurement = _run_once(target, config, rung, limit, log_dir / f"{_slug(candidate.label)}-{repeat}.log",
-                                    seed, record)
-            if measurement is not None:
-                record.measurements.append(measurement)
-                record.values.append(measurement.value(objective))
-            if on_run:
-                on_run(repeat, record, record.values[-1] if measurement is not None else None)
+    runs = _planned(target, candidates)
+    rounds = _Rounds(target, candidates, runs, rung, objective, seed, log_dir, timeout_s, timeout_factor, on_run)
+    for _ in range(repeats):
+        rounds.run(range(len(runs)))
     base = runs[0]
     speedups = {r.candidate.label: speedup(base.values, r.values, objective.maximize)
                 for r in runs[1:] if r.values and base.values and r.failure is None}
     return Comparison(objective, rung, repeats, tuple(runs), speedups, noise(base.values))
+
+
+def run_sequential(target: Target, candidates: Sequence[tuple[Candidate, Mapping[str, Value]]], rung: Rung, *,
+                   plan: SequentialPlan, objective: Objective, seed: int, log_dir: Path,
+                   timeout_s: float | None = None, room: Callable[[float], bool] | None = None,
+                   on_run: Callable[[int, CandidateRuns, float | None], None] | None = None) -> Comparison:
+    """Run ``plan.first`` interleaved rounds of every candidate, then, while a candidate (not a known config)
+    straddles 1 with its estimate above 1, more rounds of the default and those candidates, looking after each
+    ``plan.step`` up to ``plan.most`` (``knobtune.analysis.sequential``).
+
+    A round past the first look starts only when ``room(seconds)`` says the time budget holds it (its seconds
+    estimated from each of its candidates' latest run); None: no time budget. The known configs run the first
+    look's rounds only (they inform, they decide nothing). Failures as in ``run_interleaved``; a machine that keeps
+    failing, or a default that fails, ends the rounds.
+    """
+    runs = _planned(target, candidates)
+    by_label = {r.candidate.label: i for i, r in enumerate(runs)}
+    test = SequentialTest(plan, [r.candidate.label for r in runs[1:] if not r.candidate.known_config],
+                          objective.maximize)
+    rounds = _Rounds(target, candidates, runs, rung, objective, seed, log_dir, timeout_s, None, on_run)
+
+    def still_open() -> list[int]:
+        return [by_label[label] for label in test.open() if runs[by_label[label]].failure is None]
+
+    stopped = Stop.MOST
+    for look in plan.looks():
+        while rounds.done < look:
+            first_look = rounds.done < plan.first
+            active = [0] + ([i for i in range(1, len(runs))] if first_look else still_open())
+            if not first_look and room is not None and not room(rounds.seconds(active)):
+                stopped = Stop.BUDGET
+                break
+            rounds.run(active)
+        test.look(runs[0].values, {r.candidate.label: r.values for r in runs[1:] if r.failure is None})
+        if stopped is Stop.BUDGET:
+            break
+        if runs[0].failure is not None or any(r.failure is not None and not r.failure.config_fault for r in runs):
+            stopped = Stop.BROKEN
+            break
+        if not still_open():
+            stopped = Stop.SETTLED
+            break
+    base = runs[0]
+    speedups: dict[str, Speedup] = {label: verdict for label, verdict in test.verdicts.items()
+                                    if runs[by_label[label]].failure is None}
+    for r in runs[1:]:
+        paired = min(len(r.values), len(base.values))
+        if r.candidate.known_config and r.failure is None and paired >= 2:
+            speedups[r.candidate.label] = judge(base.values, r.values, objective.maximize, plan, [paired])
+    return Comparison(objective, rung, plan.first, tuple(runs), speedups, noise(base.values), plan=plan,
+                      rounds=rounds.done, stopped=stopped)
+
+
+def _planned(target: Target, candidates: Sequence[tuple[Candidate, Mapping[str, Value]]]) -> list[CandidateRuns]:
+    """A record per candidate; one planned above the target's memory limit starts failed (it is never run)."""
+    runs = [CandidateRuns(candidate) for candidate, _ in candidates]
+    for (_, config), record in zip(candidates, runs):
+        over = target.catalog.memory.over_limit(config, target.memory_limit_bytes)
+        record.failure = None if over is None else RunProblem(FailureKind.MEMORY, over)
+    return runs
+
+
+class _Rounds:
+    """Runs rounds of some of the candidates, in their order, and keeps what each run took on the wall clock."""
+
+    def __init__(self, target: Target, candidates: Sequence[tuple[Candidate, Mapping[str, Value]]],
+                 runs: list[CandidateRuns], rung: Rung, objective: Objective, seed: int, log_dir: Path,
+                 timeout_s: float | None, timeout_factor: float | None,
+                 on_run: Callable[[int, CandidateRuns, float | None], None] | None) -> None:
+        self.target, self.configs, self.runs, self.rung = target, [c for _, c in candidates], runs, rung
+        self.objective, self.seed, self.log_dir = objective, seed, log_dir
+        self.timeout_s, self.timeout_factor, self.on_run = timeout_s, timeout_factor, on_run
+        self.done = 0  # rounds run
+        self.wall_s: dict[int, float] = {}  # candidate index -> its latest run's wall-clock seconds
+
+    def seconds(self, active: Sequence[int]) -> float:
+        """A round of ``active``'s wall-clock time, from each one's latest run (the first candidate's when unknown)."""
+        return sum(self.wall_s.get(i, self.wall_s.get(0, 0.0)) for i in active)
+
+    def run(self, active: Sequence[int]) -> None:
+        """One round: each candidate in ``active`` that has not failed runs once."""
+        runs, repeat = self.runs, self.done
+        for i in active:
+            record = runs[i]
+            if record.failure is not None:
+                continue
+            limit = self.timeout_s
+            if limit is None and self.timeout_factor is not None and runs[0].measurements:
+                limit = relative_limit_s(runs[0].measurements[0].elapsed_s, self.timeout_factor)
+            started = time.monotonic()
+            measurement = _run_once(self.target, self.configs[i], self.rung, limit,
+                                    self.log_dir / f"{_slug(record.candidate.label)}-{repeat}.log", self.seed, record)
+            self.wall_s[i] = time.monotonic() - started
+            if measurement is not None:
+                record.measurements.append(measurement)
+                record.values.append(measurement.value(self.objective))
+            if self.on_run:
+                self.on_run(repeat, record, record.values[-1] if measurement is not None else None)
+        self.done += 1
 
 
 def _run_once(target: Target, config: Mapping[str, Value], rung: Rung, limit_s: float | None, log: Path, seed: int,
