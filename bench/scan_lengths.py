@@ -46,6 +46,23 @@ def without_scans(capture: Path, copy: Path) -> Path:
     return copy
 
 
+def table(result: dict) -> str:
+    """A result file as a Markdown table: each config's time against the default's, on the application and on
+    each replay (bench/RESULTS.md shows it)."""
+    over = result["over_default"]
+    scans = result["scans"]
+    rows = [f"{result['workload']}: {result['operations']:,} operations, {scans['scans']:,} scans "
+            f"({scans['matched']:,} matched, {scans['next'] + scans['prev']:,} steps), median of {result['repeats']} "
+            "interleaved runs, "
+            "measured phase alone", "",
+            "| config | application | replay with scan lengths | replay of seeks only |", "|---|---|---|---|"]
+    for name in over["application"]:
+        rows.append(f"| {name} | {result['median_s']['application'][name]} s ({over['application'][name]}x) "
+                    f"| {result['median_s']['replay_with_scans'][name]} s ({over['replay_with_scans'][name]}x) "
+                    f"| {result['median_s']['replay_seeks_only'][name]} s ({over['replay_seeks_only'][name]}x) |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=50000)
