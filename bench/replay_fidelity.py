@@ -11,17 +11,18 @@ ids read back and used again):
    commit_delay, WAL writes, small buffers), then random samples of the space
    (`--seed`); durability knobs are included: the question is the ranking,
    not a recommendation;
-3. measure every config `--repeats` times both ways, interleaved (config by
-   config, replay then application, round after round): the replay of the
-   capture (`pace = "fast"`, objective elapsed_s: replay + settle), and the
-   application itself on the same restored dump under the same config, timed
-   the same way (its run + the same settle: kill, recovery, checkpoint);
+3. measure every config `--repeats` times three ways, interleaved (config by
+   config, round after round): the replay of the capture at `pace = "think"`
+   (each session keeps its captured think times) and at `pace = "fast"` (back
+   to back), objective elapsed_s (replay + settle), and the application itself
+   on the same restored dump under the same config, timed the same way (its
+   run + the same settle: kill, recovery, checkpoint);
 4. report Spearman's rho between the two rankings (medians), and the share of
    the replay's best gain the application sees (the application's gain of the
    replay's best config over the default, divided by the replay's gain);
 5. with `--rungs`, replay each config at the capture's smaller rungs too (its
-   first 10% and 30%) and report each rung's rho with the full replay, as
-   `show` reports a study's ladder.
+   first 10% and 30%, think pace) and report each rung's rho with the full
+   replay, as `show` reports a study's ladder.
 
     .venv/bin/python bench/replay_fidelity.py --apps orm psycopg --configs 7 --repeats 3 \
         --out bench/results/replay-fidelity/
@@ -30,6 +31,7 @@ ids read back and used again):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -112,35 +114,43 @@ def configs(catalog: Catalog, count: int, seed: int) -> list[dict[str, Value]]:
     return out
 
 
+PACES = ("think", "fast")  # the replays measured beside the application (docs/replay.md, "pace")
+
+
 def one_app(app: str, args: argparse.Namespace, home: Path) -> dict:
     catalog = load_catalog("postgresql")
     summary = capture_application(shop.create, lambda dsn: shop.run(dsn, app, clients=args.clients,
                                                                      orders=args.orders, seed=1),
                                   home / app, f"shop-{app}", shop.NONDETERMINISTIC)
     captured = load_workload(home / app / f"shop-{app}.capture")
-    workload = dataclasses.replace(captured, objective=Objective.ELAPSED_S,
-                                   drivers={"replay": {**captured.drivers["replay"], "pace": "fast"}})
+    paced = {pace: dataclasses.replace(captured, objective=Objective.ELAPSED_S,
+                                       drivers={"replay": {**captured.drivers["replay"], "pace": pace}})
+             for pace in PACES}
     chosen = configs(catalog, args.configs, args.seed)
-    times: dict[str, list[list[float]]] = {"replay": [[] for _ in chosen], "application": [[] for _ in chosen]}
-    work: dict[str, list[list[float]]] = {"replay": [[] for _ in chosen], "application": [[] for _ in chosen]}
+    sides = (*PACES, "application")
+    times: dict[str, list[list[float]]] = {side: [[] for _ in chosen] for side in sides}
+    work: dict[str, list[list[float]]] = {side: [[] for _ in chosen] for side in sides}
     failures: list[str] = []
-    rungs: dict[int, list[list[float]]] = {}
-    with PostgresReplayTarget(catalog, workload, home / app / "replay") as replay, \
-            ApplicationTarget(catalog, workload, home / app / "app", app=app, clients=args.clients,
-                              orders=args.orders) as application:
+    rungs: dict[int, list[list[float]]] = {}  # the first pace's smaller rungs
+    with contextlib.ExitStack() as stack:
+        targets = {pace: stack.enter_context(PostgresReplayTarget(catalog, paced[pace], home / app / pace))
+                   for pace in PACES}
+        targets["application"] = stack.enter_context(ApplicationTarget(
+            catalog, paced[PACES[0]], home / app / "app", app=app, clients=args.clients, orders=args.orders))
         for round_ in range(args.repeats):
             for number, config in enumerate(chosen):
-                for rung in workload.rungs[:-1] if args.rungs else ():
+                for rung in paced[PACES[0]].rungs[:-1] if args.rungs else ():
                     log = home / app / f"rung{rung.index}-c{number}-r{round_}.log"
                     try:
-                        measured = replay.run(config, rung, timeout_s=600, log_path=log, seed=round_)
+                        measured = targets[PACES[0]].run(config, rung, timeout_s=600, log_path=log, seed=round_)
                         rungs.setdefault(rung.index, [[] for _ in chosen])[number].append(round(measured.elapsed_s, 4))
                     except Exception as exc:  # noqa: BLE001 - kept with its reason
                         failures.append(f"rung {rung.index} config {number} round {round_}: {exc}"[:300])
-                for side, target in (("replay", replay), ("application", application)):
+                for side in sides:
                     log = home / app / f"{side}-c{number}-r{round_}.log"
                     try:
-                        measured = target.run(config, workload.full, timeout_s=600, log_path=log, seed=round_)
+                        measured = targets[side].run(config, paced[PACES[0]].full, timeout_s=600, log_path=log,
+                                                     seed=round_)
                         times[side][number].append(round(measured.elapsed_s, 4))
                         work[side][number].append(round(measured.workload_s, 4))
                     except Exception as exc:  # noqa: BLE001 - a config the server refuses, kept with its reason
@@ -148,8 +158,9 @@ def one_app(app: str, args: argparse.Namespace, home: Path) -> dict:
     return {"app": app, "statements": summary.operations, "sessions": summary.sessions,
             "notes": [n for n in summary.notes if "generate keys" in n], "configs": [
                 {k: v for k, v in c.items() if v != catalog.defaults().get(k)} for c in chosen],
-            "times_s": times, "work_s": work, "failures": failures, **fidelity(times),
-            "rung_rho": {str(index): rank_agreement(by_config, times["replay"]) for index, by_config in rungs.items()}}
+            "times_s": times, "work_s": work, "failures": failures,
+            "fidelity": {pace: fidelity(times[pace], times["application"]) for pace in PACES},
+            "rung_rho": {str(index): rank_agreement(by_config, times[PACES[0]]) for index, by_config in rungs.items()}}
 
 
 def rank_agreement(small: list[list[float]], full: list[list[float]]) -> float | None:
@@ -161,12 +172,12 @@ def rank_agreement(small: list[list[float]], full: list[list[float]]) -> float |
                                        [statistics.median(full[i]) for i in kept]).statistic), 3)
 
 
-def fidelity(times: Mapping[str, list[list[float]]]) -> dict:
+def fidelity(replay_times: list[list[float]], application_times: list[list[float]]) -> dict:
     """Spearman's rho of the two rankings (medians of the configs both sides measured) and the share of the
     replay's best gain the application sees."""
-    kept = [i for i in range(len(times["replay"])) if times["replay"][i] and times["application"][i]]
-    replay = [statistics.median(times["replay"][i]) for i in kept]
-    application = [statistics.median(times["application"][i]) for i in kept]
+    kept = [i for i in range(len(replay_times)) if replay_times[i] and application_times[i]]
+    replay = [statistics.median(replay_times[i]) for i in kept]
+    application = [statistics.median(application_times[i]) for i in kept]
     if len(kept) < 3 or 0 not in kept:
         return {"rho": None, "held": None, "kept": kept}
     rho = stats.spearmanr(replay, application).statistic
@@ -180,16 +191,19 @@ def fidelity(times: Mapping[str, list[list[float]]]) -> dict:
 
 
 def table(result: dict) -> str:
-    """A result file as a Markdown table, one row per application (bench/RESULTS.md shows it)."""
+    """A result file as a Markdown table, one row per application and replay pace (bench/RESULTS.md shows it)."""
     rows = [f"{result['clients']} clients x {result['orders']} orders, {result['configs']} configs (seed "
             f"{result['seed']}), {result['repeats']} interleaved runs a side, commit {result['commit']}", "",
-            "| application | statements | rho (replay vs application) | replay's best: gain on the replay | "
-            "on the application | held | rungs' rho with the full replay | runs failed |",
-            "|---|---|---|---|---|---|---|---|"]
+            "| application | statements | replay pace | rho (replay vs application) | replay's best: gain on the "
+            "replay | on the application | held | rungs' rho with the full replay | runs failed |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for app in result["apps"]:
         ladder = ", ".join(f"rung {k}: {v}" for k, v in (app.get("rung_rho") or {}).items()) or "-"
-        rows.append(f"| {app['app']} | {app['statements']:,} | {app['rho']} | {app.get('replay_gain')}x "
-                    f"| {app.get('application_gain')}x | {app['held']} | {ladder} | {len(app['failures'])} |")
+        by_pace = app.get("fidelity") or {"fast": app}  # results before the think pace measured fast alone
+        for number, (pace, figure) in enumerate(by_pace.items()):
+            rows.append(f"| {app['app']} | {app['statements']:,} | {pace} | {figure.get('rho')} "
+                        f"| {figure.get('replay_gain')}x | {figure.get('application_gain')}x | {figure.get('held')} "
+                        f"| {ladder if number == 0 else ''} | {len(app['failures']) if number == 0 else ''} |")
     return "\n".join(rows)
 
 

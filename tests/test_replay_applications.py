@@ -62,8 +62,8 @@ def captured(request, tmp_path_factory) -> Path:
     return folder / f"shop-{request.param}.capture"
 
 
-def _fast(workload):
-    return dataclasses.replace(workload, drivers={"replay": {**workload.drivers["replay"], "pace": "fast"}},
+def _fast(workload, pace: str = "fast"):
+    return dataclasses.replace(workload, drivers={"replay": {**workload.drivers["replay"], "pace": pace}},
                                objective=Objective.ELAPSED_S)
 
 
@@ -77,10 +77,11 @@ def test_capture_says_which_statements_generate_keys_and_reads_a_long_statement_
 
 
 @pytest.mark.slow
-def test_the_defaults_replays_agree_and_fail_no_statement_at_either_pace(captured: Path, tmp_path: Path) -> None:
+def test_the_defaults_replays_agree_and_fail_no_statement_at_the_captured_and_the_think_pace(
+        captured: Path, tmp_path: Path) -> None:
     postgresql = load_catalog("postgresql")
     workload = load_workload(captured)
-    for replayed in (workload, _fast(workload)):
+    for replayed in (workload, _fast(workload, "think")):
         pace = replayed.drivers["replay"]["pace"]
         with make_target(postgresql, replayed, tmp_path / pace, driver="replay") as target:
             for run in range(2):  # the second is checked against the first: every table agrees through the id map
@@ -296,3 +297,15 @@ def test_an_id_first_used_after_a_later_insert_is_claimed_by_the_insert_that_mad
     ids = map_ids(statements, KEYS)
     assert ids.generators[1].claimed == [106] and ids.generators[0].claimed == [105]
     assert ids.unmapped_statements == 1
+
+
+def test_a_sessions_think_time_is_the_gap_between_its_statements_in_the_capture() -> None:
+    from knobtune.systems.postgresql.pglog import ParsedLog, Session, Statement
+
+    first, second, third = (Statement(0, 0, "s", "", "BEGIN", duration_us=100),
+                            Statement(0, 1000, "s", "", "SELECT 1", duration_us=300),
+                            Statement(0, 1200, "s", "", "COMMIT", duration_us=None))
+    parsed = ParsedLog((Session(0, "k", "db", "app", 0, 2000, [first, second, third]),), (first, second, third),
+                       ("db",), ())
+    think = capture.think_times(parsed)
+    assert think == {id(second): 900, id(third): 0}  # a statement that began before its previous ended waits none

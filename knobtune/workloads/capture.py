@@ -94,15 +94,17 @@ class CaptureSummary:
         return out
 
 
-def check_pace(workload: Any, pace: str) -> None:
-    """Refuse a replay ``pace`` the objective of ``workload`` (a capture) cannot measure.
+def check_pace(workload: Any, pace: str, paces: tuple[str, ...] = PACES) -> None:
+    """Refuse a replay ``pace`` (one of ``paces``, the system's) the objective of ``workload`` (a capture) cannot
+    measure.
 
     Raises:
         WorkloadError: an unknown pace, or one whose objective does not fit it (one line naming the fix).
     """
-    if pace not in PACES:
+    if pace not in paces:
         raise WorkloadError(f"{workload.source}: [drivers.replay] pace = '{pace}' is unknown. Fix: use captured "
-                            "(objective p99_us) or fast (objective elapsed_s)")
+                            f"(objective p99_us) or {' or '.join(p for p in paces if p != 'captured')} (objective "
+                            "elapsed_s)")
     fits = ("p99_us",) if pace == "captured" else ("elapsed_s", "ops_per_s")
     if workload.objective.value not in fits:
         raise WorkloadError(f"{workload.source}: objective = '{workload.objective.value}' does not measure a replay at "

@@ -9,6 +9,9 @@
 //   --pace captured : each session connects and sends each statement at its captured offset from the start (or
 //                     as soon as its previous statement ends, when late: the lag is recorded); --speed S divides
 //                     every offset by S (2: the capture's work in half its time)
+//   --pace think    : as fast, but each session waits its captured think time before each statement (the gap
+//                     between its previous statement's end and this one's start in the capture: the client's own
+//                     work), so a faster server shortens only the server's part, as it would for the application
 //   --pace fast     : each session sends its statements back to back; a session starts once every session that
 //                     had ended before it began in the capture has ended here (never one it overlapped)
 //
@@ -21,7 +24,8 @@
 //       <table> in result column <column>; row i fills slot i (the value the replay's server generated);
 //   "M <param> <slot>\n": send parameter <param> (0-based) as the slot's value;
 //   "L <start> <end> <slot>\n": replace the text's bytes [start, end) (an integer literal) by the slot's value;
-//   "F <sqlstate>\n": the statement failed in the capture too (read by knobtune, ignored here).
+//   "F <sqlstate>\n": the statement failed in the capture too (read by knobtune, ignored here);
+//   "T <think_us>\n": the session's think time before the statement (``--pace think`` waits it).
 // A slot is the generating session's at once, and another session's once the generating session's transaction
 // has ended (it waits for that, at most --wait-s seconds; then, or when the generator returned no such row, the
 // captured value is sent).
@@ -64,6 +68,7 @@ struct Statement {
   std::string name, text;
   std::vector<std::string> params;
   std::vector<bool> nulls;
+  long think_us = 0;     // the client's time before it in the capture (--pace think)
   long gen_column = -1;  // >= 0: a generator of keys of gen_table
   std::string gen_table;
   std::vector<long> gen_slots;
@@ -109,8 +114,9 @@ std::vector<Session> load(const char* path, long limit, long* count, std::vector
   long n = 0;
   Statement* last = nullptr;
   while (std::fgets(line, sizeof line, f)) {
-    if (line[0] == 'G' || line[0] == 'M' || line[0] == 'L' || line[0] == 'F') {
-      if (!last) die("a G, M, L or F line before any statement");
+    if (line[0] == 'G' || line[0] == 'M' || line[0] == 'L' || line[0] == 'F' || line[0] == 'T') {
+      if (!last) die("a G, M, L, F or T line before any statement");
+      if (line[0] == 'T' && (std::sscanf(line, "T %ld", &last->think_us) != 1 || last->think_us < 0)) die("bad T line");
       if (line[0] == 'G') {
         long nslots = 0, tablelen = 0;
         if (std::sscanf(line, "G %ld %ld %ld", &last->gen_column, &nslots, &tablelen) != 3) die("bad G line");
@@ -241,6 +247,7 @@ std::string execute(PGconn* conn, const Statement& q, const std::string& text, c
 struct Replay {
   std::string conninfo;
   bool paced = true;
+  bool think = false;  // --pace think: each session waits its captured think time before each statement
   double speed = 1.0;
   Clock::time_point start;
   std::chrono::milliseconds wait_limit{60000};
@@ -319,6 +326,7 @@ struct Replay {
         text.replace(static_cast<size_t>(r->start), static_cast<size_t>(r->end - r->start), value_of(r->slot, session));
       const Clock::time_point due = start + std::chrono::microseconds(static_cast<long>(static_cast<double>(q.start_us) / speed));
       if (paced) std::this_thread::sleep_until(due);
+      if (think && q.think_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(q.think_us));
       const Clock::time_point sent = Clock::now();
       if (paced) result.lag_us = std::max<long>(0, std::chrono::duration_cast<std::chrono::microseconds>(sent - due).count());
       std::vector<std::string> returned;
@@ -377,8 +385,8 @@ int main(int argc, char** argv) {
     else if (flag == "--speed") speed = std::atof(argv[i + 1]);
     else die("unknown flag " + flag);
   }
-  if (!capture || host.empty() || (pace != "captured" && pace != "fast") || !(speed > 0))
-    die("usage: pgreplay-kt --capture FILE --host SOCKDIR [--user U] [--pace captured|fast] [--limit N] [--failures F] [--ids F] [--wait-s S] [--speed S]");
+  if (!capture || host.empty() || (pace != "captured" && pace != "fast" && pace != "think") || !(speed > 0))
+    die("usage: pgreplay-kt --capture FILE --host SOCKDIR [--user U] [--pace captured|think|fast] [--limit N] [--failures F] [--ids F] [--wait-s S] [--speed S]");
   long count = 0;
   Replay replay;
   const std::vector<Session> sessions = load(capture, limit < 0 ? (1L << 62) : limit, &count, &replay.slots);
@@ -392,6 +400,7 @@ int main(int argc, char** argv) {
   replay.wait_limit = std::chrono::milliseconds(static_cast<long>(wait_s * 1000));
   replay.conninfo = "host=" + quoted(host) + " user=" + quoted(user) + " application_name='knobtune-replay'";
   replay.paced = pace == "captured";
+  replay.think = pace == "think";
   replay.speed = speed;
   replay.results.resize(static_cast<size_t>(count));
   std::vector<size_t> by_end(sessions.size());

@@ -167,6 +167,7 @@ def write_statements(parsed: ParsedLog, path: Path, ids: IdMap | None = None) ->
     """The compact form the replayer reads (``native/pgreplay/main.cc`` says it), owner-only: version 2 when
     ``ids`` maps generated values (generated.py), with each statement's capture failure."""
     ids = ids or IdMap({}, {}, {}, Counter(), 0)
+    think_us = think_times(parsed)
     with path.open("wb") as out:
         path.chmod(0o600)
         out.write(b"KTREPLAY 2\n")
@@ -197,6 +198,18 @@ def write_statements(parsed: ParsedLog, path: Path, ids: IdMap | None = None) ->
                     out.write(b"L %d %d %d\n" % (start, end, reference.slot))
             if statement.failed:
                 out.write(b"F %s\n" % statement.failed.encode())
+            if think_us.get(id(statement)):
+                out.write(b"T %d\n" % think_us[id(statement)])
+
+
+def think_times(parsed: ParsedLog) -> dict[int, int]:
+    """Each statement's think time (by ``id``): the gap in the capture between its session's previous statement's
+    end and its own start, the client's own work (0 for a session's first; an unknown duration counts as 0)."""
+    out: dict[int, int] = {}
+    for session in parsed.sessions:
+        for before, statement in zip(session.statements, session.statements[1:]):
+            out[id(statement)] = max(0, statement.start_us - before.start_us - (before.duration_us or 0))
+    return out
 
 
 @dataclass(frozen=True)

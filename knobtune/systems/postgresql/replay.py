@@ -35,7 +35,7 @@ from knobtune.server.process import last_lines, process_tree, run_logged
 from knobtune.server.life import Benchmarked
 from knobtune.systems.postgresql.capture import read_statements
 from knobtune.systems.postgresql.generated import Keys, load_keys
-from knobtune.systems.postgresql.section import read_section
+from knobtune.systems.postgresql.section import PG_PACES, read_section
 from knobtune.systems.postgresql.pglog import fingerprint
 from knobtune.systems.postgresql.server import DB_USER, PG_BIN
 from knobtune.systems.postgresql.target import PostgresTarget
@@ -108,7 +108,7 @@ class PostgresReplayTarget(PostgresTarget):
                                              memory_limit_bytes=memory_limit_bytes, scale_rungs=scale_rungs)
         section, self.files = read_section(workload)
         self.pace, self.speed = section.pace, section.speed
-        check_pace(workload, self.pace)
+        check_pace(workload, self.pace, PG_PACES)
         self.dump_format, self.database = section.dump_format, section.database
         self.keys = load_keys(self.files["keys"]) if "keys" in self.files else Keys({}, {})
         self.nondeterministic = section.nondeterministic

@@ -13,6 +13,8 @@ from knobtune.schema import setting
 from knobtune.workloads import Workload
 from knobtune.workloads.capture import PACES, verify_files
 
+PG_PACES = (*PACES, "think")  # think: as fast, each session keeping its captured think times
+
 
 @dataclass(frozen=True)
 class ReplaySection:
@@ -24,7 +26,7 @@ class ReplaySection:
     keys: str = setting("", example="keys.json")  # "": a capture of 0.4.0, whose replay remaps nothing
     dump_format: str = setting("custom", choices=("custom", "plain"), what="a dump format knobtune restores")
     database: str = setting("postgres", example="appdb")
-    pace: str = setting("captured", choices=PACES, what="a replay pace")
+    pace: str = setting("captured", choices=PG_PACES, what="a replay pace")
     speed: float = setting(1.0, positive=True, most=100.0, example=2, note="the captured schedule in half its time")
     nondeterministic: tuple[str, ...] = setting((), example=["orders.created_at"])
 
@@ -37,9 +39,14 @@ def read_section(workload: Workload) -> tuple[ReplaySection, dict[str, Path]]:
     """
     section = schema.read(ReplaySection, dict(workload.driver("replay")),
                           schema.Where(f"{workload.source}: [drivers.replay]"), WorkloadError)
-    if section.pace == "fast" and section.speed != 1:
-        raise WorkloadError(f"{workload.source}: [drivers.replay] speed = {section.speed:g} with pace = \"fast\", "
-                            "which sends as fast as it can. Fix: drop speed, or set pace = \"captured\"")
+    if section.pace != "captured" and section.speed != 1:
+        raise WorkloadError(f"{workload.source}: [drivers.replay] speed = {section.speed:g} with pace = "
+                            f"\"{section.pace}\", which follows no schedule. Fix: drop speed, or set pace = "
+                            "\"captured\"")
+    if section.pace == "think" and workload.capture and any("no durations" in n for n in workload.capture.notes):
+        raise WorkloadError(f"{workload.source}: [drivers.replay] pace = \"think\" needs each statement's duration, "
+                            "which the log has not. Fix: capture with log_min_duration_statement = 0, or use "
+                            "another pace")
     folder = workload.source.parent if workload.source else Path(".")
     named = {"dump": section.dump, "statements": section.statements, **({"keys": section.keys} if section.keys else {})}
     for key, name in named.items():
