@@ -10,8 +10,10 @@ problem naming the field (its option when the value came from the command line) 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import math
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -42,11 +44,31 @@ class Rule:
     sets: Any = None  # what the option sets when it is a flag without a value (--no-rules: false); None: its value
     example: Any = None  # a good value, for the fix ("e.g. --trials 50")
     note: str = ""  # said after the example ("0: no verification")
+    pattern: str = ""  # a text (or each text of a list) matches it whole; ``what`` says what it is ("a user name")
+    items: str = "names"  # a list of texts is names, argv, statements or lines (LISTS)
+
+
+LISTS = {  # a list's kind -> (it may be empty, an item may repeat, an item may be blank, one text is a list of one)
+    "names": (True, False, False, False),  # knob names: each once
+    "argv": (False, True, False, False),  # a command, the program first
+    "statements": (True, True, False, True),  # SQL statements: one statement alone is a list of one
+    "lines": (True, True, True, False),  # lines of a file
+}
 
 
 def setting(default: Any = None, **rule: Any) -> Any:
     """A document field with its default and its ``Rule``."""
     return field(default=default, metadata={"rule": Rule(**rule)})
+
+
+def required(**rule: Any) -> Any:
+    """A document field with no default: a document without it is refused (declare its dataclass ``kw_only``)."""
+    return field(metadata={"rule": Rule(**rule)})
+
+
+def table(**rule: Any) -> Any:
+    """A table whose keys the document's author names (``[paths]``), each value held to ``rule``; absent: empty."""
+    return field(default_factory=dict, metadata={"rule": Rule(**rule)})
 
 
 def section(kind: type[T]) -> Any:
@@ -61,6 +83,7 @@ class Where:
     source: str
     options: Mapping[str, str] = field(default_factory=dict)  # dotted path -> the option that gave it
     ranges: bool = True  # False: types and names are checked, not ranges (a study's record: what it ran, as asked)
+    docs: str = "docs/experiment.md"  # where a field with no example is explained
 
     def label(self, path: str) -> str:
         return self.options.get(path) or f"{self.source}: {path}"
@@ -98,31 +121,76 @@ def _section(kind: Any, data: Any, prefix: str, where: Where, problems: list[str
     if not isinstance(data, Mapping):
         problems.append(f"{where.label(prefix)} is not a table. Fix: write it as [{prefix}] with its fields")
         return None
+    before = len(problems)
+    meant: set[str] = set()  # the fields a misspelt key was meant for: its line says so, none says the field is missing
     for key in data:
         if key not in fields:
+            meant |= set(difflib.get_close_matches(str(key), list(fields), n=1))
             problems.append(f"{where.source}: unknown field '{_dotted(prefix, key)}'{nearest(str(key), fields)}. "
                             f"Fix: remove it, or use one of {', '.join(fields)}")
     hints = typing.get_type_hints(kind)
     values: dict[str, Any] = {}
-    before = len(problems)
     for name, f in fields.items():
         path = _dotted(prefix, name)
         if name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                problems.append(f"{where.source}: no '{path}'. Fix: add it, e.g. {_example(path, f)}")
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and name not in meant:
+                problems.append(f"{where.source}: no [{path}]. Fix: add it ({where.docs})"
+                                if dataclasses.is_dataclass(hints[name]) or _sections(hints[name]) else
+                                f"{where.source}: no '{path}'. Fix: add it, e.g. {_example(path, f)}")
             continue
-        hint = hints[name]
-        if dataclasses.is_dataclass(hint):
-            values[name] = _section(hint, data[name], path, where, problems)
-        else:
-            values[name] = _value(hint, f.metadata.get("rule", Rule()), data[name], path, where, problems)
+        values[name] = _any(hints[name], f.metadata.get("rule", Rule()), data[name], path, where, problems)
     return None if len(problems) > before else kind(**values)
+
+
+def _any(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: list[str]) -> Any:
+    """``raw`` read as ``hint``: a section, a table of them or of values, a list of sections, or one value."""
+    inner = _inner(hint)
+    if dataclasses.is_dataclass(inner):
+        return _section(inner, raw, path, where, problems)
+    if typing.get_origin(inner) in (Mapping, dict):
+        return _table(typing.get_args(inner)[1], rule, raw, path, where, problems)
+    if _sections(inner):
+        return _array(typing.get_args(inner)[0], raw, path, where, problems)
+    return _value(hint, rule, raw, path, where, problems)
+
+
+def _inner(hint: Any) -> Any:
+    """``hint`` without its ``| None``."""
+    return next(k for k in typing.get_args(hint) if k is not type(None)) if _optional(hint) else hint
+
+
+def _sections(hint: Any) -> bool:
+    """Whether ``hint`` is a list of sections (an array of tables: ``[[formats]]``)."""
+    args = typing.get_args(hint)
+    return typing.get_origin(hint) is tuple and len(args) == 2 and args[1] is Ellipsis and \
+        dataclasses.is_dataclass(args[0])
+
+
+def _table(kind: Any, rule: Rule, raw: Any, path: str, where: Where, problems: list[str]) -> Any:
+    """A table whose keys the document's author names (``[paths]``), each value read as ``kind``."""
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where.label(path)} is not a table. Fix: write it as [{path}] with NAME = value lines")
+        return None
+    before = len(problems)
+    read = {str(key): _any(kind, rule, value, _dotted(path, str(key)), where, problems) for key, value in raw.items()}
+    return None if len(problems) > before else read
+
+
+def _array(kind: Any, raw: Any, path: str, where: Where, problems: list[str]) -> Any:
+    """An array of tables (``[[formats]]``): the n-th is ``path #n``."""
+    if not isinstance(raw, list):
+        problems.append(f"{where.label(path)} is not an array of tables. Fix: write each as [[{path}]] with its fields")
+        return None
+    before = len(problems)
+    read = tuple(_section(kind, item, f"{path} #{i + 1}", where, problems) for i, item in enumerate(raw))
+    return None if len(problems) > before else read
 
 
 def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: list[str]) -> Any:
     label, fix = where.label(path), _fix(path, rule, where)
-    kinds = [k for k in typing.get_args(hint) if k is not type(None)] if _optional(hint) else [hint]
-    kind = kinds[0]
+    kind = _inner(hint)
+    if kind is Any:
+        return raw  # any value: its owner checks it
     value = raw
     if rule.unit and isinstance(raw, str):
         try:
@@ -139,12 +207,15 @@ def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: l
         problems.append(f"{label} {raw!r} is not text. Fix: {fix}")
         return None
     if typing.get_origin(kind) is tuple:
-        return _names(value, label, fix, problems)
+        return _list(value, rule, label, fix, problems)
     if kind is float:
         value = float(value)
         if not math.isfinite(value):
             problems.append(f"{label} {shown} is not a finite number. Fix: {fix}")
             return None
+    if kind is str and rule.pattern and not re.fullmatch(rule.pattern, value):
+        problems.append(f"{label} {value!r} is not {rule.what}. Fix: {fix}")
+        return None
     if kind is str and rule.choices and value not in rule.choices:
         if value in rule.removed and not where.ranges:
             return value  # what the study ran; running it again says what to use instead
@@ -158,15 +229,27 @@ def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: l
     return value
 
 
-def _names(value: Any, label: str, fix: str, problems: list[str]) -> tuple[str, ...] | None:
+def _list(value: Any, rule: Rule, label: str, fix: str, problems: list[str]) -> tuple[str, ...] | None:
+    """A list of texts of the rule's kind (``LISTS``)."""
+    empty, repeats, blank, lone = LISTS[rule.items]
+    noun = {"names": "names", "argv": "texts, the program first", "statements": "SQL statements"}.get(rule.items,
+                                                                                                    "lines")
+    if lone and isinstance(value, str):
+        value = [value]
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        problems.append(f"{label} {value!r} is not a list of names. Fix: {fix}")
+        problems.append(f"{label} {value!r} is not a list of {noun}. Fix: {fix}")
         return None
-    if not all(v.strip() for v in value):
-        problems.append(f"{label} {value!r} holds an empty name. Fix: {fix}")
+    if not value and not empty:
+        problems.append(f"{label} is an empty list. Fix: {fix}")
         return None
-    if twice := sorted({v for v in value if value.count(v) > 1}):
+    if not blank and not all(v.strip() for v in value):
+        problems.append(f"{label} {value!r} holds an empty {'name' if rule.items == 'names' else 'text'}. Fix: {fix}")
+        return None
+    if not repeats and (twice := sorted({v for v in value if value.count(v) > 1})):
         problems.append(f"{label} names {', '.join(twice)} twice. Fix: name each once")
+        return None
+    if rule.pattern and (wrong := [v for v in value if not re.fullmatch(rule.pattern, v)]):
+        problems.append(f"{label} {wrong[0]!r} is not {rule.what}. Fix: {fix}")
         return None
     return tuple(value)
 
@@ -184,7 +267,7 @@ def _out_of_range(value: float, rule: Rule, shown: Any) -> str | None:
 
 def _fix(path: str, rule: Rule, where: Where) -> str:
     if rule.example is None:
-        return "see docs/experiment.md"
+        return f"see {where.docs}"
     shown = ",".join(rule.example) if isinstance(rule.example, list) else rule.example  # as an option is written
     given = f"{rule.option} {shown}" if path in where.options and rule.option else \
         f"{path.rsplit('.', 1)[-1]} = {_toml(rule.example)}"
@@ -216,14 +299,16 @@ _KIND_WORDS = {bool: "true or false", int: "a whole number", float: "a number"}
 
 def to_dict(document: Any) -> dict[str, Any]:
     """The document as plain data (what ``read`` accepts back): sections as tables, no None."""
-    data: dict[str, Any] = {}
-    for f in dataclasses.fields(document):
-        value = getattr(document, f.name)
-        if dataclasses.is_dataclass(value):
-            data[f.name] = to_dict(value)
-        elif value is not None:
-            data[f.name] = list(value) if isinstance(value, tuple) else value
-    return data
+    return {f.name: _plain(getattr(document, f.name)) for f in dataclasses.fields(document)
+            if getattr(document, f.name) is not None}
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_dict(value)
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    return [_plain(item) for item in value] if isinstance(value, tuple) else value
 
 
 def to_toml(document: Any) -> str:

@@ -151,6 +151,10 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [  # (id, the arguments, a patte
     ("catalog-unknown-field", ("knobs", str(CORPUS / "catalogs" / "bad-unknown-field.toml")), "Fix: "),
     ("catalog-misspelt-top", ("knobs", "{files}/catalog.toml"), "'verison'.*did you mean 'version'"),
     ("system-file-misspelt-top", ("knobs", "{files}/mymaria/misspelt.toml"), "did you mean 'clean_stop'"),
+    ("system-file-misspelt-deep", ("knobs", "{files}/mymaria/misspelt-deep.toml"),
+     "unknown field 'settle.wiat' .did you mean 'wait'.*Fix: "),
+    ("system-file-wrong-type", ("knobs", "{files}/mymaria/poll-text.toml"),
+     "settle.wait.poll_s 'fast' is not a number"),
     ("catalog-bad-type", ("knobs", str(CORPUS / "catalogs" / "bad-type.toml")), "Fix: "),
     ("catalog-bad-toml", ("knobs", str(CORPUS / "catalogs" / "bad-toml.toml")), "Fix: "),
     ("workload-syntax", ("tune", "rocksdb", "--workload", str(CORPUS / "workloads" / "bad-syntax.toml"), "--trials",
@@ -402,6 +406,9 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         text = re.sub(r'^(name|system) = "mariadb"', r'\1 = "mymaria"', text, flags=re.M)
         (maria / file).write_text(text.replace('"/usr/sbin/mariadbd"', '"/nonexistent/mariadbd"'))
     (maria / "misspelt.toml").write_text('clean_stopp = "SIGTERM"\n' + (maria / "system.toml").read_text())
+    (maria / "misspelt-deep.toml").write_text((maria / "system.toml").read_text().replace("wait = {", "wiat = {"))
+    poll_text = (maria / "system.toml").read_text().replace("poll_s = 0.2", 'poll_s = "fast"')
+    (maria / "poll-text.toml").write_text(poll_text)
     good = (CORPUS / "catalogs" / "good-minimal.toml").read_text()
     (files / "catalog.toml").write_text(good.replace('version = "1"', 'verison = "1"'))
     workload = (SYSTEM_FILES.parent / "workloads" / "data" / "oltp_read_write.toml").read_text()
