@@ -164,6 +164,12 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [  # (id, the arguments, a patte
     ("workload-objective", ("tune", "rocksdb", "--workload", str(CORPUS / "workloads" / "bad-objective.toml"),
                             "--trials", "1"), "objective"),
     ("workload-missing-file", ("tune", "rocksdb", "--workload", "{files}/nosuch.toml", "--trials", "1"), "Fix: "),
+    ("pgbench-misspelt", ("tune", "postgresql", "--workload", "{files}/cleints.toml", "--trials", "1"),
+     r"\[drivers.pgbench\]: unknown field 'cleints' .did you mean 'clients'"),
+    ("pgbench-scale-text", ("tune", "postgresql", "--workload", "{files}/scale-big.toml", "--trials", "1"),
+     "scale 'big' is not a whole number"),
+    ("sysbench-misspelt-check", ("tune", "postgresql", "--driver", "sysbench", "--workload", "{files}/chekc.toml",
+                                 "--trials", "1"), "unknown field 'chekc' .did you mean 'check'"),
     ("rank-samples", ("rank", "rocksdb", "--workload", "fillrandom", "--samples", "3"), "--samples 3 is below 8"),
     ("rank-study-escape", ("rank", "rocksdb", "--workload", "fillrandom", "--study", "../r"), "path separator"),
     ("rank-rung", ("rank", "rocksdb", "--workload", "fillrandom", "--rung", "9"), "has rungs 0-2"),
@@ -409,6 +415,11 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (maria / "misspelt-deep.toml").write_text((maria / "system.toml").read_text().replace("wait = {", "wiat = {"))
     poll_text = (maria / "system.toml").read_text().replace("poll_s = 0.2", 'poll_s = "fast"')
     (maria / "poll-text.toml").write_text(poll_text)
+    tpcb = (SYSTEM_FILES.parent / "workloads" / "data" / "pgbench-tpcb.toml").read_text()
+    (files / "cleints.toml").write_text(tpcb.replace("clients = 8", "cleints = 8"))
+    (files / "scale-big.toml").write_text(tpcb.replace("scale = 50", 'scale = "big"'))
+    oltp = (SYSTEM_FILES.parent / "workloads" / "data" / "oltp_read_write.toml").read_text()
+    (files / "chekc.toml").write_text(oltp.replace("[drivers.sysbench.check]", "[drivers.sysbench.chekc]"))
     good = (CORPUS / "catalogs" / "good-minimal.toml").read_text()
     (files / "catalog.toml").write_text(good.replace('version = "1"', 'verison = "1"'))
     workload = (SYSTEM_FILES.parent / "workloads" / "data" / "oltp_read_write.toml").read_text()

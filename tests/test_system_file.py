@@ -142,10 +142,10 @@ def test_a_workload_section_is_checked_with_one_line(tmp_path) -> None:
     catalog = load_catalog("mariadb")
     workload = load_workload("oltp_read_write")
     section = dict(workload.drivers["sysbench"])
-    for key, value, message in (("run", "sysbench run", "run must be a non-empty argv list"),
+    for key, value, message in (("run", "sysbench run", "run 'sysbench run' is not a list of texts"),
                                 ("run", ["sysbench", "{nosuch}"], "names unknown placeholder {nosuch}"),
                                 ("operations", "transactions", "operations must be a pattern with one group"),
-                                ("clients", 0, "clients must be a whole number of at least 1"),
+                                ("clients", 0, "clients 0 is below 1. Fix: e.g. clients = 8"),
                                 ("check", {"sql": "SELECT 1", "expect": ["tables * nosuch"]}, "cannot be computed")):
         broken = dataclasses.replace(workload, drivers={"sysbench": {**section, key: value}})
         with pytest.raises(WorkloadError, match=re.escape(message)) as caught:
