@@ -267,7 +267,7 @@ def _out_of_range(value: float, rule: Rule, shown: Any) -> str | None:
 
 def _fix(path: str, rule: Rule, where: Where) -> str:
     if rule.example is None:
-        return f"see {where.docs}"
+        return f"use one of {', '.join(rule.choices)}" if rule.choices else f"see {where.docs}"
     shown = ",".join(rule.example) if isinstance(rule.example, list) else rule.example  # as an option is written
     given = f"{rule.option} {shown}" if path in where.options and rule.option else \
         f"{path.rsplit('.', 1)[-1]} = {_toml(rule.example)}"

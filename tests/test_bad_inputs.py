@@ -54,13 +54,15 @@ measure = ["run"]
 WORKLOADS = {  # file name -> (what replaces what in DB_BENCH or MIX, the error's words)
     "misspelt-top.toml": (DB_BENCH, "records = 2000", "recrods = 2000", "field 'recrods'.*did you mean 'records'"),
     "mix-not-one.toml": (MIX, "read = 0.5, update = 0.5", "read = 0.9, update = 0.5", "add up to 1.4, not 1"),
-    "mix-unknown-op.toml": (MIX, "update = 0.5", "upsert = 0.5", "mix.upsert'.*not an operation"),
+    "mix-unknown-op.toml": (MIX, "update = 0.5", "upsert = 0.5", "mix.upsert'.*use one of read, update"),
     "mix-count.toml": (MIX, 'kind = "mix",', 'kind = "mix", count = 5,', "sets a mix phase's count itself"),
     "phases-empty.toml": (MIX, 'phases = [{ name = "load", kind = "fill" }, { name = "run", kind = "mix", mix = '
                                '{ read = 0.5, update = 0.5 } }]', "phases = []", "not a non-empty list of phases"),
-    "kind-explode.toml": (DB_BENCH, 'kind = "read"', 'kind = "explode"', "'explode' is not one of fill, read"),
+    "kind-explode.toml": (DB_BENCH, 'kind = "read"', 'kind = "explode"',
+                          "'explode' is not a kvbench phase kind.*fill, read"),
     "order-bad.toml": (DB_BENCH, 'order = "random"', 'order = "randm"', "did you mean 'random'"),
-    "phase-field.toml": (DB_BENCH, 'kind = "read",', 'kind = "read", expct = "all",', "field of a phase.*'expect'"),
+    "phase-field.toml": (DB_BENCH, 'kind = "read",', 'kind = "read", expct = "all",',
+                         "'phases #2.expct' .did you mean 'expect'"),
     "measure-bad.toml": (MIX, 'measure = ["run"]', 'measure = ["rn"]', "'rn' is not a phase"),
     "kvbench-field.toml": (DB_BENCH, "[drivers.kvbench]\n", "[drivers.kvbench]\nthread = 4\n",
                            "did you mean 'threads'"),

@@ -1,6 +1,6 @@
-"""A workload's pgbench and sysbench sections read through the schema: a misspelt field (``cleints``, ``chekc``) or a
-wrong type at any depth is refused in one line naming the file, the field and the fix, as the command line asks for
-the section before anything is made; every shipped workload's section still reads as it did."""
+"""A workload's pgbench, sysbench and kvbench sections read through the schema: a misspelt field (``cleints``,
+``chekc``) or a wrong type at any depth is refused in one line naming the file, the field and the fix, as the command
+line asks for the section before anything is made; every shipped workload's section still reads as it did."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from knobtune.drivers.kvbench_phases import read_section as read_kvbench
 from knobtune.errors import WorkloadError
 from knobtune.systems import workload_section
 from knobtune.systems.postgresql.pgbench import PgbenchSection, read_section
@@ -18,6 +19,7 @@ from knobtune.workloads import load_workload
 WORKLOADS = Path(__file__).resolve().parents[1] / "knobtune" / "workloads" / "data"
 PGBENCH = sorted(p.stem for p in WORKLOADS.glob("*.toml") if "[drivers.pgbench]" in p.read_text())
 SYSBENCH = sorted(p.stem for p in WORKLOADS.glob("*.toml") if "[drivers.sysbench]" in p.read_text())
+KVBENCH = sorted(p.stem for p in WORKLOADS.glob("*.toml") if "[drivers.kvbench]" in p.read_text())
 
 
 def _broken(tmp_path: Path, name: str, old: str, new: str) -> Path:
@@ -129,5 +131,42 @@ def test_every_shipped_sysbench_section_reads(system: str, name: str) -> None:
     assert workload_section(system, "sysbench", workload) == workload.drivers["sysbench"]
 
 
+KVBENCH_BROKEN = [  # (what is replaced in ycsb-a, by what, the one line after the file and the section)
+    ('measure = ["run"]', 'measure = ["run"]\nthread = 2',
+     "unknown field 'thread' (did you mean 'threads'?). Fix: remove it, or use one of phases, twin, measure, threads"),
+    ('measure = ["run"]', 'measure = "run"', "measure 'run' is not a list of names. Fix: e.g. measure = [\"run\"]"),
+    ('expect = "all"', 'expct = "all"', "unknown field 'phases #2.expct' (did you mean 'expect'?). Fix: remove it, or "
+                                          "use one of name, kind, order, count, distribution, zipfian_constant, "
+                                          "scan_length_min, scan_length_max, mix, expect"),
+    ("scan_length_max = 100", "scan_length_max = 0", "phases #2.scan_length_max 0 is below 1. Fix: e.g. "
+                                                      "scan_length_max = 100"),
+    ('order = "shuffled"', "order = 3", "phases #1.order 3 is not text. Fix: use one of sequential, shuffled, random"),
+    ("update = 0.5", "updte = 0.5", "unknown field 'phases #2.mix.updte' (did you mean 'update'?). Fix: remove it, "
+                                    "or use one of read, update, insert, scan, scan_reverse, rmw"),
+    ("update = 0.5", 'update = "half"', "phases #2.mix.update 'half' is not a number. Fix: e.g. update = 0.5"),
+    ("update = 0.5", "update = 1.5", "phases #2.mix.update 1.5 is above 1. Fix: e.g. update = 0.5"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "said"), KVBENCH_BROKEN, ids=[re.sub(r"[^a-z]+", "-", m[:30]) for _, _, m
+                                                                      in KVBENCH_BROKEN])
+@pytest.mark.parametrize("system", ["rocksdb", "leveldb"])
+def test_a_broken_kvbench_section_gets_the_schemas_one_line(tmp_path, system, old, new, said) -> None:
+    path = _broken(tmp_path, "ycsb-a", old, new)
+    with pytest.raises(WorkloadError) as caught:
+        workload_section(system, "kvbench", load_workload(path))
+    assert str(caught.value) == f"{path}: [drivers.kvbench]: {said}"
+
+
+@pytest.mark.parametrize("name", KVBENCH)
+@pytest.mark.parametrize("system", ["rocksdb", "leveldb"])
+def test_every_shipped_kvbench_section_reads(system: str, name: str) -> None:
+    workload = load_workload(name)
+    if workload.systems and system not in workload.systems:
+        return
+    assert workload_section(system, "kvbench", workload) == workload.drivers["kvbench"]
+    assert read_kvbench(workload).phases
+
+
 def test_shipped_workloads_of_each_kind_exist() -> None:
-    assert len(PGBENCH) >= 5 and len(SYSBENCH) >= 3
+    assert len(PGBENCH) >= 5 and len(SYSBENCH) >= 3 and len(KVBENCH) >= 8
