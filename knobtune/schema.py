@@ -51,6 +51,7 @@ class Rule:
 LISTS = {  # a list's kind -> (it may be empty, an item may repeat, an item may be blank, one text is a list of one)
     "names": (True, False, False, False),  # knob names: each once
     "argv": (False, True, False, False),  # a command, the program first
+    "sequence": (False, True, False, False),  # steps in order, a step may repeat (db_bench's benchmarks)
     "statements": (True, True, False, True),  # SQL statements: one statement alone is a list of one
     "lines": (True, True, True, False),  # lines of a file
 }
@@ -119,7 +120,8 @@ def _section(kind: Any, data: Any, prefix: str, where: Where, problems: list[str
     """A dataclass ``kind`` from ``data``, or None with what is wrong added to ``problems``."""
     fields = {f.name: f for f in dataclasses.fields(kind)}
     if not isinstance(data, Mapping):
-        problems.append(f"{where.label(prefix)} is not a table. Fix: write it as [{prefix}] with its fields")
+        problems.append(f"{where.label(prefix)} is not a table. Fix: write it as a table of its fields "
+                        f"({', '.join(fields)})")
         return None
     before = len(problems)
     meant: set[str] = set()  # the fields a misspelt key was meant for: its line says so, none says the field is missing
@@ -232,8 +234,8 @@ def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: l
 def _list(value: Any, rule: Rule, label: str, fix: str, problems: list[str]) -> tuple[str, ...] | None:
     """A list of texts of the rule's kind (``LISTS``)."""
     empty, repeats, blank, lone = LISTS[rule.items]
-    noun = {"names": "names", "argv": "texts, the program first", "statements": "SQL statements"}.get(rule.items,
-                                                                                                    "lines")
+    noun = {"argv": "texts, the program first", "statements": "SQL statements", "lines": "lines"}.get(rule.items,
+                                                                                                   "names")
     if lone and isinstance(value, str):
         value = [value]
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):

@@ -72,7 +72,7 @@ WORKLOADS = {  # file name -> (what replaces what in DB_BENCH or MIX, the error'
     "bench-measure.toml": (DB_BENCH, "[drivers.db_bench]\n", '[drivers.db_bench]\nmeasure = ["nope"]\n',
                            "'nope' is not one"),
     "bench-flag.toml": (DB_BENCH, "[drivers.db_bench]\n", "[drivers.db_bench]\nflags = { nosuch = 1 }\n",
-                        "not a db_bench workload flag"),
+                        "unknown field 'flags.nosuch'. Fix: remove it"),
     "name-path.toml": (DB_BENCH, 'name = "tiny"', 'name = "../../tiny"', "field 'name'.*path separator"),
     "ladder-text.toml": (DB_BENCH, "ladder = [0.5, 1.0]", 'ladder = "abc"', "not a list of fractions"),
     "key-small.toml": (DB_BENCH, "records = 2000", "records = 2000\nkey_size = 4", "below 8 bytes"),

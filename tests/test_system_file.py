@@ -78,7 +78,7 @@ SCHEMA = [  # a misspelt field and a wrong type at every depth: the schema's one
      r"paths.socket \[.* is not text"),
     ("wait = { sql = \"SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = "
      "'INNODB_BUFFER_POOL_PAGES_DIRTY'\", equals = \"0\", poll_s = 0.2 }", "wait = 3",
-     r"settle.wait is not a table. Fix: write it as \[settle.wait\]"),
+     r"settle.wait is not a table. Fix: write it as a table of its fields \(sql, equals, poll_s\)"),
 ]
 
 

@@ -14,11 +14,14 @@ from knobtune.drivers.kvbench_phases import read_section as read_kvbench
 from knobtune.errors import WorkloadError
 from knobtune.systems import workload_section
 from knobtune.systems.postgresql.pgbench import PgbenchSection, read_section
+from knobtune.systems.rocksdb.db_bench_workload import knob_flags
+from knobtune.systems.rocksdb.db_bench_workload import read_section as read_db_bench
 from knobtune.workloads import load_workload
 
 WORKLOADS = Path(__file__).resolve().parents[1] / "knobtune" / "workloads" / "data"
 PGBENCH = sorted(p.stem for p in WORKLOADS.glob("*.toml") if "[drivers.pgbench]" in p.read_text())
 SYSBENCH = sorted(p.stem for p in WORKLOADS.glob("*.toml") if "[drivers.sysbench]" in p.read_text())
+DB_BENCH = sorted(p.stem for p in WORKLOADS.glob("*.toml") if "[drivers.db_bench]" in p.read_text())
 KVBENCH = sorted(p.stem for p in WORKLOADS.glob("*.toml") if "[drivers.kvbench]" in p.read_text())
 
 
@@ -168,5 +171,46 @@ def test_every_shipped_kvbench_section_reads(system: str, name: str) -> None:
     assert read_kvbench(workload).phases
 
 
+DB_BENCH_BROKEN = [  # (the section after [drivers.db_bench], the one line after the file and the section)
+    ('benchmarks = ["fillrandom"]\nmeasur = ["fillrandom"]',
+     "unknown field 'measur' (did you mean 'measure'?). Fix: remove it, or use one of benchmarks, measure, verify, "
+     "twin, threads, flags"),
+    ('benchmarks = "fillrandom"', "benchmarks 'fillrandom' is not a list of names. Fix: e.g. benchmarks = "
+                                  '["filluniquerandom", "readrandom"]'),
+    ('benchmarks = []', 'benchmarks is an empty list. Fix: e.g. benchmarks = ["filluniquerandom", "readrandom"]'),
+    ('benchmarks = ["fillrandom"]\nthreads = "4"', "threads '4' is not a whole number. Fix: e.g. threads = 4"),
+    ('benchmarks = ["fillrandom"]\nflags = { readwritepercnt = 50 }',
+     "unknown field 'flags.readwritepercnt' (did you mean 'readwritepercent'?). Fix: remove it, or use one of "
+     "readwritepercent, deletepercent, numdistinct, keys_per_prefix, seek_nexts, reverse_iterator, "
+     "read_random_exp_range, compression_ratio, batch_size, multiread_batched"),
+    ('benchmarks = ["seekrandom"]\nflags = { reverse_iterator = 1 }',
+     "flags.reverse_iterator 1 is not true or false. Fix: e.g. reverse_iterator = true (the seek benchmarks step "
+     "with Prev() instead of Next())"),
+    ('benchmarks = ["fillrandom"]\nflags = { compression_ratio = 0 }',
+     "flags.compression_ratio 0 is not a positive number. Fix: e.g. compression_ratio = 0.5 (the fraction values "
+     "shrink to when compressed)"),
+]
+
+
+@pytest.mark.parametrize(("section", "said"), DB_BENCH_BROKEN, ids=[re.sub(r"[^a-z]+", "-", m[:30]) for _, m
+                                                                    in DB_BENCH_BROKEN])
+def test_a_broken_db_bench_section_gets_the_schemas_one_line(tmp_path, section, said) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text(f'name = "mine"\nsystems = ["rocksdb"]\nrecords = 2000\nladder = [1.0]\n[drivers.db_bench]\n'
+                    f"{section}\n")
+    with pytest.raises(WorkloadError) as caught:
+        workload_section("rocksdb", "db_bench", load_workload(path))
+    assert str(caught.value) == f"{path}: [drivers.db_bench]: {said}"
+
+
+@pytest.mark.parametrize("name", DB_BENCH)
+def test_every_shipped_db_bench_section_reads(name: str) -> None:
+    workload = load_workload(name)
+    section = workload.drivers["db_bench"]
+    assert workload_section("rocksdb", "db_bench", workload) == section
+    flags = read_db_bench(workload, section, knob_flags("rocksdb"))
+    assert flags.threads == section.get("threads", 1) and len(flags.flags) == len(section.get("flags", {}))
+
+
 def test_shipped_workloads_of_each_kind_exist() -> None:
-    assert len(PGBENCH) >= 5 and len(SYSBENCH) >= 3 and len(KVBENCH) >= 8
+    assert len(PGBENCH) >= 5 and len(SYSBENCH) >= 3 and len(KVBENCH) >= 8 and len(DB_BENCH) >= 5
