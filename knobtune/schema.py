@@ -333,3 +333,92 @@ def _toml(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(map(_toml, value)) + "]"
     return json.dumps(str(value), ensure_ascii=False)  # a TOML basic string: JSON's escapes are TOML's
+
+
+# ------------------------------------------------------------ JSON Schema
+
+JSON_SCHEMA = "https://json-schema.org/draft/2020-12/schema"
+
+
+def json_schema(kind: type, title: str | None = None) -> dict[str, Any]:
+    """A document's schema as a JSON Schema (draft 2020-12), for editors and other tools: types, choices as
+    ``enum``, ranges as ``minimum``/``maximum``, no field but the document's own (``additionalProperties: false``),
+    the required fields, defaults, and descriptions from the dataclasses' docstrings and the rules' notes. A
+    document whose author may add fields of their own says what they may be in a class attribute ``json_extra``.
+
+    What ``read`` checks beyond a field (fields that must agree, a knob of a catalog) is not in it, and
+    a field with a unit (``"20m"``) takes its number or the text.
+    """
+    return {"$schema": JSON_SCHEMA, "title": title or kind.__name__, **_object_schema(kind)}
+
+
+def _object_schema(kind: Any) -> dict[str, Any]:
+    hints = typing.get_type_hints(kind)
+    properties: dict[str, Any] = {}
+    needed = []
+    for f in dataclasses.fields(kind):
+        rule = f.metadata.get("rule", Rule())
+        properties[f.name] = _field_schema(hints[f.name], rule)
+        if f.default is not dataclasses.MISSING and f.default is not None and not dataclasses.is_dataclass(f.default):
+            properties[f.name]["default"] = _plain(f.default)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            needed.append(f.name)
+    schema: dict[str, Any] = {"type": "object", "properties": properties,
+                              "additionalProperties": getattr(kind, "json_extra", False)}
+    if needed:
+        schema["required"] = needed
+    if kind.__doc__ and not kind.__doc__.startswith(f"{kind.__name__}("):  # a dataclass without one has its signature
+        schema["description"] = " ".join(kind.__doc__.split())
+    return schema
+
+
+def _field_schema(hint: Any, rule: Rule) -> dict[str, Any]:
+    inner = _inner(hint)
+    if dataclasses.is_dataclass(inner):
+        return _object_schema(inner)
+    if typing.get_origin(inner) in (Mapping, dict):
+        return {"type": "object", "additionalProperties": _field_schema(typing.get_args(inner)[1], rule)}
+    if _sections(inner):
+        return {"type": "array", "items": _object_schema(typing.get_args(inner)[0])}
+    schema = _value_schema(inner, rule)
+    if rule.note:
+        schema["description"] = rule.note
+    return schema
+
+
+def _value_schema(kind: Any, rule: Rule) -> dict[str, Any]:
+    if kind is Any:
+        return {}
+    if typing.get_origin(kind) is tuple:
+        empty, repeats, blank, lone = LISTS[rule.items]
+        item = _text_schema(rule, blank)
+        array: dict[str, Any] = {"type": "array", "items": item}
+        if not empty:
+            array["minItems"] = 1
+        if not repeats:
+            array["uniqueItems"] = True
+        return {"anyOf": [item, array]} if lone else array
+    if kind is str:
+        return _text_schema(rule, True)
+    schema: dict[str, Any] = {"type": {bool: "boolean", int: "integer", float: "number"}[kind]}
+    if kind is not bool:
+        if rule.least is not None:
+            schema["minimum"] = rule.least
+        if rule.most is not None:
+            schema["maximum"] = rule.most
+        if rule.positive:
+            schema["exclusiveMinimum"] = 0
+        if rule.unit:
+            schema = {"anyOf": [schema, {"type": "string", "description": f"a {rule.unit} with its unit"}]}
+    return schema
+
+
+def _text_schema(rule: Rule, blank: bool) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    if rule.choices:
+        schema["enum"] = list(rule.choices)
+    if rule.pattern:
+        schema["pattern"] = f"^(?:{rule.pattern})$"
+    elif not blank:
+        schema["pattern"] = r"\S"
+    return schema

@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from simpleeval import SimpleEval
 
@@ -178,7 +178,7 @@ class CommandShape:
 class Check:
     """The data check: a query whose answer's columns must equal the expressions, one per column."""
 
-    sql: str = required(pattern=r"(?s).*\S.*", what="a query", example="SELECT COUNT(*) FROM t")
+    sql: str = required(pattern=r"[\s\S]*\S[\s\S]*", what="a query", example="SELECT COUNT(*) FROM t")
     expect: Any = required(example=["rows"])  # expressions over the section's numbers (or numbers): checked below
 
 
@@ -200,6 +200,9 @@ class CommandSection:
     reads: bool = setting(True, example=True)
     writes: bool = setting(True, example=False)
     description: str | None = setting(None, example="a sysbench workload")
+
+    json_extra: ClassVar[dict[str, Any]] = {  # what the section's own fields may be (``schema.json_schema``)
+        "type": ["string", "number"], "description": "a placeholder that run or load names, or an expression uses"}
 
 
 SECTION_KEYS = tuple(f.name for f in dataclasses.fields(CommandSection))

@@ -49,7 +49,7 @@ MIX_OPERATIONS = tuple(f.name for f in dataclasses.fields(Mix))
 class PhaseSpec:
     """One phase of a kvbench workload (docs/workloads.md)."""
 
-    name: str | None = setting(None, pattern=r"(?s).*\S.*", what="a name", example="load")
+    name: str | None = setting(None, pattern=r"[\s\S]*\S[\s\S]*", what="a name", example="load")
     kind: str = required(choices=KINDS, what="a kvbench phase kind")
     order: str = setting("sequential", choices=ORDERS, what="an order")
     count: int | None = setting(None, least=1, example=100)
