@@ -4,7 +4,13 @@ A document's schema is its dataclasses: each field's type, default and a ``Rule`
 command-line option that sets it, an example for the fix). ``read`` checks plain data (a TOML file, options given
 on the command line, a study's stored record) against it: unknown keys, types, ranges and choices, one line per
 problem naming the field (its option when the value came from the command line) and the fix. ``to_dict`` and
-``to_toml`` write a document back as data ``read`` accepts, so a document round-trips.
+``to_toml`` write a document back as data ``read`` accepts, so a document round-trips. ``json_schema`` says the
+same schema as a JSON Schema.
+
+A field is a value (bool, int, float, text, a list of texts: ``Rule.items`` says which kind of list), a section (a
+nested dataclass, optional when typed ``X | None``), a table of named values or sections (``Mapping[str, X]``) or a
+list of sections (``tuple[X, ...]``, an array of tables), at any depth; a field made with ``required`` has no
+default. Unknown keys are refused at every depth with the nearest name.
 """
 
 from __future__ import annotations
@@ -171,7 +177,8 @@ def _sections(hint: Any) -> bool:
 def _table(kind: Any, rule: Rule, raw: Any, path: str, where: Where, problems: list[str]) -> Any:
     """A table whose keys the document's author names (``[paths]``), each value read as ``kind``."""
     if not isinstance(raw, Mapping):
-        problems.append(f"{where.label(path)} is not a table. Fix: write it as [{path}] with NAME = value lines")
+        problems.append(f"{where.label(path)} is not a table. Fix: write it as a table of NAME = value, e.g. "
+                        f"{path.rsplit('.', 1)[-1]} = {{ NAME = ... }}")
         return None
     before = len(problems)
     read = {str(key): _any(kind, rule, value, _dotted(path, str(key)), where, problems) for key, value in raw.items()}
@@ -181,7 +188,8 @@ def _table(kind: Any, rule: Rule, raw: Any, path: str, where: Where, problems: l
 def _array(kind: Any, raw: Any, path: str, where: Where, problems: list[str]) -> Any:
     """An array of tables (``[[formats]]``): the n-th is ``path #n``."""
     if not isinstance(raw, list):
-        problems.append(f"{where.label(path)} is not an array of tables. Fix: write each as [[{path}]] with its fields")
+        problems.append(f"{where.label(path)} is not a list of tables. Fix: write it as a list of tables, e.g. "
+                        f"{path.rsplit('.', 1)[-1]} = [{{ ... }}, {{ ... }}]")
         return None
     before = len(problems)
     read = tuple(_section(kind, item, f"{path} #{i + 1}", where, problems) for i, item in enumerate(raw))
