@@ -4,14 +4,22 @@ A document's schema is its dataclasses: each field's type, default and a ``Rule`
 command-line option that sets it, an example for the fix). ``read`` checks plain data (a TOML file, options given
 on the command line, a study's stored record) against it: unknown keys, types, ranges and choices, one line per
 problem naming the field (its option when the value came from the command line) and the fix. ``to_dict`` and
-``to_toml`` write a document back as data ``read`` accepts, so a document round-trips.
+``to_toml`` write a document back as data ``read`` accepts, so a document round-trips. ``json_schema`` says the
+same schema as a JSON Schema.
+
+A field is a value (bool, int, float, text, a list of texts: ``Rule.items`` says which kind of list), a section (a
+nested dataclass, optional when typed ``X | None``), a table of named values or sections (``Mapping[str, X]``) or a
+list of sections (``tuple[X, ...]``, an array of tables), at any depth; a field made with ``required`` has no
+default. Unknown keys are refused at every depth with the nearest name.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import math
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -42,11 +50,32 @@ class Rule:
     sets: Any = None  # what the option sets when it is a flag without a value (--no-rules: false); None: its value
     example: Any = None  # a good value, for the fix ("e.g. --trials 50")
     note: str = ""  # said after the example ("0: no verification")
+    pattern: str = ""  # a text (or each text of a list) matches it whole; ``what`` says what it is ("a user name")
+    items: str = "names"  # a list of texts is names, argv, statements or lines (LISTS)
+
+
+LISTS = {  # a list's kind -> (it may be empty, an item may repeat, an item may be blank, one text is a list of one)
+    "names": (True, False, False, False),  # knob names: each once
+    "argv": (False, True, False, False),  # a command, the program first
+    "sequence": (False, True, False, False),  # steps in order, a step may repeat (db_bench's benchmarks)
+    "statements": (True, True, False, True),  # SQL statements: one statement alone is a list of one
+    "lines": (True, True, True, False),  # lines of a file
+}
 
 
 def setting(default: Any = None, **rule: Any) -> Any:
     """A document field with its default and its ``Rule``."""
     return field(default=default, metadata={"rule": Rule(**rule)})
+
+
+def required(**rule: Any) -> Any:
+    """A document field with no default: a document without it is refused (declare its dataclass ``kw_only``)."""
+    return field(metadata={"rule": Rule(**rule)})
+
+
+def table(**rule: Any) -> Any:
+    """A table whose keys the document's author names (``[paths]``), each value held to ``rule``; absent: empty."""
+    return field(default_factory=dict, metadata={"rule": Rule(**rule)})
 
 
 def section(kind: type[T]) -> Any:
@@ -61,6 +90,7 @@ class Where:
     source: str
     options: Mapping[str, str] = field(default_factory=dict)  # dotted path -> the option that gave it
     ranges: bool = True  # False: types and names are checked, not ranges (a study's record: what it ran, as asked)
+    docs: str = "docs/experiment.md"  # where a field with no example is explained
 
     def label(self, path: str) -> str:
         return self.options.get(path) or f"{self.source}: {path}"
@@ -96,33 +126,81 @@ def _section(kind: Any, data: Any, prefix: str, where: Where, problems: list[str
     """A dataclass ``kind`` from ``data``, or None with what is wrong added to ``problems``."""
     fields = {f.name: f for f in dataclasses.fields(kind)}
     if not isinstance(data, Mapping):
-        problems.append(f"{where.label(prefix)} is not a table. Fix: write it as [{prefix}] with its fields")
+        problems.append(f"{where.label(prefix)} is not a table. Fix: write it as a table of its fields "
+                        f"({', '.join(fields)})")
         return None
+    before = len(problems)
+    meant: set[str] = set()  # the fields a misspelt key was meant for: its line says so, none says the field is missing
     for key in data:
         if key not in fields:
+            meant |= set(difflib.get_close_matches(str(key), list(fields), n=1))
             problems.append(f"{where.source}: unknown field '{_dotted(prefix, key)}'{nearest(str(key), fields)}. "
                             f"Fix: remove it, or use one of {', '.join(fields)}")
     hints = typing.get_type_hints(kind)
     values: dict[str, Any] = {}
-    before = len(problems)
     for name, f in fields.items():
         path = _dotted(prefix, name)
         if name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                problems.append(f"{where.source}: no '{path}'. Fix: add it, e.g. {_example(path, f)}")
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and name not in meant:
+                problems.append(f"{where.source}: no [{path}]. Fix: add it ({where.docs})"
+                                if dataclasses.is_dataclass(hints[name]) or _sections(hints[name]) else
+                                f"{where.source}: no '{path}'. Fix: add it, e.g. {_example(path, f)}")
             continue
-        hint = hints[name]
-        if dataclasses.is_dataclass(hint):
-            values[name] = _section(hint, data[name], path, where, problems)
-        else:
-            values[name] = _value(hint, f.metadata.get("rule", Rule()), data[name], path, where, problems)
+        values[name] = _any(hints[name], f.metadata.get("rule", Rule()), data[name], path, where, problems)
     return None if len(problems) > before else kind(**values)
+
+
+def _any(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: list[str]) -> Any:
+    """``raw`` read as ``hint``: a section, a table of them or of values, a list of sections, or one value."""
+    inner = _inner(hint)
+    if dataclasses.is_dataclass(inner):
+        return _section(inner, raw, path, where, problems)
+    if typing.get_origin(inner) in (Mapping, dict):
+        return _table(typing.get_args(inner)[1], rule, raw, path, where, problems)
+    if _sections(inner):
+        return _array(typing.get_args(inner)[0], raw, path, where, problems)
+    return _value(hint, rule, raw, path, where, problems)
+
+
+def _inner(hint: Any) -> Any:
+    """``hint`` without its ``| None``."""
+    return next(k for k in typing.get_args(hint) if k is not type(None)) if _optional(hint) else hint
+
+
+def _sections(hint: Any) -> bool:
+    """Whether ``hint`` is a list of sections (an array of tables: ``[[formats]]``)."""
+    args = typing.get_args(hint)
+    return typing.get_origin(hint) is tuple and len(args) == 2 and args[1] is Ellipsis and \
+        dataclasses.is_dataclass(args[0])
+
+
+def _table(kind: Any, rule: Rule, raw: Any, path: str, where: Where, problems: list[str]) -> Any:
+    """A table whose keys the document's author names (``[paths]``), each value read as ``kind``."""
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where.label(path)} is not a table. Fix: write it as a table of NAME = value, e.g. "
+                        f"{path.rsplit('.', 1)[-1]} = {{ NAME = ... }}")
+        return None
+    before = len(problems)
+    read = {str(key): _any(kind, rule, value, _dotted(path, str(key)), where, problems) for key, value in raw.items()}
+    return None if len(problems) > before else read
+
+
+def _array(kind: Any, raw: Any, path: str, where: Where, problems: list[str]) -> Any:
+    """An array of tables (``[[formats]]``): the n-th is ``path #n``."""
+    if not isinstance(raw, list):
+        problems.append(f"{where.label(path)} is not a list of tables. Fix: write it as a list of tables, e.g. "
+                        f"{path.rsplit('.', 1)[-1]} = [{{ ... }}, {{ ... }}]")
+        return None
+    before = len(problems)
+    read = tuple(_section(kind, item, f"{path} #{i + 1}", where, problems) for i, item in enumerate(raw))
+    return None if len(problems) > before else read
 
 
 def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: list[str]) -> Any:
     label, fix = where.label(path), _fix(path, rule, where)
-    kinds = [k for k in typing.get_args(hint) if k is not type(None)] if _optional(hint) else [hint]
-    kind = kinds[0]
+    kind = _inner(hint)
+    if kind is Any:
+        return raw  # any value: its owner checks it
     value = raw
     if rule.unit and isinstance(raw, str):
         try:
@@ -139,12 +217,15 @@ def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: l
         problems.append(f"{label} {raw!r} is not text. Fix: {fix}")
         return None
     if typing.get_origin(kind) is tuple:
-        return _names(value, label, fix, problems)
+        return _list(value, rule, label, fix, problems)
     if kind is float:
         value = float(value)
         if not math.isfinite(value):
             problems.append(f"{label} {shown} is not a finite number. Fix: {fix}")
             return None
+    if kind is str and rule.pattern and not re.fullmatch(rule.pattern, value):
+        problems.append(f"{label} {value!r} is not {rule.what}. Fix: {fix}")
+        return None
     if kind is str and rule.choices and value not in rule.choices:
         if value in rule.removed and not where.ranges:
             return value  # what the study ran; running it again says what to use instead
@@ -158,15 +239,27 @@ def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: l
     return value
 
 
-def _names(value: Any, label: str, fix: str, problems: list[str]) -> tuple[str, ...] | None:
+def _list(value: Any, rule: Rule, label: str, fix: str, problems: list[str]) -> tuple[str, ...] | None:
+    """A list of texts of the rule's kind (``LISTS``)."""
+    empty, repeats, blank, lone = LISTS[rule.items]
+    noun = {"argv": "texts, the program first", "statements": "SQL statements", "lines": "lines"}.get(rule.items,
+                                                                                                   "names")
+    if lone and isinstance(value, str):
+        value = [value]
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        problems.append(f"{label} {value!r} is not a list of names. Fix: {fix}")
+        problems.append(f"{label} {value!r} is not a list of {noun}. Fix: {fix}")
         return None
-    if not all(v.strip() for v in value):
-        problems.append(f"{label} {value!r} holds an empty name. Fix: {fix}")
+    if not value and not empty:
+        problems.append(f"{label} is an empty list. Fix: {fix}")
         return None
-    if twice := sorted({v for v in value if value.count(v) > 1}):
+    if not blank and not all(v.strip() for v in value):
+        problems.append(f"{label} {value!r} holds an empty {'name' if rule.items == 'names' else 'text'}. Fix: {fix}")
+        return None
+    if not repeats and (twice := sorted({v for v in value if value.count(v) > 1})):
         problems.append(f"{label} names {', '.join(twice)} twice. Fix: name each once")
+        return None
+    if rule.pattern and (wrong := [v for v in value if not re.fullmatch(rule.pattern, v)]):
+        problems.append(f"{label} {wrong[0]!r} is not {rule.what}. Fix: {fix}")
         return None
     return tuple(value)
 
@@ -184,7 +277,7 @@ def _out_of_range(value: float, rule: Rule, shown: Any) -> str | None:
 
 def _fix(path: str, rule: Rule, where: Where) -> str:
     if rule.example is None:
-        return "see docs/experiment.md"
+        return f"use one of {', '.join(rule.choices)}" if rule.choices else f"see {where.docs}"
     shown = ",".join(rule.example) if isinstance(rule.example, list) else rule.example  # as an option is written
     given = f"{rule.option} {shown}" if path in where.options and rule.option else \
         f"{path.rsplit('.', 1)[-1]} = {_toml(rule.example)}"
@@ -216,14 +309,16 @@ _KIND_WORDS = {bool: "true or false", int: "a whole number", float: "a number"}
 
 def to_dict(document: Any) -> dict[str, Any]:
     """The document as plain data (what ``read`` accepts back): sections as tables, no None."""
-    data: dict[str, Any] = {}
-    for f in dataclasses.fields(document):
-        value = getattr(document, f.name)
-        if dataclasses.is_dataclass(value):
-            data[f.name] = to_dict(value)
-        elif value is not None:
-            data[f.name] = list(value) if isinstance(value, tuple) else value
-    return data
+    return {f.name: _plain(getattr(document, f.name)) for f in dataclasses.fields(document)
+            if getattr(document, f.name) is not None}
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_dict(value)
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    return [_plain(item) for item in value] if isinstance(value, tuple) else value
 
 
 def to_toml(document: Any) -> str:
@@ -246,3 +341,92 @@ def _toml(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(map(_toml, value)) + "]"
     return json.dumps(str(value), ensure_ascii=False)  # a TOML basic string: JSON's escapes are TOML's
+
+
+# ------------------------------------------------------------ JSON Schema
+
+JSON_SCHEMA = "https://json-schema.org/draft/2020-12/schema"
+
+
+def json_schema(kind: type, title: str | None = None) -> dict[str, Any]:
+    """A document's schema as a JSON Schema (draft 2020-12), for editors and other tools: types, choices as
+    ``enum``, ranges as ``minimum``/``maximum``, no field but the document's own (``additionalProperties: false``),
+    the required fields, defaults, and descriptions from the dataclasses' docstrings and the rules' notes. A
+    document whose author may add fields of their own says what they may be in a class attribute ``json_extra``.
+
+    What ``read`` checks beyond a field (fields that must agree, a knob of a catalog) is not in it, and
+    a field with a unit (``"20m"``) takes its number or the text.
+    """
+    return {"$schema": JSON_SCHEMA, "title": title or kind.__name__, **_object_schema(kind)}
+
+
+def _object_schema(kind: Any) -> dict[str, Any]:
+    hints = typing.get_type_hints(kind)
+    properties: dict[str, Any] = {}
+    needed = []
+    for f in dataclasses.fields(kind):
+        rule = f.metadata.get("rule", Rule())
+        properties[f.name] = _field_schema(hints[f.name], rule)
+        if f.default is not dataclasses.MISSING and f.default is not None and not dataclasses.is_dataclass(f.default):
+            properties[f.name]["default"] = _plain(f.default)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            needed.append(f.name)
+    schema: dict[str, Any] = {"type": "object", "properties": properties,
+                              "additionalProperties": getattr(kind, "json_extra", False)}
+    if needed:
+        schema["required"] = needed
+    if kind.__doc__ and not kind.__doc__.startswith(f"{kind.__name__}("):  # a dataclass without one has its signature
+        schema["description"] = " ".join(kind.__doc__.split())
+    return schema
+
+
+def _field_schema(hint: Any, rule: Rule) -> dict[str, Any]:
+    inner = _inner(hint)
+    if dataclasses.is_dataclass(inner):
+        return _object_schema(inner)
+    if typing.get_origin(inner) in (Mapping, dict):
+        return {"type": "object", "additionalProperties": _field_schema(typing.get_args(inner)[1], rule)}
+    if _sections(inner):
+        return {"type": "array", "items": _object_schema(typing.get_args(inner)[0])}
+    schema = _value_schema(inner, rule)
+    if rule.note:
+        schema["description"] = rule.note
+    return schema
+
+
+def _value_schema(kind: Any, rule: Rule) -> dict[str, Any]:
+    if kind is Any:
+        return {}
+    if typing.get_origin(kind) is tuple:
+        empty, repeats, blank, lone = LISTS[rule.items]
+        item = _text_schema(rule, blank)
+        array: dict[str, Any] = {"type": "array", "items": item}
+        if not empty:
+            array["minItems"] = 1
+        if not repeats:
+            array["uniqueItems"] = True
+        return {"anyOf": [item, array]} if lone else array
+    if kind is str:
+        return _text_schema(rule, True)
+    schema: dict[str, Any] = {"type": {bool: "boolean", int: "integer", float: "number"}[kind]}
+    if kind is not bool:
+        if rule.least is not None:
+            schema["minimum"] = rule.least
+        if rule.most is not None:
+            schema["maximum"] = rule.most
+        if rule.positive:
+            schema["exclusiveMinimum"] = 0
+        if rule.unit:
+            schema = {"anyOf": [schema, {"type": "string", "description": f"a {rule.unit} with its unit"}]}
+    return schema
+
+
+def _text_schema(rule: Rule, blank: bool) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    if rule.choices:
+        schema["enum"] = list(rule.choices)
+    if rule.pattern:
+        schema["pattern"] = f"^(?:{rule.pattern})$"
+    elif not blank:
+        schema["pattern"] = r"\S"
+    return schema

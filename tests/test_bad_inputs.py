@@ -54,13 +54,15 @@ measure = ["run"]
 WORKLOADS = {  # file name -> (what replaces what in DB_BENCH or MIX, the error's words)
     "misspelt-top.toml": (DB_BENCH, "records = 2000", "recrods = 2000", "field 'recrods'.*did you mean 'records'"),
     "mix-not-one.toml": (MIX, "read = 0.5, update = 0.5", "read = 0.9, update = 0.5", "add up to 1.4, not 1"),
-    "mix-unknown-op.toml": (MIX, "update = 0.5", "upsert = 0.5", "mix.upsert'.*not an operation"),
+    "mix-unknown-op.toml": (MIX, "update = 0.5", "upsert = 0.5", "mix.upsert'.*use one of read, update"),
     "mix-count.toml": (MIX, 'kind = "mix",', 'kind = "mix", count = 5,', "sets a mix phase's count itself"),
     "phases-empty.toml": (MIX, 'phases = [{ name = "load", kind = "fill" }, { name = "run", kind = "mix", mix = '
                                '{ read = 0.5, update = 0.5 } }]', "phases = []", "not a non-empty list of phases"),
-    "kind-explode.toml": (DB_BENCH, 'kind = "read"', 'kind = "explode"', "'explode' is not one of fill, read"),
+    "kind-explode.toml": (DB_BENCH, 'kind = "read"', 'kind = "explode"',
+                          "'explode' is not a kvbench phase kind.*fill, read"),
     "order-bad.toml": (DB_BENCH, 'order = "random"', 'order = "randm"', "did you mean 'random'"),
-    "phase-field.toml": (DB_BENCH, 'kind = "read",', 'kind = "read", expct = "all",', "field of a phase.*'expect'"),
+    "phase-field.toml": (DB_BENCH, 'kind = "read",', 'kind = "read", expct = "all",',
+                         "'phases #2.expct' .did you mean 'expect'"),
     "measure-bad.toml": (MIX, 'measure = ["run"]', 'measure = ["rn"]', "'rn' is not a phase"),
     "kvbench-field.toml": (DB_BENCH, "[drivers.kvbench]\n", "[drivers.kvbench]\nthread = 4\n",
                            "did you mean 'threads'"),
@@ -70,7 +72,7 @@ WORKLOADS = {  # file name -> (what replaces what in DB_BENCH or MIX, the error'
     "bench-measure.toml": (DB_BENCH, "[drivers.db_bench]\n", '[drivers.db_bench]\nmeasure = ["nope"]\n',
                            "'nope' is not one"),
     "bench-flag.toml": (DB_BENCH, "[drivers.db_bench]\n", "[drivers.db_bench]\nflags = { nosuch = 1 }\n",
-                        "not a db_bench workload flag"),
+                        "unknown field 'flags.nosuch'. Fix: remove it"),
     "name-path.toml": (DB_BENCH, 'name = "tiny"', 'name = "../../tiny"', "field 'name'.*path separator"),
     "ladder-text.toml": (DB_BENCH, "ladder = [0.5, 1.0]", 'ladder = "abc"', "not a list of fractions"),
     "key-small.toml": (DB_BENCH, "records = 2000", "records = 2000\nkey_size = 4", "below 8 bytes"),
@@ -152,6 +154,10 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [  # (id, the arguments, a patte
     ("catalog-unknown-field", ("knobs", str(CORPUS / "catalogs" / "bad-unknown-field.toml")), "Fix: "),
     ("catalog-misspelt-top", ("knobs", "{files}/catalog.toml"), "'verison'.*did you mean 'version'"),
     ("system-file-misspelt-top", ("knobs", "{files}/mymaria/misspelt.toml"), "did you mean 'clean_stop'"),
+    ("system-file-misspelt-deep", ("knobs", "{files}/mymaria/misspelt-deep.toml"),
+     "unknown field 'settle.wiat' .did you mean 'wait'.*Fix: "),
+    ("system-file-wrong-type", ("knobs", "{files}/mymaria/poll-text.toml"),
+     "settle.wait.poll_s 'fast' is not a number"),
     ("catalog-bad-type", ("knobs", str(CORPUS / "catalogs" / "bad-type.toml")), "Fix: "),
     ("catalog-bad-toml", ("knobs", str(CORPUS / "catalogs" / "bad-toml.toml")), "Fix: "),
     ("workload-syntax", ("tune", "rocksdb", "--workload", str(CORPUS / "workloads" / "bad-syntax.toml"), "--trials",
@@ -161,6 +167,12 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [  # (id, the arguments, a patte
     ("workload-objective", ("tune", "rocksdb", "--workload", str(CORPUS / "workloads" / "bad-objective.toml"),
                             "--trials", "1"), "objective"),
     ("workload-missing-file", ("tune", "rocksdb", "--workload", "{files}/nosuch.toml", "--trials", "1"), "Fix: "),
+    ("pgbench-misspelt", ("tune", "postgresql", "--workload", "{files}/cleints.toml", "--trials", "1"),
+     r"\[drivers.pgbench\]: unknown field 'cleints' .did you mean 'clients'"),
+    ("pgbench-scale-text", ("tune", "postgresql", "--workload", "{files}/scale-big.toml", "--trials", "1"),
+     "scale 'big' is not a whole number"),
+    ("sysbench-misspelt-check", ("tune", "postgresql", "--driver", "sysbench", "--workload", "{files}/chekc.toml",
+                                 "--trials", "1"), "unknown field 'chekc' .did you mean 'check'"),
     ("rank-samples", ("rank", "rocksdb", "--workload", "fillrandom", "--samples", "3"), "--samples 3 is below 8"),
     ("rank-study-escape", ("rank", "rocksdb", "--workload", "fillrandom", "--study", "../r"), "path separator"),
     ("rank-rung", ("rank", "rocksdb", "--workload", "fillrandom", "--rung", "9"), "has rungs 0-2"),
@@ -403,6 +415,14 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         text = re.sub(r'^(name|system) = "mariadb"', r'\1 = "mymaria"', text, flags=re.M)
         (maria / file).write_text(text.replace('"/usr/sbin/mariadbd"', '"/nonexistent/mariadbd"'))
     (maria / "misspelt.toml").write_text('clean_stopp = "SIGTERM"\n' + (maria / "system.toml").read_text())
+    (maria / "misspelt-deep.toml").write_text((maria / "system.toml").read_text().replace("wait = {", "wiat = {"))
+    poll_text = (maria / "system.toml").read_text().replace("poll_s = 0.2", 'poll_s = "fast"')
+    (maria / "poll-text.toml").write_text(poll_text)
+    tpcb = (SYSTEM_FILES.parent / "workloads" / "data" / "pgbench-tpcb.toml").read_text()
+    (files / "cleints.toml").write_text(tpcb.replace("clients = 8", "cleints = 8"))
+    (files / "scale-big.toml").write_text(tpcb.replace("scale = 50", 'scale = "big"'))
+    oltp = (SYSTEM_FILES.parent / "workloads" / "data" / "oltp_read_write.toml").read_text()
+    (files / "chekc.toml").write_text(oltp.replace("[drivers.sysbench.check]", "[drivers.sysbench.chekc]"))
     good = (CORPUS / "catalogs" / "good-minimal.toml").read_text()
     (files / "catalog.toml").write_text(good.replace('version = "1"', 'verison = "1"'))
     workload = (SYSTEM_FILES.parent / "workloads" / "data" / "oltp_read_write.toml").read_text()

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from knobtune.described.system_file import load_system_file
 from knobtune.errors import CatalogError, WorkloadError
 from knobtune.knobs import load_catalog
 from knobtune.schema import to_dict, to_toml
+from knobtune.systems import target_class, workload_section
 from knobtune.tuning.document import ExperimentError, load_document
 from knobtune.workloads import load_workload
 
@@ -36,16 +38,44 @@ def test_good_catalog(path: Path) -> None:
     assert catalog.knobs["mode"].drivers == ("patched",) and catalog.knobs["size"].drivers == ()
 
 
+def _read_whole(path: Path) -> None:
+    """The workload file and each driver section a target of its systems reads (as ``tune`` asks for them)."""
+    workload = load_workload(path)
+    for driver in workload.drivers:
+        for system in workload.systems:
+            if target_class(system, driver) is not None:
+                workload_section(system, driver, workload)
+
+
 @pytest.mark.parametrize("path", sorted((CORPUS / "workloads").glob("bad-*.toml")), ids=lambda p: p.stem)
 def test_bad_workload(path: Path) -> None:
     with pytest.raises(WorkloadError) as caught:
-        load_workload(path)
+        _read_whole(path)
     assert _expected(path) in str(caught.value) and "Fix:" in str(caught.value)
+    assert "\n" not in str(caught.value), "each bad file holds one problem: one line"
 
 
 def test_good_workload() -> None:
     workload = load_workload(CORPUS / "workloads" / "good-small.toml")
     assert [r.records for r in workload.rungs] == [1000, 2000]
+
+
+@pytest.mark.parametrize("path", sorted((CORPUS / "systems").glob("bad-*.toml")), ids=lambda p: p.stem)
+def test_bad_system_file(path: Path) -> None:
+    with pytest.raises(CatalogError) as caught:
+        load_system_file(path)
+    message = str(caught.value)
+    assert _expected(path) in message and str(path.resolve()) in message and "Fix:" in message
+    assert "\n" not in message, "each bad file holds one problem: one line"
+
+
+def test_good_system_file() -> None:
+    files = load_system_file(CORPUS / "systems" / "good-minimal.toml")
+    assert files.name == "toy" and files.config_flag == "--{name}={value}"
+    assert files.load_sql == ("CREATE TABLE t (n INT)",)
+    assert files.settle.wait_sql == "SELECT 0" and files.settle.poll_s == 0.5 and files.counters is not None
+    assert files.counters.levels == {"dirty_at_end"} and files.drivers == {"toybench": ("--socket={socket}",)}
+    assert [f.name for f in files.formats] == ["toy-conf"] and files.known[0].values == {"size": "memory_bytes // 2"}
 
 
 @pytest.mark.parametrize("path", sorted((CORPUS / "experiments").glob("bad-*.toml")), ids=lambda p: p.stem)

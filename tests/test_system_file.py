@@ -41,24 +41,74 @@ def _broken(tmp_path: Path, old: str, new: str) -> Path:
     return path
 
 
+INIT_ARGV = ('argv = ["/usr/bin/mariadb-install-db", "--no-defaults", "--datadir={data}", '
+             '"--auth-root-authentication-method=normal",\n        "--skip-test-db"]')
+SCHEMA = [  # a misspelt field and a wrong type at every depth: the schema's one line (what replaces what, the line)
+    ('default_driver = "sysbench"', 'defualt_driver = "sysbench"',
+     r"unknown field 'defualt_driver' \(did you mean 'default_driver'\?\)"),
+    ('ready_limit_s = 300', 'ready_limit_s = "long"', r"ready_limit_s 'long' is not a number. Fix: e.g. ready_limit_s"),
+    ('stop_limit_s = 120', 'stop_limit_s = 0', r"stop_limit_s 0 is not a positive number"),
+    ('"/usr/bin/sysbench"]', '"sysbench"]', r"tools 'sysbench' is not an absolute path"),
+    ('user = "mysql"', 'user = ""', r"user '' is not a user name. Fix: e.g. user = \"dbuser\""),
+    ("[ready]\nargv", "[ready]\nargs", r"unknown field 'ready.args' \(did you mean 'argv'\?\)"),
+    ('format = "my-cnf"\n\n[ready]', 'format = 1\n\n[ready]', r"config.format 1 is not text"),
+    ("wait = { sql", "wiat = { sql", r"unknown field 'settle.wiat' \(did you mean 'wait'\?\)"),
+    ('equals = "0", poll_s', 'equal = "0", poll_s', r"unknown field 'settle.wait.equal' \(did you mean 'equals'\?\)"),
+    ('poll_s = 0.2 }', 'poll_s = "fast" }', r"settle.wait.poll_s 'fast' is not a number. Fix: e.g. poll_s = 0.2"),
+    ('poll_s = 0.2 }', 'poll_s = 60 }', r"settle.wait.poll_s 60 is above 10"),
+    ('[read_counters.names]\n', '[read_counters.names]\nlog_flushes = 12\n',
+     r"read_counters.names.log_flushes 12 is not text"),
+    ('levels = ["pages_dirty_at_end"', 'level = ["pages_dirty_at_end"',
+     r"unknown field 'read_counters.level' \(did you mean 'levels'\?\)"),
+    ('count = "SELECT COUNT(*)', 'cuont = "SELECT COUNT(*)',
+     r"unknown field 'durability.cuont' \(did you mean 'count'\?\)"),
+    ('setup = ["CREATE TABLE', 'setup = [1, "CREATE TABLE',
+     r"durability.setup \[1, .* is not a list of SQL statements"),
+    ('connection = ["--db-driver=mysql"', 'conection = ["--db-driver=mysql"',
+     r"unknown field 'drivers.sysbench.conection' \(did you mean 'connection'\?\)"),
+    ('connection = ["--db-driver=mysql", "--mysql-socket={socket}", "--mysql-user=root", "--mysql-db=sbtest"]',
+     'connection = []', r"drivers.sysbench.connection is an empty list"),
+    ('header = ["[mysqld]"]', 'headr = ["[mysqld]"]', r"unknown field 'formats #1.headr' \(did you mean 'header'\?\)"),
+    ('booleans = ["ON", "OFF"]', 'booleans = true', r"formats #1.booleans True is not a list of lines"),
+    ('label = "mariadb-kb-memory', 'lable = "mariadb-kb-memory',
+     r"unknown field 'known #1.lable' \(did you mean 'label'\?\)"),
+    ('values = { innodb_buffer_pool_size = "0.65 * memory_bytes" }', 'values = "0.65 * memory_bytes"',
+     r"known #1.values is not a table"),
+    ('[paths]\nsocket = "{home}/mariadb.sock"', '[paths]\nsocket = ["{home}/mariadb.sock"]',
+     r"paths.socket \[.* is not text"),
+    ("wait = { sql = \"SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = "
+     "'INNODB_BUFFER_POOL_PAGES_DIRTY'\", equals = \"0\", poll_s = 0.2 }", "wait = 3",
+     r"settle.wait is not a table. Fix: write it as a table of its fields \(sql, equals, poll_s\)"),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "message"), SCHEMA, ids=[re.sub(r"\W+", "-", m)[:40] for _, _, m in SCHEMA])
+def test_a_misspelt_field_or_a_wrong_type_at_any_depth_gets_the_schemas_one_line(tmp_path, old, new, message) -> None:
+    with pytest.raises(CatalogError) as caught:
+        load_system_file(_broken(tmp_path, old, new))
+    text = str(caught.value)
+    assert "\n" not in text and re.search(message, text) and text.startswith(str(tmp_path)), text
+    assert "Fix: " in text
+
+
 BROKEN = [  # (what is replaced, by what, what the one-line error must say)
-    ('name = "mymaria"', 'name = "My Maria"', r"name: 'My Maria' is not a plain lower-case name"),
+    ('name = "mymaria"', 'name = "My Maria"', r"name 'My Maria' is not a plain lower-case name"),
     ('catalog = "catalog.toml"', 'catalog = "nosuch.toml"', r"catalog: .*nosuch.toml does not exist"),
-    ('[init]\nargv = [', '[init]\nargv = "mariadb-install-db"\nold = [', r"\[init\] argv: must be a non-empty list"),
+    (INIT_ARGV, 'argv = "mariadb-install-db"', r"init.argv 'mariadb-install-db' is not a list of texts, the program"),
     ('"--datadir={data}", "--auth', '"--datadir={nosuch}", "--auth',
      r"\[init\] argv: names unknown placeholder \{nosuch\}"),
     ('format = "my-cnf"\n\n[ready]', 'format = "ini"\n\n[ready]', r"\[config\] format: 'ini' is not one of the file's"),
     ('format = "my-cnf"\n\n[ready]', 'flag = "--{name}={value}"\n\n[ready]', r'\[start\] argv: does not place the'),
     ('"--execute", "{sql}"]', '"--execute"]', r"\[sql\] argv: must have the statement as one whole element"),
     ('pattern = "Ver (\\\\S+)"', 'pattern = "Ver \\\\S+"', r"\[version\] pattern: has no group"),
-    ('clean_stop = "SIGTERM"', 'clean_stop = "SIGHUP"', r"clean_stop: 'SIGHUP' is not a signal"),
+    ('clean_stop = "SIGTERM"', 'clean_stop = "SIGHUP"', r"clean_stop 'SIGHUP' is not a signal.*use one of SIGTERM"),
     ('commit = "INSERT INTO sbtest.knobtune_ledger VALUES ({n})"', 'commit = "INSERT INTO t VALUES (1)"',
      r"\[durability\] commit: must name \{n\}"),
     ('values = { innodb_buffer_pool_size', 'values = { nosuch_knob',
      r"\[\[known\]\] #1 values: 'nosuch_knob' is not a knob"),
     ('default_driver = "sysbench"', 'default_driver = "hammerdb"',
      r"default_driver: 'hammerdb' has no \[drivers.hammerdb\]"),
-    ('user = "mysql"', 'user = "mysql"\nport = 3306', r"port: is not a field of a system file"),
+    ('user = "mysql"', 'user = "mysql"\nport = 3306', r"unknown field 'port'. Fix: remove it, or use one of name"),
     ('levels = ["pages_dirty_at_end"', 'levels = ["nosuch"', r"\[read_counters\] levels: must list names"),
 ]
 
@@ -92,10 +142,10 @@ def test_a_workload_section_is_checked_with_one_line(tmp_path) -> None:
     catalog = load_catalog("mariadb")
     workload = load_workload("oltp_read_write")
     section = dict(workload.drivers["sysbench"])
-    for key, value, message in (("run", "sysbench run", "run must be a non-empty argv list"),
+    for key, value, message in (("run", "sysbench run", "run 'sysbench run' is not a list of texts"),
                                 ("run", ["sysbench", "{nosuch}"], "names unknown placeholder {nosuch}"),
                                 ("operations", "transactions", "operations must be a pattern with one group"),
-                                ("clients", 0, "clients must be a whole number of at least 1"),
+                                ("clients", 0, "clients 0 is below 1. Fix: e.g. clients = 8"),
                                 ("check", {"sql": "SELECT 1", "expect": ["tables * nosuch"]}, "cannot be computed")):
         broken = dataclasses.replace(workload, drivers={"sysbench": {**section, key: value}})
         with pytest.raises(WorkloadError, match=re.escape(message)) as caught:

@@ -116,7 +116,8 @@ REFUSED = [
     ('benchmarks = ["fillrandom"]\nflags = { compression_type = "none" }\n', "flags.compression_type",
      "is a tuning knob", "remove it"),
     ('benchmarks = ["fillrandom"]\nflags = { readwritepercnt = 50 }\n', "flags.readwritepercnt",
-     "'readwritepercnt' is not a db_bench workload flag knobtune passes", "use one of " + ", ".join(ALLOWED_FLAGS)),
+     "unknown field 'flags.readwritepercnt' (did you mean 'readwritepercent'?)",
+     "remove it, or use one of " + ", ".join(ALLOWED_FLAGS)),
     ('benchmarks = ["fillrandom"]\nflags = { duration = 30 }\n', "flags.duration",
      "a fixed duration makes every run take the same time", "size the run with `records`"),
     ('benchmarks = ["fillrandom"]\nflags = { reads = 100 }\n', "flags.reads",
@@ -124,17 +125,17 @@ REFUSED = [
     ('benchmarks = ["fillrandom"]\nflags = { threads = 4 }\n', "flags.threads", "knobtune sets --threads itself",
      "write `threads = N`"),
     ('benchmarks = ["readrandomwriterandom"]\nflags = { readwritepercent = 150 }\n', "flags.readwritepercent",
-     "150 is out of range (at least 0 and at most 100)", "give at least 0 and at most 100"),
+     "flags.readwritepercent 150 is above 100", "e.g. readwritepercent = 50"),
     ('benchmarks = ["readrandomwriterandom"]\nflags = { readwritepercent = "50" }\n', "flags.readwritepercent",
-     "'50' is not a whole number", "give at least 0"),
+     "'50' is not a whole number", "e.g. readwritepercent = 50"),
     ('benchmarks = ["randomwithverify"]\nflags = { deletepercent = 20 }\n', "flags.deletepercent",
      "20 leaves randomwithverify no writes", "a deletepercent under 10"),
-    ('benchmarks = ["fillrandom"]\nflags = "readwritepercent=50"\n', "flags", "is not a table of db_bench flags",
-     "e.g. flags = { readwritepercent = 50 }"),
-    ('benchmarks = ["fillrandom"]\nthread = 2\n', "thread", "is not a field of the db_bench section",
-     "use benchmarks, measure, verify, twin, threads, flags"),
-    ('benchmarks = ["fillrandom"]\nthreads = 0\n', "threads", "0 is not a number of threads from 1 to 1024",
-     "e.g. threads = 4"),
+    ('benchmarks = ["fillrandom"]\nflags = "readwritepercent=50"\n', "flags", "flags is not a table",
+     "write it as a table of its fields (readwritepercent, deletepercent,"),
+    ('benchmarks = ["fillrandom"]\nthread = 2\n', "thread",
+     "unknown field 'thread' (did you mean 'threads'?)", "remove it, or use one of benchmarks, measure, verify, twin, "
+     "threads, flags"),
+    ('benchmarks = ["fillrandom"]\nthreads = 0\n', "threads", "threads 0 is below 1", "e.g. threads = 4"),
     ('benchmarks = ["fillseq", "readrandom"]\nthreads = 2\n', "threads",
      "threads = 2 with fillseq: every db_bench thread walks the keys from the first one", "threads = 1"),
     ('benchmarks = ["filluniquerandom", "fillrandom"]\nthreads = 2\n', "threads",
@@ -154,7 +155,7 @@ def test_a_bad_section_is_refused_in_one_line_naming_the_file_the_field_and_the_
     with pytest.raises(WorkloadError) as caught:
         workload_section("rocksdb", "db_bench", load_workload(path))
     message = str(caught.value)
-    assert message.startswith(f"{path}: field 'drivers.db_bench.{field}': "), message
+    assert message.startswith(f"{path}: [drivers.db_bench]: ") and field in message, message
     assert said in message and f"Fix: {fix}" in message, message
     assert "\n" not in message
 
@@ -166,6 +167,6 @@ def test_the_command_line_refuses_a_knob_flag_before_running_anything(tmp_path: 
                              "--trials", "1", "--dir", str(home)], capture_output=True, text=True)
     assert result.returncode == 2, result.stdout + result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and re.match(rf"error: {re.escape(str(path))}: field 'drivers\.db_bench\.flags\."
-                                        r"write_buffer_size': .*tuning knob.*Fix: ", lines[0]), result.stderr
+    assert len(lines) == 1 and re.match(rf"error: {re.escape(str(path))}: \[drivers\.db_bench\]: flags\."
+                                        r"write_buffer_size: .*tuning knob.*Fix: ", lines[0]), result.stderr
     assert not (home / "studies.db").exists() and "study" not in result.stdout  # refused before anything ran

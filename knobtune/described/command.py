@@ -8,21 +8,29 @@ query whose answer's columns must equal the expressions in ``expect``, over
 the section's numbers); ``data_bytes`` (the loaded data's size: a size or an
 expression over them); ``point_reads_only``, ``scans``, ``reads``, ``writes`` (the
 workload's shape); any other number or text is a placeholder its argv may
-name. A system described by a file runs it (``described/target.py``), and so may a
+name (or an expression use): one nothing names is refused as a misspelt
+field. The known fields are read through the schema (``CommandSection``).
+A system described by a file runs it (``described/target.py``), and so may a
 system's package (PostgreSQL runs the same sysbench workloads through it).
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import dataclasses
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from simpleeval import SimpleEval
 
+from knobtune import schema
 from knobtune.errors import KnobtuneError, WorkloadError
+from knobtune.names import nearest
+from knobtune.schema import required, setting
 from knobtune.knobs.units import parse_bytes
 from knobtune.targets._base import FailureKind, Phase, RunFailure
 from knobtune.server.process import last_lines, run_logged
@@ -31,8 +39,6 @@ from knobtune.described.system_file import fill, placeholders
 from knobtune.workloads import Rung, Workload
 
 RUN_PLACES = ("connection", "operations", "records", "seed", "clients")  # what a workload's argv may name
-SECTION_KEYS = ("run", "load", "operations", "p99_ms", "p95_ms", "clients", "check", "data_bytes",
-                "point_reads_only", "scans", "reads", "writes", "description")
 
 Places = dict[str, "str | list[str]"]
 
@@ -47,7 +53,7 @@ class CommandDriver:
             WorkloadError: one line naming the workload, the field and the fix.
         """
         self.workload, self.driver = workload, driver
-        self.section = _checked(workload, driver, set(places))
+        self.section = read_section(workload, driver, places)
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
@@ -168,41 +174,120 @@ class CommandShape:
         return self.command.data_bytes()
 
 
-def _checked(workload: Workload, driver: str, system_places: set[str]) -> Mapping[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class Check:
+    """The data check: a query whose answer's columns must equal the expressions, one per column."""
+
+    sql: str = required(pattern=r"[\s\S]*\S[\s\S]*", what="a query", example="SELECT COUNT(*) FROM t")
+    expect: Any = required(example=["rows"])  # expressions over the section's numbers (or numbers): checked below
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommandSection:
+    """A workload's section for a driver whose benchmark is an argv (docs/system-file.md); any other number or text
+    of the section is a placeholder its argv or expressions name."""
+
+    run: tuple[str, ...] = required(items="argv", example=["/usr/bin/prog", "{connection}", "--events={operations}"])
+    load: tuple[str, ...] | None = setting(None, items="argv", example=["/usr/bin/prog", "{connection}", "prepare"])
+    operations: str = required(example="transactions:\\s+(\\d+)")
+    p99_ms: str | None = setting(None, example="99th percentile:\\s+([0-9.]+)")
+    p95_ms: str | None = setting(None, example="95th percentile:\\s+([0-9.]+)")
+    clients: int = setting(1, least=1, example=8)
+    check: Check | None = None
+    data_bytes: Any = None  # a size or an expression over the section's numbers: checked below
+    point_reads_only: bool = setting(False, example=True)
+    scans: bool = setting(False, example=True)
+    reads: bool = setting(True, example=True)
+    writes: bool = setting(True, example=False)
+    description: str | None = setting(None, example="a sysbench workload")
+
+    json_extra: ClassVar[dict[str, Any]] = {  # what the section's own fields may be (``schema.json_schema``)
+        "type": ["string", "number"], "description": "a placeholder that run or load names, or an expression uses"}
+
+
+SECTION_KEYS = tuple(f.name for f in dataclasses.fields(CommandSection))
+
+
+def read_section(workload: Workload, driver: str, system_places: Iterable[str]) -> Mapping[str, Any]:
+    """``workload``'s section for ``driver``, checked whole: its fields through the schema (``CommandSection``),
+    each other field a number or text that an argv or an expression names (a misspelt field, ``cleints``, names
+    nothing: refused with the nearest name), the placeholders, patterns and expressions.
+
+    Raises:
+        WorkloadError: one line per problem naming the workload, the field and the fix.
+    """
     section = workload.driver(driver)
-    where = f"workload '{workload.name}': [drivers.{driver}]"
+    source = f"{workload.source or f'workload {workload.name!r}'}: [drivers.{driver}]"
+    problems = _extras(section, source)
+    try:
+        schema.read(CommandSection, {k: v for k, v in section.items() if k in SECTION_KEYS}, schema.Where(source,
+                    docs="docs/system-file.md"), WorkloadError)
+    except WorkloadError as exc:
+        problems += str(exc).splitlines()
+    if problems:
+        raise WorkloadError("\n".join(problems))
+    return _checked(section, f"workload '{workload.name}': [drivers.{driver}]", set(system_places))
+
+
+def _extras(section: Mapping[str, Any], source: str) -> list[str]:
+    """What is wrong with the section's own fields (placeholders): each a number or text that something names."""
+    named = placeholders([*_texts(section.get("run")), *_texts(section.get("load"))])
+    check = section.get("check")
+    expressions = [section.get("data_bytes"), *(check.get("expect", []) if isinstance(check, Mapping) else [])]
+    named |= {n for e in expressions if isinstance(e, str) for n in _names(e)}
+    problems = []
+    for key, value in section.items():
+        if key in SECTION_KEYS:
+            continue
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            problems.append(f"{source}: unknown field '{key}'{nearest(key, SECTION_KEYS)}. Fix: remove it, or use "
+                            f"one of {', '.join(SECTION_KEYS)} (a field of its own is a number or text)")
+        elif key not in named:
+            problems.append(f"{source}: unknown field '{key}'{nearest(key, SECTION_KEYS)}: no argv or expression "
+                            f"names it. Fix: remove it, name it ({{{key}}} in run), or use one of "
+                            f"{', '.join(SECTION_KEYS)}")
+    return problems
+
+
+def _texts(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _names(expression: str) -> set[str]:
+    """The names an expression uses (none when it is no expression: its check says so)."""
+    try:
+        return {n.id for n in ast.walk(ast.parse(expression, mode="eval")) if isinstance(n, ast.Name)}
+    except SyntaxError:
+        return set()
+
+
+def _checked(section: Mapping[str, Any], where: str, system_places: set[str]) -> Mapping[str, Any]:
+    """What the section's typed fields must agree on: placeholders, patterns, expressions."""
     places = system_places | set(RUN_PLACES) | {
         k for k, v in section.items() if k not in SECTION_KEYS and isinstance(v, str | int | float)}
     for key in ("run", "load"):
         value = section.get(key)
-        if value is None and key == "load":
+        if value is None:
             continue
-        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-            raise WorkloadError(f"{where} {key} must be a non-empty argv list of text. Fix: write {key} = "
-                                "[\"/usr/bin/prog\", \"{connection}\", ...]")
         unknown = placeholders(value) - places
         if unknown:
             raise WorkloadError(f"{where} {key} names unknown placeholder {{{sorted(unknown)[0]}}}. Fix: use one of "
                                 + ", ".join("{" + p + "}" for p in sorted(places)))
     for key in ("operations", "p99_ms", "p95_ms"):
         pattern = section.get(key)
-        if pattern is None and key != "operations":
+        if pattern is None:
             continue
         try:
-            ok = isinstance(pattern, str) and re.compile(pattern).groups >= 1
+            ok = re.compile(pattern).groups >= 1
         except re.error:
             ok = False
         if not ok:
             raise WorkloadError(f"{where} {key} must be a pattern with one group around the number. Fix: e.g. "
                                 f"{key} = \"transactions:\\\\s+(\\\\d+)\"")
-    clients = section.get("clients", 1)
-    if isinstance(clients, bool) or not isinstance(clients, int) or clients < 1:
-        raise WorkloadError(f"{where} clients must be a whole number of at least 1. Fix: e.g. clients = 8")
     check = section.get("check")
     if check is not None:
-        expect = check.get("expect") if isinstance(check, dict) else None
-        if not isinstance(check, dict) or not isinstance(check.get("sql"), str) or not isinstance(expect, list) \
-                or not expect:
+        expect = check["expect"]
+        if not isinstance(expect, list) or not expect:
             raise WorkloadError(f"{where} check must be a table with sql (a query) and expect (a list of "
                                 "expressions, one per column). Fix: check = { sql = \"SELECT COUNT(*) FROM t\", "
                                 "expect = [\"rows\"] }")

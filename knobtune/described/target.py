@@ -27,7 +27,7 @@ from knobtune.server import loaded
 from knobtune.targets._base import FailureKind, KnownConfig, RunFailure, Target
 from knobtune.targets._heuristics import Machine, clamp_into_range
 from knobtune.server.process import last_lines, run_logged, spawn, stop_group
-from knobtune.described.command import CommandDriver, CommandShape
+from knobtune.described.command import CommandDriver, CommandShape, read_section
 from knobtune.server.life import Benchmarked, ServerTarget, SettleWork
 from knobtune.described.system_file import PLACES, SystemFile, fill, known_value
 from knobtune.workloads import Rung, Workload
@@ -59,6 +59,15 @@ class DescribedServerTarget(CommandShape, ServerTarget):
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
         return CommandDriver.checks_reads(section)
+
+    @classmethod
+    def section(cls, workload: Workload) -> Mapping[str, Any]:
+        """The workload's section for this driver, checked whole (``described.command.read_section``).
+
+        Raises:
+            WorkloadError: one line per problem naming the workload, the field and the fix.
+        """
+        return read_section(workload, cls.driver, set(PLACES) | set(cls.files.paths))
 
     @classmethod
     def build(cls) -> str | None:

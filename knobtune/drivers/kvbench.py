@@ -37,8 +37,7 @@ from knobtune.targets._counters import numbers, with_ratios
 from knobtune.drivers.embedded import EmbeddedTarget, find_kvbench, read_result
 from knobtune.targets._formats import ExportFormat
 from knobtune.server.process import run_logged
-from knobtune.names import nearest
-from knobtune.drivers.kvbench_phases import check_phases
+from knobtune.drivers.kvbench_phases import read_section
 from knobtune.workloads import Rung, Workload
 
 SCANS = ("scan", "scan_reverse")  # a mix's range reads: Seek then Next, SeekForPrev then Prev
@@ -46,8 +45,6 @@ _MACHINE_FAULTS = ("No space left on device", "Too many open files", "Cannot all
 _SPEC_FIX = ("correct the workload's kvbench section ({workload}; docs/workloads.md says what kvbench takes); if it is "
              "right, the spec knobtune wrote from it ({spec}) is knobtune's bug: report it with that file")
 KILLED_AT_END = -9  # --crash-at-end: kvbench kills itself with SIGKILL once its result is written
-SECTION_FIELDS = ("phases", "measure", "twin", "threads")
-MAX_THREADS = 1024  # kvbench's own limit (native/kvbench/workload.h, kMaxThreads)
 
 # Every knob kvbench can set, defaults too: the store left alone runs its library's defaults, not the catalog's.
 KVBENCH_CONFIG = ExportFormat(
@@ -90,16 +87,13 @@ class KvbenchTarget(EmbeddedTarget):
 
     @classmethod
     def section(cls, workload: Workload) -> Mapping[str, Any]:
-        """The workload's kvbench section, its field names and ``threads`` checked.
+        """The workload's kvbench section, read through the schema and checked whole (``kvbench_phases``).
 
         Raises:
             WorkloadError: no kvbench section, or one line naming the file, the field and the fix.
         """
-        section = workload.driver(cls.spelling)
-        read_threads(workload, section, cls.spelling)
-        check_phases(section, str(workload.source) if workload.source else f"workload '{workload.name}'",
-                     cls.spelling)
-        return section
+        read_section(workload, cls.spelling)
+        return workload.driver(cls.spelling)
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
@@ -239,25 +233,6 @@ class KvbenchTunableTarget(KvbenchTarget):
     driver = "kvbench-tunable"
     program = "kvbench-leveldb-tunable"
     program_env = "KNOBTUNE_KVBENCH_TUNABLE"
-
-
-def read_threads(workload: Workload, section: Mapping[str, Any], spelling: str = "kvbench") -> int:
-    """The ``threads`` of ``workload``'s kvbench ``section`` (1 when absent); its other field names checked too, so
-    a misspelt ``thread = 4`` is refused rather than run on one thread.
-
-    Raises:
-        WorkloadError: one line naming the file, the field and the fix.
-    """
-    where = str(workload.source) if workload.source else f"workload '{workload.name}'"
-    for name in section:
-        if name not in SECTION_FIELDS:
-            raise WorkloadError(f"{where}: field 'drivers.{spelling}.{name}': is not a field of the {spelling} section"
-                                f"{nearest(name, SECTION_FIELDS)}. Fix: use {', '.join(SECTION_FIELDS)}")
-    threads = section.get("threads", 1)
-    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS:
-        raise WorkloadError(f"{where}: field 'drivers.{spelling}.threads': {threads!r} is not a number of threads from "
-                            f"1 to {MAX_THREADS}. Fix: e.g. threads = 4")
-    return threads
 
 
 def _check(spec: Mapping[str, Any], measured: Mapping[str, Any], log_path: Path, records: int) -> None:

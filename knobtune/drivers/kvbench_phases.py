@@ -1,6 +1,9 @@
-"""A kvbench section's phases, checked as kvbench's own spec reader checks them (native/kvbench/workload.cc,
-``parse_phase``), before kvbench is started: a phase kvbench would reject is the workload file's error, said in one
-line naming the file and the field, never a failed run blamed on the machine.
+"""A kvbench section (``[drivers.kvbench]``: its phases, ``twin``, ``measure``, ``threads``) read through the one
+schema (``knobtune.schema``), as kvbench's own spec reader checks it (native/kvbench/workload.cc, ``parse_phase``),
+before kvbench is started: a misspelt field at any depth (``thread``, a phase's ``expct``, a mix's ``upsert``) is
+refused with the nearest name, a wrong type, choice or range in one line naming the file, the field and the fix,
+never a failed run blamed on the machine. What the fields must agree on (a mix's shares, ``measure``'s names, a
+scan's lengths) is checked next.
 
 One difference from kvbench, on purpose: a ``mix`` must add up to 1. kvbench divides by the sum, so
 ``{read = 0.9, update = 0.5}`` would silently run 64% reads; the file is refused instead.
@@ -8,108 +11,123 @@ One difference from kvbench, on purpose: a ``mix`` must add up to 1. kvbench div
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from knobtune import schema
 from knobtune.errors import WorkloadError
 from knobtune.names import nearest
+from knobtune.schema import required, setting
+from knobtune.workloads import Workload
 
 KINDS = ("fill", "read", "delete", "readseq", "mix", "flush")
 ORDERS = ("sequential", "shuffled", "random")
 DISTRIBUTIONS = ("uniform", "zipfian", "latest")
 EXPECTS = ("all", "none")
-MIX_OPERATIONS = ("read", "update", "insert", "scan", "scan_reverse", "rmw")
-PHASE_FIELDS = ("name", "kind", "order", "count", "distribution", "zipfian_constant", "scan_length_min",
-                "scan_length_max", "mix", "expect")
-
-Fail = Callable[[str, str, str], WorkloadError]
+MAX_THREADS = 1024  # kvbench's own limit (native/kvbench/workload.h, kMaxThreads)
+SHARE = {"least": 0.0, "most": 1.0, "example": 0.5}
 
 
-def check_phases(section: Mapping[str, Any], where: str, spelling: str) -> None:
-    """The section's ``phases`` (and ``twin``, ``measure``), checked.
+@dataclass(frozen=True, kw_only=True)
+class Mix:
+    """A mix phase's shares of operations (each from 0 to 1, together 1)."""
+
+    read: float | None = setting(None, **SHARE)
+    update: float | None = setting(None, **SHARE)
+    insert: float | None = setting(None, **SHARE)
+    scan: float | None = setting(None, **SHARE)
+    scan_reverse: float | None = setting(None, **SHARE)
+    rmw: float | None = setting(None, **SHARE)
+
+
+MIX_OPERATIONS = tuple(f.name for f in dataclasses.fields(Mix))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PhaseSpec:
+    """One phase of a kvbench workload (docs/workloads.md)."""
+
+    name: str | None = setting(None, pattern=r"[\s\S]*\S[\s\S]*", what="a name", example="load")
+    kind: str = required(choices=KINDS, what="a kvbench phase kind")
+    order: str = setting("sequential", choices=ORDERS, what="an order")
+    count: int | None = setting(None, least=1, example=100)
+    distribution: str = setting("uniform", choices=DISTRIBUTIONS, what="a key distribution")
+    zipfian_constant: float = setting(0.99, positive=True, most=1.0, example=0.99, note="YCSB's")
+    scan_length_min: int = setting(1, least=1, example=1)
+    scan_length_max: int = setting(100, least=1, example=100)
+    mix: Mix | None = None
+    expect: str | None = setting(None, choices=EXPECTS, what="what a read expects")
+
+
+@dataclass(frozen=True, kw_only=True)
+class KvbenchSection:
+    """A workload's kvbench section: its phases, the twin's, the phases measured, the threads."""
+
+    phases: tuple[PhaseSpec, ...] = required()
+    twin: tuple[PhaseSpec, ...] | None = None
+    measure: tuple[str, ...] | None = setting(None, example=["run"])
+    threads: int = setting(1, least=1, most=MAX_THREADS, example=4)
+
+
+PHASE_FIELDS = tuple(f.name for f in dataclasses.fields(PhaseSpec))
+SECTION_FIELDS = tuple(f.name for f in dataclasses.fields(KvbenchSection))
+
+
+def read_section(workload: Workload, spelling: str = "kvbench") -> KvbenchSection:
+    """``workload``'s kvbench section (spelt ``spelling``), checked whole.
 
     Raises:
-        WorkloadError: one line naming the file, the field and the fix.
+        WorkloadError: one line per problem naming the file, the field and the fix.
     """
+    source = f"{workload.source or f'workload {workload.name!r}'}: [drivers.{spelling}]"
+    section = schema.read(KvbenchSection, dict(workload.driver(spelling)), schema.Where(source,
+                          docs="docs/workloads.md"), WorkloadError)
+
     def fail(field_name: str, problem: str, fix: str) -> WorkloadError:
-        return WorkloadError(f"{where}: field 'drivers.{spelling}.{field_name}': {problem}. Fix: {fix}")
+        return WorkloadError(f"{source}: {field_name} {problem}. Fix: {fix}")
 
     names: list[str] = []
-    for key in ("phases", "twin"):
-        if key not in section and key == "twin":
+    for key, phases in (("phases", section.phases), ("twin", section.twin)):
+        if phases is None:
             continue
-        phases = section.get(key)
-        if not isinstance(phases, list) or not phases:
-            raise fail(key, f"{phases!r} is not a non-empty list of phases",
+        if not phases:
+            raise fail(key, "is not a non-empty list of phases",
                        f'e.g. {key} = [{{ kind = "fill", order = "shuffled" }}, {{ kind = "read" }}]')
         for index, phase in enumerate(phases):
-            name = _check_phase(phase, f"{key}[{index}]", fail)
+            _check_phase(phase, f"{key} #{index + 1}", fail)
             if key == "phases":
-                names.append(name)
-    measure = section.get("measure", names)
-    if not isinstance(measure, list) or not measure or not all(isinstance(m, str) for m in measure):
-        raise fail("measure", f"{measure!r} is not a list of phase names", f"name phases of `phases`: {names}")
-    for name in measure:
+                names.append(phase.name or phase.kind)
+    for name in section.measure if section.measure is not None else names:
         if name not in names:
             raise fail("measure", f"'{name}' is not a phase{nearest(name, names)}", f"name phases of `phases`: {names}")
+    if section.measure == ():
+        raise fail("measure", "is an empty list", f"name phases of `phases`: {names}")
+    return section
 
 
-def _check_phase(phase: object, at: str, fail: Fail) -> str:
-    """One phase checked; its name (its kind when it has none)."""
-    if not isinstance(phase, dict):
-        raise fail(at, f"{phase!r} is not a table", 'e.g. { kind = "read", order = "random" }')
-    kind = phase.get("kind")
-    if "count" in phase and kind == "mix":
-        raise fail(f"{at}.count", "knobtune sets a mix phase's count itself, from the rung (its operations, else "
-                   "its records)", "remove it; size the mix with `operations` at the top of the file")
-    for field_name in phase:
-        if field_name not in PHASE_FIELDS:
-            raise fail(f"{at}.{field_name}", f"is not a field of a phase{nearest(field_name, PHASE_FIELDS)}",
-                       f"use {', '.join(PHASE_FIELDS)}")
-    _one_of(phase, "kind", KINDS, None, at, fail)
-    _one_of(phase, "order", ORDERS, "sequential", at, fail)
-    _one_of(phase, "distribution", DISTRIBUTIONS, "uniform", at, fail)
-    _one_of(phase, "expect", EXPECTS, "all", at, fail)
-    name = phase.get("name", kind)
-    if not isinstance(name, str) or not name:
-        raise fail(f"{at}.name", f"{name!r} is not a name", 'e.g. name = "load"')
-    for field_name in ("count", "scan_length_min", "scan_length_max"):
-        value = phase.get(field_name, 1)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise fail(f"{at}.{field_name}", f"{value!r} is not a positive whole number", f"e.g. {field_name} = 100")
-    if phase.get("scan_length_max", 100) < phase.get("scan_length_min", 1):
+def _check_phase(phase: PhaseSpec, at: str, fail: Any) -> None:
+    """What one phase's fields must agree on."""
+    if phase.count is not None and phase.kind == "mix":
+        raise fail(f"{at}.count", "is set: knobtune sets a mix phase's count itself, from the rung (its operations, "
+                   "else its records)", "remove it; size the mix with `operations` at the top of the file")
+    if phase.scan_length_max < phase.scan_length_min:
         raise fail(f"{at}.scan_length_max", "is below scan_length_min", "give scan_length_min <= scan_length_max")
-    theta = phase.get("zipfian_constant", 0.99)
-    if isinstance(theta, bool) or not isinstance(theta, int | float) or not 0 < theta < 1:
-        raise fail(f"{at}.zipfian_constant", f"{theta!r} is not a number between 0 and 1", "e.g. 0.99 (YCSB's)")
-    if kind == "mix":
-        _check_mix(phase, at, fail)
-    elif "mix" in phase:
-        raise fail(f"{at}.mix", f"a {kind} phase has no mix", 'write kind = "mix", or remove the mix')
-    return name
+    if phase.zipfian_constant >= 1:
+        raise fail(f"{at}.zipfian_constant", f"{phase.zipfian_constant:g} is not below 1", "e.g. 0.99 (YCSB's)")
+    if phase.kind == "mix":
+        _check_mix(phase.mix, at, fail)
+    elif phase.mix is not None:
+        raise fail(f"{at}.mix", f"is set: a {phase.kind} phase has no mix", 'write kind = "mix", or remove the mix')
 
 
-def _one_of(phase: Mapping[str, Any], field_name: str, valid: tuple[str, ...], default: str | None, at: str,
-            fail: Fail) -> None:
-    value = phase.get(field_name, default)
-    if value not in valid:
-        hint = nearest(value, valid) if isinstance(value, str) else ""
-        raise fail(f"{at}.{field_name}", f"{value!r} is not one of {', '.join(valid)}{hint}",
-                   f"write one of {', '.join(valid)}")
-
-
-def _check_mix(phase: Mapping[str, Any], at: str, fail: Fail) -> None:
-    mix = phase.get("mix")
-    if not isinstance(mix, dict) or not mix:
-        raise fail(f"{at}.mix", f"{mix!r} is not a table of shares", "e.g. mix = { read = 0.5, update = 0.5 }")
-    for operation, share in mix.items():
-        if operation not in MIX_OPERATIONS:
-            raise fail(f"{at}.mix.{operation}", f"is not an operation{nearest(operation, MIX_OPERATIONS)}",
-                       f"use {', '.join(MIX_OPERATIONS)}")
-        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
-            raise fail(f"{at}.mix.{operation}", f"{share!r} is not a share from 0 to 1", "e.g. 0.5")
-    total = sum(mix.values())
+def _check_mix(mix: Mix | None, at: str, fail: Any) -> None:
+    shares = {name: share for name, share in dataclasses.asdict(mix).items() if share is not None} if mix else {}
+    if not shares:
+        raise fail(f"{at}.mix", "has no shares", "e.g. mix = { read = 0.5, update = 0.5 }")
+    total = sum(shares.values())
     if not math.isclose(total, 1.0, abs_tol=1e-6):
-        raise fail(f"{at}.mix", f"the shares add up to {total:g}, not 1 (kvbench would scale them silently)",
+        raise fail(f"{at}.mix", f"shares add up to {total:g}, not 1 (kvbench would scale them silently)",
                    "give shares that add up to 1, e.g. { read = 0.5, update = 0.5 }")
+

@@ -14,14 +14,61 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from knobtune import schema
+from knobtune.errors import WorkloadError
+from knobtune.names import nearest
+from knobtune.schema import setting, table
 from knobtune.targets._base import FailureKind, Phase, RunFailure
 from knobtune.server.process import last_lines, run_logged
 from knobtune.server.life import Benchmarked
+from knobtune.systems.postgresql.checks import CHECKS
 from knobtune.systems.postgresql.server import PG_BIN
-from knobtune.workloads import Rung
+from knobtune.workloads import Rung, Workload
 
 SCRIPT_DIR = Path(__file__).resolve().parents[2] / "workloads" / "pgbench"  # loaders and scripts we ship
+BUILT_IN = ("tpcb-like", "simple-update", "select-only")  # pgbench's built-in scripts (pgbench --list)
+PROFILES = ("web", "oltp", "dw", "desktop", "mixed")  # PGTune's (pgtune.toml)
 _TPS = re.compile(r"number of transactions actually processed: (\d+)")
+
+
+@dataclass(frozen=True)
+class PgbenchSection:
+    """A workload's ``[drivers.pgbench]`` section (docs/workloads.md), read through the schema."""
+
+    script: str = setting("tpcb-like", choices=BUILT_IN, what="a pgbench built-in script")
+    scripts: Mapping[str, float] = table(positive=True, example=0.5, note="the script's weight")
+    load: str = setting("pgbench", example="pgbench", note="or a shipped NAME-load.sql: ycsb, tpcc")
+    scale: int = setting(1, least=1, example=50)
+    clients: int = setting(1, least=1, example=8)
+    threads: int = setting(1, least=1, example=2)
+    check: str | None = setting(None, choices=tuple(CHECKS), what="a data check knobtune has")
+    baseline_profile: str = setting("oltp", choices=PROFILES, what="a PGTune profile")
+
+
+def read_section(workload: Workload) -> PgbenchSection:
+    """``workload``'s ``[drivers.pgbench]`` section: its fields through the schema, then its loader, its scripts and
+    its check's ledger script found.
+
+    Raises:
+        WorkloadError: one line per problem naming the workload, the field and the fix.
+    """
+    source = f"{workload.source or f'workload {workload.name!r}'}: [drivers.pgbench]"
+    section = schema.read(PgbenchSection, dict(workload.driver("pgbench")), schema.Where(source,
+                          docs="docs/workloads.md"), WorkloadError)
+    loaders = ("pgbench", *sorted(p.stem.removesuffix("-load") for p in SCRIPT_DIR.glob("*-load.sql")))
+    if section.load not in loaders:
+        raise WorkloadError(f"{source}: load '{section.load}' is not a loader{nearest(section.load, loaders)}. "
+                            f"Fix: use one of {', '.join(loaders)} (pgbench -i, or knobtune/workloads/pgbench/"
+                            "NAME-load.sql)")
+    for name in section.scripts:
+        if not (SCRIPT_DIR / f"{name}.sql").exists():
+            raise WorkloadError(f"{source}: scripts.{name}: pgbench script '{name}' is not in {SCRIPT_DIR}. "
+                                "Fix: name a shipped script (e.g. ycsb-read) or drop it")
+    ledger = CHECKS[section.check].ledger_script if section.check else None
+    if ledger not in (None, *section.scripts):
+        raise WorkloadError(f"{source}: check = '{section.check}' counts the commits of script '{ledger}', which the "
+                            "workload does not run. Fix: add it to scripts")
+    return section
 
 
 @dataclass(frozen=True)

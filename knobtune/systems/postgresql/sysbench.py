@@ -13,16 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
-from knobtune.described.command import CommandDriver, CommandShape
+from knobtune.described.command import CommandDriver, CommandShape, read_section
 from knobtune.server.life import Benchmarked
 from knobtune.systems.postgresql.server import DB_NAME, DB_USER, INSTALL_HINT, PG_BIN
 from knobtune.systems.postgresql.target import PostgresTarget
 from knobtune.workloads import Rung, Workload
 
 SYSBENCH = Path("/usr/bin/sysbench")
+PLACES = ("home",)  # what the section's argv may name of the server's own
 SCHEMA = ["CREATE SCHEMA sbtest", f"ALTER ROLE {DB_USER} SET search_path = sbtest, public"]
 
 
@@ -43,13 +45,22 @@ class PostgresSysbenchTarget(CommandShape, PostgresTarget):
         # ServerTarget's set-up, not PostgresTarget's: that one reads a pgbench section, this driver has none
         super(PostgresTarget, self).__init__(catalog, workload, scratch_dir, settle=settle,
                                              memory_limit_bytes=memory_limit_bytes, scale_rungs=scale_rungs)
-        self.command = CommandDriver(workload, self.driver, ("home",))
+        self.command = CommandDriver(workload, self.driver, PLACES)
         self.check = None  # no pgbench invariant or ledger: the section's check is the data check
         self._ledger_rows = 0
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
         return CommandDriver.checks_reads(section)
+
+    @classmethod
+    def section(cls, workload: Workload) -> Mapping[str, Any]:
+        """The workload's ``[drivers.sysbench]`` section, checked whole (``described.command.read_section``).
+
+        Raises:
+            WorkloadError: one line per problem naming the workload, the field and the fix.
+        """
+        return read_section(workload, cls.driver, PLACES)
 
     @classmethod
     def installed(cls) -> str | None:

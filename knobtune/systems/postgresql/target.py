@@ -17,6 +17,7 @@ import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
@@ -28,7 +29,7 @@ from knobtune.server.life import Benchmarked, ServerTarget, SettleWork
 from knobtune.systems.postgresql import counters, waits
 from knobtune.systems.postgresql.checks import CHECKS, DataCheck
 from knobtune.systems.postgresql.formats import postgresql_settings
-from knobtune.systems.postgresql.pgbench import SCRIPT_DIR, Pgbench, PgbenchRun, transactions
+from knobtune.systems.postgresql.pgbench import SCRIPT_DIR, Pgbench, PgbenchRun, read_section, transactions
 from knobtune.systems.postgresql.pgtune import pgtune_config
 from knobtune.systems.postgresql.server import (
     HOME_PREFIX, INSTALL_HINT, PG_BIN, PG_USER, POLL_S, READY_LIMIT_S, accepts_connections, connection, initdb_argv,
@@ -60,33 +61,28 @@ class PostgresTarget(ServerTarget):
                          scale_rungs=scale_rungs)
         if twin:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin for pgbench")
-        section = workload.driver(self.driver)
-        scripts: dict[str, float] = {str(k): float(v) for k, v in section.get("scripts", {}).items()}
-        self.load_with = str(section.get("load", "pgbench"))
-        if self.load_with not in ("pgbench", *(p.stem.removesuffix("-load") for p in SCRIPT_DIR.glob("*-load.sql"))):
-            raise WorkloadError(f"workload '{workload.name}': [drivers.pgbench] load = '{self.load_with}' is unknown. "
-                                "Fix: use pgbench, or a loader in knobtune/workloads/pgbench/ (NAME-load.sql)")
-        for name in scripts:
-            if not (SCRIPT_DIR / f"{name}.sql").exists():
-                raise WorkloadError(f"workload '{workload.name}': pgbench script '{name}' is not in {SCRIPT_DIR}. "
-                                    "Fix: name a shipped script (e.g. ycsb-read) or drop it")
-        self.pgbench = Pgbench(scripts, str(section.get("script", "tpcb-like")) if not scripts else workload.name,
-                               workload.records, int(section.get("scale", 1)), int(section.get("clients", 1)),
-                               int(section.get("threads", 1)))
-        check = section.get("check")
-        if check is not None and check not in CHECKS:
-            raise WorkloadError(f"workload '{workload.name}': [drivers.pgbench] check = '{check}' is unknown. "
-                                f"Fix: use one of {', '.join(CHECKS)}, or drop it")
-        self.check: DataCheck | None = CHECKS[check] if check else None
-        if self.check is not None and self.check.ledger_script not in (None, *scripts):
-            raise WorkloadError(f"workload '{workload.name}': check = '{check}' counts the commits of script "
-                                f"'{self.check.ledger_script}', which the workload does not run. "
-                                "Fix: add it to scripts")
+        section = read_section(workload)
+        self.load_with = section.load
+        scripts = dict(section.scripts)
+        self.pgbench = Pgbench(scripts, section.script if not scripts else workload.name, workload.records,
+                               section.scale, section.clients, section.threads)
+        self.check: DataCheck | None = CHECKS[section.check] if section.check else None
         self._ledger_rows = 0  # the ledger table's rows in the loaded data
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
         return section.get("check") in CHECKS
+
+    @classmethod
+    def section(cls, workload: Workload) -> Mapping[str, Any]:
+        """The workload's section for this driver; pgbench's is checked whole (``pgbench.read_section``).
+
+        Raises:
+            WorkloadError: one line per problem naming the workload, the field and the fix.
+        """
+        if cls.driver == PostgresTarget.driver:  # the other drivers read their own sections
+            read_section(workload)
+        return super().section(workload)
 
     @classmethod
     def installed(cls) -> str | None:

@@ -8,25 +8,28 @@ store holds). filluniquerandom always runs on one thread and writes ``--writes``
 share a rung out and are refused with N > 1, as is a benchmark whose count per thread was not checked here
 (docs/rocksdb.md, "Threads").
 
-``flags`` passes db_bench's own workload flags from a fixed list (the mix of readrandomwriterandom, how skewed
-reads are, how values compress, ...), each checked for its type and range and passed as one argv element.
+``flags`` passes db_bench's own workload flags from a fixed list (``DbBenchFlags``: the mix of
+readrandomwriterandom, how skewed reads are, how values compress, ...), each checked for its type and range (the
+section is read through the schema) and passed as one argv element.
 A knob of the catalog is refused (the search sets knobs), and so are the flags knobtune sets itself.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from knobtune import schema
 from knobtune.errors import WorkloadError
 from knobtune.knobs import load_catalog
 from knobtune.names import nearest
+from knobtune.schema import required, setting
 from knobtune.workloads import Workload
 
-SECTION_FIELDS = ("benchmarks", "measure", "verify", "twin", "threads", "flags")
 ONE_THREAD = frozenset({"filluniquerandom"})  # db_bench: "multithreaded not supported, use 1 thread"
 PER_THREAD_COUNT = {  # benchmark -> the flag that counts each thread's operations (checked with --threads=2)
     "readrandom": "reads", "readwhilewriting": "reads", "multireadrandom": "reads", "readmissing": "reads",
@@ -48,45 +51,47 @@ BENCHMARKS = frozenset({  # the names db_bench 7.8 runs (its --help's list and d
 })
 
 
-@dataclass(frozen=True)
-class Flag:
-    """A workload flag of db_bench that a workload may set: its type, its range, and what it does."""
+@dataclass(frozen=True, kw_only=True)
+class DbBenchFlags:
+    """db_bench's own workload flags a workload may set (``flags``), each with its type and range; ``note``: what
+    it does (docs/workloads.md lists them)."""
 
-    kind: type  # int, float or bool
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False  # the low bound itself is not allowed
-    does: str = ""
+    readwritepercent: int | None = setting(None, least=0, most=100, example=50,
+                                           note="readrandomwriterandom's (and randomwithverify's) share of reads, %")
+    deletepercent: int | None = setting(None, least=0, most=100, example=10,
+                                        note="randomwithverify's share of deletes, %")
+    numdistinct: int | None = setting(None, least=1, example=1000,
+                                      note="the distinct keys randomwithverify reads and writes")
+    keys_per_prefix: int | None = setting(None, least=0, example=0, note="keys generated per key prefix (0: no "
+                                                                          "grouping)")
+    seek_nexts: int | None = setting(None, least=0, example=10, note="Next() calls after each Seek() of the seek "
+                                                                      "benchmarks")
+    reverse_iterator: bool | None = setting(None, example=True, note="the seek benchmarks step with Prev() instead "
+                                                                      "of Next()")
+    read_random_exp_range: float | None = setting(None, least=0, example=0.0,
+                                                  note="how skewed readrandom's and multireadrandom's keys are (0: "
+                                                       "uniform)")
+    compression_ratio: float | None = setting(None, positive=True, most=1, example=0.5,
+                                              note="the fraction values shrink to when compressed")
+    batch_size: int | None = setting(None, least=1, example=8, note="keys per write batch (and per MultiGet of "
+                                                                     "multireadrandom)")
+    multiread_batched: bool | None = setting(None, example=True, note="multireadrandom uses the batched MultiGet API")
 
-    def check(self, value: object) -> str | None:
-        """Why ``value`` does not fit (None: it does)."""
-        if self.kind is bool:
-            return None if isinstance(value, bool) else f"{value!r} is not true or false"
-        if isinstance(value, bool) or not isinstance(value, int if self.kind is int else (int, float)):
-            return f"{value!r} is not {'a whole number' if self.kind is int else 'a number'}"
-        if (self.low is not None and (value < self.low or (self.low_open and value == self.low))) \
-                or (self.high is not None and value > self.high):
-            return f"{value!r} is out of range ({self.range_text()})"
-        return None
 
-    def range_text(self) -> str:
-        low = "" if self.low is None else f"{'over' if self.low_open else 'at least'} {self.low:g}"
-        high = "" if self.high is None else f"at most {self.high:g}"
-        return " and ".join(part for part in (low, high) if part)
+@dataclass(frozen=True, kw_only=True)
+class DbBenchSection:
+    """A workload's ``[drivers.db_bench]`` section (docs/workloads.md)."""
+
+    benchmarks: tuple[str, ...] = required(items="sequence", example=["filluniquerandom", "readrandom"])
+    measure: tuple[str, ...] | None = setting(None, example=["readrandom"])
+    verify: tuple[str, ...] | None = setting(None, example=["readrandom"])
+    twin: tuple[str, ...] | None = setting(None, items="sequence", example=["filluniquerandom", "readrandom"])
+    threads: int = setting(1, least=1, most=1024, example=4)
+    flags: DbBenchFlags | None = None
 
 
-ALLOWED_FLAGS: dict[str, Flag] = {
-    "readwritepercent": Flag(int, 0, 100, does="readrandomwriterandom's (and randomwithverify's) share of reads, %"),
-    "deletepercent": Flag(int, 0, 100, does="randomwithverify's share of deletes, %"),
-    "numdistinct": Flag(int, 1, does="the distinct keys randomwithverify reads and writes"),
-    "keys_per_prefix": Flag(int, 0, does="keys generated per key prefix (0: no grouping)"),
-    "seek_nexts": Flag(int, 0, does="Next() calls after each Seek() of the seek benchmarks"),
-    "reverse_iterator": Flag(bool, does="the seek benchmarks step with Prev() instead of Next()"),
-    "read_random_exp_range": Flag(float, 0, does="how skewed readrandom's and multireadrandom's keys are (0: uniform)"),
-    "compression_ratio": Flag(float, 0, 1, low_open=True, does="the fraction values shrink to when compressed"),
-    "batch_size": Flag(int, 1, does="keys per write batch (and per MultiGet of multireadrandom)"),
-    "multiread_batched": Flag(bool, does="multireadrandom uses the batched MultiGet API"),
-}
+ALLOWED_FLAGS = tuple(f.name for f in dataclasses.fields(DbBenchFlags))
+SECTION_FIELDS = tuple(f.name for f in dataclasses.fields(DbBenchSection))
 LADDER = "the fidelity ladder sets it for each rung from `records`"
 OWNED_FLAGS: dict[str, tuple[str, str]] = {  # flag -> (why knobtune sets it itself, the fix)
     "duration": ("a fixed duration makes every run take the same time: the elapsed_s objective could not tell configs "
@@ -127,41 +132,53 @@ def knob_flags(system: str) -> frozenset[str]:
 
 
 def read_section(workload: Workload, section: Mapping[str, Any], knobs: frozenset[str]) -> WorkloadFlags:
-    """The ``threads`` and ``flags`` of ``workload``'s db_bench ``section``, checked; ``knobs``: the knob flags.
+    """The ``threads`` and ``flags`` of ``workload``'s db_bench ``section``, read through the schema
+    (``DbBenchSection``: a misspelt field at any depth refused with the nearest name, types and ranges) and checked
+    whole; ``knobs``: the knob flags.
 
     Raises:
-        WorkloadError: one line naming the file, the field and the fix.
+        WorkloadError: one line per problem naming the file, the field and the fix.
     """
-    where = str(workload.source) if workload.source else f"workload '{workload.name}'"
+    source = f"{workload.source or f'workload {workload.name!r}'}: [drivers.db_bench]"
 
     def fail(field_name: str, problem: str, fix: str) -> WorkloadError:
-        return WorkloadError(f"{where}: field 'drivers.db_bench.{field_name}': {problem}. Fix: {fix}")
+        return WorkloadError(f"{source}: {field_name}: {problem}. Fix: {fix}")
 
-    for name in section:
-        if name not in SECTION_FIELDS:
-            raise fail(name, f"is not a field of the db_bench section{nearest(name, SECTION_FIELDS)}",
-                       f"use {', '.join(SECTION_FIELDS)}, or put a db_bench flag under `flags`")
-    benchmarks = section.get("benchmarks")
-    if not isinstance(benchmarks, list) or not benchmarks or not all(isinstance(b, str) for b in benchmarks):
-        raise fail("benchmarks", f"{benchmarks!r} is not a list of db_bench benchmarks", 'e.g. benchmarks = '
-                   '["filluniquerandom", "readrandom"]')
-    for key in ("benchmarks", "twin"):
-        for name in section.get(key) or []:
+    raw_flags = section.get("flags", {})
+    if isinstance(raw_flags, Mapping):
+        _not_ours(raw_flags, knobs, fail)  # said before the schema's "unknown field": why knobtune refuses it
+    read = schema.read(DbBenchSection, dict(section), schema.Where(source, docs="docs/workloads.md"), WorkloadError)
+    for key, listed in (("benchmarks", read.benchmarks), ("twin", read.twin or ())):
+        for name in listed:
             if name not in BENCHMARKS:
                 raise fail(key, f"'{name}' is not a db_bench benchmark{nearest(str(name), sorted(BENCHMARKS))}",
                            "name benchmarks db_bench runs (`db_bench --help`, under --benchmarks), e.g. readrandom")
-    for key in ("measure", "verify"):
-        for name in section.get(key) or []:
-            if name not in benchmarks:
-                raise fail(key, f"'{name}' is not one of the benchmarks{nearest(str(name), benchmarks)}",
-                           f"name benchmarks of `benchmarks`: {benchmarks}")
-    threads = section.get("threads", 1)
-    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 1024:
-        raise fail("threads", f"{threads!r} is not a number of threads from 1 to 1024", "e.g. threads = 4")
-    if threads > 1:
-        for listed in (benchmarks, section.get("twin") or []):
-            _check_shared_out(listed, threads, lambda problem, fix: fail("threads", problem, fix))
-    return WorkloadFlags(threads, _flags(section.get("flags", {}), knobs, fail))
+    for key, listed in (("measure", read.measure or ()), ("verify", read.verify or ())):
+        for name in listed:
+            if name not in read.benchmarks:
+                raise fail(key, f"'{name}' is not one of the benchmarks{nearest(str(name), read.benchmarks)}",
+                           f"name benchmarks of `benchmarks`: {list(read.benchmarks)}")
+    if read.threads > 1:
+        for benchmarks in (read.benchmarks, read.twin or ()):
+            _check_shared_out(benchmarks, read.threads, lambda problem, fix: fail("threads", problem, fix))
+    flags = read.flags or DbBenchFlags()
+    reads = READWRITEPERCENT_DEFAULT if flags.readwritepercent is None else flags.readwritepercent
+    if flags.deletepercent is not None and flags.deletepercent >= 100 - reads:
+        raise fail("flags.deletepercent", f"{flags.deletepercent} leaves randomwithverify no writes: db_bench takes "
+                   f"deletepercent under 100 - readwritepercent ({reads})",
+                   f"a deletepercent under {100 - reads}, or a smaller readwritepercent")
+    return WorkloadFlags(read.threads, tuple(f"--{name}={_text(value)}" for name, value in raw_flags.items()))
+
+
+def _not_ours(flags: Mapping[str, Any], knobs: frozenset[str], fail: Callable[[str, str, str], WorkloadError]) -> None:
+    """Refuse a flag that is a knob (the search sets it) or one knobtune sets itself, saying why."""
+    for name in flags:
+        if name in knobs:
+            raise fail(f"flags.{name}", f"'{name}' is a tuning knob, which the search sets",
+                       "remove it from the workload (`--knobs` chooses the knobs a study searches)")
+        if name in OWNED_FLAGS:
+            why, fix = OWNED_FLAGS[name]
+            raise fail(f"flags.{name}", f"knobtune sets --{name} itself: {why}", fix)
 
 
 def _check_shared_out(benchmarks: Sequence[str], threads: int, fail: Callable[[str, str], WorkloadError]) -> None:
@@ -178,32 +195,6 @@ def _check_shared_out(benchmarks: Sequence[str], threads: int, fail: Callable[[s
         raise fail(f"threads = {threads} with {one[0]} and {', '.join(writes)}: db_bench runs {one[0]} on one "
                    f"thread and {writes[0]} on every thread, and its one --writes counts both",
                    f"fill with fillrandom instead, or run {', '.join(writes)} in a workload of its own")
-
-
-def _flags(table: object, knobs: frozenset[str], fail: Callable[[str, str, str], WorkloadError]) -> tuple[str, ...]:
-    """``--name=value`` for each flag of the ``flags`` table, checked."""
-    if not isinstance(table, dict):
-        raise fail("flags", f"{table!r} is not a table of db_bench flags", "e.g. flags = { readwritepercent = 50 }")
-    flags = []
-    for name, value in table.items():
-        if name in knobs:
-            raise fail(f"flags.{name}", f"'{name}' is a tuning knob, which the search sets",
-                       "remove it from the workload (`--knobs` chooses the knobs a study searches)")
-        if name in OWNED_FLAGS:
-            why, fix = OWNED_FLAGS[name]
-            raise fail(f"flags.{name}", f"knobtune sets --{name} itself: {why}", fix)
-        if name not in ALLOWED_FLAGS:
-            raise fail(f"flags.{name}", f"'{name}' is not a db_bench workload flag knobtune passes",
-                       f"use one of {', '.join(ALLOWED_FLAGS)} (docs/workloads.md)")
-        if problem := ALLOWED_FLAGS[name].check(value):
-            raise fail(f"flags.{name}", problem, f"give {ALLOWED_FLAGS[name].range_text() or 'true or false'}")
-        flags.append(f"--{name}={_text(value)}")
-    reads = table.get("readwritepercent", READWRITEPERCENT_DEFAULT)
-    if "deletepercent" in table and table["deletepercent"] >= 100 - reads:
-        raise fail("flags.deletepercent", f"{table['deletepercent']} leaves randomwithverify no writes: db_bench takes "
-                   f"deletepercent under 100 - readwritepercent ({reads})",
-                   f"a deletepercent under {100 - reads}, or a smaller readwritepercent")
-    return tuple(flags)
 
 
 def _text(value: bool | int | float) -> str:

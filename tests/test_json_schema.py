@@ -1,0 +1,137 @@
+"""Each document kind read through the schema has a JSON Schema (``schema.json_schema``, draft 2020-12) that says
+what its reader says: the same fields (no other: ``additionalProperties: false``), the same required ones, choices,
+ranges and defaults; and every shipped file of each kind reads through the reader.
+
+The JSON Schemas are not run through a JSON Schema validator here: the ``jsonschema`` package is not among the
+project's dependencies. What is checked is that each JSON Schema is the dataclasses' own schema, field by field."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from knobtune import schema
+from knobtune.datafile import read_toml
+from knobtune.described.command import CommandSection
+from knobtune.described.system_schema import SystemDocument
+from knobtune.drivers.kvbench_phases import KvbenchSection
+from knobtune.errors import KnobtuneError
+from knobtune.systems.postgresql.pgbench import PgbenchSection
+from knobtune.systems.postgresql.section import ReplaySection as PostgresReplaySection
+from knobtune.systems.rocksdb.db_bench_workload import DbBenchSection
+from knobtune.systems.rocksdb.replay import ReplaySection as RocksdbReplaySection
+from knobtune.tuning.document import ExperimentDoc
+
+from conftest import CORPUS
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKLOADS = sorted((ROOT / "knobtune" / "workloads" / "data").glob("*.toml"))
+SECTIONS = {"pgbench": PgbenchSection, "sysbench": CommandSection, "kvbench": KvbenchSection,
+            "db_bench": DbBenchSection}
+KINDS = [ExperimentDoc, SystemDocument, *SECTIONS.values(), PostgresReplaySection, RocksdbReplaySection]
+
+
+def _shipped() -> list[tuple[type, Path, dict[str, Any]]]:
+    """Every shipped file (or workload section) of each kind read through the schema, with its data."""
+    files: list[tuple[type, Path, dict[str, Any]]] = []
+    for path in sorted(ROOT.glob("knobtune/systems/*/system.toml")):
+        files.append((SystemDocument, path, read_toml(path, KnobtuneError, "system file")))
+    for path in sorted(CORPUS.glob("experiments/good-*.toml")):
+        files.append((ExperimentDoc, path, read_toml(path, KnobtuneError, "experiment")))
+    for path in WORKLOADS:
+        drivers = read_toml(path, KnobtuneError, "workload").get("drivers", {})
+        files += [(kind, path, dict(drivers[name])) for name, kind in SECTIONS.items() if name in drivers]
+    return files
+
+
+SHIPPED = _shipped()
+
+
+@pytest.mark.parametrize(("kind", "path", "data"), SHIPPED,
+                         ids=[f"{kind.__name__}-{path.stem}" for kind, path, _ in SHIPPED])
+def test_every_shipped_file_of_each_kind_reads_through_the_schema(kind: type, path: Path, data: dict) -> None:
+    extra = getattr(kind, "json_extra", None)  # a sysbench section's own fields: placeholders, number or text
+    own = {k: v for k, v in data.items() if extra and k not in {f.name for f in dataclasses.fields(kind)}}
+    assert all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in own.values())
+    document = schema.read(kind, {k: v for k, v in data.items() if k not in own}, schema.Where(str(path)),
+                           KnobtuneError)
+    assert isinstance(document, kind)
+
+
+def test_each_kind_has_shipped_files() -> None:
+    assert {kind for kind, _, _ in SHIPPED} == {ExperimentDoc, SystemDocument, *SECTIONS.values()}
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=[k.__name__ for k in KINDS])
+def test_the_json_schema_is_the_documents_schema_field_by_field(kind: type) -> None:
+    written = schema.json_schema(kind)
+    assert written["$schema"] == "https://json-schema.org/draft/2020-12/schema" and written["title"] == kind.__name__
+    assert json.loads(json.dumps(written)) == written  # plain JSON
+    assert _compare(kind, written) > 0
+
+
+def _compare(kind: Any, node: dict[str, Any]) -> int:
+    """Check one dataclass's JSON Schema against it (and its sections, recursively); the fields checked."""
+    fields = {f.name: f for f in dataclasses.fields(kind)}
+    assert node["type"] == "object" and node["additionalProperties"] == getattr(kind, "json_extra", False)
+    assert list(node["properties"]) == list(fields)
+    assert node.get("required", []) == [
+        n for n, f in fields.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    hints = typing.get_type_hints(kind)
+    checked = 0
+    for name, f in fields.items():
+        prop, rule = node["properties"][name], f.metadata.get("rule", schema.Rule())
+        hint = _inner(hints[name])
+        if dataclasses.is_dataclass(hint):
+            checked += _compare(hint, prop)
+            continue
+        args = typing.get_args(hint)
+        if typing.get_origin(hint) is tuple and args and dataclasses.is_dataclass(args[0]):
+            assert prop["type"] == "array"
+            checked += _compare(args[0], prop["items"])
+            continue
+        if typing.get_origin(hint) in (dict, typing.get_origin(typing.Mapping[str, str])):
+            assert prop["type"] == "object" and "properties" not in prop
+            if dataclasses.is_dataclass(args[1]):
+                checked += _compare(args[1], prop["additionalProperties"])
+            prop = prop["additionalProperties"]
+            hint = args[1]
+        checked += 1
+        value = next((p for p in prop.get("anyOf", []) if p.get("type") != "string"), prop) if rule.unit else prop
+        if hint in (int, float):
+            assert value["type"] == {int: "integer", float: "number"}[hint]
+            assert value.get("minimum") == rule.least and value.get("maximum") == rule.most
+            assert ("exclusiveMinimum" in value) == rule.positive
+        elif hint is bool:
+            assert value["type"] == "boolean"
+        elif hint is str:
+            assert value["type"] == "string" and value.get("enum", []) == list(rule.choices)
+            if "pattern" in value:
+                re.compile(value["pattern"])  # an anchored regular expression Python reads too
+        if f.default not in (dataclasses.MISSING, None) and not dataclasses.is_dataclass(f.default):
+            assert node["properties"][name]["default"] == (list(f.default) if isinstance(f.default, tuple)
+                                                           else f.default)
+    return checked
+
+
+def _inner(hint: Any) -> Any:
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if type(None) in typing.get_args(hint) else hint
+
+
+def test_a_misspelt_field_is_what_the_json_schema_leaves_out_too() -> None:
+    """The reader refuses ``[settle] wiat``; the JSON Schema closes [settle] to its own fields, so an editor does."""
+    settle = schema.json_schema(SystemDocument)["properties"]["settle"]
+    assert "wiat" not in settle["properties"] and settle["additionalProperties"] is False
+    assert set(settle["properties"]) == {"sql", "wait", "dirty_sql"}
+    wait = settle["properties"]["wait"]
+    assert wait["properties"]["poll_s"] == {"type": "number", "maximum": 10.0, "exclusiveMinimum": 0, "default": 0.2}
+    pgbench = schema.json_schema(PgbenchSection)["properties"]
+    assert pgbench["clients"] == {"type": "integer", "minimum": 1, "default": 1}
+    assert pgbench["check"]["enum"] == ["tpcb", "tpcc", "rows"]
