@@ -253,11 +253,6 @@ def read_statements(path: Path) -> Iterator[Replayed]:
             yield Replayed(index, text, failed)
 
 
-def statement_fingerprint(path: Path, index: int) -> str:
-    """The fingerprint of statement ``index`` of a capture's ``replay.dat`` (for a failure's message)."""
-    return next((fingerprint(s.text)[:120] for s in read_statements(path) if s.index == index), "?")
-
-
 def _summary(parsed: ParsedLog, out: Path, dump: Dump, ids: IdMap) -> CaptureSummary:
     by_print: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for statement in parsed.statements:
