@@ -17,6 +17,7 @@ from __future__ import annotations
 import queue
 import random
 import threading
+import time
 from collections.abc import Callable
 from decimal import Decimal
 
@@ -106,10 +107,11 @@ class OrderItem(Base):
     order: Mapped[Order] = relationship(back_populates="items")
 
 
-def _orm_client(dsn: str, orders: int, rng: random.Random, handoff: queue.Queue[int]) -> None:
+def _orm_client(dsn: str, orders: int, rng: random.Random, handoff: queue.Queue[int], think_s: float) -> None:
     engine = create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(dsn), pool_size=1)
     try:
         for _ in range(orders):
+            time.sleep(think_s)  # a person between two orders
             customer = rng.randint(1, CUSTOMERS)
             with Session(engine) as session:  # product pages
                 for product in rng.sample(range(1, PRODUCTS + 1), 3):
@@ -150,9 +152,10 @@ def _orm_ship(session: Session, order: int) -> None:
 # ---------------------------------------------------------------- the psycopg client
 
 
-def _psycopg_client(dsn: str, orders: int, rng: random.Random, handoff: queue.Queue[int]) -> None:
+def _psycopg_client(dsn: str, orders: int, rng: random.Random, handoff: queue.Queue[int], think_s: float) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:  # prepare_threshold: prepared after five uses
         for _ in range(orders):
+            time.sleep(think_s)  # a person between two orders
             customer = rng.randint(1, CUSTOMERS)
             for product in rng.sample(range(1, PRODUCTS + 1), 3):
                 conn.execute("SELECT id, name, price FROM products WHERE id = %s", (product,)).fetchone()
@@ -188,12 +191,12 @@ def _ship(handoff: queue.Queue[int], ship: Callable[[int], object]) -> None:
         pass
 
 
-CLIENTS: dict[str, Callable[[str, int, random.Random, queue.Queue[int]], None]] = {
+CLIENTS: dict[str, Callable[[str, int, random.Random, queue.Queue[int], float], None]] = {
     "orm": _orm_client, "psycopg": _psycopg_client}
 
 
-def run(dsn: str, client: str, clients: int = 8, orders: int = 30, seed: int = 1) -> None:
-    """``clients`` concurrent clients of kind ``client``, ``orders`` orders each.
+def run(dsn: str, client: str, clients: int = 8, orders: int = 30, seed: int = 1, think_s: float = 0.0) -> None:
+    """``clients`` concurrent clients of kind ``client``, ``orders`` orders each, ``think_s`` seconds before each.
 
     Raises:
         RuntimeError: a client failed (its exception's text).
@@ -203,7 +206,7 @@ def run(dsn: str, client: str, clients: int = 8, orders: int = 30, seed: int = 1
 
     def one(number: int) -> None:
         try:
-            CLIENTS[client](dsn, orders, random.Random(seed * 1000 + number), handoff)
+            CLIENTS[client](dsn, orders, random.Random(seed * 1000 + number), handoff, think_s)
         except BaseException as exc:  # noqa: BLE001 - told to the caller
             errors.append(exc)
 
