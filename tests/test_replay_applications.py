@@ -120,16 +120,14 @@ def test_without_the_id_map_the_defaults_replay_is_refused_naming_sqlstates_and_
 
 
 @pytest.mark.slow
-def test_a_tune_on_the_orm_application_ends_with_a_verdict(captured: Path, tmp_path: Path) -> None:
-    if captured.name != "shop-orm.capture":
-        pytest.skip("one application's tune is enough for the suite's time")
+def test_a_tune_on_each_application_ends_with_a_verified_verdict(captured: Path, tmp_path: Path) -> None:
     postgresql = load_catalog("postgresql")
     workload = dataclasses.replace(_fast(load_workload(captured)), ladder=(1.0,))  # every config verified
     settings = Experiment.of(study="shop", catalog=postgresql, workload=workload,
                              space=build_space(postgresql, ["shared_buffers", "work_mem", "random_page_cost"]),
                              search__sampler="random", search__seed=2, budget__trials=2, proof__verify_top=1,
-                             proof__repeats=2, measurement__control_every=0, research__rules=False,
-                             research__try_known_configs=False)
+                             proof__repeats=2, measurement__control_every=0, measurement__timeout_factor=20,
+                             research__rules=False, research__try_known_configs=False)  # runs of seconds: no timeouts
     study = Tuner(settings, open_store(tmp_path / "studies")).run()
     outcomes = [t.user_attrs.get(attrs.OUTCOME) for t in study.trials]
     assert "tool" not in outcomes, [t.user_attrs.get(attrs.REASON) for t in study.trials]
