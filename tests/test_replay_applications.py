@@ -92,6 +92,8 @@ def test_the_defaults_replays_agree_and_fail_no_statement_at_the_captured_and_th
                 assert counters["replay_failed_statements"] <= 0.001 * replayed.full.records
                 assert counters["replay_remapped_values"] > CLIENTS * ORDERS
                 assert counters["replay_unmapped_waits"] == 0
+                ids = tmp_path / f"{pace}-{run}.ids"  # the keys the replay made: values of the user's tables
+                assert ids.stat().st_size > 0 and ids.stat().st_mode & 0o077 == 0
 
 
 @pytest.mark.slow

@@ -35,6 +35,7 @@
 // "g<statement>.<row>").
 #include <libpq-fe.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
@@ -366,6 +367,7 @@ double cpu_seconds() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  umask(077);  // what it writes (the keys the replay made, the failed statements) is as private as the capture
   const char* capture = nullptr;
   const char* failures = nullptr;
   const char* ids = nullptr;
