@@ -143,7 +143,7 @@ def test_two_workers_share_a_study_each_against_its_own_default(storage_url: str
 
 def test_a_killed_workers_trial_is_run_again_by_the_other(storage_url: str, study_name: str, tmp_path: Path) -> None:
     home = tmp_path / "studies"
-    first = _start(_tune(home, storage_url, study_name, 30, "--verify-top", "0"), tmp_path / "a.log")
+    first = _start(_tune(home, storage_url, study_name, 60, "--verify-top", "0"), tmp_path / "a.log")
     _await(lambda: _started(storage_url, study_name), "the study to start")
     second = _start(_worker(home, storage_url, study_name), tmp_path / "b.log")
 
