@@ -34,6 +34,7 @@ from pathlib import Path
 from knobtune.errors import WorkloadError
 from knobtune.server.process import last_lines
 from knobtune.systems.postgresql import sqlshape
+from knobtune.systems.postgresql.pglog import fingerprint
 from knobtune.systems.postgresql.server import PG_BIN
 
 KEYS_FILE = "keys.json"
@@ -181,12 +182,9 @@ class IdMap:
         return text
 
 
-def map_ids(statements: Sequence[tuple[int, str, tuple[str | None, ...], str]], keys: Keys,
-            fingerprint: object = None) -> IdMap:
+def map_ids(statements: Sequence[tuple[int, str, tuple[str | None, ...], str]], keys: Keys) -> IdMap:
     """The generators and references of ``statements`` (session, text, params, kind s|p|u), in captured start
     order (see the module doc)."""
-    from knobtune.systems.postgresql.pglog import fingerprint as print_of
-
     generators: dict[int, Generator] = {}
     references: dict[int, list[Reference]] = {}
     by_session: dict[tuple[int, str], list[Generator]] = {}  # (session, table) -> its generators, in order
@@ -220,7 +218,7 @@ def map_ids(statements: Sequence[tuple[int, str, tuple[str | None, ...], str]], 
                 continue
             references.setdefault(index, []).append(Reference(index, value, slot))
         if missed:
-            unmapped[print_of(text)[:120]] += 1
+            unmapped[fingerprint(text)[:120]] += 1
             unmapped_statements += 1
         generator = _generator(index, session, shape, keys, sequences)
         if generator is not None:
