@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import _stamp
@@ -30,6 +32,22 @@ def knobtune_json(*args: str, home: Path | None = None) -> dict:
     import json
 
     return json.loads(knobtune(*args, "--json", home=home))
+
+
+def result_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options every bench script takes: ``--out`` (where its result goes) and ``--table`` (print a result)."""
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--table", type=Path, metavar="RESULT", help="print a result file as a Markdown table")
+
+
+def printed_table(args: argparse.Namespace, table: Callable[[dict], str]) -> bool:
+    """With ``--table RESULT``: that result printed by ``table`` (True: the script has nothing more to do)."""
+    if not args.table:
+        return False
+    import json
+
+    print(table(json.loads(args.table.read_text())))
+    return True
 
 
 def result_path(out: Path | None) -> Path | None:

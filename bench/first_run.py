@@ -15,7 +15,6 @@ and a PyPI download (pip's own cache is this machine's).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -23,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _cli import emit
+from _cli import emit, printed_table, result_arguments
 
 HERE = Path(__file__).resolve().parents[1]
 STAGES = (  # the set-up's lines -> the stage that starts there; the first line of knobtune's own starts "tune"
@@ -89,11 +88,9 @@ def table(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--demo-time", default="5m", help="KNOBTUNE_DEMO_TIME (the demo's default is 5m)")
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--table", type=Path, metavar="RESULT", help="print a result file as a Markdown table")
+    result_arguments(parser)
     args = parser.parse_args()
-    if args.table:
-        print(table(json.loads(args.table.read_text())))
+    if printed_table(args, table):
         return
     commit = subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             check=True).stdout.strip()

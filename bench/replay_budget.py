@@ -16,13 +16,12 @@ took against its budget.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _cli import emit, knobtune, knobtune_json
+from _cli import emit, printed_table, result_arguments, knobtune, knobtune_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the applications the tests capture too
 from apps import shop  # noqa: E402
@@ -51,11 +50,9 @@ def main() -> None:
     parser.add_argument("--think-s", type=float, default=0.05, help="each client's pause before an order")
     parser.add_argument("--budget", default="20m")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--table", type=Path, metavar="RESULT", help="print a result file as a Markdown table")
+    result_arguments(parser)
     args = parser.parse_args()
-    if args.table:
-        print(table(json.loads(args.table.read_text())))
+    if printed_table(args, table):
         return
     with tempfile.TemporaryDirectory(prefix="knobtune-replay-budget-") as tmp:
         home = Path(tmp)

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import os
 import statistics
 import sys
@@ -45,7 +44,7 @@ from pathlib import Path
 import optuna
 from scipy import stats
 
-from _cli import emit
+from _cli import emit, printed_table, result_arguments
 from replay_transfer import _commit, _machine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the applications the tests capture too
@@ -216,11 +215,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs per config, on each side")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--rungs", action="store_true", help="replay the capture's smaller rungs too")
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--table", type=Path, metavar="RESULT", help="print a result file as a Markdown table")
+    result_arguments(parser)
     args = parser.parse_args()
-    if args.table:
-        print(table(json.loads(args.table.read_text())))
+    if printed_table(args, table):
         return
     commit = _commit()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
