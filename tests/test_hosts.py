@@ -101,9 +101,16 @@ class Study:
 
     def running_sampled(self, host: str) -> list[int]:
         """The sampled trials a process on ``host`` is running (its config drawn), by number."""
+        return [n for n in self.running_on(host) if attrs.CONFIG_HASH in self.trials()[n].user_attrs]
+
+    def running_on(self, host: str) -> list[int]:
+        """The sampled trials named for a process on ``host`` and running, config drawn or not, by number."""
         return [t.number for t in self.trials() if t.state == TrialState.RUNNING
-                and t.user_attrs.get(attrs.WORKER, "").startswith(f"{host}:") and attrs.CONFIG_HASH in t.user_attrs
-                and not attrs.is_default(t.user_attrs)]
+                and t.user_attrs.get(attrs.WORKER, "").startswith(f"{host}:") and not attrs.is_default(t.user_attrs)]
+
+    def running_unnamed(self) -> list[int]:
+        """The running trials no process has named itself the worker of yet (before their first heartbeat)."""
+        return [t.number for t in self.trials() if t.state == TrialState.RUNNING and attrs.WORKER not in t.user_attrs]
 
     def ends(self, host: str, limit_s: float = 150) -> int:
         try:
@@ -258,17 +265,25 @@ def test_a_killed_worker_and_a_killed_verifier_restarted_on_another_host_lose_no
     worker, other = study.worker("h2"), study.worker("h3")
     _await(lambda: study.running_sampled("h2"), "h2 to run a sampled trial")
     os.kill(worker.pid, signal.SIGKILL)
-    lost = study.running_sampled("h2")  # none if its trial ended between the look and the kill: a weaker test
+    # the trial it ran, or the next one it had begun (config not yet drawn) if that one ended between look and kill;
+    # a trial not yet named at the kill is either a live process's or a dead one's: its end tells which
+    lost, unnamed = study.running_on("h2"), study.running_unnamed()
     _await(lambda: study.running_sampled("h1"), "h1 to run a sampled trial")
     os.kill(tune.pid, signal.SIGKILL)
-    lost += study.running_sampled("h1")
+    lost += study.running_on("h1")
+    unnamed += study.running_unnamed()
     assert attrs.VERIFICATION not in study.user_attrs()
     again = study.tune("h3", 8)
     assert again.wait(timeout=150) == 0, study.said("h3")[-3000:]
     assert other.wait(timeout=60) == 0, study.said("h3")[-3000:]  # the worker on h3 (the same log)
-    _whole(study, 8, lost=tuple(lost))
+    by_number = {t.number: t for t in study.trials()}
+    lost_unnamed = [n for n in set(unnamed) - set(lost) if by_number[n].state == TrialState.FAIL
+                    and attrs.WORKER not in by_number[n].user_attrs
+                    and by_number[n].user_attrs.get(attrs.OUTCOME) is None]
+    _whole(study, 8, lost=tuple(lost + lost_unnamed))
     told = study.said("h3")
     assert all(f"trial {n} lost its worker (h" in told for n in lost), told[-3000:]
+    assert all(f"trial {n} lost its worker (unknown)" in told for n in lost_unnamed), told[-3000:]
     assert told.count("verifying 1 candidate(s)") == 1 and "verifying" not in study.said("h1")
 
 
