@@ -72,8 +72,8 @@ from knobtune.storage import open_store
 from knobtune.targets import FailureKind, Machine, Measurement, RunFailure, Target
 from knobtune.systems import heuristic_config, make_target, resolve_driver
 from knobtune.tuning import ExperimentDoc, attrs, build_space
-from knobtune.tuning.guide import Advice, rules_of
-from knobtune.tuning.space import SPECIAL_SUFFIX, VALUE_CHOICE, SearchSpace
+from knobtune.tuning.search.guide import Advice, rules_of
+from knobtune.tuning.search.space import SPECIAL_SUFFIX, VALUE_CHOICE, SearchSpace
 from knobtune.workloads import Rung, Workload, load_workload
 
 TOOLS = ("knobtune", "knobtune-alone", "rules-random", "smac", "smac-starts", "optuna")  # every arm, the table's order
@@ -418,8 +418,8 @@ def check_configspace(space: SearchSpace, space_cs: Any, items: dict[str, dict[s
 
 def rules_starts(h: Harness) -> tuple[list[str], list[tuple[str, dict[str, Value]]]]:
     """The rules fired on the default's full-size run in ``h`` and the starts ``tune`` would queue from them
-    (``tuning.guide.Advice``), each as a full config within the harness's space; as ``tune`` queues them, none that
-    the space makes the default or an earlier start (values it keeps out go back to their defaults)."""
+    (``tuning.search.guide.Advice``), each as a full config within the harness's space; as ``tune`` queues them,
+    none that the space makes the default or an earlier start (values it keeps out go back to their defaults)."""
     catalog, full = h.bench.catalog, h.default[h.rungs[-1].index]
     rules = rules_of(catalog.system)
     if not rules:

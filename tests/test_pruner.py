@@ -5,7 +5,7 @@ from __future__ import annotations
 import optuna
 
 from knobtune.tuning import attrs
-from knobtune.tuning.pruning import DefaultAwareHalvingPruner
+from knobtune.tuning.loop.pruning import DefaultAwareHalvingPruner
 
 
 def _study(direction: str = "minimize") -> optuna.Study:

@@ -15,7 +15,7 @@ from knobtune.knobs import Value, load_catalog
 from knobtune.systems import make_target
 from knobtune.targets import Target
 from knobtune.tuning import Experiment, Tuner, build_space
-from knobtune.tuning import study as study_module
+from knobtune.tuning.loop import study as study_module
 
 from conftest import tiny
 from readback import READBACK, same, watch

@@ -18,8 +18,8 @@ from scipy import stats
 from knobtune.analysis.sequential import (
     Decision, SequentialPlan, SequentialTest, boundaries, judge, rounds_for, spent,
 )
-from knobtune.tuning.finish import verdict
-from knobtune.tuning.verify import Candidate, CandidateRuns, Comparison, Stop
+from knobtune.tuning.proof.finish import verdict
+from knobtune.tuning.proof.verify import Candidate, CandidateRuns, Comparison, Stop
 from knobtune.workloads import Objective, Rung
 
 NOISE = 0.05
@@ -133,7 +133,7 @@ def test_a_verdict_names_the_rounds_it_stands_on() -> None:
 def test_a_close_candidate_keeps_rounds_back_and_a_clear_one_does_not() -> None:
     """The budget's rule (docs/tuning.md, "Budgets"): issue 57's 1.10x at 5.3% noise needs rounds after the first
     look, kept back from the search; a 2x gain, or a config no better than the default, needs none."""
-    from knobtune.tuning.budget import close_rounds
+    from knobtune.tuning.loop.budget import close_rounds
 
     wanted, close = close_rounds([1.10, 2.0, 0.95], 0.053, PLAN)
     assert close == [0] and 0 < wanted <= PLAN.most - PLAN.first

@@ -12,7 +12,7 @@ from optuna.trial import TrialState
 from knobtune.errors import KnobtuneError, UsageError
 from knobtune.report import summarize
 from knobtune.tuning import Tuner, Experiment, attrs, build_space
-from knobtune.tuning.outcomes import Outcome
+from knobtune.tuning.records.outcomes import Outcome
 
 from conftest import tiny
 
@@ -28,10 +28,10 @@ def _settings(rocksdb, workload, **overrides) -> Experiment:
 
 def _parts(experiment: Experiment, store, on_progress=None, known: tuple[str, ...] = ()):  # noqa: ANN001, ANN202
     """The study of ``experiment`` opened, with its budget and trial runner, as ``Tuner.run`` wires them."""
-    from knobtune.tuning.budget import Budget
-    from knobtune.tuning.resume import Queue
-    from knobtune.tuning.trial import TrialRunner
-    from knobtune.tuning.workers import Workers
+    from knobtune.tuning.loop.budget import Budget
+    from knobtune.tuning.loop.resume import Queue
+    from knobtune.tuning.loop.trial import TrialRunner
+    from knobtune.tuning.loop.workers import Workers
 
     tuner = Tuner(experiment, store, on_progress=on_progress)
     storage = store.storage()
@@ -321,7 +321,7 @@ def test_two_workers_asking_for_the_last_trial_at_once_the_higher_number_gives_w
 
 
 def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_starts_from_it(rocksdb, store) -> None:
-    from knobtune.tuning.finish import starting_configs
+    from knobtune.tuning.proof.finish import starting_configs
 
     workload = dataclasses.replace(tiny("put-get-delete", 4000), ladder=(1.0,))  # one rung: nothing is pruned
     first = Tuner(_settings(rocksdb, workload, study="first", budget__trials=3, research__try_known_configs=True,
@@ -352,7 +352,7 @@ def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_s
 
 
 def test_a_time_budget_gives_up_the_baselines_then_candidates_rather_than_end_late() -> None:
-    from knobtune.tuning.budget import fitting_verification
+    from knobtune.tuning.loop.budget import fitting_verification
 
     def estimate_s(top: int, references: bool) -> float:  # the default, 20 s; a baseline 30 s; 30 s per candidate
         return 20.0 + 30.0 * references + 30.0 * top
@@ -390,7 +390,7 @@ def test_a_tight_budget_verifies_without_the_baselines_and_says_how_late_it_ends
 def test_the_per_run_overhead_is_what_a_trial_took_beyond_its_runs_records() -> None:
     from datetime import datetime, timedelta
 
-    from knobtune.tuning.budget import MIN_RUN_OVERHEAD_S, run_overhead_s
+    from knobtune.tuning.loop.budget import MIN_RUN_OVERHEAD_S, run_overhead_s
 
     start = datetime(2026, 11, 23, 12, 0, 0)
     # a settled run's recovery is inside its elapsed time, so it is not counted twice
@@ -452,7 +452,7 @@ def test_a_time_budget_that_cannot_hold_one_trial_and_its_verification_is_refuse
 def test_with_no_config_at_full_size_the_time_kept_for_verifying_goes_to_the_search(rocksdb, store) -> None:
     """When the search's window closes and no sampled config has reached full size, the reserve would go unused:
     it goes to the search (said once); a config reaching full size then is named as a lead, never the result."""
-    from knobtune.tuning.finish import name_lead, study_result
+    from knobtune.tuning.proof.finish import name_lead, study_result
 
     workload = tiny("put-get-delete", 6000)
     Tuner(_settings(rocksdb, workload, budget__trials=0), store).run()  # the default's ladder: the system's pace

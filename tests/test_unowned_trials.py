@@ -15,7 +15,7 @@ import sqlalchemy
 from optuna.trial import FrozenTrial, TrialState
 
 from knobtune.tuning import attrs
-from knobtune.tuning.workers import fail_unowned
+from knobtune.tuning.loop.workers import fail_unowned
 
 
 def test_an_unowned_running_trial_is_failed_and_handed_to_the_stale_callback(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ class Heading:
 
 @dataclass(frozen=True)
 class Proof:
-    """The verdict, and the interleaved repeats behind it (``tuning.finish``)."""
+    """The verdict, and the interleaved repeats behind it (``tuning.proof.finish``)."""
 
     verdict: str
     verified: bool  # the result won interleaved repeats beyond the noise
@@ -139,7 +139,7 @@ class Costs:
 
 @dataclass(frozen=True)
 class Bottleneck:
-    """The system's rules over the default's and the result's full-size runs (``tuning.guide``; {}: none)."""
+    """The system's rules over the default's and the result's full-size runs (``tuning.search.guide``; {}: none)."""
 
     diagnosis: dict[str, Any] = field(default_factory=dict)
 

@@ -18,12 +18,12 @@ from knobtune.knobs.units import human_bytes
 from knobtune.systems import export_formats, know_system
 from knobtune.tuning import attrs
 from knobtune.errors import CatalogError, UsageError
-from knobtune.tuning.document import ExperimentDoc, stored_document
-from knobtune.tuning.finish import DEFAULT_LABEL, study_result
-from knobtune.tuning.guide import compare_findings, rules_of
-from knobtune.tuning.outcomes import Outcome
-from knobtune.tuning.records import TrialRecord, record_of, value_of
-from knobtune.tuning.space import kept_out_label
+from knobtune.tuning.document.sections import ExperimentDoc, stored_document
+from knobtune.tuning.proof.finish import DEFAULT_LABEL, study_result
+from knobtune.tuning.search.guide import compare_findings, rules_of
+from knobtune.tuning.records.outcomes import Outcome
+from knobtune.tuning.records.trials import TrialRecord, record_of, value_of
+from knobtune.tuning.search.space import kept_out_label
 from knobtune.report.sections import (
     Bottleneck, Costs, Default, Heading, Limits, MachineRuns, Production, Proof, Ranked, RankedBy, Replay, Result,
     Safety, StudySummary, TimeSpent, Trials,
@@ -189,7 +189,7 @@ def _costs(study: optuna.Study, default_trial: FrozenTrial | None, result: Froze
 
 def _diagnosis(study: optuna.Study, catalog: Catalog, default: FrozenTrial | None,
                result: FrozenTrial | None) -> dict[str, Any]:
-    """The default's bottleneck by the system's rules and what the result changed about it (``tuning.guide``);
+    """The default's bottleneck by the system's rules and what the result changed about it (``tuning.search.guide``);
     {} when the system has no rules or the default has no full-size run; ``unread`` when the rules were off in the
     study."""
     full = _full_rung(study)

@@ -50,10 +50,10 @@ from knobtune.knobs.units import human_bytes
 from knobtune.targets import Target
 from knobtune.targets._counters import CounterDoc, described_counters
 from knobtune.systems import SYSTEMS
-from knobtune.tuning import attrs
-from knobtune.tuning.progress import Reporter
-from knobtune.tuning.records import RungRun
-from knobtune.tuning.space import SearchSpace
+from knobtune.tuning.records import attrs
+from knobtune.tuning.loop.progress import Reporter
+from knobtune.tuning.records.trials import RungRun
+from knobtune.tuning.search.space import SearchSpace
 
 FOCUS_SHARE = 1 / 3  # the share of the search the focus lasts
 MIN_FOCUSED_TRIALS = 3  # with --trials, the focus lasts at least this many sampled trials

@@ -16,8 +16,8 @@ import optuna
 from knobtune.analysis.ranking import Ranking, rank_knobs, top_k
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog, KnobType
-from knobtune.tuning import attrs
-from knobtune.tuning.records import records
+from knobtune.tuning.records import attrs
+from knobtune.tuning.records.trials import records
 
 MIN_SAMPLES = 8
 

@@ -18,8 +18,8 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from knobtune.targets import Measurement
-from knobtune.tuning import attrs
-from knobtune.tuning.outcomes import Outcome
+from knobtune.tuning.records import attrs
+from knobtune.tuning.records.outcomes import Outcome
 
 COST_KEYS = ("workload_s", "settle_s", "recovery_s", "peak_rss_bytes")  # what a run cost besides its value
 

@@ -20,13 +20,13 @@ from optuna.trial import TrialState
 from knobtune.analysis import noise
 from knobtune.analysis.sequential import SequentialPlan, rounds_for
 from knobtune.errors import UsageError
-from knobtune.tuning import attrs
-from knobtune.tuning.experiment import Experiment
-from knobtune.tuning.finish import top_trials
-from knobtune.tuning.outcomes import Outcome
-from knobtune.tuning.progress import Reporter
-from knobtune.tuning.records import RungRun, TrialRecord, record_of, records
-from knobtune.tuning.workers import Workers
+from knobtune.tuning.records import attrs
+from knobtune.tuning.document.experiment import Experiment
+from knobtune.tuning.proof.finish import top_trials
+from knobtune.tuning.records.outcomes import Outcome
+from knobtune.tuning.loop.progress import Reporter
+from knobtune.tuning.records.trials import RungRun, TrialRecord, record_of, records
+from knobtune.tuning.loop.workers import Workers
 from knobtune.workloads import Rung
 
 RESERVE_MARGIN = 1.05  # verification's estimate is kept back with this margin

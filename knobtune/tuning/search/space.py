@@ -83,7 +83,7 @@ class SearchSpace:
     def suggest(self, trial: optuna.Trial, focus: Mapping[str, tuple[float, float]] | None = None,
                 capped: bool = False) -> tuple[dict[str, Value], list[str]]:
         """A full config for ``trial`` and the repairs applied to it. With a ``focus`` (knob -> narrowed range,
-        ``tuning.guide``) a numeric knob it names is searched within that range, every other knob over its own.
+        ``tuning.search.guide``) a numeric knob it names is searched within that range, every other knob over its own.
         ``capped`` (a sampled config): under the memory plan's ceilings, and scaled down to ``planned_limit`` when
         its knobs together plan more (a known config is run as it is, or refused)."""
         config = self.catalog.defaults()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import optuna
 
 from knobtune.errors import UsageError
-from knobtune.tuning import attrs
+from knobtune.tuning.records import attrs
 
 
 def of_system(study: optuna.Study, system: str, use: str) -> optuna.Study:

@@ -1,4 +1,5 @@
-"""The experiment resolved on this machine: the document (``tuning.document``) with its catalog, workload and space.
+"""The experiment resolved on this machine: the document (``tuning.document.sections``) with its catalog, workload
+and space.
 
 ``knobtune tune`` and ``rank`` resolve a document from the command line or a file (``cli.experiment``); the
 study's process stores the document and the facts of what happened (``Experiment.facts``); ``worker``,
@@ -23,12 +24,13 @@ from knobtune.errors import UsageError
 from knobtune.knobs import Catalog, load_catalog
 from knobtune.storage import StudyStore
 from knobtune.systems import know_system, user_system_file
-from knobtune.tuning import attrs, document
-from knobtune.tuning.document import (
+from knobtune.tuning.records import attrs
+from knobtune.tuning.document import sections as document
+from knobtune.tuning.document.sections import (
     BudgetSection, ExperimentDoc, LimitsSection, MeasurementSection, PlacementSection, ProofSection, ResearchSection,
     SearchSection, WorkloadSection, differences, stored_document,
 )
-from knobtune.tuning.space import SearchSpace, build_space
+from knobtune.tuning.search.space import SearchSpace, build_space
 from knobtune.workloads import Objective, Rung, Workload, available_workloads, load_workload
 
 

@@ -17,9 +17,9 @@ from typing import Any
 from knobtune.datafile import read_toml
 from knobtune.errors import UsageError
 from knobtune.schema import COMMAND_LINE, Where, read, section, setting, to_dict
-from knobtune.tuning import attrs
-from knobtune.tuning.samplers import REMOVED_SAMPLERS, SAMPLERS
-from knobtune.tuning.verify import DEFAULT_TIMEOUT_FACTOR, MIN_TIMEOUT_S, relative_limit_s
+from knobtune.tuning.records import attrs
+from knobtune.tuning.search.samplers import REMOVED_SAMPLERS, SAMPLERS
+from knobtune.tuning.proof.verify import DEFAULT_TIMEOUT_FACTOR, MIN_TIMEOUT_S, relative_limit_s
 from knobtune.workloads import Objective
 
 MAX_SEED = 2**32 - 1  # the samplers' (numpy's) seeds

@@ -18,11 +18,11 @@ from optuna.trial import TrialState
 
 from knobtune.processes import pid_alive
 from knobtune.targets import KnownConfig
-from knobtune.tuning import attrs
-from knobtune.tuning.outcomes import Outcome
-from knobtune.tuning.progress import Reporter
-from knobtune.tuning.records import records
-from knobtune.tuning.workers import Workers
+from knobtune.tuning.records import attrs
+from knobtune.tuning.records.outcomes import Outcome
+from knobtune.tuning.loop.progress import Reporter
+from knobtune.tuning.records.trials import records
+from knobtune.tuning.loop.workers import Workers
 
 
 class Queue:

@@ -17,7 +17,7 @@ from optuna.pruners import BasePruner, SuccessiveHalvingPruner
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial
 
-from knobtune.tuning import attrs
+from knobtune.tuning.records import attrs
 
 
 class DefaultAwareHalvingPruner(BasePruner):

@@ -13,7 +13,7 @@ from knobtune.knobs import KnobType
 from knobtune.knobs.display import knob_value
 from knobtune.knobs.units import human_bytes
 from knobtune.targets import Target
-from knobtune.tuning.experiment import Experiment
+from knobtune.tuning.document.experiment import Experiment
 
 
 def narrowed(e: Experiment, target: Target, note: Callable[[str], None]) -> Experiment:

@@ -22,20 +22,20 @@ from knobtune.interrupts import InterruptsDeferred, raise_if_stopped
 from knobtune.storage import HEARTBEAT_S, StudyStore
 from knobtune.targets import Target
 from knobtune.systems import make_target
-from knobtune.tuning import attrs
-from knobtune.tuning.budget import Budget
-from knobtune.tuning.experiment import Experiment
-from knobtune.tuning.finish import name_lead, verify_study
-from knobtune.tuning.guide import Guide
-from knobtune.tuning.narrow import narrowed
-from knobtune.tuning.owner import running
-from knobtune.tuning.progress import Progress, Reporter
-from knobtune.tuning.pruning import DefaultAwareHalvingPruner
-from knobtune.tuning.resume import Queue
-from knobtune.tuning.document import stored_document
-from knobtune.tuning.samplers import make_sampler, removed_note
-from knobtune.tuning.trial import TrialRunner
-from knobtune.tuning.workers import Workers, optuna_warnings_silenced
+from knobtune.tuning.records import attrs
+from knobtune.tuning.loop.budget import Budget
+from knobtune.tuning.document.experiment import Experiment
+from knobtune.tuning.proof.finish import name_lead, verify_study
+from knobtune.tuning.search.guide import Guide
+from knobtune.tuning.document.narrow import narrowed
+from knobtune.tuning.loop.owner import running
+from knobtune.tuning.loop.progress import Progress, Reporter
+from knobtune.tuning.loop.pruning import DefaultAwareHalvingPruner
+from knobtune.tuning.loop.resume import Queue
+from knobtune.tuning.document.sections import stored_document
+from knobtune.tuning.search.samplers import make_sampler, removed_note
+from knobtune.tuning.loop.trial import TrialRunner
+from knobtune.tuning.loop.workers import Workers, optuna_warnings_silenced
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -60,7 +60,7 @@ class Tuner:
         """Run the study to its budget, then verify. Finished trials are never lost.
 
         Raises:
-            UsageError: another live process runs the study in its SQLite storage (``tuning.owner``).
+            UsageError: another live process runs the study in its SQLite storage (``tuning.loop.owner``).
             KnobtuneError: the default config cannot run, the machine failed, or a setting conflicts.
         """
         if self.experiment.joining:

@@ -8,7 +8,7 @@ times the default's time at that rung is stopped (outcome ``timeout``). The
 same config is never measured twice at the same rung: its result is reused.
 The default and the known configs a new study tries first are never pruned.
 How each trial ended is told to Optuna in one place (``finish``), through
-``tuning.outcomes``.
+``tuning.records.outcomes``.
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ from optuna.trial import TrialState
 from knobtune.errors import KnobtuneError, StorageError, UsageError
 from knobtune.storage import GRACE_S, HEARTBEAT_S, StudyStore
 from knobtune.targets import RunFailure, Target, disk_full_of, is_disk_full
-from knobtune.tuning import attrs
-from knobtune.tuning.budget import Budget
-from knobtune.tuning.guide import Guide
-from knobtune.tuning.outcomes import Outcome
-from knobtune.tuning.progress import Reporter
-from knobtune.tuning.records import RungRun, record_of, records, store_run
-from knobtune.tuning.resume import Queue
-from knobtune.tuning.space import config_hash
-from knobtune.tuning.workers import Workers
+from knobtune.tuning.records import attrs
+from knobtune.tuning.loop.budget import Budget
+from knobtune.tuning.search.guide import Guide
+from knobtune.tuning.records.outcomes import Outcome
+from knobtune.tuning.loop.progress import Reporter
+from knobtune.tuning.records.trials import RungRun, record_of, records, store_run
+from knobtune.tuning.loop.resume import Queue
+from knobtune.tuning.search.space import config_hash
+from knobtune.tuning.loop.workers import Workers
 from knobtune.workloads import Rung
 
 
@@ -210,7 +210,7 @@ class TrialRunner:
         return None
 
     def _read_rules(self, trial: optuna.Trial, run: RungRun, config: dict, is_default: bool) -> None:
-        """The diagnosis over a full-size run: the starts it suggests are queued (``tuning.guide``)."""
+        """The diagnosis over a full-size run: the starts it suggests are queued (``tuning.search.guide``)."""
         if self.guide is None:
             return
         left = self.budget.time_left_s()

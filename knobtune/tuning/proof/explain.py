@@ -26,10 +26,10 @@ from knobtune.knobs import Catalog, Value
 from knobtune.storage import StudyStore
 from knobtune.targets import RunFailure, Target
 from knobtune.systems import make_target
-from knobtune.tuning import attrs
-from knobtune.tuning.experiment import read_experiment
-from knobtune.tuning.space import mend
-from knobtune.tuning.verify import DEFAULT_TIMEOUT_FACTOR, Candidate, relative_limit_s, run_interleaved
+from knobtune.tuning.records import attrs
+from knobtune.tuning.document.experiment import read_experiment
+from knobtune.tuning.search.space import mend
+from knobtune.tuning.proof.verify import DEFAULT_TIMEOUT_FACTOR, Candidate, relative_limit_s, run_interleaved
 from knobtune.workloads import Objective, Rung
 
 EXPLANATION = attrs.EXPLANATION

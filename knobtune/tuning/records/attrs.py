@@ -4,7 +4,7 @@ Study user attributes describe the experiment; trial user attributes hold
 what was run and measured. ``optuna-dashboard`` shows them as they are.
 """
 
-# study: the experiment as asked (tuning.document), rewritten by each `tune` (a resume may change its budget)
+# study: the experiment as asked (tuning.document.sections), rewritten by each `tune` (a resume may change its budget)
 EXPERIMENT = "experiment"
 # study: what happened, written once when the study is new
 TOOL_VERSION = "knobtune_version"
@@ -19,7 +19,7 @@ SEARCHED_KNOBS = "searched_knobs"
 LEFT_OUT = "left_out_unsafe"  # knob -> safety class, kept out of the search
 DEFAULT_BY_RUNG = "default_by_rung"  # rung index (str) -> the default's run there, on the units machine; read with
 # default_by_rung()
-VERIFICATION = "verification"  # the final interleaved repeats, see tuning.finish
+VERIFICATION = "verification"  # the final interleaved repeats, see tuning.proof.finish
 WINNER_TRIAL = "winner_trial"  # in VERIFICATION: the verified winner's trial number (None: keep the default)
 RUNGS_RUN_SCALED = "rungs_run_scaled"  # what happened: small rungs ran configs with data-sized knobs scaled, or not
 # (what was asked: the experiment's research.scale_rungs); read with rungs_run_scaled()
@@ -32,9 +32,10 @@ UNITS_MACHINE = "units_machine"  # the machine whose default is DEFAULT_BY_RUNG:
 # units_machine()
 TIME_SPENT = "time_spent"  # this run of `tune`: search_s, verification_s, reserved_s (kept back for it), budget_s,
 # reserve_searched (that time went to the search: no config had reached full size)
-DIAGNOSIS = "diagnosis"  # the rules read over the default's full-size run, what fired since, the focus (tuning.guide)
-MACHINE_PREFIX = "machine:"  # "machine:<name>" -> that machine's facts (tuning.machine), one key per machine
-# study: the flat spelling of earlier releases, now fields of EXPERIMENT; read by tuning.document only
+DIAGNOSIS = "diagnosis"  # the rules read over the default's full-size run, what fired since, the focus
+# (tuning.search.guide)
+MACHINE_PREFIX = "machine:"  # "machine:<name>" -> that machine's facts (tuning.loop.machine), one key per machine
+# study: the flat spelling of earlier releases, now fields of EXPERIMENT; read by tuning.document.sections only
 OLD_DRIVER = "driver"
 OLD_OBJECTIVE = "objective"
 OLD_ALLOW_UNSAFE = "allow_unsafe"
@@ -70,7 +71,7 @@ PLANNED_MEMORY = "planned_memory_bytes"  # the catalog's memory model applied to
 INFEASIBLE = "infeasible"  # why a complete trial breaks a limit (recovery time); never the result
 RECOVERY_OVER_S = "recovery_over_s"  # full-size recovery time minus --max-recovery-time (<= 0: feasible)
 FINDINGS = "findings"  # the diagnosis rules that fired on the trial's full-size run
-FOCUSED = "focused"  # the knobs a trial searched within narrowed ranges (tuning.guide), the rest over their own
+FOCUSED = "focused"  # the knobs a trial searched within narrowed ranges (tuning.search.guide), the rest over their own
 WARM_UP = "warm_up"  # the default's first trial on a machine: its full-size run before the ladder, not counted
 ROLE_DEFAULT = "default"  # the default's first run
 OLD_ROLE_DEFAULT = "baseline"  # how earlier releases stored ROLE_DEFAULT; read by role_of

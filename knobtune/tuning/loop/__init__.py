@@ -1,0 +1,1 @@
+"""The study's loop: the default first, then sampled configs up the fidelity ladder, within the budget, on workers."""

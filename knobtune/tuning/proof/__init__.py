@@ -1,0 +1,1 @@
+"""Proof before belief: interleaved repeats, the study's verdict, and which changes earned the gain."""

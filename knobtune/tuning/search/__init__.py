@@ -1,0 +1,1 @@
+"""Where the search looks: the space from a catalog, the samplers, the rules' starts, the knobs that matter."""

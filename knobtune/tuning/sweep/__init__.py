@@ -1,0 +1,1 @@
+"""One knob (or two) swept over a grid, every point measured with interleaved repeats."""
