@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from knobtune.tuning.loop.machine import machine_facts
+from knobtune.tuning.loop import machine_facts
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"

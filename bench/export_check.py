@@ -34,9 +34,8 @@ from knobtune.storage import open_store
 from knobtune.systems import make_target
 from knobtune.systems.rocksdb.build import find_db_bench, rocksdb_build
 from knobtune.tuning import attrs
-from knobtune.tuning.document.sections import stored_document
-from knobtune.tuning.document.experiment import study_workload
-from knobtune.tuning.loop.machine import machine_facts
+from knobtune.tuning.document import stored_document, study_workload
+from knobtune.tuning.loop import machine_facts
 from knobtune.workloads import Workload
 
 WAITFORCOMPACTION_SLEEP_S = 5.0  # RocksDB 7.8 db_bench: SleepForMicroseconds(5 s) before it starts waiting

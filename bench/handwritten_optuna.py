@@ -30,7 +30,7 @@ from typing import TypeVar
 import optuna
 
 from knobtune.knobs import load_catalog
-from knobtune.tuning.search.space import mend
+from knobtune.tuning.search import mend
 
 SIZES = [5_000, 20_000, 100_000]
 Config = TypeVar("Config")

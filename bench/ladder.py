@@ -42,7 +42,7 @@ from knobtune.storage import open_store
 from knobtune.targets import RunFailure
 from knobtune.systems import make_target, resolve_driver
 from knobtune.tuning import build_space
-from knobtune.tuning.proof.verify import DEFAULT_TIMEOUT_FACTOR, relative_limit_s
+from knobtune.tuning.document import DEFAULT_TIMEOUT_FACTOR, relative_limit_s
 from knobtune.workloads import load_workload
 
 

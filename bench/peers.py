@@ -72,8 +72,7 @@ from knobtune.storage import open_store
 from knobtune.targets import FailureKind, Machine, Measurement, RunFailure, Target
 from knobtune.systems import heuristic_config, make_target, resolve_driver
 from knobtune.tuning import ExperimentDoc, attrs, build_space
-from knobtune.tuning.search.guide import Advice, rules_of
-from knobtune.tuning.search.space import SPECIAL_SUFFIX, VALUE_CHOICE, SearchSpace
+from knobtune.tuning.search import SPECIAL_SUFFIX, VALUE_CHOICE, Advice, SearchSpace, rules_of
 from knobtune.workloads import Rung, Workload, load_workload
 
 TOOLS = ("knobtune", "knobtune-alone", "rules-random", "smac", "smac-starts", "optuna")  # every arm, the table's order

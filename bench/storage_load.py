@@ -77,7 +77,7 @@ from knobtune.systems import SYSTEMS, TARGETS, spelling_of
 from knobtune.server.process import process_tree, spawn, stop_group
 from knobtune.systems.postgresql.storage_server import StorageServer
 from knobtune.tuning import Experiment, Tuner, attrs, build_space
-from knobtune.tuning.document.experiment import read_experiment
+from knobtune.tuning.document import read_experiment
 from knobtune.workloads import Rung, Workload, load_workload
 
 STAND_IN = "stand-in"  # the driver name the stand-in target is registered under

@@ -15,7 +15,7 @@ from knobtune.knobs.display import knob_range, knob_value
 from knobtune.report import StudySummary
 from knobtune.report.summary_text import describe_costs, summary_lines
 from knobtune.tuning import Progress
-from knobtune.tuning.proof.verify import Comparison
+from knobtune.tuning.proof import Comparison
 from knobtune.workloads import Objective
 
 _WIDTH = None if sys.stdout.isatty() else 160  # rich assumes 80 columns when output is not a terminal

@@ -18,7 +18,7 @@ import pytest
 from knobtune.knobs import load_catalog
 from knobtune.targets import FailureKind, RunFailure
 from knobtune.systems import make_target
-from knobtune.tuning.search.guide import counter_meanings
+from knobtune.tuning.search import counter_meanings
 from knobtune.systems.cassandra.target import CassandraTarget
 from knobtune.systems.cassandra.ycsb import YcsbResult
 from knobtune.errors import WorkloadError

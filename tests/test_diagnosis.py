@@ -23,7 +23,7 @@ SHAPE = {"point_reads_only": False, "reads": True, "writes": True, "data_bytes":
 def _rocksdb_guide(tmp_path: Path, workload: str, seed: int, trials: int | None, notes: list[str] | None = None):
     """A RocksDB db_bench search space, an in-memory study and the Guide over them (what the trial loop builds)."""
     from knobtune.systems import make_target  # noqa: PLC0415
-    from knobtune.tuning.search.guide import Guide  # noqa: PLC0415
+    from knobtune.tuning.search import Guide  # noqa: PLC0415
     from knobtune.tuning.loop.progress import Reporter  # noqa: PLC0415
     from knobtune.workloads import load_workload  # noqa: PLC0415
 
@@ -32,8 +32,8 @@ def _rocksdb_guide(tmp_path: Path, workload: str, seed: int, trials: int | None,
     target = make_target(catalog, load_workload(workload), tmp_path, "db_bench")
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
     reporter = Reporter(None if notes is None else lambda event: notes.append(event.message))
-    return catalog, space, study, Guide(study, space, target, reporter, memory_limit_bytes=None, trials=trials,
-                                        enabled=True)
+    return catalog, space, study, Guide(study, space, target, reporter.note, memory_limit_bytes=None,
+                                        trials=trials, enabled=True)
 
 
 @pytest.mark.parametrize("system", sorted(SYSTEMS))
@@ -148,7 +148,7 @@ def test_a_focus_stays_within_the_planned_memory_limit_or_leaves_the_knob_out() 
     """Capped at the default's own plan (a production ratio), a cache the rules would grow has no room while the
     write buffers keep their defaults: it is left out of the focus (said once), not searched to be scaled back to
     the default every time; with room, its range stops where the plan fits."""
-    from knobtune.tuning.search.guide import Advice  # noqa: PLC0415
+    from knobtune.tuning.search import Advice  # noqa: PLC0415
     from knobtune.analysis.diagnosis import Finding  # noqa: PLC0415
 
     catalog = load_catalog("rocksdb")
@@ -254,8 +254,8 @@ def test_show_names_the_knob_the_result_moved_for_a_rule_that_reads_the_config()
     """A rule that fires on the config (no bloom filter), not a counter, has no evidence to move: `show` names the
     knob its suggestion moved instead of "its evidence unchanged"."""
     from knobtune.report.summary_text import diagnosis_lines  # noqa: PLC0415
-    from knobtune.tuning.search.guide import compare_findings, rules_of  # noqa: PLC0415
-    from knobtune.tuning.records.trials import RungRun  # noqa: PLC0415
+    from knobtune.tuning.search import compare_findings, rules_of  # noqa: PLC0415
+    from knobtune.tuning.records import RungRun  # noqa: PLC0415
 
     catalog = load_catalog("rocksdb")
     run = RungRun(value=10.0, summary={"counters": {}})
@@ -276,7 +276,7 @@ def test_a_second_bottleneck_joins_the_narrowed_search_from_the_config_that_show
     import time  # noqa: PLC0415
 
     from knobtune.tuning import attrs  # noqa: PLC0415
-    from knobtune.tuning.records.trials import RungRun  # noqa: PLC0415
+    from knobtune.tuning.records import RungRun  # noqa: PLC0415
 
     notes: list[str] = []
     catalog, space, study, guide = _rocksdb_guide(tmp_path, "fillrandom", seed=2, trials=None, notes=notes)
@@ -309,7 +309,7 @@ def test_the_narrowed_search_ends_with_its_third_and_a_later_bottleneck_narrows_
     """With --trials the narrowed search lasts a third of the sampled trials, whether or not the default's run
     narrowed anything; a rule that first fires after that still queues its composed start but narrows nothing."""
     from knobtune.tuning import attrs  # noqa: PLC0415
-    from knobtune.tuning.records.trials import RungRun  # noqa: PLC0415
+    from knobtune.tuning.records import RungRun  # noqa: PLC0415
 
     catalog, space, study, guide = _rocksdb_guide(tmp_path, workload, seed=5, trials=9)
     guide.after_full_run(study.ask(), RungRun(value=10.0, summary={"counters": {}}), catalog.defaults(),

@@ -68,7 +68,7 @@ def test_every_field_of_the_experiment_is_documented() -> None:
     import dataclasses
     import typing
 
-    from knobtune.tuning.document.sections import ExperimentDoc
+    from knobtune.tuning.document import ExperimentDoc
 
     def paths(kind: type, prefix: str = "") -> list[str]:
         found = []

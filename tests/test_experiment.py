@@ -133,7 +133,7 @@ def test_a_bench_arm_is_a_partial_document_given_beside_the_options(tmp_path: Pa
 def test_a_stored_document_reads_as_it_ran_where_a_person_could_not_ask_it(rocksdb: Catalog) -> None:
     """Built in code, an experiment may run the default alone (no trials, no repeats): its study reads back; an
     unknown field in a stored document is still refused."""
-    from knobtune.tuning.document.sections import ExperimentError, stored_document
+    from knobtune.tuning.document import ExperimentError, stored_document
 
     built = Experiment.of(rocksdb, tiny("put-get-delete", 2000), study="s", budget__trials=0, proof__repeats=0)
     record = {attrs.SYSTEM: "rocksdb", attrs.EXPERIMENT: built.doc.record()}

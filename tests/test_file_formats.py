@@ -11,7 +11,7 @@ from knobtune.errors import CatalogError, WorkloadError
 from knobtune.knobs import load_catalog
 from knobtune.schema import to_dict, to_toml
 from knobtune.systems import target_class, workload_section
-from knobtune.tuning.document.sections import ExperimentError, load_document
+from knobtune.tuning.document import ExperimentError, load_document
 from knobtune.workloads import load_workload
 
 from conftest import CORPUS

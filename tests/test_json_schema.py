@@ -26,7 +26,7 @@ from knobtune.systems.postgresql.pgbench import PgbenchSection
 from knobtune.systems.postgresql.section import ReplaySection as PostgresReplaySection
 from knobtune.systems.rocksdb.db_bench_workload import DbBenchSection
 from knobtune.systems.rocksdb.replay import ReplaySection as RocksdbReplaySection
-from knobtune.tuning.document.sections import ExperimentDoc
+from knobtune.tuning.document import ExperimentDoc
 
 from conftest import CORPUS
 

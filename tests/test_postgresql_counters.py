@@ -15,7 +15,7 @@ from knobtune.knobs import load_catalog
 from knobtune.targets import FailureKind, RunFailure
 from knobtune.systems import make_target
 from knobtune.targets._counters import UNITS, described_counters
-from knobtune.tuning.search.guide import counter_meanings
+from knobtune.tuning.search import counter_meanings
 from knobtune.server.process import process_tree
 from knobtune.systems.postgresql import counters, replay, waits
 from knobtune.systems.postgresql.target import PG_BIN

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from knobtune.analysis.stats import gain_shares
 from knobtune.cli import app
 from knobtune.knobs import load_catalog
-from knobtune.tuning.proof.explain import change_groups
-from knobtune.tuning.search.samplers import LHS_ROW, LatinHypercubeSampler
+from knobtune.tuning.proof import change_groups
+from knobtune.tuning.search import LHS_ROW, LatinHypercubeSampler
 
 runner = CliRunner()
 

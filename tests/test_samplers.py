@@ -17,11 +17,10 @@ from knobtune.report import summarize
 from knobtune.report.report_data import report_data
 from knobtune.storage import StudyStore, open_store
 from knobtune.tuning import Tuner, attrs
-from knobtune.tuning.document.sections import ExperimentError, load_document, stored_document
-from knobtune.tuning.document.experiment import join_experiment, read_experiment
-from knobtune.tuning.loop.progress import Progress
-from knobtune.tuning.records.trials import records
-from knobtune.tuning.search.samplers import REMOVED_SAMPLERS, SAMPLERS, make_sampler
+from knobtune.tuning.document import ExperimentError, join_experiment, load_document, read_experiment, stored_document
+from knobtune.tuning.loop import Progress
+from knobtune.tuning.records import records
+from knobtune.tuning.search import REMOVED_SAMPLERS, SAMPLERS, make_sampler
 
 from conftest import CORPUS
 

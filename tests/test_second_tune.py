@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 
 from knobtune.storage import open_store
 from knobtune.tuning import attrs
-from knobtune.tuning.loop.owner import lock_path
+from knobtune.tuning.loop import lock_path
 
 pytestmark = pytest.mark.slow
 

@@ -18,8 +18,7 @@ from scipy import stats
 from knobtune.analysis.sequential import (
     Decision, SequentialPlan, SequentialTest, boundaries, judge, rounds_for, spent,
 )
-from knobtune.tuning.proof.finish import verdict
-from knobtune.tuning.proof.verify import Candidate, CandidateRuns, Comparison, Stop
+from knobtune.tuning.proof import Candidate, CandidateRuns, Comparison, Stop, verdict
 from knobtune.workloads import Objective, Rung
 
 NOISE = 0.05

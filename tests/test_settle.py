@@ -13,7 +13,7 @@ from knobtune.report import summarize
 from knobtune.targets import FailureKind, RunFailure
 from knobtune.systems import make_target
 from knobtune.tuning import Tuner, Experiment, attrs, build_space
-from knobtune.tuning.records.outcomes import Outcome
+from knobtune.tuning.records import Outcome
 from knobtune.workloads import load_workload
 
 from conftest import tiny

@@ -7,7 +7,7 @@ import pytest
 
 from knobtune.errors import ConfigError, UsageError
 from knobtune.knobs import Safety, load_catalog
-from knobtune.tuning.search.space import build_space, config_hash, left_out_line, mend
+from knobtune.tuning.search import build_space, config_hash, left_out_line, mend
 
 
 def _sample(space, n: int = 60, seed: int = 3) -> list[dict]:

@@ -10,7 +10,7 @@ import pytest
 from knobtune.analysis.diagnosis import diagnose
 from knobtune.knobs import load_catalog
 from knobtune.systems import make_target
-from knobtune.tuning.search.guide import rules_of
+from knobtune.tuning.search import rules_of
 from knobtune.workloads import load_workload
 
 ROCKSDB = load_catalog("rocksdb")
@@ -86,8 +86,8 @@ def test_a_workload_that_only_writes_starts_from_a_vector_memtable(
 
 def test_a_verdict_names_the_known_config_the_result_is() -> None:
     from knobtune.analysis import noise, speedup
-    from knobtune.tuning.proof.finish import verdict
-    from knobtune.tuning.proof.verify import Candidate, CandidateRuns, Comparison
+    from knobtune.tuning.proof import verdict
+    from knobtune.tuning.proof import Candidate, CandidateRuns, Comparison
     from knobtune.workloads import Objective, Rung
 
     default = CandidateRuns(Candidate("default", {}), values=[6.0, 6.2, 5.9, 6.1, 6.0])

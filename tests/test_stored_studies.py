@@ -15,9 +15,8 @@ import pytest
 from knobtune.report import summarize
 from knobtune.storage import StudyStore, open_store
 from knobtune.tuning import Tuner, attrs
-from knobtune.tuning.document.sections import stored_document
-from knobtune.tuning.document.experiment import read_experiment
-from knobtune.tuning.records.trials import records, winner_trial
+from knobtune.tuning.document import read_experiment, stored_document
+from knobtune.tuning.records import records, winner_trial
 
 from conftest import CORPUS
 
@@ -102,7 +101,7 @@ def test_its_defaults_by_rung_stored_as_baseline_read_under_todays_names(old_sto
 def test_a_study_of_todays_code_stores_them_under_their_own_names(tmp_path: Path) -> None:
     """Written by today's code, the new keys only; they read back through the same readers."""
     from knobtune.knobs import load_catalog
-    from knobtune.tuning.document.experiment import Experiment
+    from knobtune.tuning.document import Experiment
     from knobtune.workloads import load_workload
 
     store = open_store(tmp_path)

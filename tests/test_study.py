@@ -12,7 +12,7 @@ from optuna.trial import TrialState
 from knobtune.errors import KnobtuneError, UsageError
 from knobtune.report import summarize
 from knobtune.tuning import Tuner, Experiment, attrs, build_space
-from knobtune.tuning.records.outcomes import Outcome
+from knobtune.tuning.records import Outcome
 
 from conftest import tiny
 
@@ -321,7 +321,7 @@ def test_two_workers_asking_for_the_last_trial_at_once_the_higher_number_gives_w
 
 
 def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_starts_from_it(rocksdb, store) -> None:
-    from knobtune.tuning.proof.finish import starting_configs
+    from knobtune.tuning.proof import starting_configs
 
     workload = dataclasses.replace(tiny("put-get-delete", 4000), ladder=(1.0,))  # one rung: nothing is pruned
     first = Tuner(_settings(rocksdb, workload, study="first", budget__trials=3, research__try_known_configs=True,
@@ -452,7 +452,7 @@ def test_a_time_budget_that_cannot_hold_one_trial_and_its_verification_is_refuse
 def test_with_no_config_at_full_size_the_time_kept_for_verifying_goes_to_the_search(rocksdb, store) -> None:
     """When the search's window closes and no sampled config has reached full size, the reserve would go unused:
     it goes to the search (said once); a config reaching full size then is named as a lead, never the result."""
-    from knobtune.tuning.proof.finish import name_lead, study_result
+    from knobtune.tuning.proof import name_lead, study_result
 
     workload = tiny("put-get-delete", 6000)
     Tuner(_settings(rocksdb, workload, budget__trials=0), store).run()  # the default's ladder: the system's pace

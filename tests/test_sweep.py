@@ -16,7 +16,7 @@ from knobtune.cli import app
 from knobtune.errors import UsageError
 from knobtune.knobs import load_catalog
 from knobtune.report.sweep import sweep_verdict
-from knobtune.tuning.sweep.plan import grid_values, make_axis, plan_sweep
+from knobtune.tuning.sweep import grid_values, make_axis, plan_sweep
 
 runner = CliRunner()
 LEVELDB = load_catalog("leveldb")

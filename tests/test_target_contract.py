@@ -12,7 +12,7 @@ from knobtune.errors import WorkloadError
 from knobtune.knobs import Value, load_catalog
 from knobtune.targets import Measurement, RunFailure
 from knobtune.systems import TARGETS, capturing, export_formats, make_target, workload_section
-from knobtune.tuning.proof.verify import Candidate, run_interleaved
+from knobtune.tuning.proof import Candidate, run_interleaved
 from knobtune.workloads import load_workload
 
 from conftest import CORPUS, tiny

@@ -12,8 +12,7 @@ from pathlib import Path
 from knobtune.knobs import load_catalog
 from knobtune.targets import FailureKind, RunFailure
 from knobtune.systems import make_target
-from knobtune.tuning.proof.finish import verdict
-from knobtune.tuning.proof.verify import MACHINE_RETRIES, Candidate, run_interleaved
+from knobtune.tuning.proof import MACHINE_RETRIES, Candidate, run_interleaved, verdict
 
 from conftest import tiny
 

@@ -13,13 +13,11 @@ from knobtune.schema import COMMAND_LINE, Where, option_fields, to_toml
 from knobtune.storage import StudyStore
 from knobtune.systems import make_target
 from knobtune.tuning import Experiment, build_space
-from knobtune.tuning.document import sections as document
-from knobtune.tuning.document.sections import ExperimentDoc, ExperimentError, load_document, merged, read_document
-from knobtune.tuning.proof.finish import starting_configs
-from knobtune.tuning.document.kinds import of_system, tuning_study
-from knobtune.tuning.document.narrow import narrowed
-from knobtune.tuning.search.ranking import ranked_knobs
-from knobtune.tuning.search.space import kept_out_label
+from knobtune.tuning import document
+from knobtune.tuning.document import (
+    ExperimentDoc, ExperimentError, load_document, merged, narrowed, of_system, read_document, tuning_study)
+from knobtune.tuning.proof import starting_configs
+from knobtune.tuning.search import kept_out_label, ranked_knobs
 from knobtune.cli.options import knob_list, system_argument, workload_for
 from knobtune.names import NAME_CHARS, name_problem, study_name
 from knobtune.errors import UsageError

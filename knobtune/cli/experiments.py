@@ -19,13 +19,10 @@ from knobtune.report.sweep import point_lines, write_sweep
 from knobtune.storage import StudyStore, open_store
 from knobtune.targets import RunFailure
 from knobtune.systems import SYSTEMS, make_target
-from knobtune.tuning.sweep.around import study_base
-from knobtune.tuning.proof.explain import explain_study
-from knobtune.tuning.document.kinds import of_system, tuning_study
-from knobtune.tuning.search.guide import counter_meanings, rules_of
-from knobtune.tuning.document.sections import MAX_REPEATS
-from knobtune.tuning.sweep.plan import MAX_POINTS, plan_sweep, run_sweep
-from knobtune.tuning.proof.verify import Candidate, CandidateRuns, run_interleaved
+from knobtune.tuning.sweep import MAX_POINTS, plan_sweep, run_sweep, study_base
+from knobtune.tuning.proof import Candidate, CandidateRuns, explain_study, run_interleaved
+from knobtune.tuning.document import MAX_REPEATS, of_system, tuning_study
+from knobtune.tuning.search import counter_meanings, rules_of
 from knobtune.workloads import Objective
 from knobtune.cli.options import (
     SystemArgument,

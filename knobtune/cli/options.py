@@ -16,10 +16,10 @@ from knobtune.errors import CatalogError, UsageError
 from knobtune.knobs import Catalog
 from knobtune.knobs.units import human_bytes, parse_bytes
 from knobtune.storage import StudyStore
-from knobtune.tuning.document.sections import MAX_SEED, MIN_MEMORY_LIMIT_BYTES
+from knobtune.tuning.document import MAX_SEED, MIN_MEMORY_LIMIT_BYTES
 from knobtune.systems import driver_for, make_target, reclaim_server_homes, use_system_file, workload_section
 from knobtune.outputs import check_writable_parent
-from knobtune.tuning.records.trials import record_of
+from knobtune.tuning.records import record_of
 from knobtune.workloads import Objective, Workload, load_workload
 from knobtune.workloads.spec import MIN_RUNG_RECORDS
 

@@ -16,8 +16,8 @@ from knobtune.knobs import load_catalog
 from knobtune.outputs import OutputFile, Written, check_outputs
 from knobtune.report import export_beside, export_config, export_files, page_files, summarize, write_report
 from knobtune.storage import open_store
-from knobtune.tuning.proof.explain import EXPLANATION
-from knobtune.tuning.document.kinds import tuning_study
+from knobtune.tuning.proof import EXPLANATION
+from knobtune.tuning.document import tuning_study
 from knobtune.cli.options import (
     DirOption, ForceOption, JsonOption, StorageOption, output_path, trial_config, write_output,
 )

@@ -14,13 +14,9 @@ from knobtune.knobs import load_catalog
 from knobtune.report import export_beside, summarize
 from knobtune.storage import open_store
 from knobtune.tuning import Tuner
-from knobtune.tuning.search.ranking import rank_study
-from knobtune.tuning.search.samplers import SAMPLERS
-from knobtune.tuning.search.space import left_out_line
-from knobtune.tuning.document.sections import MAX_TRIALS
-from knobtune.tuning.document.experiment import join_experiment
-from knobtune.tuning.document.kinds import of_system
-from knobtune.tuning.loop.owner import refuse_if_running
+from knobtune.tuning.search import SAMPLERS, left_out_line, rank_study
+from knobtune.tuning.document import MAX_TRIALS, join_experiment, of_system
+from knobtune.tuning.loop import refuse_if_running
 from knobtune.cli.document import experiment_document, plan_text, resolve
 from knobtune.cli.options import (
     SystemArgument,

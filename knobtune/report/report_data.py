@@ -12,7 +12,7 @@ from knobtune.knobs import Catalog, load_catalog
 from knobtune.knobs.display import knob_value, same_behaviour
 from knobtune.report.summary import summarize
 from knobtune.tuning import attrs
-from knobtune.tuning.records.trials import record_of
+from knobtune.tuning.records import record_of
 
 TOP_KNOBS = 6
 

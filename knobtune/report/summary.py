@@ -18,12 +18,10 @@ from knobtune.knobs.units import human_bytes
 from knobtune.systems import export_formats, know_system
 from knobtune.tuning import attrs
 from knobtune.errors import CatalogError, UsageError
-from knobtune.tuning.document.sections import ExperimentDoc, stored_document
-from knobtune.tuning.proof.finish import DEFAULT_LABEL, study_result
-from knobtune.tuning.search.guide import compare_findings, rules_of
-from knobtune.tuning.records.outcomes import Outcome
-from knobtune.tuning.records.trials import TrialRecord, record_of, value_of
-from knobtune.tuning.search.space import kept_out_label
+from knobtune.tuning.document import ExperimentDoc, stored_document
+from knobtune.tuning.proof import DEFAULT_LABEL, study_result
+from knobtune.tuning.search import compare_findings, kept_out_label, rules_of
+from knobtune.tuning.records import Outcome, TrialRecord, record_of, value_of
 from knobtune.report.sections import (
     Bottleneck, Costs, Default, Heading, Limits, MachineRuns, Production, Proof, Ranked, RankedBy, Replay, Result,
     Safety, StudySummary, TimeSpent, Trials,

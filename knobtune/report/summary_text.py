@@ -20,7 +20,7 @@ from knobtune.knobs.units import human_bytes
 from knobtune.report.sections import (
     Bottleneck, Costs, Default, Heading, Proof, Ranked, Replay, Result, Safety, StudySummary, Trials,
 )
-from knobtune.tuning.search.space import left_out_line
+from knobtune.tuning.search import left_out_line
 from knobtune.workloads import Objective
 from knobtune.workloads.capture import CaptureSummary
 

@@ -30,7 +30,7 @@ from knobtune.tuning.document.sections import (
     BudgetSection, ExperimentDoc, LimitsSection, MeasurementSection, PlacementSection, ProofSection, ResearchSection,
     SearchSection, WorkloadSection, differences, stored_document,
 )
-from knobtune.tuning.search.space import SearchSpace, build_space
+from knobtune.tuning.search import SearchSpace, build_space
 from knobtune.workloads import Objective, Rung, Workload, available_workloads, load_workload
 
 

@@ -18,8 +18,7 @@ from knobtune.datafile import read_toml
 from knobtune.errors import UsageError
 from knobtune.schema import COMMAND_LINE, Where, read, section, setting, to_dict
 from knobtune.tuning.records import attrs
-from knobtune.tuning.search.samplers import REMOVED_SAMPLERS, SAMPLERS
-from knobtune.tuning.proof.verify import DEFAULT_TIMEOUT_FACTOR, MIN_TIMEOUT_S, relative_limit_s
+from knobtune.tuning.search import REMOVED_SAMPLERS, SAMPLERS
 from knobtune.workloads import Objective
 
 MAX_SEED = 2**32 - 1  # the samplers' (numpy's) seeds
@@ -30,11 +29,18 @@ MIN_MEMORY_LIMIT_BYTES = 4 << 20  # no database process runs in less
 MAX_TRIALS = 10_000
 # interleaved runs of one config: 100 give an interval as narrow as the noise allows; more only spends the budget
 MAX_REPEATS = 100
+DEFAULT_TIMEOUT_FACTOR = 3.0  # a run may take this many times the default's time (--timeout-factor)
+MIN_TIMEOUT_S = 2.0  # a limit relative to the default's time is never shorter than this
 MAX_ROUNDS_FACTOR = 4  # without --max-rounds, verifying may add rounds up to this many times --repeats
 
 
 class ExperimentError(UsageError):
     """An experiment document (a file, the options, a study's record) is invalid."""
+
+
+def relative_limit_s(base_s: float, factor: float, least_s: float = MIN_TIMEOUT_S) -> float:
+    """The time a run may take: ``factor`` times the reference run's ``base_s``, at least ``least_s``."""
+    return max(factor * base_s, least_s)
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,10 @@ from optuna.trial import TrialState
 from knobtune.analysis import noise
 from knobtune.analysis.sequential import SequentialPlan, rounds_for
 from knobtune.errors import UsageError
-from knobtune.tuning.records import attrs
-from knobtune.tuning.document.experiment import Experiment
-from knobtune.tuning.proof.finish import top_trials
-from knobtune.tuning.records.outcomes import Outcome
+from knobtune.tuning.records import Outcome, RungRun, TrialRecord, attrs, record_of, records
+from knobtune.tuning.document import Experiment
+from knobtune.tuning.proof import top_trials
 from knobtune.tuning.loop.progress import Reporter
-from knobtune.tuning.records.trials import RungRun, TrialRecord, record_of, records
 from knobtune.tuning.loop.workers import Workers
 from knobtune.workloads import Rung
 

@@ -30,7 +30,7 @@ from sqlalchemy.engine import make_url
 from knobtune.errors import UsageError
 from knobtune.processes import pid_alive
 from knobtune.storage import StudyStore
-from knobtune.tuning.records.trials import records
+from knobtune.tuning.records import records
 
 
 def lock_path(store: StudyStore, study_name: str) -> Path | None:

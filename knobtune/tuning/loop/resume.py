@@ -18,10 +18,8 @@ from optuna.trial import TrialState
 
 from knobtune.processes import pid_alive
 from knobtune.targets import KnownConfig
-from knobtune.tuning.records import attrs
-from knobtune.tuning.records.outcomes import Outcome
+from knobtune.tuning.records import Outcome, attrs, records
 from knobtune.tuning.loop.progress import Reporter
-from knobtune.tuning.records.trials import records
 from knobtune.tuning.loop.workers import Workers
 
 

@@ -24,16 +24,13 @@ from knobtune.targets import Target
 from knobtune.systems import make_target
 from knobtune.tuning.records import attrs
 from knobtune.tuning.loop.budget import Budget
-from knobtune.tuning.document.experiment import Experiment
-from knobtune.tuning.proof.finish import name_lead, verify_study
-from knobtune.tuning.search.guide import Guide
-from knobtune.tuning.document.narrow import narrowed
+from knobtune.tuning.document import Experiment, narrowed, stored_document
+from knobtune.tuning.proof import name_lead, verify_study
+from knobtune.tuning.search import Guide, make_sampler, removed_note
 from knobtune.tuning.loop.owner import running
 from knobtune.tuning.loop.progress import Progress, Reporter
 from knobtune.tuning.loop.pruning import DefaultAwareHalvingPruner
 from knobtune.tuning.loop.resume import Queue
-from knobtune.tuning.document.sections import stored_document
-from knobtune.tuning.search.samplers import make_sampler, removed_note
 from knobtune.tuning.loop.trial import TrialRunner
 from knobtune.tuning.loop.workers import Workers, optuna_warnings_silenced
 
@@ -91,7 +88,7 @@ class Tuner:
             queue.recover_interrupted()
             self._record(study, budget, target, facts, workers)
             queue.plan_known_configs(known)
-            guide = Guide(study, e.space, target, self.reporter, memory_limit_bytes=e.planned_memory_limit(),
+            guide = Guide(study, e.space, target, self.reporter.note, memory_limit_bytes=e.planned_memory_limit(),
                           trials=e.budget.trials, enabled=e.research.rules and not e.joining)
             runner = TrialRunner(workers, budget, queue, self.reporter, self.store, guide)
             try:

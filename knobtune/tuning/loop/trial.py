@@ -22,14 +22,11 @@ from optuna.trial import TrialState
 from knobtune.errors import KnobtuneError, StorageError, UsageError
 from knobtune.storage import GRACE_S, HEARTBEAT_S, StudyStore
 from knobtune.targets import RunFailure, Target, disk_full_of, is_disk_full
-from knobtune.tuning.records import attrs
+from knobtune.tuning.records import Outcome, RungRun, attrs, record_of, records, store_run
 from knobtune.tuning.loop.budget import Budget
-from knobtune.tuning.search.guide import Guide
-from knobtune.tuning.records.outcomes import Outcome
+from knobtune.tuning.search import Guide, config_hash
 from knobtune.tuning.loop.progress import Reporter
-from knobtune.tuning.records.trials import RungRun, record_of, records, store_run
 from knobtune.tuning.loop.resume import Queue
-from knobtune.tuning.search.space import config_hash
 from knobtune.tuning.loop.workers import Workers
 from knobtune.workloads import Rung
 

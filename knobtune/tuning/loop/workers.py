@@ -27,11 +27,10 @@ from optuna.trial import TrialState
 
 from knobtune.errors import StorageError, UsageError
 from knobtune.storage import GRACE_S, HEARTBEAT_S
-from knobtune.tuning.records import attrs
-from knobtune.tuning.document.experiment import Experiment
+from knobtune.tuning.records import RungRun, TrialRecord, attrs, records
+from knobtune.tuning.document import Experiment
 from knobtune.tuning.loop.machine import differences, machine_facts
 from knobtune.tuning.loop.progress import Reporter
-from knobtune.tuning.records.trials import RungRun, TrialRecord, records
 from knobtune.workloads import Rung
 
 

@@ -27,9 +27,9 @@ from knobtune.storage import StudyStore
 from knobtune.targets import RunFailure, Target
 from knobtune.systems import make_target
 from knobtune.tuning.records import attrs
-from knobtune.tuning.document.experiment import read_experiment
-from knobtune.tuning.search.space import mend
-from knobtune.tuning.proof.verify import DEFAULT_TIMEOUT_FACTOR, Candidate, relative_limit_s, run_interleaved
+from knobtune.tuning.document import DEFAULT_TIMEOUT_FACTOR, read_experiment, relative_limit_s
+from knobtune.tuning.search import mend
+from knobtune.tuning.proof.verify import Candidate, run_interleaved
 from knobtune.workloads import Objective, Rung
 
 EXPLANATION = attrs.EXPLANATION

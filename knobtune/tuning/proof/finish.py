@@ -20,9 +20,8 @@ from knobtune.analysis.sequential import SequentialPlan
 from knobtune.errors import KnobtuneError, UsageError
 from knobtune.knobs import Value
 from knobtune.targets import RunFailure, Target
-from knobtune.tuning.records import attrs
-from knobtune.tuning.document.experiment import Experiment
-from knobtune.tuning.records.trials import RungRun, record_of, value_of, winner_trial
+from knobtune.tuning.records import RungRun, attrs, record_of, value_of, winner_trial
+from knobtune.tuning.document import Experiment
 from knobtune.tuning.proof.verify import MACHINE_RETRIES, Candidate, CandidateRuns, Comparison, Stop, run_sequential
 
 DEFAULT_LABEL = "default"

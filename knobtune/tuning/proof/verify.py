@@ -20,6 +20,7 @@ from knobtune.analysis import Speedup, noise, speedup
 from knobtune.analysis.sequential import SequentialPlan, SequentialTest, judge
 from knobtune.knobs import Value
 from knobtune.targets import FailureKind, Measurement, RunFailure, Target
+from knobtune.tuning.document import relative_limit_s
 from knobtune.workloads import Objective, Rung
 
 
@@ -171,15 +172,6 @@ class Comparison:
             "winner": (w.candidate.label if (w := self.winner()) else None),
             "winner_trial": (w.candidate.trial if (w := self.winner()) else None),
         }
-
-
-DEFAULT_TIMEOUT_FACTOR = 3.0  # a run may take this many times the default's time (--timeout-factor)
-MIN_TIMEOUT_S = 2.0  # a limit relative to the default's time is never shorter than this
-
-
-def relative_limit_s(base_s: float, factor: float, least_s: float = MIN_TIMEOUT_S) -> float:
-    """The time a run may take: ``factor`` times the reference run's ``base_s``, at least ``least_s``."""
-    return max(factor * base_s, least_s)
 
 
 def run_interleaved(target: Target, candidates: Sequence[tuple[Candidate, Mapping[str, Value]]], rung: Rung, *,

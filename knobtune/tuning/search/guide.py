@@ -50,9 +50,7 @@ from knobtune.knobs.units import human_bytes
 from knobtune.targets import Target
 from knobtune.targets._counters import CounterDoc, described_counters
 from knobtune.systems import SYSTEMS
-from knobtune.tuning.records import attrs
-from knobtune.tuning.loop.progress import Reporter
-from knobtune.tuning.records.trials import RungRun
+from knobtune.tuning.records import RungRun, attrs
 from knobtune.tuning.search.space import SearchSpace
 
 FOCUS_SHARE = 1 / 3  # the share of the search the focus lasts
@@ -218,10 +216,10 @@ class Advice:
 class Guide:
     """Reads the rules over full-size runs and turns what fires into starts and a focus (see the module doc)."""
 
-    def __init__(self, study: optuna.Study, space: SearchSpace, target: Target, reporter: Reporter, *,
+    def __init__(self, study: optuna.Study, space: SearchSpace, target: Target, note: Callable[[str], None], *,
                  memory_limit_bytes: int | None, trials: int | None, enabled: bool) -> None:
-        self.study, self.catalog, self.reporter, self.trials = study, space.catalog, reporter, trials
-        self.advice = Advice(space, memory_limit_bytes, reporter.note)
+        self.study, self.catalog, self.note, self.trials = study, space.catalog, note, trials
+        self.advice = Advice(space, memory_limit_bytes, note)
         self.rules = rules_of(self.catalog.system) if enabled else ()
         self.shape = target.workload_shape() if self.rules else {}
 
@@ -250,10 +248,10 @@ class Guide:
             state["focus"] = {**state.get("focus", {}), **{k: list(v) for k, v in ranges.items()}}
         self.study.set_user_attr(attrs.DIAGNOSIS, state)
         names = "+".join(f.rule for f in new)
-        self.reporter.note(f"trial {trial.number}'s run shows another bottleneck: "
+        self.note(f"trial {trial.number}'s run shows another bottleneck: "
                            + "; ".join(f.text for f in new))
         if ranges:
-            self.reporter.note(f"narrowed from trial {trial.number}'s values for the rest of the first third: "
+            self.note(f"narrowed from trial {trial.number}'s values for the rest of the first third: "
                                + self.advice.shown_ranges(ranges))
         composed = self.advice.composed(new, config)
         return [(f"rules after trial {trial.number}: {names}", composed)] if composed else []
@@ -295,9 +293,9 @@ class Guide:
             state["until_trials"] = max(MIN_FOCUSED_TRIALS, math.ceil(self.trials * FOCUS_SHARE))
         self.study.set_user_attr(attrs.DIAGNOSIS, state)
         for finding in found.findings:
-            self.reporter.note(f"the default's run: {finding.text} (rule {finding.rule})")
+            self.note(f"the default's run: {finding.text} (rule {finding.rule})")
         if ranges:
-            self.reporter.note("searched first, narrowed: " + self.advice.shown_ranges(ranges))
+            self.note("searched first, narrowed: " + self.advice.shown_ranges(ranges))
         return self.advice.starts(found.findings, config)
 
 

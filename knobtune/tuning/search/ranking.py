@@ -16,8 +16,7 @@ import optuna
 from knobtune.analysis.ranking import Ranking, rank_knobs, top_k
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog, KnobType
-from knobtune.tuning.records import attrs
-from knobtune.tuning.records.trials import records
+from knobtune.tuning.records import attrs, records
 
 MIN_SAMPLES = 8
 

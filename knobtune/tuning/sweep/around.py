@@ -10,8 +10,8 @@ import optuna
 
 from knobtune.errors import UsageError
 from knobtune.knobs import Value
-from knobtune.tuning.document.experiment import read_experiment
-from knobtune.tuning.proof.finish import study_result
+from knobtune.tuning.document import read_experiment
+from knobtune.tuning.proof import study_result
 from knobtune.workloads import Objective, available_workloads, load_workload
 
 

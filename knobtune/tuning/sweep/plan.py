@@ -36,8 +36,9 @@ from knobtune.knobs import Catalog, Knob, KnobType, Value
 from knobtune.knobs.display import knob_value
 from knobtune.targets import Target
 from knobtune.systems import spelling_of
-from knobtune.tuning.search.space import meeting_value, mend
-from knobtune.tuning.proof.verify import MIN_TIMEOUT_S, Candidate, CandidateRuns, relative_limit_s, run_interleaved
+from knobtune.tuning.search import meeting_value, mend
+from knobtune.tuning.document import MIN_TIMEOUT_S, relative_limit_s
+from knobtune.tuning.proof import Candidate, CandidateRuns, run_interleaved
 from knobtune.workloads import Objective, Rung
 
 DEFAULT_POINTS = {1: 7, 2: 5}  # grid points per numeric knob when --points is not given
