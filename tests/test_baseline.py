@@ -21,9 +21,8 @@ from knobtune.cli import app
 from knobtune.errors import CatalogError, UsageError
 from knobtune.knobs import load_catalog
 from knobtune.report.export import load_config_file
-from knobtune.targets import Machine
+from knobtune.targets import DISKS, Machine, fixed_config, rotational_disks
 from knobtune.systems import heuristic_config
-from knobtune.targets._heuristics import DISKS, fixed_config, rotational_disks
 from knobtune.systems.postgresql.pgtune import pgtune, pgtune_config
 from knobtune.systems.postgresql.pgtune_rules import RULES_PATH, load_pgtune
 

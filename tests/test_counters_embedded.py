@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 
 from knobtune.knobs import load_catalog
-from knobtune.targets import Measurement
+from knobtune.targets import UNITS, Measurement, with_ratios
 from knobtune.systems import make_target
-from knobtune.targets._counters import UNITS, with_ratios
 from knobtune.tuning.search import counter_meanings
 from knobtune.systems.rocksdb.db_bench import parse_output
 from knobtune.systems.rocksdb.db_bench_counters import parse_counters, parse_event_log

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from knobtune.knobs import load_catalog, render_every
-from knobtune.targets._base import Measurement
+from knobtune.targets import Measurement
 from knobtune.drivers.kvbench import KvbenchTarget
 from knobtune.systems.rocksdb.formats import block_cache_logged
 from knobtune.workloads import Rung

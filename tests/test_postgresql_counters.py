@@ -12,9 +12,8 @@ import pytest
 
 from knobtune.errors import CatalogError
 from knobtune.knobs import load_catalog
-from knobtune.targets import FailureKind, RunFailure
+from knobtune.targets import UNITS, FailureKind, RunFailure, described_counters
 from knobtune.systems import make_target
-from knobtune.targets._counters import UNITS, described_counters
 from knobtune.tuning.search import counter_meanings
 from knobtune.server.process import process_tree
 from knobtune.systems.postgresql import counters, replay, waits

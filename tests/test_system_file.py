@@ -16,7 +16,7 @@ import pytest
 from knobtune.errors import CatalogError, WorkloadError
 from knobtune.knobs import load_catalog
 from knobtune.systems import SYSTEMS, make_target, use_system_file
-from knobtune.systems._registry import SHIPPED_FILES
+from knobtune.systems import SHIPPED_FILES
 from knobtune.described.system_file import fill, load_system_file
 from knobtune.workloads import load_workload
 

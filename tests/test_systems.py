@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from knobtune.knobs import available_systems, load_catalog
-from knobtune.targets import Machine, Target
+from knobtune.targets import Machine, System, Target
 from knobtune.systems import SYSTEMS, TARGETS, described_systems, export_formats, heuristic_config
-from knobtune.targets._system import System
 
 ENTRIES = sorted(SYSTEMS.values(), key=lambda entry: entry.name)
 _NEEDS_DB_BENCH = {"rocksdb-options"}  # rendered by RocksDB itself through db_bench

@@ -32,7 +32,7 @@ from knobtune.errors import KnobtuneError, WorkloadError
 from knobtune.names import nearest
 from knobtune.schema import required, setting
 from knobtune.knobs.units import parse_bytes
-from knobtune.targets._base import FailureKind, Phase, RunFailure
+from knobtune.targets import FailureKind, Phase, RunFailure
 from knobtune.server.process import last_lines, run_logged
 from knobtune.server.life import Benchmarked
 from knobtune.described.system_file import fill, placeholders

@@ -36,7 +36,7 @@ from knobtune.described.system_schema import DOCS, SystemDocument
 from knobtune.errors import CatalogError, KnobtuneError
 from knobtune.names import nearest
 from knobtune.knobs import Catalog, KnobType, Value, load_catalog, render_named
-from knobtune.targets._formats import ExportFormat
+from knobtune.targets import ExportFormat
 
 PLACES = ("home", "data", "config_file")  # what every command may name, besides the file's own [paths]
 SQL_PLACE = "sql"  # the statement, in [sql].argv only

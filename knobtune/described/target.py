@@ -24,8 +24,7 @@ from typing import Any
 from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_named
 from knobtune.server import loaded
-from knobtune.targets._base import FailureKind, KnownConfig, RunFailure, Target
-from knobtune.targets._heuristics import Machine, clamp_into_range
+from knobtune.targets import FailureKind, KnownConfig, Machine, RunFailure, Target, clamp_into_range
 from knobtune.server.process import last_lines, run_logged, spawn, stop_group
 from knobtune.described.command import CommandDriver, CommandShape, read_section
 from knobtune.server.life import Benchmarked, ServerTarget, SettleWork

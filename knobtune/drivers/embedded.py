@@ -25,8 +25,9 @@ from knobtune.errors import ToolMissingError
 from knobtune.installing import NATIVE_PARTS, setup_fix
 from knobtune.knobs import Value
 from knobtune.knobs.units import human_bytes
-from knobtune.targets._base import FailureKind, Measurement, RunFailure, Settle, Target
-from knobtune.targets._disk import disk_full, disk_full_of, is_disk_full, nearly_full, no_space_line
+from knobtune.targets import (
+    FailureKind, Measurement, RunFailure, Settle, Target, disk_full, disk_full_of, is_disk_full, nearly_full,
+    no_space_line)
 from knobtune.names import existing_ancestor
 from knobtune.server.loaded import check_room
 from knobtune.server.process import ProcessResult, run_logged

@@ -32,10 +32,8 @@ from typing import Any
 
 from knobtune.errors import ConfigError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, check_driver, render_every
-from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
-from knobtune.targets._counters import numbers, with_ratios
+from knobtune.targets import ExportFormat, FailureKind, Measurement, Phase, RunFailure, numbers, with_ratios
 from knobtune.drivers.embedded import EmbeddedTarget, find_kvbench, read_result
-from knobtune.targets._formats import ExportFormat
 from knobtune.server.process import run_logged
 from knobtune.drivers.kvbench_phases import read_section
 from knobtune.workloads import Rung, Workload

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from knobtune.targets._base import FailureKind, RunFailure
+from knobtune.targets import FailureKind, RunFailure
 from knobtune.workloads import Rung
 
 

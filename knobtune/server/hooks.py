@@ -20,7 +20,7 @@ from pathlib import Path
 from knobtune.knobs import Value
 from knobtune.server.memory import MemoryWatch, TreeMemoryWatch
 from knobtune.server.process import last_lines
-from knobtune.targets._base import Phase, Target
+from knobtune.targets import Phase, Target
 from knobtune.workloads import Rung
 
 

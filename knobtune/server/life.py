@@ -46,8 +46,8 @@ from knobtune.processes import LeftBehind, left_behind, remove_left_behind
 from knobtune.server import loaded
 from knobtune.server.hooks import Benchmarked, ServerHooks, SettleWork
 from knobtune.server.process import kill_tree, spawn, stop_group
-from knobtune.targets._base import FailureKind, Measurement, RunFailure, Settle, await_server
-from knobtune.targets._disk import NO_SPACE, disk_full, nearly_full, no_space_line
+from knobtune.targets import (
+    NO_SPACE, FailureKind, Measurement, RunFailure, Settle, await_server, disk_full, nearly_full, no_space_line)
 from knobtune.workloads import Rung, Workload
 
 __all__ = ["Benchmarked", "ServerTarget", "SettleWork", "remove_stale_homes", "stale_homes"]

@@ -14,13 +14,10 @@ from knobtune.errors import UsageError
 from knobtune.knobs import Catalog
 from knobtune.knobs.catalog import SYSTEMS_DIR, register_catalog
 from knobtune.systems import cassandra, leveldb, postgresql, rocksdb
-from knobtune.targets._base import Target
+from knobtune.targets import Capturing, ExportFormat, HeuristicConfig, Machine, System, Target
 from knobtune.described.target import target_classes
-from knobtune.targets._formats import ExportFormat
-from knobtune.targets._heuristics import HeuristicConfig, Machine
 from knobtune.processes import LeftBehind
 from knobtune.server.life import remove_stale_homes, stale_homes
-from knobtune.targets._system import Capturing, System
 from knobtune.described.system_file import SystemFile, load_system_file
 from knobtune.workloads import Workload
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from knobtune.targets._system import System
+from knobtune.targets import System
 from knobtune.systems.cassandra.formats import FORMATS
 from knobtune.systems.cassandra.target import CassandraTarget
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from knobtune.knobs import Catalog, Knob, Value, spell_value
-from knobtune.targets._formats import Beside, ExportFormat, settings_with_units
+from knobtune.targets import Beside, ExportFormat, settings_with_units
 
 
 def cassandra_yaml_settings(catalog: Catalog, config: Mapping[str, Value]) -> dict[str, str]:

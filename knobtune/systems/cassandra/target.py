@@ -30,7 +30,7 @@ from pathlib import Path
 from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
 from knobtune.server import loaded
-from knobtune.targets._base import FailureKind, RunFailure
+from knobtune.targets import FailureKind, RunFailure
 from knobtune.server.process import last_lines, run_logged
 from knobtune.server.memory import HighWaterMemoryWatch, MemoryWatch
 from knobtune.server.life import Benchmarked, ServerTarget, SettleWork

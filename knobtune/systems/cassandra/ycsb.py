@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping
 from datetime import datetime
 
-from knobtune.targets._base import FailureKind, Phase, RunFailure
+from knobtune.targets import FailureKind, Phase, RunFailure
 from knobtune.server.life import Benchmarked
 from knobtune.systems.cassandra.node import cache_dir, java17
 from knobtune.workloads import Workload

@@ -4,7 +4,7 @@ as knobs). It has no export format of its own (kvbench's option map serves) and 
 from pathlib import Path
 
 from knobtune.drivers.kvbench import KvbenchTarget, KvbenchTunableTarget
-from knobtune.targets._system import System
+from knobtune.targets import System
 
 HERE = Path(__file__).parent
 SYSTEM = System("leveldb", "kvbench", {"kvbench": KvbenchTarget, "kvbench-tunable": KvbenchTunableTarget},

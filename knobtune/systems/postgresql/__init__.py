@@ -3,7 +3,7 @@ a user's own server (its log and a dump); its formats, PGTune and its data check
 
 from pathlib import Path
 
-from knobtune.targets._system import Capturing, Heuristics, System
+from knobtune.targets import Capturing, Heuristics, System
 from knobtune.systems.postgresql import capture, pgtune
 from knobtune.systems.postgresql.analytic import PostgresQueriesTarget
 from knobtune.systems.postgresql.formats import FORMATS

@@ -25,7 +25,7 @@ from pathlib import Path
 from knobtune.errors import WorkloadError
 from knobtune.knobs import Catalog, Value
 from knobtune.server import loaded
-from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
+from knobtune.targets import FailureKind, Measurement, Phase, RunFailure
 from knobtune.server.process import last_lines, run_logged
 from knobtune.server.life import Benchmarked
 from knobtune.systems.postgresql import tpch

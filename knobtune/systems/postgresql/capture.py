@@ -19,7 +19,7 @@ from pathlib import Path
 
 from knobtune.errors import KnobtuneError, WorkloadError
 from knobtune.knobs import Value, load_catalog
-from knobtune.targets._base import RunFailure
+from knobtune.targets import RunFailure
 from knobtune.server.process import last_lines
 from knobtune.systems.postgresql.generated import KEYS_FILE, IdMap, map_ids, read_keys, write_keys
 from knobtune.systems.postgresql.pglog import ParsedLog, fingerprint, mix, read_log

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from knobtune.knobs import Catalog, Value
-from knobtune.targets._formats import ExportFormat, settings_with_units
+from knobtune.targets import ExportFormat, settings_with_units
 
 
 def postgresql_settings(catalog: Catalog, config: Mapping[str, Value]) -> dict[str, str]:

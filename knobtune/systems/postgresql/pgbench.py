@@ -18,7 +18,7 @@ from knobtune import schema
 from knobtune.errors import WorkloadError
 from knobtune.names import nearest
 from knobtune.schema import setting, table
-from knobtune.targets._base import FailureKind, Phase, RunFailure
+from knobtune.targets import FailureKind, Phase, RunFailure
 from knobtune.server.process import last_lines, run_logged
 from knobtune.server.life import Benchmarked
 from knobtune.systems.postgresql.checks import CHECKS

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from knobtune.errors import UsageError
 from knobtune.knobs.catalog import Catalog, Knob, KnobType, Value, load_catalog
 from knobtune.knobs.units import human_bytes
-from knobtune.targets._heuristics import KIB, HeuristicConfig, Machine, clamp_into_range
+from knobtune.targets import KIB, HeuristicConfig, Machine, clamp_into_range
 from knobtune.systems.postgresql.pgtune_rules import Profile, Pgtune, Rules, load_pgtune
 
 # PGTune's settings that are sizes (PGTune computes them in kB); spelled in kB/MB/GB when reported.

@@ -16,7 +16,7 @@ from knobtune.errors import CatalogError, UsageError
 from knobtune.datafile import read_toml
 from knobtune.knobs.catalog import Value
 from knobtune.knobs.units import parse_bytes
-from knobtune.targets._heuristics import DISKS
+from knobtune.targets import DISKS
 
 RULES_PATH = Path(__file__).parent / "pgtune.toml"
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
 from knobtune.server import loaded
-from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
+from knobtune.targets import FailureKind, Measurement, Phase, RunFailure
 from knobtune.drivers.embedded import native_fix
 from knobtune.drivers.replay import run_reference
 from knobtune.server.process import last_lines, process_tree, run_logged

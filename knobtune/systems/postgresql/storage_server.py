@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from knobtune.errors import KnobtuneError
-from knobtune.targets._base import await_server
+from knobtune.targets import await_server
 from knobtune.server.process import run_logged, spawn, stop_group
 from knobtune.server.life import remove_stale_homes
 from knobtune.systems.postgresql.server import (

@@ -22,8 +22,7 @@ from typing import Any
 from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
 from knobtune.server import loaded
-from knobtune.targets._base import FailureKind, KnownConfig, RunFailure
-from knobtune.targets._heuristics import Machine
+from knobtune.targets import FailureKind, KnownConfig, Machine, RunFailure
 from knobtune.server.process import last_lines, run_logged, spawn, stop_group
 from knobtune.server.life import Benchmarked, ServerTarget, SettleWork
 from knobtune.systems.postgresql import counters, waits

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from knobtune.targets._base import FailureKind, RunFailure
+from knobtune.targets import FailureKind, RunFailure
 from knobtune.server.process import last_lines, spawn, stop_group
 from knobtune.systems.postgresql.server import PG_BIN
 

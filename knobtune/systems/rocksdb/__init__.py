@@ -3,7 +3,7 @@ own work (a trace); its formats and known configs."""
 
 from pathlib import Path
 
-from knobtune.targets._system import Heuristics, System
+from knobtune.targets import Heuristics, System
 from knobtune.systems.rocksdb import known
 from knobtune.systems.rocksdb.capture import CAPTURING
 from knobtune.systems.rocksdb.db_bench import DbBenchTarget

@@ -12,7 +12,7 @@ from knobtune.errors import WorkloadError
 from knobtune.knobs import load_catalog
 from knobtune.drivers.kvbench import SCANS
 from knobtune.server.process import run_logged
-from knobtune.targets._system import Capturing
+from knobtune.targets import Capturing
 from knobtune.systems.rocksdb import trace
 from knobtune.systems.rocksdb.kvbench import RocksdbKvbenchTarget
 from knobtune.workloads import Workload

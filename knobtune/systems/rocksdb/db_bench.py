@@ -26,8 +26,7 @@ from typing import Any
 
 from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_flags
-from knobtune.targets._base import FailureKind, KnownConfig, Measurement, Phase, RunFailure
-from knobtune.targets._counters import with_ratios
+from knobtune.targets import FailureKind, KnownConfig, Measurement, Phase, RunFailure, with_ratios
 from knobtune.drivers.embedded import EmbeddedTarget
 from knobtune.server.process import run_logged
 from knobtune.systems.rocksdb.build import find_db_bench, rocksdb_build

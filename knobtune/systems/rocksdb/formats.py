@@ -33,7 +33,7 @@ from pathlib import Path
 from knobtune.errors import ConfigError
 from knobtune.knobs import Catalog, Value, render_every, render_flags
 from knobtune.drivers.embedded import find_kvbench
-from knobtune.targets._formats import Beside, ExportFormat
+from knobtune.targets import Beside, ExportFormat
 from knobtune.server.process import run_logged
 from knobtune.systems.rocksdb.build import find_db_bench
 

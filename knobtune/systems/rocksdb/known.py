@@ -14,8 +14,7 @@ from pathlib import Path
 
 from knobtune.errors import UsageError
 from knobtune.knobs.catalog import Catalog
-from knobtune.targets._base import KnownConfig
-from knobtune.targets._heuristics import HeuristicConfig, Machine, fixed_config
+from knobtune.targets import HeuristicConfig, KnownConfig, Machine, fixed_config
 
 DATA_DIR = Path(__file__).parent
 GUIDE = "rocksdb-guide"  # the heuristic RocksDB users start from

@@ -32,8 +32,7 @@ from typing import Any
 
 from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
-from knobtune.targets._base import FailureKind, Measurement, Phase, RunFailure
-from knobtune.targets._counters import numbers, with_ratios
+from knobtune.targets import FailureKind, Measurement, Phase, RunFailure, numbers, with_ratios
 from knobtune.drivers.embedded import EmbeddedTarget, find_kvbench, read_result
 from knobtune.drivers.kvbench import KILLED_AT_END, kvbench_options
 from knobtune.server.process import run_logged

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from knobtune.errors import WorkloadError
-from knobtune.targets._base import FailureKind, RunFailure
+from knobtune.targets import FailureKind, RunFailure
 from knobtune.drivers.embedded import find_kvbench, read_result
 from knobtune.drivers.kvbench import classify_exit, engine_version as kvbench_engine_version
 from knobtune.server.process import run_logged

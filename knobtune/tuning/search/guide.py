@@ -47,8 +47,7 @@ from knobtune.knobs import Knob, KnobType, Value
 from knobtune.knobs.catalog import load_catalog
 from knobtune.knobs.display import knob_value
 from knobtune.knobs.units import human_bytes
-from knobtune.targets import Target
-from knobtune.targets._counters import CounterDoc, described_counters
+from knobtune.targets import CounterDoc, Target, described_counters
 from knobtune.systems import SYSTEMS
 from knobtune.tuning.records import RungRun, attrs
 from knobtune.tuning.search.space import SearchSpace
