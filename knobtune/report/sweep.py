@@ -1,6 +1,6 @@
 """A sweep, drawn: one self-contained HTML file (plotly.js inline) and its JSON, plus the verdict in words.
 
-``tuning.sweep.plan`` measures and ``analysis.sweep`` computes; this module only
+``tuning.sweep`` measures and ``analysis.sweep`` computes; this module only
 words and draws the plain data of ``SweepResult.to_dict()``. One knob: the
 median of each point as a line with its 95% interval as a band (a log x-axis
 when the knob is log-scaled), every run as a dot, special values as
