@@ -132,7 +132,7 @@ def test_a_verdict_names_the_rounds_it_stands_on() -> None:
 def test_a_close_candidate_keeps_rounds_back_and_a_clear_one_does_not() -> None:
     """The budget's rule (docs/tuning.md, "Budgets"): issue 57's 1.10x at 5.3% noise needs rounds after the first
     look, kept back from the search; a 2x gain, or a config no better than the default, needs none."""
-    from knobtune.tuning.loop.budget import close_rounds
+    from knobtune.tuning.loop.reserve import close_rounds
 
     wanted, close = close_rounds([1.10, 2.0, 0.95], 0.053, PLAN)
     assert close == [0] and 0 < wanted <= PLAN.most - PLAN.first

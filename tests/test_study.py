@@ -352,7 +352,7 @@ def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_s
 
 
 def test_a_time_budget_gives_up_the_baselines_then_candidates_rather_than_end_late() -> None:
-    from knobtune.tuning.loop.budget import fitting_verification
+    from knobtune.tuning.loop.reserve import fitting_verification
 
     def estimate_s(top: int, references: bool) -> float:  # the default, 20 s; a baseline 30 s; 30 s per candidate
         return 20.0 + 30.0 * references + 30.0 * top
@@ -369,10 +369,10 @@ def test_a_tight_budget_verifies_without_the_baselines_and_says_how_late_it_ends
     _, budget, _ = _parts(_settings(rocksdb, tiny("put-get-delete", 4000), budget__trials=None, budget__time_s=300,
                                     proof__verify_top=2, proof__repeats=5), store,
                           on_progress=lambda event: notes.append(event.message), known=("rocksdb-guide",))
-    budget.verify_top, budget.verify_known = 1, False  # as reserve_verification fits them
-    budget.wanted_s, budget.fitted_s = 285.0, 200.0
-    budget.first_look_s = 200.0  # the first look (--repeats rounds) is what may end late: added rounds never do
-    fitted = budget.fitted_verification()
+    budget.reserve.verify_top, budget.reserve.verify_known = 1, False  # as keep_back fits them
+    budget.reserve.wanted_s, budget.reserve.fitted_s = 285.0, 200.0
+    budget.reserve.first_look_s = 200.0  # the first look (--repeats rounds) may end late: added rounds never do
+    fitted = budget.reserve.fitted_verification()
     assert (fitted.proof.verify_top, fitted.proof.known_configs) == (1, False)
     assert notes[0].startswith("verifying the top 1 of --verify-top 2 without rocksdb-guide beside the default: "
                                "all would take ~285 s, more than half of the 300 s budget")
@@ -390,7 +390,7 @@ def test_a_tight_budget_verifies_without_the_baselines_and_says_how_late_it_ends
 def test_the_per_run_overhead_is_what_a_trial_took_beyond_its_runs_records() -> None:
     from datetime import datetime, timedelta
 
-    from knobtune.tuning.loop.budget import MIN_RUN_OVERHEAD_S, run_overhead_s
+    from knobtune.tuning.loop.costs import MIN_RUN_OVERHEAD_S, run_overhead_s
 
     start = datetime(2026, 11, 23, 12, 0, 0)
     # a settled run's recovery is inside its elapsed time, so it is not counted twice
@@ -460,11 +460,11 @@ def test_with_no_config_at_full_size_the_time_kept_for_verifying_goes_to_the_sea
     experiment = _settings(rocksdb, workload, budget__trials=None, budget__time_s=600, proof__verify_top=1,
                            proof__repeats=10)
     study, budget, _ = _parts(experiment, store, on_progress=lambda event: notes.append(event.message))
-    budget.reserve_verification()
-    ladder_s = sum(budget._default_cost_s(rung) for rung in experiment.rungs)
-    assert budget.reserve_s > 2  # seconds of tiny runs: the margin below is half of it
+    budget.reserve.keep_back()
+    ladder_s = sum(budget.costs.default_s(rung) for rung in experiment.rungs)
+    assert budget.reserve.kept_s > 2  # seconds of tiny runs: the margin below is half of it
     budget._checked_pace = True  # the budget held a trial when the search began
-    budget.deadline = time.time() + ladder_s + budget.reserve_s / 2  # the window has closed, the deadline not
+    budget.deadline = time.time() + ladder_s + budget.reserve.kept_s / 2  # the window has closed, the deadline not
     assert not budget.ladder_fits()
     assert budget.may_start_trial() and budget.reserve_searched and budget.ladder_fits()
     assert len([n for n in notes if "kept back for verifying go to the search" in n]) == 1
@@ -478,8 +478,8 @@ def test_with_no_config_at_full_size_the_time_kept_for_verifying_goes_to_the_sea
     assert "not verified" in notes[-1] and "longer --time" in notes[-1]
     assert study_result(lead).trial is None and not study_result(lead).verified
     _, with_candidate, _ = _parts(experiment.changed(study="lead"), store)
-    with_candidate.reserve_verification()
-    assert with_candidate.reserve_s > 0 and not with_candidate._search_the_reserve()
+    with_candidate.reserve.keep_back()
+    assert with_candidate.reserve.kept_s > 0 and not with_candidate._search_the_reserve()
 
 
 def test_a_production_ratio_holds_configs_to_its_memory_for_the_benchmarks_data(rocksdb, store) -> None:

@@ -189,10 +189,10 @@ class Tuner:
         if budget.reserve_searched:  # what verifying needed went to the search: a config found there is a lead
             name_lead(study, self.experiment, self.reporter.note)
         else:
-            verify_study(study, target, budget.fitted_verification(),
+            verify_study(study, target, budget.reserve.fitted_verification(),
                          self.store.artifacts(self.experiment.study_name) / "verify", self.reporter.note,
-                         room=budget.verification_room())
-        study.set_user_attr(attrs.TIME_SPENT, {"search_s": searched_s, "reserved_s": budget.reserve_s,
+                         room=budget.reserve.room(budget.deadline))
+        study.set_user_attr(attrs.TIME_SPENT, {"search_s": searched_s, "reserved_s": budget.reserve.kept_s,
                                                "verification_s": self.reporter.elapsed_s() - searched_s,
                                                "budget_s": self.experiment.budget.time_s,
                                                "reserve_searched": budget.reserve_searched})
