@@ -186,7 +186,7 @@ def test_a_run_the_budget_ends_counts_as_budget_not_against_its_config(rocksdb, 
     assert 0 < (budget.cut_by_budget_s(full) or 0) <= 0.05
     trial = study.ask()
     with make_target(rocksdb, workload, store.worker_scratch(), runner.experiment.driver) as target:
-        run = runner._measure(target, trial, rocksdb.defaults(), full, is_default=False)
+        run = runner.runs.measure(target, trial, rocksdb.defaults(), full, is_default=False)
     assert run.failure is Outcome.BUDGET, run
     assert run.reason.startswith("the time budget ended during") and not Outcome.BUDGET.config_fault
 

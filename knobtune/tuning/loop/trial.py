@@ -5,7 +5,8 @@ the rung where the study scales rungs, so nothing here applies or scales. It
 runs at the smallest rung first; Optuna's successive-halving pruner decides
 whether it climbs to the next. A run that takes longer than ``timeout_factor``
 times the default's time at that rung is stopped (outcome ``timeout``). The
-same config is never measured twice at the same rung: its result is reused.
+same config is never measured twice at the same rung: its result is reused
+(``runs``: a rung's run, measured or reused).
 The default and the known configs a new study tries first are never pruned.
 How each trial ended is told to Optuna in one place (``finish``), through
 ``tuning.records.outcomes``.
@@ -20,13 +21,14 @@ import optuna
 from optuna.trial import TrialState
 
 from knobtune.errors import KnobtuneError, StorageError, UsageError
-from knobtune.storage import GRACE_S, HEARTBEAT_S, StudyStore
-from knobtune.targets import RunFailure, Target, disk_full_of, is_disk_full
-from knobtune.tuning.records import Outcome, RungRun, attrs, record_of, records, store_run
+from knobtune.storage import GRACE_S, StudyStore
+from knobtune.targets import RunFailure, Target
+from knobtune.tuning.records import Outcome, RungRun, attrs, record_of
 from knobtune.tuning.loop.budget import Budget
 from knobtune.tuning.search import Guide, config_hash
 from knobtune.tuning.loop.progress import Reporter
 from knobtune.tuning.loop.resume import Queue
+from knobtune.tuning.loop.runs import Runs
 from knobtune.tuning.loop.workers import Workers
 from knobtune.workloads import Rung
 
@@ -38,6 +40,7 @@ class TrialRunner:
                  guide: Guide | None = None) -> None:
         self.workers, self.budget, self.queue, self.reporter, self.store = workers, budget, queue, reporter, store
         self.guide = guide
+        self.runs = Runs(workers, budget, store)
         self.experiment = workers.experiment
         self.study = workers.study
         self.trials_run = 0  # trials this process ran (the default's included)
@@ -164,8 +167,8 @@ class TrialRunner:
         for rung in rungs:
             if not is_default and not self.budget.fits(rung):
                 return self.finish(trial, Outcome.BUDGET, "the time budget ended before this rung")
-            run = None if is_default else self._reused(trial, rung)
-            run = run or self._measure(target, trial, config, rung, is_default)
+            run = None if is_default else self.runs.reused(trial, rung)
+            run = run or self.runs.measure(target, trial, config, rung, is_default)
             if run.failure is not None:
                 return self._fail(trial, run.failure, run.reason, rung, is_default)
             trial.set_user_attr(attrs.REACHED_RUNG, rung.index)
@@ -214,50 +217,6 @@ class TrialRunner:
         search_end = None if left is None else time.time() + left
         starts = self.guide.after_full_run(trial, run, config, is_default=is_default, search_end=search_end)
         self.queue.plan(starts)
-
-    def _measure(self, target: Target, trial: optuna.Trial, config: dict, rung: Rung, is_default: bool) -> RungRun:
-        """Run ``config`` at ``rung``; the run (or its failure, with its kind) is stored on the trial."""
-        e = self.experiment
-        log = self.store.artifacts(e.study_name) / f"trial-{trial.number:04d}" / f"rung-{rung.index}.log"
-        limit = self.budget.limit_s(rung)  # the first default: the time left; a control: as any config's run
-        cut = None if is_default else self.budget.cut_by_budget_s(rung)
-        try:
-            measurement = target.run(config, rung, timeout_s=limit, log_path=log, seed=e.search.seed)
-            run = self.workers.on_this_machine(rung, RungRun.measured(measurement, measurement.value(e.objective)),
-                                               is_default)
-        except RunFailure as failure:
-            outcome, reason = Outcome.of_failure(failure.kind), failure.reason
-            if outcome is Outcome.TIMEOUT and cut is not None:  # stopped by the budget's end, not its own limit
-                outcome, reason = Outcome.BUDGET, f"the time budget ended during {rung} (stopped after {cut:.1f} s)"
-            if failure.fix:
-                trial.set_user_attr(attrs.FIX, failure.fix)
-            run = RungRun.failed(outcome, reason, str(failure.log_path or log))
-        except OSError as exc:  # a folder removed, a disk full: the machine's or our failure, never the config's
-            if is_disk_full(exc):
-                full = disk_full_of(exc, self.store.scratch_root)
-                trial.set_user_attr(attrs.FIX, full.fix)
-                run = RungRun.failed(Outcome.TOOL, full.reason, str(log))
-            else:
-                run = RungRun.failed(Outcome.TOOL, f"the machine or knobtune failed: {exc}", str(log))
-        store_run(trial, rung.index, run)
-        return run
-
-    def _reused(self, trial: optuna.Trial, rung: Rung) -> RungRun | None:
-        """The run of the same config at the same rung from an earlier trial, if there is one; when another
-        worker is measuring it right now (an earlier trial of the same config), its run once it is in."""
-        digest = trial.user_attrs.get(attrs.CONFIG_HASH)
-        while any(other.number < trial.number and other.config_hash == digest and other.run_at(rung.index) is None
-                  and other.worker != self.workers.worker and rung.index <= (other.reached_rung or -1) + 1
-                  for other in records(self.study, (TrialState.RUNNING,))):
-            self.workers.fail_stale()  # a dead worker's trial would hold this one for ever: failed once it is stale
-            time.sleep(HEARTBEAT_S / 5)
-        for other in records(self.study):
-            run = other.run_at(rung.index)
-            if other.number != trial.number and other.config_hash == digest and run is not None and run.reusable():
-                store_run(trial, rung.index, run)
-                trial.set_user_attr(attrs.REUSED_FROM, other.number)
-                return run
-        return None
 
     def _fail(self, trial: optuna.Trial, outcome: Outcome, reason: str, rung: Rung, is_default: bool) -> Outcome:
         """End a trial that failed at ``rung``; a failure the config caused first reports a pessimistic value there."""

@@ -1,0 +1,71 @@
+"""A config's run at one rung: measured through the target, or reused from an earlier trial of the same config.
+
+The same config is never measured twice at the same rung: a run another trial of it made is reused, and one it is
+making on another worker right now is waited for. A run's failure is stored with its kind, as the machine's when
+the machine failed (a full disk), never the config's.
+"""
+
+from __future__ import annotations
+
+import time
+
+import optuna
+from optuna.trial import TrialState
+
+from knobtune.storage import HEARTBEAT_S, StudyStore
+from knobtune.targets import RunFailure, Target, disk_full_of, is_disk_full
+from knobtune.tuning.loop.budget import Budget
+from knobtune.tuning.loop.workers import Workers
+from knobtune.tuning.records import Outcome, RungRun, attrs, records, store_run
+from knobtune.workloads import Rung
+
+
+class Runs:
+    """Runs a trial's config at a rung, or finds the run an earlier trial of the same config made there."""
+
+    def __init__(self, workers: Workers, budget: Budget, store: StudyStore) -> None:
+        self.workers, self.budget, self.store = workers, budget, store
+
+    def measure(self, target: Target, trial: optuna.Trial, config: dict, rung: Rung, is_default: bool) -> RungRun:
+        """Run ``config`` at ``rung``; the run (or its failure, with its kind) is stored on the trial."""
+        e = self.workers.experiment
+        log = self.store.artifacts(e.study_name) / f"trial-{trial.number:04d}" / f"rung-{rung.index}.log"
+        limit = self.budget.limit_s(rung)  # the first default: the time left; a control: as any config's run
+        cut = None if is_default else self.budget.cut_by_budget_s(rung)
+        try:
+            measurement = target.run(config, rung, timeout_s=limit, log_path=log, seed=e.search.seed)
+            run = self.workers.on_this_machine(rung, RungRun.measured(measurement, measurement.value(e.objective)),
+                                               is_default)
+        except RunFailure as failure:
+            outcome, reason = Outcome.of_failure(failure.kind), failure.reason
+            if outcome is Outcome.TIMEOUT and cut is not None:  # stopped by the budget's end, not its own limit
+                outcome, reason = Outcome.BUDGET, f"the time budget ended during {rung} (stopped after {cut:.1f} s)"
+            if failure.fix:
+                trial.set_user_attr(attrs.FIX, failure.fix)
+            run = RungRun.failed(outcome, reason, str(failure.log_path or log))
+        except OSError as exc:  # a folder removed, a disk full: the machine's or our failure, never the config's
+            if is_disk_full(exc):
+                full = disk_full_of(exc, self.store.scratch_root)
+                trial.set_user_attr(attrs.FIX, full.fix)
+                run = RungRun.failed(Outcome.TOOL, full.reason, str(log))
+            else:
+                run = RungRun.failed(Outcome.TOOL, f"the machine or knobtune failed: {exc}", str(log))
+        store_run(trial, rung.index, run)
+        return run
+
+    def reused(self, trial: optuna.Trial, rung: Rung) -> RungRun | None:
+        """The run of the same config at the same rung from an earlier trial, if there is one; when another
+        worker is measuring it right now (an earlier trial of the same config), its run once it is in."""
+        digest = trial.user_attrs.get(attrs.CONFIG_HASH)
+        while any(other.number < trial.number and other.config_hash == digest and other.run_at(rung.index) is None
+                  and other.worker != self.workers.worker and rung.index <= (other.reached_rung or -1) + 1
+                  for other in records(self.workers.study, (TrialState.RUNNING,))):
+            self.workers.fail_stale()  # a dead worker's trial would hold this one for ever: failed once it is stale
+            time.sleep(HEARTBEAT_S / 5)
+        for other in records(self.workers.study):
+            run = other.run_at(rung.index)
+            if other.number != trial.number and other.config_hash == digest and run is not None and run.reusable():
+                store_run(trial, rung.index, run)
+                trial.set_user_attr(attrs.REUSED_FROM, other.number)
+                return run
+        return None
