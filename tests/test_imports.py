@@ -1,5 +1,6 @@
 """The shape of the house, held: every module imports; no import cycle; no arrow up a layer; no private module
-imported from another package; no class over 300 lines, no module over 500.
+imported from another package; each room of tuning entered through its face; no class over 300 lines, no module
+over 500.
 
 Imports are read from the source with ``ast`` (every import, a function's too), so a rule holds for code no test
 runs. The layers are DESIGN.md's data path, written down below as data: a module may import its own package, and
@@ -202,6 +203,21 @@ def test_no_private_module_is_imported_from_another_package() -> None:
     found += [f"{file}:{line} -> {target}" for folder in ("tests", "bench") for file, target, line in
               _external_imports(folder) if _private_from_elsewhere("", target)
               and (file, target) not in PRIVATE_ALLOWED]
+    assert not found, "\n".join(found)
+
+
+def test_a_room_of_tuning_is_entered_through_its_face() -> None:
+    """Outside a room of tuning, knobtune and bench import what its ``__init__.py`` hands on, never from its modules
+    (the tests of the loop's parts may reach in)."""
+    faces = [f"knobtune.tuning.{room}" for layer in LAYERS["knobtune.tuning"] for room in layer]
+    files = [(path, _module_name(path, ROOT.parent)) for path in [*ROOT.rglob("*.py"), *(TOP / "bench").rglob("*.py")]]
+    found = []
+    for path, name in files:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            written = [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.relative_to(TOP)}:{node.lineno} -> {module}" for module in written for face in faces
+                      if module.startswith(face + ".") and not (name + ".").startswith(face + ".")]
     assert not found, "\n".join(found)
 
 
