@@ -1,7 +1,8 @@
 """The study's loop: the default first, then sampled configs up the fidelity ladder, within the budget, on workers.
 
-``study`` is the loop itself; what it asks of each part is in its own module: ``workers``, ``resume``,
-``budget``, ``trial``. Others import the loop through this face.
+``study`` is the loop itself, in the order a study runs; what it asks of each part is in a module of its own:
+``workers``, ``resume``, ``budget`` (with ``reserve`` and ``costs``), ``trial`` (with ``runs``). Others import the
+loop through this face.
 """
 
 from knobtune.tuning.loop.machine import machine_facts

@@ -1,12 +1,12 @@
 """Run a study: the default first at every rung, then sampled configs up a fidelity ladder, then proof.
 
 The loop reads in the order it runs; each part is a module of its own:
-- ``experiment``: what the study is asked to do, written on the study once;
+- ``tuning.document``: what the study is asked to do (the ``Experiment``), written on the study once;
 - ``workers``: this process and machine among the study's workers (its own default, the study's units);
 - ``resume``: interrupted trials queued again, the known configs a new study tries first;
-- ``budget``: trials counted, time left, what a run may take, the verification's reserve;
-- ``trial``: one config up the ladder, and how it ended told to Optuna;
-- ``finish``: the best candidates proven against the default with interleaved repeats.
+- ``budget``: trials counted, time left, what a run may take (``reserve``: what verifying will take);
+- ``trial``: one config up the ladder (``runs``: a run at one rung), and how it ended told to Optuna;
+- ``tuning.proof``: the best candidates proven against the default with interleaved repeats.
 """
 
 from __future__ import annotations
