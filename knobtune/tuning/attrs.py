@@ -33,6 +33,8 @@ UNITS_MACHINE = "units_machine"  # the machine whose default is DEFAULT_BY_RUNG:
 TIME_SPENT = "time_spent"  # this run of `tune`: search_s, verification_s, reserved_s (kept back for it), budget_s,
 # reserve_searched (that time went to the search: no config had reached full size)
 DIAGNOSIS = "diagnosis"  # the rules read over the default's full-size run, what fired since, the focus (tuning.guide)
+SHAPE = "shape"  # the workload's shape as later studies compare it (tuning.earlier.stored_shape)
+EARLIER = "earlier_studies"  # the earlier studies alike a new study learned from (tuning.earlier), nearest first
 MACHINE_PREFIX = "machine:"  # "machine:<name>" -> that machine's facts (tuning.machine), one key per machine
 # study: the flat spelling of earlier releases, now fields of EXPERIMENT; read by tuning.document only
 OLD_DRIVER = "driver"

@@ -24,6 +24,7 @@ from knobtune.targets import Target
 from knobtune.systems import make_target
 from knobtune.tuning import attrs
 from knobtune.tuning.budget import Budget
+from knobtune.tuning.earlier import find_earlier, stored_shape
 from knobtune.tuning.experiment import Experiment
 from knobtune.tuning.finish import name_lead, verify_study
 from knobtune.tuning.guide import Guide
@@ -31,6 +32,7 @@ from knobtune.tuning.narrow import narrowed
 from knobtune.tuning.owner import running
 from knobtune.tuning.progress import Progress, Reporter
 from knobtune.tuning.pruning import DefaultAwareHalvingPruner
+from knobtune.tuning.records import records
 from knobtune.tuning.resume import Queue
 from knobtune.tuning.document import stored_document
 from knobtune.tuning.samplers import make_sampler, removed_note
@@ -91,6 +93,7 @@ class Tuner:
             queue.recover_interrupted()
             self._record(study, budget, target, facts, workers)
             queue.plan_known_configs(known)
+            queue.plan(self._learn_from_earlier(storage, study, facts))
             guide = Guide(study, e.space, target, self.reporter, memory_limit_bytes=e.planned_memory_limit(),
                           trials=e.budget.trials, enabled=e.research.rules and not e.joining)
             runner = TrialRunner(workers, budget, queue, self.reporter, self.store, guide)
@@ -132,6 +135,24 @@ class Tuner:
             return
         for key, value in e.facts(target.driver, target.version(), facts, workers.machine).items():
             study.set_user_attr(key, value)
+        study.set_user_attr(attrs.SHAPE, stored_shape(target.workload_shape()))
+
+    def _learn_from_earlier(self, storage: optuna.storages.BaseStorage, study: optuna.Study,
+                            facts: dict) -> list[tuple[str, dict]]:
+        """The configs a new study tries first from earlier studies alike (``tuning.earlier``), once, when it is new
+        and neither the research switch nor --start-from says otherwise."""
+        e = self.experiment
+        if e.joining or not e.research.earlier_studies or e.start_configs or attrs.EARLIER in study.user_attrs \
+                or attrs.SHAPE not in study.user_attrs or any(not r.is_default for r in records(study)):
+            return []
+        found = find_earlier(storage, e.study_name, e.catalog.system, facts, study.user_attrs[attrs.SHAPE])
+        study.set_user_attr(attrs.EARLIER, list(found.studies))
+        if found.studies:
+            many = len(found.studies) > 1
+            self.reporter.note(f"started from {len(found.studies)} earlier stud{'ies' if many else 'y'} of a "
+                               f"workload alike ({', '.join(found.studies)}): their {len(found.starts)} best "
+                               "config(s) go first (--no-earlier-studies: none)")
+        return list(found.starts)
 
     def _search(self, target: Target, workers: Workers, budget: Budget, queue: Queue, runner: TrialRunner) -> None:
         """Ask for trials and run them while the budget allows; then wait for other workers' trials to end."""
