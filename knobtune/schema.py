@@ -7,10 +7,12 @@ problem naming the field (its option when the value came from the command line) 
 ``to_toml`` write a document back as data ``read`` accepts, so a document round-trips. ``json_schema`` says the
 same schema as a JSON Schema.
 
-A field is a value (bool, int, float, text, a list of texts: ``Rule.items`` says which kind of list), a section (a
-nested dataclass, optional when typed ``X | None``), a table of named values or sections (``Mapping[str, X]``) or a
-list of sections (``tuple[X, ...]``, an array of tables), at any depth; a field made with ``required`` has no
-default. Unknown keys are refused at every depth with the nearest name.
+A field is a value (bool, int, float, text, any value: ``Any``, whose owner checks it), a list (of texts:
+``Rule.items`` says which kind of list; of numbers: ``tuple[float, ...]``, each held to the range; of values of any
+kind: ``tuple[Any, ...]``, or of such lists), a section (a nested dataclass, optional when typed ``X | None``), a
+table of named values or sections (``Mapping[str, X]``) or a list of sections (``tuple[X, ...]``, an array of
+tables), at any depth; a field made with ``required`` has no default. Unknown keys are refused at every depth with
+the nearest name.
 """
 
 from __future__ import annotations
@@ -143,7 +145,8 @@ def _section(kind: Any, data: Any, prefix: str, where: Where, problems: list[str
         if name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and name not in meant:
                 problems.append(f"{where.source}: no [{path}]. Fix: add it ({where.docs})"
-                                if dataclasses.is_dataclass(hints[name]) or _sections(hints[name]) else
+                                if dataclasses.is_dataclass(hints[name]) or _sections(hints[name]) or
+                                typing.get_origin(hints[name]) in (Mapping, dict) else
                                 f"{where.source}: no '{path}'. Fix: add it, e.g. {_example(path, f)}")
             continue
         values[name] = _any(hints[name], f.metadata.get("rule", Rule()), data[name], path, where, problems)
@@ -217,6 +220,10 @@ def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: l
         problems.append(f"{label} {raw!r} is not text. Fix: {fix}")
         return None
     if typing.get_origin(kind) is tuple:
+        if typing.get_args(kind)[0] is float:
+            return _numbers(value, rule, label, fix, problems, shown)
+        if typing.get_args(kind)[0] is not str:
+            return _scalars(typing.get_args(kind)[0], value, label, fix, problems)
         return _list(value, rule, label, fix, problems)
     if kind is float:
         value = float(value)
@@ -264,6 +271,35 @@ def _list(value: Any, rule: Rule, label: str, fix: str, problems: list[str]) -> 
     return tuple(value)
 
 
+def _numbers(value: Any, rule: Rule, label: str, fix: str, problems: list[str], shown: Any) -> tuple[float, ...] | None:
+    """A list of finite numbers (``tuple[float, ...]``), none empty, each within the rule's range."""
+    if not isinstance(value, (list, tuple)) or not value or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
+        problems.append(f"{label} {shown!r} is not a non-empty list of numbers. Fix: {fix}")
+        return None
+    if (wrong := next((p for v in value if (p := _out_of_range(v, rule, v))), None)) is not None:
+        problems.append(f"{label} {list(value)}: {wrong}. Fix: {fix}")
+        return None
+    return tuple(float(v) for v in value)
+
+
+def _scalars(item: Any, value: Any, label: str, fix: str, problems: list[str]) -> tuple[Any, ...] | None:
+    """A list of values of any kind (``tuple[Any, ...]``: texts, numbers, true or false; what they must be, the
+    document's owner checks), or a list of such lists, none empty (``tuple[tuple[Any, ...], ...]``)."""
+    nested = item is not Any
+    if not isinstance(value, (list, tuple)) or not all(
+            isinstance(v, (list, tuple)) and v and all(_scalar(x) for x in v) if nested else _scalar(v)
+            for v in value):
+        problems.append(f"{label} {value!r} is not a list of {'non-empty lists of ' if nested else ''}values "
+                        f"(texts, numbers, true or false). Fix: {fix}")
+        return None
+    return tuple(tuple(v) if nested else v for v in value)
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (str, bool, int)) or isinstance(value, float) and math.isfinite(value)
+
+
 def _out_of_range(value: float, rule: Rule, shown: Any) -> str | None:
     if rule.positive and value <= 0:
         return f"{shown!r} is not a positive {rule.unit or 'number'}"
@@ -278,7 +314,7 @@ def _out_of_range(value: float, rule: Rule, shown: Any) -> str | None:
 def _fix(path: str, rule: Rule, where: Where) -> str:
     if rule.example is None:
         return f"use one of {', '.join(rule.choices)}" if rule.choices else f"see {where.docs}"
-    shown = ",".join(rule.example) if isinstance(rule.example, list) else rule.example  # as an option is written
+    shown = ",".join(map(str, rule.example)) if isinstance(rule.example, list) else rule.example  # as an option
     given = f"{rule.option} {shown}" if path in where.options and rule.option else \
         f"{path.rsplit('.', 1)[-1]} = {_toml(rule.example)}"
     return f"e.g. {given}" + (f" ({rule.note})" if rule.note else "")
@@ -397,6 +433,13 @@ def _field_schema(hint: Any, rule: Rule) -> dict[str, Any]:
 def _value_schema(kind: Any, rule: Rule) -> dict[str, Any]:
     if kind is Any:
         return {}
+    if typing.get_origin(kind) is tuple and typing.get_args(kind)[0] is float:
+        return {"type": "array", "minItems": 1, "items": _value_schema(float, rule)}
+    if typing.get_origin(kind) is tuple and typing.get_args(kind)[0] is Any:
+        return {"type": "array", "items": {"type": ["string", "number", "boolean"]}}
+    if typing.get_origin(kind) is tuple and typing.get_origin(typing.get_args(kind)[0]) is tuple:
+        return {"type": "array", "items": {"type": "array", "minItems": 1,
+                                           "items": {"type": ["string", "number", "boolean"]}}}
     if typing.get_origin(kind) is tuple:
         empty, repeats, blank, lone = LISTS[rule.items]
         item = _text_schema(rule, blank)
