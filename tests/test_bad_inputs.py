@@ -73,10 +73,13 @@ WORKLOADS = {  # file name -> (what replaces what in DB_BENCH or MIX, the error'
                            "'nope' is not one"),
     "bench-flag.toml": (DB_BENCH, "[drivers.db_bench]\n", "[drivers.db_bench]\nflags = { nosuch = 1 }\n",
                         "unknown field 'flags.nosuch'. Fix: remove it"),
-    "name-path.toml": (DB_BENCH, 'name = "tiny"', 'name = "../../tiny"', "field 'name'.*path separator"),
-    "ladder-text.toml": (DB_BENCH, "ladder = [0.5, 1.0]", 'ladder = "abc"', "not a list of fractions"),
-    "key-small.toml": (DB_BENCH, "records = 2000", "records = 2000\nkey_size = 4", "below 8 bytes"),
-    "systems-text.toml": (DB_BENCH, 'systems = ["rocksdb", "leveldb"]', 'systems = "rocksdb"', "not a list of systems"),
+    "name-path.toml": (DB_BENCH, 'name = "tiny"', 'name = "../../tiny"', "name '../../tiny' holds a path separator"),
+    "ladder-text.toml": (DB_BENCH, "ladder = [0.5, 1.0]", 'ladder = "abc"',
+                         "ladder 'abc' is not a non-empty list of numbers"),
+    "key-small.toml": (DB_BENCH, "records = 2000", "records = 2000\nkey_size = 4",
+                       "key_size 4 is below 8.*the drivers' keys need 8"),
+    "systems-text.toml": (DB_BENCH, 'systems = ["rocksdb", "leveldb"]', 'systems = "rocksdb"',
+                          "systems 'rocksdb' is not a list of names"),
 }
 CONFIGS = {  # file name -> (JSON text, the error's words)
     "unknown-knob.json": ('{"nosuch_knob": 1}', "nosuch_knob"),
