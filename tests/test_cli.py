@@ -122,7 +122,7 @@ def test_error_value_out_of_range(tmp_path: Path) -> None:
 
 def test_error_broken_catalog_file() -> None:
     line = _error("knobs", str(CORPUS / "catalogs" / "bad-no-safety.toml"))
-    assert "bad-no-safety.toml" in line and "knob 'disable_wal'" in line and "field 'safety'" in line
+    assert "bad-no-safety.toml" in line and "knobs.disable_wal.safety is missing" in line and "Fix:" in line
 
 
 def test_error_missing_db_bench(tmp_path: Path) -> None:
