@@ -149,6 +149,9 @@ def _section(kind: Any, data: Any, prefix: str, where: Where, problems: list[str
                                 typing.get_origin(hints[name]) in (Mapping, dict) else
                                 f"{where.source}: no '{path}'. Fix: add it, e.g. {_example(path, f)}")
             continue
+        if data[name] is None and _optional(hints[name]):
+            values[name] = None  # JSON's null for an optional field: as if absent
+            continue
         values[name] = _any(hints[name], f.metadata.get("rule", Rule()), data[name], path, where, problems)
     return None if len(problems) > before else kind(**values)
 
