@@ -61,7 +61,8 @@ class CaptureSummary:
     fingerprints: tuple[Fingerprint, ...] = ()  # the kinds that took the most captured time, first
     files: Mapping[str, str] = table(pattern="[0-9a-f]{64}", what="a SHA-256 (64 hex digits)",
                                      example="0" * 64)  # file name -> SHA-256 (the capture's identity)
-    notes: tuple[str, ...] = setting((), items="lines")  # what the capture cannot carry (no iterator Next calls)
+    # What the capture cannot carry
+    notes: tuple[str, ...] = setting((), items="lines", example=["a trace holds no iterator Next calls"])
     # A RocksDB capture's scan lengths, counts only: scans recorded, matched to a traced seek, their Next and Prev
     # calls, those that ran to the end of their range (empty: none recorded)
     scans: Mapping[str, int] = table(least=0, example=10)
