@@ -476,3 +476,68 @@ def _text_schema(rule: Rule, blank: bool) -> dict[str, Any]:
     elif not blank:
         schema["pattern"] = r"\S"
     return schema
+
+
+# ------------------------------------------------------------ a docs table
+
+
+def field_table(kind: type) -> list[str]:
+    """A document's fields at every depth as a Markdown table (field, type, default, what it takes), for the docs
+    (a test holds each docs table to it): ``a.b`` a section's field, ``a.NAME`` the value of each key its author
+    names, ``a[].b`` a field of each table of a list."""
+    rows = ["| field | type | default | takes |", "|---|---|---|---|"]
+    return rows + [f"| `{path}` | {kind_word} | {default} | {takes} |"
+                   for path, kind_word, default, takes in _rows(kind, "")]
+
+
+def _rows(kind: Any, prefix: str) -> list[tuple[str, str, str, str]]:
+    rows: list[tuple[str, str, str, str]] = []
+    hints = typing.get_type_hints(kind)
+    for f in dataclasses.fields(kind):
+        path, hint, rule = _dotted(prefix, f.name), _inner(hints[f.name]), f.metadata.get("rule", Rule())
+        needed = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        default = "required" if needed else "" if f.default in (None, dataclasses.MISSING) or \
+            dataclasses.is_dataclass(f.default) else f"`{_toml(f.default)}`"
+        if dataclasses.is_dataclass(hint):
+            rows += [(path, "section", default, _first(hint.__doc__ or ""))] + _rows(hint, path)
+        elif _sections(hint):
+            rows += [(path, "list of tables", default, "")] + _rows(typing.get_args(hint)[0], f"{path}[]")
+        elif typing.get_origin(hint) in (Mapping, dict):
+            value = typing.get_args(hint)[1]
+            if dataclasses.is_dataclass(value):
+                rows += [(f"{path}.NAME", "section", default, "")] + _rows(value, f"{path}.NAME")
+            else:
+                rows += [(f"{path}.NAME", _word(value), default, _takes(rule))]
+        else:
+            rows += [(path, _word(hint), default, _takes(rule))]
+    return rows
+
+
+def _first(doc: str) -> str:
+    """A docstring's first clause."""
+    return re.split(r"[.:] ", " ".join(doc.split()), maxsplit=1)[0].rstrip(".").replace("``", "`")
+
+
+def _word(hint: Any) -> str:
+    if typing.get_origin(hint) is tuple:
+        item = typing.get_args(hint)[0]
+        return "list of lists of values" if typing.get_origin(item) is tuple else \
+            {float: "list of numbers", str: "list of texts"}.get(item, "list of values")
+    if typing.get_origin(hint) in (Mapping, dict):
+        return "table"
+    return {bool: "true or false", int: "whole number", float: "number", str: "text"}.get(hint, "any value")
+
+
+def _takes(rule: Rule) -> str:
+    said = []
+    if rule.choices:
+        said.append(", ".join(f"`{c}`" for c in rule.choices))
+    if rule.positive:
+        said.append("above 0")
+    if rule.least is not None:
+        said.append(f"at least {_number(rule.least)}")
+    if rule.most is not None:
+        said.append(f"at most {_number(rule.most)}")
+    if rule.note:
+        said.append(rule.note)
+    return "; ".join(said).replace("|", "\\|")
