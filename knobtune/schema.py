@@ -391,7 +391,8 @@ def json_schema(kind: type, title: str | None = None) -> dict[str, Any]:
     """A document's schema as a JSON Schema (draft 2020-12), for editors and other tools: types, choices as
     ``enum``, ranges as ``minimum``/``maximum``, no field but the document's own (``additionalProperties: false``),
     the required fields, defaults, and descriptions from the dataclasses' docstrings and the rules' notes. A
-    document whose author may add fields of their own says what they may be in a class attribute ``json_extra``.
+    document whose author may add fields of their own says what they may be in a class attribute ``json_extra``;
+    one read from JSON whose optional fields may be null says so in a class attribute ``json_null``.
 
     What ``read`` checks beyond a field (fields that must agree, a knob of a catalog) is not in it, and
     a field with a unit (``"20m"``) takes its number or the text.
@@ -406,6 +407,9 @@ def _object_schema(kind: Any) -> dict[str, Any]:
     for f in dataclasses.fields(kind):
         rule = f.metadata.get("rule", Rule())
         properties[f.name] = _field_schema(hints[f.name], rule)
+        if getattr(kind, "json_null", False) and _optional(hints[f.name]) and isinstance(properties[f.name].get(
+                "type"), str):  # a JSON file's null for an optional field: as if absent (``read`` says so too)
+            properties[f.name]["type"] = [properties[f.name]["type"], "null"]
         if f.default is not dataclasses.MISSING and f.default is not None and not dataclasses.is_dataclass(f.default):
             properties[f.name]["default"] = _plain(f.default)
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:

@@ -92,7 +92,8 @@ def test_the_json_schema_is_the_documents_schema_field_by_field(kind: type) -> N
 def _compare(kind: Any, node: dict[str, Any]) -> int:
     """Check one dataclass's JSON Schema against it (and its sections, recursively); the fields checked."""
     fields = {f.name: f for f in dataclasses.fields(kind)}
-    assert node["type"] == "object" and node["additionalProperties"] == getattr(kind, "json_extra", False)
+    assert node["type"] in ("object", ["object", "null"])
+    assert node["additionalProperties"] == getattr(kind, "json_extra", False)
     assert list(node["properties"]) == list(fields)
     assert node.get("required", []) == [
         n for n, f in fields.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
@@ -117,6 +118,9 @@ def _compare(kind: Any, node: dict[str, Any]) -> int:
             hint = args[1]
         checked += 1
         value = next((p for p in prop.get("anyOf", []) if p.get("type") != "string"), prop) if rule.unit else prop
+        if isinstance(value.get("type"), list):  # a JSON file's optional field may be null (json_null)
+            assert getattr(kind, "json_null", False) and value["type"][1] == "null"
+            value = {**value, "type": value["type"][0]}
         if hint in (int, float):
             assert value["type"] == {int: "integer", float: "number"}[hint]
             assert value.get("minimum") == rule.least and value.get("maximum") == rule.most
@@ -169,4 +173,5 @@ def test_the_four_file_kinds_json_schemas_close_every_depth() -> None:
     assert knob["properties"]["conditions"]["items"]["required"] == ["knob", "values"]
     machine = schema.json_schema(BaselineConfig)["properties"]["machine"]
     assert machine["properties"]["disk"]["enum"] == ["ssd", "hdd", "san"] and machine["additionalProperties"] is False
+    assert machine["type"] == ["object", "null"] and machine["properties"]["connections"]["type"] == ["integer", "null"]
     assert schema.json_schema(ExportedConfig)["required"] == ["config"]

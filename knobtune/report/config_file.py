@@ -9,12 +9,13 @@ of another kind (a report's data, a sweep's), is refused by name.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from knobtune import schema
 from knobtune.errors import UsageError
@@ -49,6 +50,8 @@ class ExportedConfig:
 class MachineFacts:
     """The machine a heuristic's config was made for."""
 
+    json_null: ClassVar[bool] = True  # connections is null when the profile's count was used
+
     memory_bytes: int = required(least=1, example=8589934592)
     cpus: int = required(least=1, example=4)
     disk: str = setting("ssd", choices=("ssd", "hdd", "san"), what="a disk type")
@@ -58,6 +61,8 @@ class MachineFacts:
 @dataclass(frozen=True, kw_only=True)
 class BaselineConfig:
     """The config a heuristic users know (PGTune, a guide's settings) makes, as ``knobtune baseline -o`` writes it."""
+
+    json_null: ClassVar[bool] = True
 
     written_by: str = setting("", example="knobtune 0.4.0")
     system: str = required(example="postgresql", note="whose config it is: another system's is refused")
@@ -91,11 +96,16 @@ def load_config_file(path: Path, system: str | None = None) -> dict[str, Any]:
         return data  # a plain {"knob": value} object: the catalog checks its knobs
     where = schema.Where(str(path), docs=DOCS)
     document: ExportedConfig | BaselineConfig = schema.read(BaselineConfig, data, where, UsageError) \
-        if "baseline" in data else schema.read(ExportedConfig, data, where, UsageError)
+        if _kind(data) is BaselineConfig else schema.read(ExportedConfig, data, where, UsageError)
     if system is not None and document.system and document.system != system:
         raise UsageError(f"{path} is a config of {document.system}, not {system}. Fix: give a {system} config "
                          f"(`knobtune export --format json` of a {system} study)")
     return dict(document.config)
+
+
+def _kind(data: Mapping[str, Any]) -> type:
+    """The kind whose fields the file holds most of (a misspelt field leaves the others to tell it)."""
+    return max(KINDS, key=lambda kind: len({f.name for f in dataclasses.fields(kind)} & set(data)))
 
 
 def _parsed(path: Path) -> Any:
