@@ -7,10 +7,12 @@ problem naming the field (its option when the value came from the command line) 
 ``to_toml`` write a document back as data ``read`` accepts, so a document round-trips. ``json_schema`` says the
 same schema as a JSON Schema.
 
-A field is a value (bool, int, float, text, a list of texts: ``Rule.items`` says which kind of list), a section (a
-nested dataclass, optional when typed ``X | None``), a table of named values or sections (``Mapping[str, X]``) or a
-list of sections (``tuple[X, ...]``, an array of tables), at any depth; a field made with ``required`` has no
-default. Unknown keys are refused at every depth with the nearest name.
+A field is a value (bool, int, float, text, any value: ``Any``, whose owner checks it), a list (of texts:
+``Rule.items`` says which kind of list; of numbers: ``tuple[float, ...]``, each held to the range; of values of any
+kind: ``tuple[Any, ...]``, or of such lists), a section (a nested dataclass, optional when typed ``X | None``), a
+table of named values or sections (``Mapping[str, X]``) or a list of sections (``tuple[X, ...]``, an array of
+tables), at any depth; a field made with ``required`` has no default. Unknown keys are refused at every depth with
+the nearest name.
 """
 
 from __future__ import annotations
@@ -143,8 +145,12 @@ def _section(kind: Any, data: Any, prefix: str, where: Where, problems: list[str
         if name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and name not in meant:
                 problems.append(f"{where.source}: no [{path}]. Fix: add it ({where.docs})"
-                                if dataclasses.is_dataclass(hints[name]) or _sections(hints[name]) else
+                                if dataclasses.is_dataclass(hints[name]) or _sections(hints[name]) or
+                                typing.get_origin(hints[name]) in (Mapping, dict) else
                                 f"{where.source}: no '{path}'. Fix: add it, e.g. {_example(path, f)}")
+            continue
+        if data[name] is None and _optional(hints[name]):
+            values[name] = None  # JSON's null for an optional field: as if absent
             continue
         values[name] = _any(hints[name], f.metadata.get("rule", Rule()), data[name], path, where, problems)
     return None if len(problems) > before else kind(**values)
@@ -217,6 +223,10 @@ def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: l
         problems.append(f"{label} {raw!r} is not text. Fix: {fix}")
         return None
     if typing.get_origin(kind) is tuple:
+        if typing.get_args(kind)[0] is float:
+            return _numbers(value, rule, label, fix, problems, shown)
+        if typing.get_args(kind)[0] is not str:
+            return _scalars(typing.get_args(kind)[0], value, label, fix, problems)
         return _list(value, rule, label, fix, problems)
     if kind is float:
         value = float(value)
@@ -264,6 +274,35 @@ def _list(value: Any, rule: Rule, label: str, fix: str, problems: list[str]) -> 
     return tuple(value)
 
 
+def _numbers(value: Any, rule: Rule, label: str, fix: str, problems: list[str], shown: Any) -> tuple[float, ...] | None:
+    """A list of finite numbers (``tuple[float, ...]``), none empty, each within the rule's range."""
+    if not isinstance(value, (list, tuple)) or not value or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
+        problems.append(f"{label} {shown!r} is not a non-empty list of numbers. Fix: {fix}")
+        return None
+    if (wrong := next((p for v in value if (p := _out_of_range(v, rule, v))), None)) is not None:
+        problems.append(f"{label} {list(value)}: {wrong}. Fix: {fix}")
+        return None
+    return tuple(float(v) for v in value)
+
+
+def _scalars(item: Any, value: Any, label: str, fix: str, problems: list[str]) -> tuple[Any, ...] | None:
+    """A list of values of any kind (``tuple[Any, ...]``: texts, numbers, true or false; what they must be, the
+    document's owner checks), or a list of such lists, none empty (``tuple[tuple[Any, ...], ...]``)."""
+    nested = item is not Any
+    if not isinstance(value, (list, tuple)) or not all(
+            isinstance(v, (list, tuple)) and v and all(_scalar(x) for x in v) if nested else _scalar(v)
+            for v in value):
+        problems.append(f"{label} {value!r} is not a list of {'non-empty lists of ' if nested else ''}values "
+                        f"(texts, numbers, true or false). Fix: {fix}")
+        return None
+    return tuple(tuple(v) if nested else v for v in value)
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (str, bool, int)) or isinstance(value, float) and math.isfinite(value)
+
+
 def _out_of_range(value: float, rule: Rule, shown: Any) -> str | None:
     if rule.positive and value <= 0:
         return f"{shown!r} is not a positive {rule.unit or 'number'}"
@@ -278,7 +317,7 @@ def _out_of_range(value: float, rule: Rule, shown: Any) -> str | None:
 def _fix(path: str, rule: Rule, where: Where) -> str:
     if rule.example is None:
         return f"use one of {', '.join(rule.choices)}" if rule.choices else f"see {where.docs}"
-    shown = ",".join(rule.example) if isinstance(rule.example, list) else rule.example  # as an option is written
+    shown = ",".join(map(str, rule.example)) if isinstance(rule.example, list) else rule.example  # as an option
     given = f"{rule.option} {shown}" if path in where.options and rule.option else \
         f"{path.rsplit('.', 1)[-1]} = {_toml(rule.example)}"
     return f"e.g. {given}" + (f" ({rule.note})" if rule.note else "")
@@ -352,7 +391,8 @@ def json_schema(kind: type, title: str | None = None) -> dict[str, Any]:
     """A document's schema as a JSON Schema (draft 2020-12), for editors and other tools: types, choices as
     ``enum``, ranges as ``minimum``/``maximum``, no field but the document's own (``additionalProperties: false``),
     the required fields, defaults, and descriptions from the dataclasses' docstrings and the rules' notes. A
-    document whose author may add fields of their own says what they may be in a class attribute ``json_extra``.
+    document whose author may add fields of their own says what they may be in a class attribute ``json_extra``;
+    one read from JSON whose optional fields may be null says so in a class attribute ``json_null``.
 
     What ``read`` checks beyond a field (fields that must agree, a knob of a catalog) is not in it, and
     a field with a unit (``"20m"``) takes its number or the text.
@@ -367,6 +407,9 @@ def _object_schema(kind: Any) -> dict[str, Any]:
     for f in dataclasses.fields(kind):
         rule = f.metadata.get("rule", Rule())
         properties[f.name] = _field_schema(hints[f.name], rule)
+        if getattr(kind, "json_null", False) and _optional(hints[f.name]) and isinstance(properties[f.name].get(
+                "type"), str):  # a JSON file's null for an optional field: as if absent (``read`` says so too)
+            properties[f.name]["type"] = [properties[f.name]["type"], "null"]
         if f.default is not dataclasses.MISSING and f.default is not None and not dataclasses.is_dataclass(f.default):
             properties[f.name]["default"] = _plain(f.default)
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
@@ -397,6 +440,13 @@ def _field_schema(hint: Any, rule: Rule) -> dict[str, Any]:
 def _value_schema(kind: Any, rule: Rule) -> dict[str, Any]:
     if kind is Any:
         return {}
+    if typing.get_origin(kind) is tuple and typing.get_args(kind)[0] is float:
+        return {"type": "array", "minItems": 1, "items": _value_schema(float, rule)}
+    if typing.get_origin(kind) is tuple and typing.get_args(kind)[0] is Any:
+        return {"type": "array", "items": {"type": ["string", "number", "boolean"]}}
+    if typing.get_origin(kind) is tuple and typing.get_origin(typing.get_args(kind)[0]) is tuple:
+        return {"type": "array", "items": {"type": "array", "minItems": 1,
+                                           "items": {"type": ["string", "number", "boolean"]}}}
     if typing.get_origin(kind) is tuple:
         empty, repeats, blank, lone = LISTS[rule.items]
         item = _text_schema(rule, blank)
@@ -430,3 +480,68 @@ def _text_schema(rule: Rule, blank: bool) -> dict[str, Any]:
     elif not blank:
         schema["pattern"] = r"\S"
     return schema
+
+
+# ------------------------------------------------------------ a docs table
+
+
+def field_table(kind: type) -> list[str]:
+    """A document's fields at every depth as a Markdown table (field, type, default, what it takes), for the docs
+    (a test holds each docs table to it): ``a.b`` a section's field, ``a.NAME`` the value of each key its author
+    names, ``a[].b`` a field of each table of a list."""
+    rows = ["| field | type | default | takes |", "|---|---|---|---|"]
+    return rows + [f"| `{path}` | {kind_word} | {default} | {takes} |"
+                   for path, kind_word, default, takes in _rows(kind, "")]
+
+
+def _rows(kind: Any, prefix: str) -> list[tuple[str, str, str, str]]:
+    rows: list[tuple[str, str, str, str]] = []
+    hints = typing.get_type_hints(kind)
+    for f in dataclasses.fields(kind):
+        path, hint, rule = _dotted(prefix, f.name), _inner(hints[f.name]), f.metadata.get("rule", Rule())
+        needed = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        default = "required" if needed else "" if f.default in (None, dataclasses.MISSING) or \
+            dataclasses.is_dataclass(f.default) else f"`{_toml(f.default)}`"
+        if dataclasses.is_dataclass(hint):
+            rows += [(path, "section", default, _first(hint.__doc__ or ""))] + _rows(hint, path)
+        elif _sections(hint):
+            rows += [(path, "list of tables", default, "")] + _rows(typing.get_args(hint)[0], f"{path}[]")
+        elif typing.get_origin(hint) in (Mapping, dict):
+            value = typing.get_args(hint)[1]
+            if dataclasses.is_dataclass(value):
+                rows += [(f"{path}.NAME", "section", default, "")] + _rows(value, f"{path}.NAME")
+            else:
+                rows += [(f"{path}.NAME", _word(value), default, _takes(rule))]
+        else:
+            rows += [(path, _word(hint), default, _takes(rule))]
+    return rows
+
+
+def _first(doc: str) -> str:
+    """A docstring's first clause."""
+    return re.split(r"[.:] ", " ".join(doc.split()), maxsplit=1)[0].rstrip(".").replace("``", "`")
+
+
+def _word(hint: Any) -> str:
+    if typing.get_origin(hint) is tuple:
+        item = typing.get_args(hint)[0]
+        return "list of lists of values" if typing.get_origin(item) is tuple else \
+            {float: "list of numbers", str: "list of texts"}.get(item, "list of values")
+    if typing.get_origin(hint) in (Mapping, dict):
+        return "table"
+    return {bool: "true or false", int: "whole number", float: "number", str: "text"}.get(hint, "any value")
+
+
+def _takes(rule: Rule) -> str:
+    said = []
+    if rule.choices:
+        said.append(", ".join(f"`{c}`" for c in rule.choices))
+    if rule.positive:
+        said.append("above 0")
+    if rule.least is not None:
+        said.append(f"at least {_number(rule.least)}")
+    if rule.most is not None:
+        said.append(f"at most {_number(rule.most)}")
+    if rule.note:
+        said.append(rule.note)
+    return "; ".join(said).replace("|", "\\|")

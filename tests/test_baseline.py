@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from knobtune.cli import app
 from knobtune.errors import CatalogError, UsageError
 from knobtune.knobs import load_catalog
-from knobtune.report.export import load_config_file
+from knobtune.report.config_file import load_config_file
 from knobtune.targets import Machine
 from knobtune.systems import heuristic_config
 from knobtune.targets._heuristics import DISKS, fixed_config, rotational_disks

@@ -22,11 +22,15 @@ from knobtune.described.command import CommandSection
 from knobtune.described.system_schema import SystemDocument
 from knobtune.drivers.kvbench_phases import KvbenchSection
 from knobtune.errors import KnobtuneError
+from knobtune.knobs.catalog_schema import CatalogDoc
+from knobtune.report.config_file import BaselineConfig, ExportedConfig
 from knobtune.systems.postgresql.pgbench import PgbenchSection
 from knobtune.systems.postgresql.section import ReplaySection as PostgresReplaySection
 from knobtune.systems.rocksdb.db_bench_workload import DbBenchSection
 from knobtune.systems.rocksdb.replay import ReplaySection as RocksdbReplaySection
 from knobtune.tuning.document import ExperimentDoc
+from knobtune.workloads.capture import CaptureSummary
+from knobtune.workloads.spec import WorkloadDocument
 
 from conftest import CORPUS
 
@@ -34,7 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = sorted((ROOT / "knobtune" / "workloads" / "data").glob("*.toml"))
 SECTIONS = {"pgbench": PgbenchSection, "sysbench": CommandSection, "kvbench": KvbenchSection,
             "db_bench": DbBenchSection}
-KINDS = [ExperimentDoc, SystemDocument, *SECTIONS.values(), PostgresReplaySection, RocksdbReplaySection]
+KINDS = [ExperimentDoc, SystemDocument, *SECTIONS.values(), PostgresReplaySection, RocksdbReplaySection,
+         WorkloadDocument, CaptureSummary, CatalogDoc, ExportedConfig, BaselineConfig]
 
 
 def _shipped() -> list[tuple[type, Path, dict[str, Any]]]:
@@ -45,8 +50,15 @@ def _shipped() -> list[tuple[type, Path, dict[str, Any]]]:
     for path in sorted(CORPUS.glob("experiments/good-*.toml")):
         files.append((ExperimentDoc, path, read_toml(path, KnobtuneError, "experiment")))
     for path in WORKLOADS:
-        drivers = read_toml(path, KnobtuneError, "workload").get("drivers", {})
+        workload = read_toml(path, KnobtuneError, "workload")
+        drivers = workload.get("drivers", {})
+        files += [(WorkloadDocument, path, workload)]
         files += [(kind, path, dict(drivers[name])) for name, kind in SECTIONS.items() if name in drivers]
+    for path in sorted(ROOT.glob("knobtune/systems/*/catalog.toml")):
+        files.append((CatalogDoc, path, read_toml(path, KnobtuneError, "catalog")))
+    for path in sorted(CORPUS.glob("captures/*/capture.toml")):  # a capture holds a user's data: none is shipped
+        capture = read_toml(path, KnobtuneError, "capture")
+        files += [(WorkloadDocument, path, capture), (CaptureSummary, path, capture["capture"])]
     return files
 
 
@@ -65,7 +77,8 @@ def test_every_shipped_file_of_each_kind_reads_through_the_schema(kind: type, pa
 
 
 def test_each_kind_has_shipped_files() -> None:
-    assert {kind for kind, _, _ in SHIPPED} == {ExperimentDoc, SystemDocument, *SECTIONS.values()}
+    assert {kind for kind, _, _ in SHIPPED} == {ExperimentDoc, SystemDocument, *SECTIONS.values(), WorkloadDocument,
+                                                CaptureSummary, CatalogDoc}
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=[k.__name__ for k in KINDS])
@@ -79,7 +92,8 @@ def test_the_json_schema_is_the_documents_schema_field_by_field(kind: type) -> N
 def _compare(kind: Any, node: dict[str, Any]) -> int:
     """Check one dataclass's JSON Schema against it (and its sections, recursively); the fields checked."""
     fields = {f.name: f for f in dataclasses.fields(kind)}
-    assert node["type"] == "object" and node["additionalProperties"] == getattr(kind, "json_extra", False)
+    assert node["type"] in ("object", ["object", "null"])
+    assert node["additionalProperties"] == getattr(kind, "json_extra", False)
     assert list(node["properties"]) == list(fields)
     assert node.get("required", []) == [
         n for n, f in fields.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
@@ -104,6 +118,9 @@ def _compare(kind: Any, node: dict[str, Any]) -> int:
             hint = args[1]
         checked += 1
         value = next((p for p in prop.get("anyOf", []) if p.get("type") != "string"), prop) if rule.unit else prop
+        if isinstance(value.get("type"), list):  # a JSON file's optional field may be null (json_null)
+            assert getattr(kind, "json_null", False) and value["type"][1] == "null"
+            value = {**value, "type": value["type"][0]}
         if hint in (int, float):
             assert value["type"] == {int: "integer", float: "number"}[hint]
             assert value.get("minimum") == rule.least and value.get("maximum") == rule.most
@@ -135,3 +152,26 @@ def test_a_misspelt_field_is_what_the_json_schema_leaves_out_too() -> None:
     pgbench = schema.json_schema(PgbenchSection)["properties"]
     assert pgbench["clients"] == {"type": "integer", "minimum": 1, "default": 1}
     assert pgbench["check"]["enum"] == ["tpcb", "tpcc", "rows"]
+
+
+def test_the_four_file_kinds_json_schemas_close_every_depth() -> None:
+    """A workload's top level and its capture, a catalog's knobs, a config file's machine: each closed to its own
+    fields, with the types and ranges the reader holds them to."""
+    workload = schema.json_schema(WorkloadDocument)["properties"]
+    assert workload["ladder"]["type"] == "array" and workload["ladder"]["items"] == {
+        "type": "number", "maximum": 1.0, "exclusiveMinimum": 0}
+    assert workload["drivers"] == {"type": "object", "additionalProperties": {"type": "object",
+                                                                              "additionalProperties": {}}}
+    fingerprint = workload["capture"]["properties"]["fingerprints"]["items"]
+    assert fingerprint["additionalProperties"] is False and set(fingerprint["properties"]) == {"text", "count",
+                                                                                               "total_s"}
+    assert workload["capture"]["properties"]["format"] == {"type": "integer", "minimum": 1, "default": 1,
+                                                           "description": "the layout of capture.toml (absent: 1)"}
+    knob = schema.json_schema(CatalogDoc)["properties"]["knobs"]["additionalProperties"]
+    assert knob["additionalProperties"] is False and knob["required"] == ["type", "default"]
+    assert knob["properties"]["type"]["enum"] == ["int", "float", "bool", "enum", "bytes", "duration"]
+    assert knob["properties"]["conditions"]["items"]["required"] == ["knob", "values"]
+    machine = schema.json_schema(BaselineConfig)["properties"]["machine"]
+    assert machine["properties"]["disk"]["enum"] == ["ssd", "hdd", "san"] and machine["additionalProperties"] is False
+    assert machine["type"] == ["object", "null"] and machine["properties"]["connections"]["type"] == ["integer", "null"]
+    assert schema.json_schema(ExportedConfig)["required"] == ["config"]
