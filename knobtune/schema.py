@@ -10,7 +10,9 @@ same schema as a JSON Schema.
 A field is a value (bool, int, float, text, a list of texts: ``Rule.items`` says which kind of list), a section (a
 nested dataclass, optional when typed ``X | None``), a table of named values or sections (``Mapping[str, X]``) or a
 list of sections (``tuple[X, ...]``, an array of tables), at any depth; a field made with ``required`` has no
-default. Unknown keys are refused at every depth with the nearest name.
+default. A value may be one of several kinds (``int | float | str``: a number or an expression), read as the kind
+its type matches, and a list may hold whole numbers (``tuple[int, ...]``). Unknown keys are refused at every depth
+with the nearest name.
 """
 
 from __future__ import annotations
@@ -198,6 +200,13 @@ def _array(kind: Any, raw: Any, path: str, where: Where, problems: list[str]) ->
 
 def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: list[str]) -> Any:
     label, fix = where.label(path), _fix(path, rule, where)
+    if len(kinds := _kinds(hint)) > 1:  # one of several kinds: read as the one its type matches
+        if (matched := next((k for k in kinds if _matches(k, raw)), None)) is None:
+            words = " or ".join(dict.fromkeys(_KIND_WORDS.get(k, "text") for k in kinds if k is not int or
+                                              float not in kinds))
+            problems.append(f"{label} {raw!r} is not {words}. Fix: {fix}")
+            return None
+        return _value(matched, rule, raw, path, where, problems)
     kind = _inner(hint)
     if kind is Any:
         return raw  # any value: its owner checks it
@@ -217,7 +226,7 @@ def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: l
         problems.append(f"{label} {raw!r} is not text. Fix: {fix}")
         return None
     if typing.get_origin(kind) is tuple:
-        return _list(value, rule, label, fix, problems)
+        return _list(value, rule, label, fix, problems, typing.get_args(kind)[0])
     if kind is float:
         value = float(value)
         if not math.isfinite(value):
@@ -239,26 +248,28 @@ def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: l
     return value
 
 
-def _list(value: Any, rule: Rule, label: str, fix: str, problems: list[str]) -> tuple[str, ...] | None:
-    """A list of texts of the rule's kind (``LISTS``)."""
+def _list(value: Any, rule: Rule, label: str, fix: str, problems: list[str], item: type = str) -> tuple | None:
+    """A list of texts of the rule's kind (``LISTS``), or of whole numbers (``item`` int)."""
     empty, repeats, blank, lone = LISTS[rule.items]
-    noun = {"argv": "texts, the program first", "statements": "SQL statements", "lines": "lines"}.get(rule.items,
-                                                                                                   "names")
+    noun = "whole numbers" if item is int else {"argv": "texts, the program first", "statements": "SQL statements",
+                                                "lines": "lines"}.get(rule.items, "names")
     if lone and isinstance(value, str):
         value = [value]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, (list, tuple)) or not all(_matches(item, v) for v in value):
         problems.append(f"{label} {value!r} is not a list of {noun}. Fix: {fix}")
         return None
     if not value and not empty:
         problems.append(f"{label} is an empty list. Fix: {fix}")
         return None
+    if item is int:
+        blank = True  # a number is never blank, and has no pattern
     if not blank and not all(v.strip() for v in value):
         problems.append(f"{label} {value!r} holds an empty {'name' if rule.items == 'names' else 'text'}. Fix: {fix}")
         return None
     if not repeats and (twice := sorted({v for v in value if value.count(v) > 1})):
         problems.append(f"{label} names {', '.join(twice)} twice. Fix: name each once")
         return None
-    if rule.pattern and (wrong := [v for v in value if not re.fullmatch(rule.pattern, v)]):
+    if rule.pattern and item is str and (wrong := [v for v in value if not re.fullmatch(rule.pattern, v)]):
         problems.append(f"{label} {wrong[0]!r} is not {rule.what}. Fix: {fix}")
         return None
     return tuple(value)
@@ -287,6 +298,22 @@ def _fix(path: str, rule: Rule, where: Where) -> str:
 def _example(path: str, f: Any) -> str:
     rule = f.metadata.get("rule", Rule())
     return f"{path.rsplit('.', 1)[-1]} = {_toml(rule.example if rule.example is not None else '...')}"
+
+
+def _kinds(hint: Any) -> tuple[Any, ...]:
+    """The kinds of value ``hint`` allows, None left out (``int | str | None``: int, str)."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return tuple(k for k in typing.get_args(hint) if k is not type(None))
+    return (hint,)
+
+
+def _matches(kind: Any, raw: Any) -> bool:
+    """Whether ``raw`` is of the value kind ``kind`` (an int is a float too; a bool is neither)."""
+    if kind is bool or kind is str:
+        return isinstance(raw, kind)
+    if kind in (int, float):
+        return isinstance(raw, int if kind is int else (int, float)) and not isinstance(raw, bool)
+    return typing.get_origin(kind) is tuple and isinstance(raw, (list, tuple))
 
 
 def _optional(hint: Any) -> bool:
@@ -388,7 +415,9 @@ def _field_schema(hint: Any, rule: Rule) -> dict[str, Any]:
         return {"type": "object", "additionalProperties": _field_schema(typing.get_args(inner)[1], rule)}
     if _sections(inner):
         return {"type": "array", "items": _object_schema(typing.get_args(inner)[0])}
-    schema = _value_schema(inner, rule)
+    kinds = _kinds(hint)
+    schema: dict[str, Any] = _value_schema(inner, rule) if len(kinds) == 1 else {
+        "anyOf": [_value_schema(k, rule) for k in kinds]}
     if rule.note:
         schema["description"] = rule.note
     return schema
@@ -399,7 +428,7 @@ def _value_schema(kind: Any, rule: Rule) -> dict[str, Any]:
         return {}
     if typing.get_origin(kind) is tuple:
         empty, repeats, blank, lone = LISTS[rule.items]
-        item = _text_schema(rule, blank)
+        item = {"type": "integer"} if typing.get_args(kind)[0] is int else _text_schema(rule, blank)
         array: dict[str, Any] = {"type": "array", "items": item}
         if not empty:
             array["minItems"] = 1
