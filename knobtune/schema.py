@@ -35,6 +35,7 @@ from knobtune.names import nearest
 T = TypeVar("T")
 COMMAND_LINE = "the command line"  # a Where's source when no file was given
 PARSERS: dict[str, Callable[[Any], float]] = {"duration": parse_duration_s, "size": parse_bytes}
+TEXT: dict[str, Any] = {"pattern": r"[\s\S]*\S[\s\S]*", "what": "text (not blank)"}  # a rule's: not only spaces
 
 
 @dataclass(frozen=True)
@@ -289,7 +290,7 @@ def _out_of_range(value: float, rule: Rule, shown: Any) -> str | None:
 def _fix(path: str, rule: Rule, where: Where) -> str:
     if rule.example is None:
         return f"use one of {', '.join(rule.choices)}" if rule.choices else f"see {where.docs}"
-    shown = ",".join(rule.example) if isinstance(rule.example, list) else rule.example  # as an option is written
+    shown = ",".join(map(str, rule.example)) if isinstance(rule.example, list) else rule.example  # as an option is
     given = f"{rule.option} {shown}" if path in where.options and rule.option else \
         f"{path.rsplit('.', 1)[-1]} = {_toml(rule.example)}"
     return f"e.g. {given}" + (f" ({rule.note})" if rule.note else "")

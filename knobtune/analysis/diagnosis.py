@@ -41,7 +41,7 @@ from knobtune import schema
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError
 from knobtune.knobs.units import human_bytes
-from knobtune.schema import required, setting, table
+from knobtune.schema import TEXT, required, setting, table
 
 # The workload's shape, as every target gives it (``Target.workload_shape``): what a rule may ask besides counters.
 SHAPE: Mapping[str, str] = {
@@ -62,7 +62,6 @@ FUNCTIONS = {"min": min, "max": max, "abs": abs, "log2": math.log2}
 Number = float | int | bool | str
 
 
-TEXT = {"pattern": r"[\s\S]*\S[\s\S]*", "what": "a text"}  # a text with more than spaces in it
 EXPRESSION = "an expression over the counters and shape, e.g. \"2 * cores\""
 
 

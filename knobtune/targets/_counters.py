@@ -17,10 +17,9 @@ from pathlib import Path
 from knobtune import schema
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError
-from knobtune.schema import required, table
+from knobtune.schema import TEXT, required, table
 
 UNITS = ("s", "bytes", "count", "ratio")
-TEXT = {"pattern": r"[\s\S]*\S[\s\S]*", "what": "a text"}  # a text with more than spaces in it
 
 
 @dataclass(frozen=True, kw_only=True)
