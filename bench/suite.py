@@ -22,6 +22,7 @@ from typing import Any, Callable
 from knobtune import schema
 from knobtune.datafile import read_toml
 from knobtune.errors import KnobtuneError
+from knobtune.file_kinds import FileKind
 from knobtune.schema import TEXT, required, setting
 from knobtune.systems import SYSTEMS
 
@@ -54,6 +55,9 @@ class QuestionDoc:
     issues: tuple[int, ...] = setting((), example=[32], note="the issues it answers")
     takes: str = setting("", example="about 70 minutes", note="how long a run takes, as measured")
     needs: str = setting("", example="SMAC3", note="what must exist before it runs")
+
+
+FILE_KIND = FileKind("bench question", QuestionDoc, "`bench/questions/NAME.toml`", "bench/README.md")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -5,7 +5,7 @@ command-line option that sets it, an example for the fix). ``read`` checks plain
 on the command line, a study's stored record) against it: unknown keys, types, ranges and choices, one line per
 problem naming the field (its option when the value came from the command line) and the fix. ``to_dict`` and
 ``to_toml`` write a document back as data ``read`` accepts, so a document round-trips. ``json_schema`` says the
-same schema as a JSON Schema.
+same schema as a JSON Schema, and ``field_rows`` as rows of a page (docs/files.md).
 
 A field is a value (bool, int, float, text, a list of texts: ``Rule.items`` says which kind of list), a section (a
 nested dataclass, optional when typed ``X | None``), a table of named values or sections (``Mapping[str, X]``) or a
@@ -268,7 +268,7 @@ def _list(value: Any, rule: Rule, label: str, fix: str, problems: list[str], ite
         problems.append(f"{label} {value!r} holds an empty {'name' if rule.items == 'names' else 'text'}. Fix: {fix}")
         return None
     if not repeats and (twice := sorted({v for v in value if value.count(v) > 1})):
-        problems.append(f"{label} names {', '.join(twice)} twice. Fix: name each once")
+        problems.append(f"{label} names {', '.join(map(str, twice))} twice. Fix: name each once")
         return None
     if rule.pattern and item is str and (wrong := [v for v in value if not re.fullmatch(rule.pattern, v)]):
         problems.append(f"{label} {wrong[0]!r} is not {rule.what}. Fix: {fix}")
@@ -403,8 +403,8 @@ def _object_schema(kind: Any) -> dict[str, Any]:
                               "additionalProperties": getattr(kind, "json_extra", False)}
     if needed:
         schema["required"] = needed
-    if kind.__doc__ and not kind.__doc__.startswith(f"{kind.__name__}("):  # a dataclass without one has its signature
-        schema["description"] = " ".join(kind.__doc__.split())
+    if description := _docstring(kind):
+        schema["description"] = description
     return schema
 
 
@@ -460,3 +460,72 @@ def _text_schema(rule: Rule, blank: bool) -> dict[str, Any]:
     elif not blank:
         schema["pattern"] = r"\S"
     return schema
+
+
+# ------------------------------------------------------------ the fields, for a page
+
+
+@dataclass(frozen=True)
+class FieldRow:
+    """One field of a document as a page lists it: its dotted path (``NAME``: a key the author chooses; ``#n``: the
+    n-th table of a list), its type, its default ("required" when it has none), its range or choices, its meaning."""
+
+    path: str
+    type: str
+    default: str
+    limits: str
+    meaning: str
+
+
+def field_rows(kind: Any, prefix: str = "") -> list[FieldRow]:
+    """One row per field of the document ``kind``, a section's own fields after its row."""
+    rows = []
+    hints = typing.get_type_hints(kind)
+    for f in dataclasses.fields(kind):
+        path, rule, hint = f"{prefix}{f.name}", f.metadata.get("rule", Rule()), _inner(hints[f.name])
+        if dataclasses.is_dataclass(hint):
+            rows += [FieldRow(path, "table", _default(f), "", _docstring(hint)), *field_rows(hint, f"{path}.")]
+        elif typing.get_origin(hint) in (Mapping, dict):
+            value = _inner(typing.get_args(hint)[1])
+            rows += [FieldRow(path, "table of tables", "", "", rule.note or _docstring(value)),
+                     *field_rows(value, f"{path}.NAME.")] if dataclasses.is_dataclass(value) else \
+                [FieldRow(f"{path}.NAME", _type_words(typing.get_args(hint)[1], rule), "", _limits(rule), rule.note)]
+        elif _sections(hint):
+            item = typing.get_args(hint)[0]
+            rows += [FieldRow(path, "list of tables", "", "", _docstring(item)), *field_rows(item, f"{path} #n.")]
+        else:
+            meaning = rule.note or ("" if rule.example is None else f"e.g. {_toml(rule.example)}")
+            rows.append(FieldRow(path, _type_words(hints[f.name], rule), _default(f), _limits(rule), meaning))
+    return rows
+
+
+def _type_words(hint: Any, rule: Rule) -> str:
+    kinds = _kinds(hint)
+    if len(kinds) > 1:
+        return " or ".join(dict.fromkeys(_type_words(k, rule) for k in kinds if k is not int or float not in kinds))
+    if typing.get_origin(kinds[0]) is tuple:
+        return "list of whole numbers" if typing.get_args(kinds[0])[0] is int else f"list ({rule.items})"
+    return {bool: "true or false", int: "whole number", float: "number", str: "text"}.get(kinds[0], "any value")
+
+
+def _default(f: Any) -> str:
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+        return "required"
+    return "" if f.default in (dataclasses.MISSING, None, ()) else _toml(f.default)
+
+
+def _limits(rule: Rule) -> str:
+    if rule.choices:
+        return ", ".join(rule.choices)
+    parts = ["above 0"] if rule.positive else []
+    parts += [f"{word} {human_bytes(bound) if rule.unit == 'size' else _number(bound)}"
+              for word, bound in (("at least", rule.least), ("at most", rule.most)) if bound is not None]
+    if rule.unit:
+        parts.append(f"a {rule.unit} with its unit, or its number")
+    return "; ".join(parts + ([rule.what] if rule.pattern and rule.what else []))
+
+
+def _docstring(kind: Any) -> str:
+    """A dataclass's docstring on one line ("" when it has none: then Python gives its signature)."""
+    doc = kind.__doc__ or ""
+    return "" if doc.startswith(f"{kind.__name__}(") else " ".join(doc.split())

@@ -62,7 +62,7 @@ FUNCTIONS = {"min": min, "max": max, "abs": abs, "log2": math.log2}
 Number = float | int | bool | str
 
 
-EXPRESSION = "an expression over the counters and shape, e.g. \"2 * cores\""
+EXPRESSION = "an expression over the counters, the shape and config (docs/diagnosis.md)"
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class Suggestion:
 
     knob: str = required(**TEXT, example="max_background_jobs", note="a knob of the system's catalog")
     direction: str = required(choices=DIRECTIONS, what="a direction")
-    low: int | float | str | None = setting(None, example=1, note=f"a number, or {EXPRESSION}")
+    low: int | float | str | None = setting(None, example="data_bytes / 2", note=f"a number, or {EXPRESSION}")
     high: int | float | str | None = setting(None, example="2 * cores", note=f"a number, or {EXPRESSION}")
     value: int | float | bool | str | None = setting(None, example="universal",
                                                      note=f"with direction \"to\": a value, or {EXPRESSION}")
