@@ -246,13 +246,3 @@ def test_what_knobtune_writes_of_each_kind_reads_back(tmp_path: Path) -> None:
         assert load_config_file(path, system) == json.loads(path.read_text())["config"]
     assert CaptureSummary.from_record(CAPTURE).format == 2
 
-
-@pytest.mark.parametrize(("doc", "kind"), [("workloads.md", WorkloadDocument), ("catalog-format.md", CatalogDoc),
-                                           ("experiment.md", ExportedConfig), ("experiment.md", BaselineConfig)])
-def test_the_docs_field_tables_are_the_schemas(doc: str, kind: type) -> None:
-    from knobtune.schema import field_table
-
-    text = (Path(__file__).parents[1] / "docs" / doc).read_text()
-    start = text.index(f"<!-- fields of {kind.__name__}:")
-    shown = text[start:text.index("<!-- end of fields -->", start)].splitlines()[1:]
-    assert shown == field_table(kind), "the table in docs/" + doc + " should be:\n" + "\n".join(field_table(kind))

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import sys
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -22,12 +24,16 @@ from knobtune.described.command import CommandSection
 from knobtune.described.system_schema import SystemDocument
 from knobtune.drivers.kvbench_phases import KvbenchSection
 from knobtune.errors import KnobtuneError
+from knobtune.file_kinds import source_tree_kinds
 from knobtune.knobs.catalog_schema import CatalogDoc
 from knobtune.report.config_file import BaselineConfig, ExportedConfig
 from knobtune.systems.postgresql.pgbench import PgbenchSection
 from knobtune.systems.postgresql.section import ReplaySection as PostgresReplaySection
 from knobtune.systems.rocksdb.db_bench_workload import DbBenchSection
 from knobtune.systems.rocksdb.replay import ReplaySection as RocksdbReplaySection
+from knobtune.analysis.diagnosis import RulesFile
+from knobtune.targets._counters import CountersFile
+from knobtune.targets._heuristics import KnownConfigFile
 from knobtune.tuning.document import ExperimentDoc
 from knobtune.workloads.capture import CaptureSummary
 from knobtune.workloads.spec import WorkloadDocument
@@ -38,8 +44,12 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = sorted((ROOT / "knobtune" / "workloads" / "data").glob("*.toml"))
 SECTIONS = {"pgbench": PgbenchSection, "sysbench": CommandSection, "kvbench": KvbenchSection,
             "db_bench": DbBenchSection}
-KINDS = [ExperimentDoc, SystemDocument, *SECTIONS.values(), PostgresReplaySection, RocksdbReplaySection,
-         WorkloadDocument, CaptureSummary, CatalogDoc, ExportedConfig, BaselineConfig]
+sys.path.insert(0, str(ROOT / "bench"))
+import suite  # noqa: E402  (bench/ holds scripts, not a package)
+
+KINDS = [kind.document for kind in source_tree_kinds()]  # every kind the schema reads (knobtune.file_kinds)
+KNOWN_CONFIGS = sorted(p for p in ROOT.glob("knobtune/systems/*/*.toml")
+                       if p.stem not in ("catalog", "rules", "counters", "system", "pgtune"))
 
 
 def _shipped() -> list[tuple[type, Path, dict[str, Any]]]:
@@ -49,6 +59,14 @@ def _shipped() -> list[tuple[type, Path, dict[str, Any]]]:
         files.append((SystemDocument, path, read_toml(path, KnobtuneError, "system file")))
     for path in sorted(CORPUS.glob("experiments/good-*.toml")):
         files.append((ExperimentDoc, path, read_toml(path, KnobtuneError, "experiment")))
+    for path in sorted(ROOT.glob("knobtune/systems/*/rules.toml")):
+        files.append((RulesFile, path, read_toml(path, KnobtuneError, "rules")))
+    for path in sorted(ROOT.glob("knobtune/systems/*/counters.toml")):
+        files.append((CountersFile, path, read_toml(path, KnobtuneError, "counters")))
+    for path in KNOWN_CONFIGS:
+        files.append((KnownConfigFile, path, read_toml(path, KnobtuneError, "known config")))
+    for path in sorted(suite.QUESTIONS.glob("*.toml")):
+        files.append((suite.QuestionDoc, path, read_toml(path, KnobtuneError, "question")))
     for path in WORKLOADS:
         workload = read_toml(path, KnobtuneError, "workload")
         drivers = workload.get("drivers", {})
@@ -78,7 +96,9 @@ def test_every_shipped_file_of_each_kind_reads_through_the_schema(kind: type, pa
 
 def test_each_kind_has_shipped_files() -> None:
     assert {kind for kind, _, _ in SHIPPED} == {ExperimentDoc, SystemDocument, *SECTIONS.values(), WorkloadDocument,
-                                                CaptureSummary, CatalogDoc}
+                                                CaptureSummary, CatalogDoc, RulesFile, CountersFile, KnownConfigFile,
+                                                suite.QuestionDoc}
+    assert {PostgresReplaySection, RocksdbReplaySection} <= set(KINDS)  # a capture's: none shipped
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=[k.__name__ for k in KINDS])
@@ -117,6 +137,14 @@ def _compare(kind: Any, node: dict[str, Any]) -> int:
             prop = prop["additionalProperties"]
             hint = args[1]
         checked += 1
+        kinds = [k for k in typing.get_args(hints[name]) if k is not type(None)]
+        if typing.get_origin(hints[name]) in (typing.Union, types.UnionType) and len(kinds) > 1:  # number or text
+            assert [p["type"] for p in prop["anyOf"]] == [{int: "integer", float: "number", bool: "boolean",
+                                                           str: "string"}[k] for k in kinds]
+            continue
+        if typing.get_origin(hint) is tuple and args[0] is int:  # a list of whole numbers
+            assert prop["type"] == "array" and prop["items"] == {"type": "integer"}
+            continue
         value = next((p for p in prop.get("anyOf", []) if p.get("type") != "string"), prop) if rule.unit else prop
         if isinstance(value.get("type"), list):  # a JSON file's optional field may be null (json_null)
             assert getattr(kind, "json_null", False) and value["type"][1] == "null"
