@@ -6,11 +6,9 @@ every file knobtune writes of each kind are read."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import shutil
-import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ from knobtune.workloads.capture import CAPTURE_FORMAT, CaptureSummary, _toml
 from knobtune.workloads.spec import WorkloadDocument
 
 from conftest import CORPUS
+from schema_walk import fields as _fields, wrong as _wrong
 
 SHA = "0123456789abcdef" * 4
 CAPTURE = {"format": 2, "system": "rocksdb", "operations": 3, "span_s": 0.5, "sessions": 1,
@@ -79,51 +78,6 @@ KINDS: dict[str, tuple[type, dict[str, Any], Callable[[Path, Mapping[str, Any]],
     "exported-config": (ExportedConfig, EXPORTED, _write_json, lambda p: load_config_file(p, "rocksdb")),
     "baseline-config": (BaselineConfig, BASELINE, _write_json, lambda p: load_config_file(p, "rocksdb")),
 }
-
-
-def _fields(kind: Any, data: Mapping[str, Any], prefix: tuple[Any, ...] = (), label: str = "") -> \
-        Iterator[tuple[tuple[Any, ...], str, Any, Any]]:
-    """Every field given in ``data`` at every depth: (its keys from the top, its label as the reader says it, its
-    type, its dataclass field)."""
-    hints = typing.get_type_hints(kind)
-    for f in dataclasses.fields(kind):
-        if f.name not in data:
-            continue
-        keys, path = (*prefix, f.name), f"{label}.{f.name}" if label else f.name
-        yield keys, path, hints[f.name], f
-        yield from _inside(_inner(hints[f.name]), data[f.name], keys, path)
-
-
-def _inside(hint: Any, value: Any, keys: tuple[Any, ...], path: str) -> Iterator[tuple[tuple[Any, ...], str, Any,
-                                                                                         Any]]:
-    if dataclasses.is_dataclass(hint):
-        yield from _fields(hint, value, keys, path)
-    elif typing.get_origin(hint) is tuple and dataclasses.is_dataclass(typing.get_args(hint)[0]):
-        for i, item in enumerate(value):
-            yield from _fields(typing.get_args(hint)[0], item, (*keys, i), f"{path} #{i + 1}")
-    elif typing.get_origin(hint) in (Mapping, dict):
-        for name, item in value.items():
-            yield (*keys, name), f"{path}.{name}", typing.get_args(hint)[1], None
-            yield from _inside(_inner(typing.get_args(hint)[1]), item, (*keys, name), f"{path}.{name}")
-
-
-def _inner(hint: Any) -> Any:
-    args = [a for a in typing.get_args(hint) if a is not type(None)]
-    return args[0] if type(None) in typing.get_args(hint) else hint
-
-
-def _wrong(hint: Any) -> Any:
-    """A value of another type than ``hint`` (None: any value is of its type)."""
-    hint = _inner(hint)
-    if hint is Any:
-        return None
-    if hint in (int, float):
-        return "many"
-    if hint is bool:
-        return "yes"
-    if hint is str:
-        return 5
-    return 5 if typing.get_origin(hint) in (tuple, Mapping, dict) or dataclasses.is_dataclass(hint) else None
 
 
 def _cases() -> list[tuple[str, str, tuple[Any, ...], str, Any]]:

@@ -7,6 +7,7 @@ project's dependencies. What is checked is that each JSON Schema is the dataclas
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import re
@@ -39,6 +40,7 @@ from knobtune.workloads.capture import CaptureSummary
 from knobtune.workloads.spec import WorkloadDocument
 
 from conftest import CORPUS
+from schema_walk import fields, wrong
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = sorted((ROOT / "knobtune" / "workloads" / "data").glob("*.toml"))
@@ -203,3 +205,47 @@ def test_the_four_file_kinds_json_schemas_close_every_depth() -> None:
     assert machine["properties"]["disk"]["enum"] == ["ssd", "hdd", "san"] and machine["additionalProperties"] is False
     assert machine["type"] == ["object", "null"] and machine["properties"]["connections"]["type"] == ["integer", "null"]
     assert schema.json_schema(ExportedConfig)["required"] == ["config"]
+
+
+def _broken(kind: type, data: dict) -> list[tuple[str, tuple[Any, ...], str, Any]]:
+    """Each field given in ``data``, at every depth, misspelt and then of a wrong type: (what, keys, label, value);
+    a field of the same name at the same depth once (a catalog's hundred knobs share their fields)."""
+    cases, seen = [], set()
+    for keys, label, hint, f in fields(kind, data):
+        if (f is None, str(keys[-1]) if f is not None else "", len(keys)) in seen:
+            continue
+        seen.add((f is None, str(keys[-1]) if f is not None else "", len(keys)))
+        if f is not None:  # a field the schema names (not a key the file's author names)
+            cases.append(("misspelt", keys, label, f"{keys[-1]}x"))
+        if (value := wrong(hint)) is not None:
+            cases.append(("wrong-type", keys, label, value))
+    return cases
+
+
+@pytest.mark.parametrize("kind", sorted({k for k, _, _ in SHIPPED}, key=lambda k: k.__name__),
+                         ids=lambda k: k.__name__)
+def test_each_kind_refuses_a_misspelt_field_and_a_wrong_type_at_every_depth_of_its_shipped_files_in_one_line(
+        kind: type) -> None:
+    """Every shipped file of the kind, each field it gives at every depth broken in turn: the schema's one line
+    naming the field (its nearest name when misspelt) and the fix. No hand-written check stands in front of it."""
+    tried = 0
+    for _, path, data in [s for s in SHIPPED if s[0] is kind]:
+        extra = {f.name for f in dataclasses.fields(kind)}
+        data = {k: v for k, v in data.items() if not getattr(kind, "json_extra", None) or k in extra}
+        for what, keys, label, value in _broken(kind, data):
+            broken = copy.deepcopy(data)
+            parent = broken
+            for key in keys[:-1]:
+                parent = parent[key]
+            if what == "misspelt":
+                parent[value] = parent.pop(keys[-1])
+            else:
+                parent[keys[-1]] = value
+            with pytest.raises(KnobtuneError) as refused:
+                schema.read(kind, broken, schema.Where(str(path)), KnobtuneError)
+            line = str(refused.value)
+            assert "\n" not in line and "Fix: " in line, line
+            assert (f"unknown field '{label.rsplit('.', 1)[0] + '.' if '.' in label else ''}{value}'" in line
+                    and f"did you mean '{keys[-1]}'" in line) if what == "misspelt" else f"{label} " in line, line
+            tried += 1
+    assert tried >= 3, f"{kind.__name__}: {tried} cases"
