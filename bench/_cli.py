@@ -11,15 +11,18 @@ from pathlib import Path
 import _stamp
 
 KNOBTUNE = str(Path(sys.executable).with_name("knobtune"))  # the entry point installed beside this Python
+# research.earlier_studies = false: each study on its own (tuning/loop/earlier.py)
+EARLIER_OFF = ("--no-earlier-studies",)
 
 
 def knobtune(*args: str, home: Path | None = None) -> str:
     """Run one knobtune command (in the studies folder ``home``); its standard output (progress goes to the terminal).
+    A `tune` never learns from earlier studies (``EARLIER_OFF``): a result must not depend on what ran before it.
 
     Raises:
         SystemExit: the command failed; its status and the end of its output say why.
     """
-    argv = [KNOBTUNE, *args, *(["--dir", str(home)] if home else [])]
+    argv = [KNOBTUNE, *args, *(["--dir", str(home)] if home else []), *(EARLIER_OFF if args[:1] == ("tune",) else ())]
     print("$ knobtune", " ".join(args), flush=True)
     result = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
     if result.returncode != 0:

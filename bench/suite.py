@@ -2,8 +2,9 @@
 bench/RESULTS.md, generated from the latest result of each question.
 
 A question file says what the question asks, its system, workload, arms, seeds and budget, the bench script and
-arguments that answer it, and the script's function that renders one result as Markdown (``table``). Every field
-is checked when the file is read; a bad one is refused with one line naming the file, the field and the fix.
+arguments that answer it, and the script's function that renders one result as Markdown (``table``). The file is
+read through knobtune's schema (``QuestionDoc``): a field unknown, missing or of the wrong kind is refused with one
+line naming the file, the field and the fix; what its run must agree with (``_check_run``) is checked next.
 """
 
 from __future__ import annotations
@@ -15,9 +16,15 @@ import json
 import re
 import shlex
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any, Callable
+
+from knobtune import schema
+from knobtune.datafile import read_toml
+from knobtune.errors import KnobtuneError
+from knobtune.file_kinds import FileKind
+from knobtune.schema import TEXT, required, setting
+from knobtune.systems import SYSTEMS
 
 BENCH = Path(__file__).resolve().parent
 QUESTIONS = BENCH / "questions"
@@ -25,31 +32,39 @@ RESULTS = BENCH / "results"
 RESULTS_MD = BENCH / "RESULTS.md"
 RESULT_NAME = re.compile(r"^(\d{8})-([0-9a-f]{7,40})(?:-(\d+))?\.json$")  # DAY-COMMIT.json, DAY-COMMIT-2.json, ...
 PYTHON = ".venv/bin/python"
-FIELDS = {"asks": str, "issues": list, "system": str, "workload": str, "arms": list, "seeds": list, "budget": str,
-          "run": list, "table": str, "takes": str, "needs": str}
-REQUIRED = ("asks", "system", "workload", "arms", "seeds", "budget", "run", "table")
 
 
-class QuestionError(Exception):
+class QuestionError(KnobtuneError):
     """A question file that cannot be used; the message names the file, the field and the fix."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Question:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class QuestionDoc:
+    """A question of the bench suite (``bench/questions/NAME.toml``; bench/README.md)."""
+
+    asks: str = required(**TEXT, example="At the same budget, does ... ?", note="the question, one sentence")
+    system: str = required(choices=tuple(SYSTEMS), what="a system of knobtune")
+    workload: str = required(example="put-get-delete", note="the run's --workload when the run gives one")
+    arms: tuple[str, ...] = required(example=["knobtune", "knobtune-alone"], note="what is compared")
+    seeds: tuple[int, ...] = required(example=[1, 2, 3], note="each one in the run's arguments")
+    budget: str = required(example="10m", note="per arm; \"\" when the bench has none; in the run's arguments")
+    run: tuple[str, ...] = required(items="argv", example=["peers.py", "--budget", "10m"],
+                                    note="a script of bench/ and its arguments")
+    table: str = required(pattern=r"\w+\.\w+", what="a script's function (script.function)", example="peers.table",
+                          note="the script's function that renders one result as Markdown")
+    issues: tuple[int, ...] = setting((), example=[32], note="the issues it answers")
+    takes: str = setting("", example="about 70 minutes", note="how long a run takes, as measured")
+    needs: str = setting("", example="SMAC3", note="what must exist before it runs")
+
+
+FILE_KIND = FileKind("bench question", QuestionDoc, "`bench/questions/NAME.toml`", "bench/README.md")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Question(QuestionDoc):
     """One question of the suite, as its file states it."""
 
     name: str  # the file's stem: bench/questions/NAME.toml, bench/results/NAME/
-    asks: str
-    system: str
-    workload: str
-    arms: tuple[str, ...]
-    seeds: tuple[int, ...]
-    budget: str  # per arm; "" when the bench has no budget of its own
-    run: tuple[str, ...]  # the bench script (a file of bench/) and its arguments
-    table: str  # "module.function": renders one result (a parsed JSON file) as Markdown
-    issues: tuple[int, ...] = ()
-    takes: str = ""  # how long a run takes, as measured
-    needs: str = ""  # what must exist before it runs (a finished study, an installed system)
 
     @property
     def script(self) -> Path:
@@ -79,27 +94,9 @@ def read_question(path: Path) -> Question:
             script or renderer does not exist; or its workload, budget or seeds are not what its run gives.
     """
     where = f"bench/questions/{path.name}"
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise QuestionError(f"{where}: cannot read it ({exc}). Fix: write it as TOML (see bench/README.md)") from None
-    unknown = sorted(set(data) - set(FIELDS))
-    if unknown:
-        raise QuestionError(f"{where}: unknown field {unknown[0]!r}. Fix: use only {', '.join(FIELDS)}")
-    missing = [key for key in REQUIRED if key not in data]
-    if missing:
-        raise QuestionError(f"{where}: no {missing[0]!r}. Fix: add it (bench/README.md says what each field holds)")
-    for key, kind in FIELDS.items():
-        if key in data and not isinstance(data[key], kind):
-            raise QuestionError(f"{where}: {key} is {type(data[key]).__name__}, not {kind.__name__}. Fix: write it as "
-                                f"a TOML {'array' if kind is list else 'string'}")
-    if not all(isinstance(seed, int) for seed in data["seeds"]):
-        raise QuestionError(f"{where}: seeds must be whole numbers. Fix: seeds = [1, 2, 3]")
-    question = Question(name=path.stem, asks=data["asks"], system=data["system"], workload=data["workload"],
-                        arms=tuple(data["arms"]), seeds=tuple(data["seeds"]), budget=data["budget"],
-                        run=tuple(str(arg) for arg in data["run"]), table=data["table"],
-                        issues=tuple(data.get("issues", ())), takes=data.get("takes", ""),
-                        needs=data.get("needs", ""))
+    data = read_toml(path, QuestionError, "question")
+    document = schema.read(QuestionDoc, data, schema.Where(where, docs="bench/README.md"), QuestionError)
+    question = Question(name=path.stem, **{f.name: getattr(document, f.name) for f in dataclasses.fields(QuestionDoc)})
     _check_run(question, where)
     return question
 

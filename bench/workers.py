@@ -25,7 +25,7 @@ from pathlib import Path
 
 import optuna
 
-from _cli import KNOBTUNE, emit, verified_speedup
+from _cli import EARLIER_OFF, KNOBTUNE, emit, verified_speedup
 from knobtune.knobs.units import parse_duration_s
 from knobtune.systems.postgresql.storage_server import StorageServer
 from knobtune.tuning import attrs
@@ -35,7 +35,7 @@ def run_arm(args: argparse.Namespace, url: str, home: Path, workers: int) -> dic
     study = f"workers-{workers}"
     tune = [KNOBTUNE, "tune", args.system, "--workload", args.workload, "--records", str(args.records),
             "--time", args.time, "--seed", str(args.seed), "--study", study, "--storage", url, "--dir", str(home),
-            "--json"]
+            "--json", *EARLIER_OFF]
     print("$", " ".join(tune[1:]), flush=True)
     started = time.monotonic()
     first = subprocess.Popen(tune, stdout=subprocess.PIPE, text=True)

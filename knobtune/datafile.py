@@ -16,7 +16,7 @@ def read_toml(path: Path, error: type[KnobtuneError], what: str) -> dict[str, An
         error: the file cannot be read, or is not valid TOML; the message names the file and the fix.
     """
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(path.read_bytes().decode("utf-8-sig"))  # a BOM some editors write is no error
     except OSError as exc:
         raise error(f"{path}: cannot read the {what} ({exc.strerror}). Fix: check the path") from None
     except UnicodeDecodeError as exc:

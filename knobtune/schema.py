@@ -5,12 +5,15 @@ command-line option that sets it, an example for the fix). ``read`` checks plain
 on the command line, a study's stored record) against it: unknown keys, types, ranges and choices, one line per
 problem naming the field (its option when the value came from the command line) and the fix. ``to_dict`` and
 ``to_toml`` write a document back as data ``read`` accepts, so a document round-trips. ``json_schema`` says the
-same schema as a JSON Schema.
+same schema as a JSON Schema, and ``field_rows`` as rows of a page (docs/files.md).
 
-A field is a value (bool, int, float, text, a list of texts: ``Rule.items`` says which kind of list), a section (a
-nested dataclass, optional when typed ``X | None``), a table of named values or sections (``Mapping[str, X]``) or a
-list of sections (``tuple[X, ...]``, an array of tables), at any depth; a field made with ``required`` has no
-default. Unknown keys are refused at every depth with the nearest name.
+A field is a value (bool, int, float, text, any value: ``Any``, whose owner checks it, or one of several kinds:
+``int | float | str``, a number or an expression, read as the kind its type matches), a list (of texts: ``Rule.items``
+says which kind of list; of whole numbers: ``tuple[int, ...]``; of numbers: ``tuple[float, ...]``, each held to the
+range; of values of any kind: ``tuple[Any, ...]``, or of such lists), a section (a nested dataclass, optional when
+typed ``X | None``), a table of named values or sections (``Mapping[str, X]``) or a list of sections (``tuple[X,
+...]``, an array of tables), at any depth; a field made with ``required`` has no default. Unknown keys are refused at
+every depth with the nearest name.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from knobtune.names import nearest
 T = TypeVar("T")
 COMMAND_LINE = "the command line"  # a Where's source when no file was given
 PARSERS: dict[str, Callable[[Any], float]] = {"duration": parse_duration_s, "size": parse_bytes}
+TEXT: dict[str, Any] = {"pattern": r"[\s\S]*\S[\s\S]*", "what": "text (not blank)"}  # a rule's: not only spaces
 
 
 @dataclass(frozen=True)
@@ -143,8 +147,12 @@ def _section(kind: Any, data: Any, prefix: str, where: Where, problems: list[str
         if name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and name not in meant:
                 problems.append(f"{where.source}: no [{path}]. Fix: add it ({where.docs})"
-                                if dataclasses.is_dataclass(hints[name]) or _sections(hints[name]) else
+                                if dataclasses.is_dataclass(hints[name]) or _sections(hints[name]) or
+                                typing.get_origin(hints[name]) in (Mapping, dict) else
                                 f"{where.source}: no '{path}'. Fix: add it, e.g. {_example(path, f)}")
+            continue
+        if data[name] is None and _optional(hints[name]):
+            values[name] = None  # JSON's null for an optional field: as if absent
             continue
         values[name] = _any(hints[name], f.metadata.get("rule", Rule()), data[name], path, where, problems)
     return None if len(problems) > before else kind(**values)
@@ -198,6 +206,13 @@ def _array(kind: Any, raw: Any, path: str, where: Where, problems: list[str]) ->
 
 def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: list[str]) -> Any:
     label, fix = where.label(path), _fix(path, rule, where)
+    if len(kinds := _kinds(hint)) > 1:  # one of several kinds: read as the one its type matches
+        if (matched := next((k for k in kinds if _matches(k, raw)), None)) is None:
+            words = " or ".join(dict.fromkeys(_KIND_WORDS.get(k, "text") for k in kinds if k is not int or
+                                              float not in kinds))
+            problems.append(f"{label} {raw!r} is not {words}. Fix: {fix}")
+            return None
+        return _value(matched, rule, raw, path, where, problems)
     kind = _inner(hint)
     if kind is Any:
         return raw  # any value: its owner checks it
@@ -217,7 +232,12 @@ def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: l
         problems.append(f"{label} {raw!r} is not text. Fix: {fix}")
         return None
     if typing.get_origin(kind) is tuple:
-        return _list(value, rule, label, fix, problems)
+        item = typing.get_args(kind)[0]
+        if item is float:
+            return _numbers(value, rule, label, fix, problems, shown)
+        if item not in (str, int):
+            return _scalars(item, value, label, fix, problems)
+        return _list(value, rule, label, fix, problems, item)
     if kind is float:
         value = float(value)
         if not math.isfinite(value):
@@ -239,29 +259,60 @@ def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: l
     return value
 
 
-def _list(value: Any, rule: Rule, label: str, fix: str, problems: list[str]) -> tuple[str, ...] | None:
-    """A list of texts of the rule's kind (``LISTS``)."""
+def _list(value: Any, rule: Rule, label: str, fix: str, problems: list[str], item: type = str) -> tuple | None:
+    """A list of texts of the rule's kind (``LISTS``), or of whole numbers (``item`` int)."""
     empty, repeats, blank, lone = LISTS[rule.items]
-    noun = {"argv": "texts, the program first", "statements": "SQL statements", "lines": "lines"}.get(rule.items,
-                                                                                                   "names")
+    noun = "whole numbers" if item is int else {"argv": "texts, the program first", "statements": "SQL statements",
+                                                "lines": "lines"}.get(rule.items, "names")
     if lone and isinstance(value, str):
         value = [value]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+    if not isinstance(value, (list, tuple)) or not all(_matches(item, v) for v in value):
         problems.append(f"{label} {value!r} is not a list of {noun}. Fix: {fix}")
         return None
     if not value and not empty:
         problems.append(f"{label} is an empty list. Fix: {fix}")
         return None
+    if item is int:
+        blank = True  # a number is never blank, and has no pattern
     if not blank and not all(v.strip() for v in value):
         problems.append(f"{label} {value!r} holds an empty {'name' if rule.items == 'names' else 'text'}. Fix: {fix}")
         return None
     if not repeats and (twice := sorted({v for v in value if value.count(v) > 1})):
-        problems.append(f"{label} names {', '.join(twice)} twice. Fix: name each once")
+        problems.append(f"{label} names {', '.join(map(str, twice))} twice. Fix: name each once")
         return None
-    if rule.pattern and (wrong := [v for v in value if not re.fullmatch(rule.pattern, v)]):
+    if rule.pattern and item is str and (wrong := [v for v in value if not re.fullmatch(rule.pattern, v)]):
         problems.append(f"{label} {wrong[0]!r} is not {rule.what}. Fix: {fix}")
         return None
     return tuple(value)
+
+
+def _numbers(value: Any, rule: Rule, label: str, fix: str, problems: list[str], shown: Any) -> tuple[float, ...] | None:
+    """A list of finite numbers (``tuple[float, ...]``), none empty, each within the rule's range."""
+    if not isinstance(value, (list, tuple)) or not value or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
+        problems.append(f"{label} {shown!r} is not a non-empty list of numbers. Fix: {fix}")
+        return None
+    if (wrong := next((p for v in value if (p := _out_of_range(v, rule, v))), None)) is not None:
+        problems.append(f"{label} {list(value)}: {wrong}. Fix: {fix}")
+        return None
+    return tuple(float(v) for v in value)
+
+
+def _scalars(item: Any, value: Any, label: str, fix: str, problems: list[str]) -> tuple[Any, ...] | None:
+    """A list of values of any kind (``tuple[Any, ...]``: texts, numbers, true or false; what they must be, the
+    document's owner checks), or a list of such lists, none empty (``tuple[tuple[Any, ...], ...]``)."""
+    nested = item is not Any
+    if not isinstance(value, (list, tuple)) or not all(
+            isinstance(v, (list, tuple)) and v and all(_scalar(x) for x in v) if nested else _scalar(v)
+            for v in value):
+        problems.append(f"{label} {value!r} is not a list of {'non-empty lists of ' if nested else ''}values "
+                        f"(texts, numbers, true or false). Fix: {fix}")
+        return None
+    return tuple(tuple(v) if nested else v for v in value)
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (str, bool, int)) or isinstance(value, float) and math.isfinite(value)
 
 
 def _out_of_range(value: float, rule: Rule, shown: Any) -> str | None:
@@ -278,7 +329,7 @@ def _out_of_range(value: float, rule: Rule, shown: Any) -> str | None:
 def _fix(path: str, rule: Rule, where: Where) -> str:
     if rule.example is None:
         return f"use one of {', '.join(rule.choices)}" if rule.choices else f"see {where.docs}"
-    shown = ",".join(rule.example) if isinstance(rule.example, list) else rule.example  # as an option is written
+    shown = ",".join(map(str, rule.example)) if isinstance(rule.example, list) else rule.example  # as an option
     given = f"{rule.option} {shown}" if path in where.options and rule.option else \
         f"{path.rsplit('.', 1)[-1]} = {_toml(rule.example)}"
     return f"e.g. {given}" + (f" ({rule.note})" if rule.note else "")
@@ -287,6 +338,22 @@ def _fix(path: str, rule: Rule, where: Where) -> str:
 def _example(path: str, f: Any) -> str:
     rule = f.metadata.get("rule", Rule())
     return f"{path.rsplit('.', 1)[-1]} = {_toml(rule.example if rule.example is not None else '...')}"
+
+
+def _kinds(hint: Any) -> tuple[Any, ...]:
+    """The kinds of value ``hint`` allows, None left out (``int | str | None``: int, str)."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return tuple(k for k in typing.get_args(hint) if k is not type(None))
+    return (hint,)
+
+
+def _matches(kind: Any, raw: Any) -> bool:
+    """Whether ``raw`` is of the value kind ``kind`` (an int is a float too; a bool is neither)."""
+    if kind is bool or kind is str:
+        return isinstance(raw, kind)
+    if kind in (int, float):
+        return isinstance(raw, int if kind is int else (int, float)) and not isinstance(raw, bool)
+    return typing.get_origin(kind) is tuple and isinstance(raw, (list, tuple))
 
 
 def _optional(hint: Any) -> bool:
@@ -352,7 +419,8 @@ def json_schema(kind: type, title: str | None = None) -> dict[str, Any]:
     """A document's schema as a JSON Schema (draft 2020-12), for editors and other tools: types, choices as
     ``enum``, ranges as ``minimum``/``maximum``, no field but the document's own (``additionalProperties: false``),
     the required fields, defaults, and descriptions from the dataclasses' docstrings and the rules' notes. A
-    document whose author may add fields of their own says what they may be in a class attribute ``json_extra``.
+    document whose author may add fields of their own says what they may be in a class attribute ``json_extra``;
+    one read from JSON whose optional fields may be null says so in a class attribute ``json_null``.
 
     What ``read`` checks beyond a field (fields that must agree, a knob of a catalog) is not in it, and
     a field with a unit (``"20m"``) takes its number or the text.
@@ -367,6 +435,9 @@ def _object_schema(kind: Any) -> dict[str, Any]:
     for f in dataclasses.fields(kind):
         rule = f.metadata.get("rule", Rule())
         properties[f.name] = _field_schema(hints[f.name], rule)
+        if getattr(kind, "json_null", False) and _optional(hints[f.name]) and isinstance(properties[f.name].get(
+                "type"), str):  # a JSON file's null for an optional field: as if absent (``read`` says so too)
+            properties[f.name]["type"] = [properties[f.name]["type"], "null"]
         if f.default is not dataclasses.MISSING and f.default is not None and not dataclasses.is_dataclass(f.default):
             properties[f.name]["default"] = _plain(f.default)
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
@@ -375,8 +446,8 @@ def _object_schema(kind: Any) -> dict[str, Any]:
                               "additionalProperties": getattr(kind, "json_extra", False)}
     if needed:
         schema["required"] = needed
-    if kind.__doc__ and not kind.__doc__.startswith(f"{kind.__name__}("):  # a dataclass without one has its signature
-        schema["description"] = " ".join(kind.__doc__.split())
+    if description := _docstring(kind):
+        schema["description"] = description
     return schema
 
 
@@ -388,7 +459,9 @@ def _field_schema(hint: Any, rule: Rule) -> dict[str, Any]:
         return {"type": "object", "additionalProperties": _field_schema(typing.get_args(inner)[1], rule)}
     if _sections(inner):
         return {"type": "array", "items": _object_schema(typing.get_args(inner)[0])}
-    schema = _value_schema(inner, rule)
+    kinds = _kinds(hint)
+    schema: dict[str, Any] = _value_schema(inner, rule) if len(kinds) == 1 else {
+        "anyOf": [_value_schema(k, rule) for k in kinds]}
     if rule.note:
         schema["description"] = rule.note
     return schema
@@ -397,9 +470,16 @@ def _field_schema(hint: Any, rule: Rule) -> dict[str, Any]:
 def _value_schema(kind: Any, rule: Rule) -> dict[str, Any]:
     if kind is Any:
         return {}
+    if typing.get_origin(kind) is tuple and typing.get_args(kind)[0] is float:
+        return {"type": "array", "minItems": 1, "items": _value_schema(float, rule)}
+    if typing.get_origin(kind) is tuple and typing.get_args(kind)[0] is Any:
+        return {"type": "array", "items": {"type": ["string", "number", "boolean"]}}
+    if typing.get_origin(kind) is tuple and typing.get_origin(typing.get_args(kind)[0]) is tuple:
+        return {"type": "array", "items": {"type": "array", "minItems": 1,
+                                           "items": {"type": ["string", "number", "boolean"]}}}
     if typing.get_origin(kind) is tuple:
         empty, repeats, blank, lone = LISTS[rule.items]
-        item = _text_schema(rule, blank)
+        item = {"type": "integer"} if typing.get_args(kind)[0] is int else _text_schema(rule, blank)
         array: dict[str, Any] = {"type": "array", "items": item}
         if not empty:
             array["minItems"] = 1
@@ -430,3 +510,74 @@ def _text_schema(rule: Rule, blank: bool) -> dict[str, Any]:
     elif not blank:
         schema["pattern"] = r"\S"
     return schema
+
+
+# ------------------------------------------------------------ the fields, for a page
+
+
+@dataclass(frozen=True)
+class FieldRow:
+    """One field of a document as a page lists it: its dotted path (``NAME``: a key the author chooses; ``#n``: the
+    n-th table of a list), its type, its default ("required" when it has none), its range or choices, its meaning."""
+
+    path: str
+    type: str
+    default: str
+    limits: str
+    meaning: str
+
+
+def field_rows(kind: Any, prefix: str = "") -> list[FieldRow]:
+    """One row per field of the document ``kind``, a section's own fields after its row."""
+    rows = []
+    hints = typing.get_type_hints(kind)
+    for f in dataclasses.fields(kind):
+        path, rule, hint = f"{prefix}{f.name}", f.metadata.get("rule", Rule()), _inner(hints[f.name])
+        if dataclasses.is_dataclass(hint):
+            rows += [FieldRow(path, "table", _default(f), "", _docstring(hint)), *field_rows(hint, f"{path}.")]
+        elif typing.get_origin(hint) in (Mapping, dict):
+            value = _inner(typing.get_args(hint)[1])
+            rows += [FieldRow(path, "table of tables", "", "", rule.note or _docstring(value)),
+                     *field_rows(value, f"{path}.NAME.")] if dataclasses.is_dataclass(value) else \
+                [FieldRow(f"{path}.NAME", _type_words(typing.get_args(hint)[1], rule), "", _limits(rule), rule.note)]
+        elif _sections(hint):
+            item = typing.get_args(hint)[0]
+            rows += [FieldRow(path, "list of tables", "", "", _docstring(item)), *field_rows(item, f"{path} #n.")]
+        else:
+            meaning = rule.note or ("" if rule.example is None else f"e.g. {_toml(rule.example)}")
+            rows.append(FieldRow(path, _type_words(hints[f.name], rule), _default(f), _limits(rule), meaning))
+    return rows
+
+
+def _type_words(hint: Any, rule: Rule) -> str:
+    kinds = _kinds(hint)
+    if len(kinds) > 1:
+        return " or ".join(dict.fromkeys(_type_words(k, rule) for k in kinds if k is not int or float not in kinds))
+    if typing.get_origin(kinds[0]) is tuple:
+        item = typing.get_args(kinds[0])[0]
+        words = {int: "list of whole numbers", float: "list of numbers", str: f"list ({rule.items})"}
+        return "list of lists of values" if typing.get_origin(item) is tuple else words.get(item, "list of values")
+    return {bool: "true or false", int: "whole number", float: "number", str: "text"}.get(kinds[0], "any value")
+
+
+def _default(f: Any) -> str:
+    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+        return "required"
+    return "" if f.default in (dataclasses.MISSING, None, ()) else _toml(f.default)
+
+
+def _limits(rule: Rule) -> str:
+    if rule.choices:
+        return ", ".join(rule.choices)
+    parts = ["above 0"] if rule.positive else []
+    parts += [f"{word} {human_bytes(bound) if rule.unit == 'size' else _number(bound)}"
+              for word, bound in (("at least", rule.least), ("at most", rule.most)) if bound is not None]
+    if rule.unit:
+        parts.append(f"a {rule.unit} with its unit, or its number")
+    return "; ".join(parts + ([rule.what] if rule.pattern and rule.what else []))
+
+
+def _docstring(kind: Any) -> str:
+    """A dataclass's docstring on one line ("" when it has none: then Python gives its signature)."""
+    doc = kind.__doc__ or ""
+    return "" if doc.startswith(f"{kind.__name__}(") else " ".join(doc.split())

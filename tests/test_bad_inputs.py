@@ -29,6 +29,8 @@ from knobtune.systems import _registry as registry
 from knobtune.storage import open_store
 from knobtune.tuning import attrs
 
+from bad_files import CAPTURE_FILES, CATALOG_FILES, CONFIG_FILES, WORKLOAD_FILES, write_bad_files
+from bad_files import cases as file_cases
 from conftest import CORPUS
 
 SYSTEM_FILES = Path(__file__).parent.parent / "knobtune" / "systems"
@@ -73,10 +75,13 @@ WORKLOADS = {  # file name -> (what replaces what in DB_BENCH or MIX, the error'
                            "'nope' is not one"),
     "bench-flag.toml": (DB_BENCH, "[drivers.db_bench]\n", "[drivers.db_bench]\nflags = { nosuch = 1 }\n",
                         "unknown field 'flags.nosuch'. Fix: remove it"),
-    "name-path.toml": (DB_BENCH, 'name = "tiny"', 'name = "../../tiny"', "field 'name'.*path separator"),
-    "ladder-text.toml": (DB_BENCH, "ladder = [0.5, 1.0]", 'ladder = "abc"', "not a list of fractions"),
-    "key-small.toml": (DB_BENCH, "records = 2000", "records = 2000\nkey_size = 4", "below 8 bytes"),
-    "systems-text.toml": (DB_BENCH, 'systems = ["rocksdb", "leveldb"]', 'systems = "rocksdb"', "not a list of systems"),
+    "name-path.toml": (DB_BENCH, 'name = "tiny"', 'name = "../../tiny"', "name '../../tiny' holds a path separator"),
+    "ladder-text.toml": (DB_BENCH, "ladder = [0.5, 1.0]", 'ladder = "abc"',
+                         "ladder 'abc' is not a non-empty list of numbers"),
+    "key-small.toml": (DB_BENCH, "records = 2000", "records = 2000\nkey_size = 4",
+                       "key_size 4 is below 8.*the drivers' keys need 8"),
+    "systems-text.toml": (DB_BENCH, 'systems = ["rocksdb", "leveldb"]', 'systems = "rocksdb"',
+                          "systems 'rocksdb' is not a list of names"),
 }
 CONFIGS = {  # file name -> (JSON text, the error's words)
     "unknown-knob.json": ('{"nosuch_knob": 1}', "nosuch_knob"),
@@ -362,7 +367,8 @@ TRACEBACKS: list[tuple[str, tuple[str, ...], str]] = [  # each was a traceback
     ("compare-config-infinity", (*C, "--config", "default", "--config", "{files}/infinity.json"), "holds -Infinity"),
     ("compare-config-latin1", (*C, "--config", "default", "--config", "{files}/latin1.json"), "is not UTF-8 text"),
 ]
-CASES += DESTROYED + SIDE_EFFECTS + BOUNDS + KINDS + TWICE + TRACEBACKS
+FILES = file_cases()  # a misspelt or wrongly typed field of a workload, a capture, a catalog, a config (bad_files.py)
+CASES += DESTROYED + SIDE_EFFECTS + BOUNDS + KINDS + TWICE + TRACEBACKS + FILES
 KVBENCH_ONLY = {"workload-kind-explode", "workload-order-bad", "workload-phase-field", "workload-kvbench-field"}
 
 
@@ -381,6 +387,7 @@ def registries_as_they_were() -> Iterator[None]:
 def test_the_corpus_is_large_and_every_case_named_once() -> None:
     assert len(CASES) >= 60 and len({case for case, _, _ in CASES}) == len(CASES)
     assert all(len(cases) >= 10 for cases in (DESTROYED, SIDE_EFFECTS, BOUNDS, KINDS, TWICE))
+    assert all(len(files) >= 10 for files in (WORKLOAD_FILES, CAPTURE_FILES, CATALOG_FILES, CONFIG_FILES))
 
 
 @pytest.fixture(scope="module")
@@ -400,6 +407,7 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (files / "latin1.toml").write_bytes(DB_BENCH.replace('name = "tiny"', 'name = "tiny"\n# caf\xe9').encode("latin-1"))
     for name, text in MINE.items():
         (files / name).write_text(text)
+    write_bad_files(files)
     shutil.copy(CORPUS / "studies" / "release-e064aba.db", files / "copy.db")
     (files / "copy.db-journal").write_bytes(b"")
     shutil.copy(CORPUS / "studies" / "release-e064aba.db", files / "db.json")

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from knobtune.cli import app
 from knobtune.errors import CatalogError, UsageError
 from knobtune.knobs import load_catalog
-from knobtune.report.export import load_config_file
+from knobtune.report.config_file import load_config_file
 from knobtune.targets import DISKS, Machine, fixed_config, rotational_disks
 from knobtune.systems import heuristic_config
 from knobtune.systems.postgresql.pgtune import pgtune, pgtune_config
@@ -266,6 +266,6 @@ def test_the_configs_published_for_db_bench_are_fitted_with_notes(tmp_path: Path
 
 def test_a_fixed_config_naming_a_knob_the_catalog_lacks_is_refused(monkeypatch: pytest.MonkeyPatch,
                                                                    tmp_path: Path) -> None:
-    (tmp_path / "bad.toml").write_text('[source]\npage = "x"\n[config]\nwrite_buffer = "64MiB"\n')
+    (tmp_path / "bad.toml").write_text('[source]\npage = "https://x"\n[config]\nwrite_buffer = "64MiB"\n')
     with pytest.raises(CatalogError, match="unknown knob 'write_buffer'.*catalog's knob names"):
         fixed_config("rocksdb", tmp_path / "bad.toml", Machine(GIB, 1))

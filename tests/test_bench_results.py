@@ -61,9 +61,9 @@ def test_each_section_names_the_commit_the_machine_and_the_raw_file() -> None:
 
 
 @pytest.mark.parametrize("change, says", [
-    ('asks = "x"', "unknown field 'asked'"),
+    ('asks = "x"', "unknown field 'asked' (did you mean 'asks'?)"),
     ('system = "rocksdb"\n', "no 'system'"),
-    ('seeds = [1, 2, 3]', "seeds is str"),
+    ('seeds = [1, 2, 3]', "seeds '1 2 3' is not a list of whole numbers"),
     ('"peers.py"', "run must start with a script of bench/"),
     ('table = "peers.table"', "table 'peers.nothing' is no function"),
     ('budget = "5m"', "budget '7m' is not in its run's arguments"),

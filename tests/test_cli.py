@@ -122,7 +122,7 @@ def test_error_value_out_of_range(tmp_path: Path) -> None:
 
 def test_error_broken_catalog_file() -> None:
     line = _error("knobs", str(CORPUS / "catalogs" / "bad-no-safety.toml"))
-    assert "bad-no-safety.toml" in line and "knob 'disable_wal'" in line and "field 'safety'" in line
+    assert "bad-no-safety.toml" in line and "knobs.disable_wal.safety is missing" in line and "Fix:" in line
 
 
 def test_error_missing_db_bench(tmp_path: Path) -> None:
@@ -150,7 +150,7 @@ def test_error_no_budget_and_unknown_study(tmp_path: Path) -> None:
 def test_error_bad_workload_file(tmp_path: Path) -> None:
     line = _error("tune", "rocksdb", "--workload", str(CORPUS / "workloads" / "bad-ladder.toml"), "--trials", "1",
                   "--dir", str(tmp_path))
-    assert "field 'ladder'" in line
+    assert "ladder [0.5, 0.1, 1.0] is not an increasing list" in line and "Fix:" in line
 
 
 @pytest.mark.slow

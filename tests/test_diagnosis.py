@@ -67,13 +67,13 @@ high = "2 * cores"
 
 
 @pytest.mark.parametrize(("edit", "message"), [
-    (('name = "stalls"\n', ''), "has no name"),
-    (('source = "a page"\n', ''), "has no source"),
+    (('name = "stalls"\n', ''), "no 'rules #1.name'"),
+    (('source = "a page"\n', ''), "no 'rules #1.source'"),
     (('"stall_share > 0.1"', '"stall_share >"'), "cannot parse"),
     (('"stall_share > 0.1"', '"open(stall_share)"'), "calls open"),
     (('"stall_share > 0.1"', '"stal_share > 0.1"'), "stal_share, neither a counter"),
-    (('direction = "up"', 'direction = "higher"'), "direction 'higher'"),
-    (('high = "2 * cores"', 'highest = 4'), "unknown fields highest"),
+    (('direction = "up"', 'direction = "higher"'), "suggest #1.direction 'higher' is not a direction"),
+    (('high = "2 * cores"', 'highest = 4'), "unknown field 'rules #1.suggest #1.highest' (did you mean 'high'?)"),
     (('{stall_share:.0%}', '{stall_share:.0%'), "cannot be formatted"),
 ])
 def test_a_broken_rules_file_names_the_rule_the_field_and_the_fix(tmp_path: Path, edit: tuple[str, str],

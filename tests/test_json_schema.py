@@ -7,9 +7,12 @@ project's dependencies. What is checked is that each JSON Schema is the dataclas
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import re
+import sys
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -22,19 +25,32 @@ from knobtune.described.command import CommandSection
 from knobtune.described.system_schema import SystemDocument
 from knobtune.drivers.kvbench_phases import KvbenchSection
 from knobtune.errors import KnobtuneError
+from knobtune.file_kinds import source_tree_kinds
+from knobtune.knobs.catalog_schema import CatalogDoc
+from knobtune.report.config_file import BaselineConfig, ExportedConfig
 from knobtune.systems.postgresql.pgbench import PgbenchSection
 from knobtune.systems.postgresql.section import ReplaySection as PostgresReplaySection
 from knobtune.systems.rocksdb.db_bench_workload import DbBenchSection
 from knobtune.systems.rocksdb.replay import ReplaySection as RocksdbReplaySection
+from knobtune.analysis.diagnosis import RulesFile
+from knobtune.targets import CountersFile, KnownConfigFile
 from knobtune.tuning.document import ExperimentDoc
+from knobtune.workloads.capture import CaptureSummary
+from knobtune.workloads.spec import WorkloadDocument
 
 from conftest import CORPUS
+from schema_walk import fields, wrong
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = sorted((ROOT / "knobtune" / "workloads" / "data").glob("*.toml"))
 SECTIONS = {"pgbench": PgbenchSection, "sysbench": CommandSection, "kvbench": KvbenchSection,
             "db_bench": DbBenchSection}
-KINDS = [ExperimentDoc, SystemDocument, *SECTIONS.values(), PostgresReplaySection, RocksdbReplaySection]
+sys.path.insert(0, str(ROOT / "bench"))
+import suite  # noqa: E402  (bench/ holds scripts, not a package)
+
+KINDS = [kind.document for kind in source_tree_kinds()]  # every kind the schema reads (knobtune.file_kinds)
+KNOWN_CONFIGS = sorted(p for p in ROOT.glob("knobtune/systems/*/*.toml")
+                       if p.stem not in ("catalog", "rules", "counters", "system", "pgtune"))
 
 
 def _shipped() -> list[tuple[type, Path, dict[str, Any]]]:
@@ -44,9 +60,24 @@ def _shipped() -> list[tuple[type, Path, dict[str, Any]]]:
         files.append((SystemDocument, path, read_toml(path, KnobtuneError, "system file")))
     for path in sorted(CORPUS.glob("experiments/good-*.toml")):
         files.append((ExperimentDoc, path, read_toml(path, KnobtuneError, "experiment")))
+    for path in sorted(ROOT.glob("knobtune/systems/*/rules.toml")):
+        files.append((RulesFile, path, read_toml(path, KnobtuneError, "rules")))
+    for path in sorted(ROOT.glob("knobtune/systems/*/counters.toml")):
+        files.append((CountersFile, path, read_toml(path, KnobtuneError, "counters")))
+    for path in KNOWN_CONFIGS:
+        files.append((KnownConfigFile, path, read_toml(path, KnobtuneError, "known config")))
+    for path in sorted(suite.QUESTIONS.glob("*.toml")):
+        files.append((suite.QuestionDoc, path, read_toml(path, KnobtuneError, "question")))
     for path in WORKLOADS:
-        drivers = read_toml(path, KnobtuneError, "workload").get("drivers", {})
+        workload = read_toml(path, KnobtuneError, "workload")
+        drivers = workload.get("drivers", {})
+        files += [(WorkloadDocument, path, workload)]
         files += [(kind, path, dict(drivers[name])) for name, kind in SECTIONS.items() if name in drivers]
+    for path in sorted(ROOT.glob("knobtune/systems/*/catalog.toml")):
+        files.append((CatalogDoc, path, read_toml(path, KnobtuneError, "catalog")))
+    for path in sorted(CORPUS.glob("captures/*/capture.toml")):  # a capture holds a user's data: none is shipped
+        capture = read_toml(path, KnobtuneError, "capture")
+        files += [(WorkloadDocument, path, capture), (CaptureSummary, path, capture["capture"])]
     return files
 
 
@@ -65,7 +96,10 @@ def test_every_shipped_file_of_each_kind_reads_through_the_schema(kind: type, pa
 
 
 def test_each_kind_has_shipped_files() -> None:
-    assert {kind for kind, _, _ in SHIPPED} == {ExperimentDoc, SystemDocument, *SECTIONS.values()}
+    assert {kind for kind, _, _ in SHIPPED} == {ExperimentDoc, SystemDocument, *SECTIONS.values(), WorkloadDocument,
+                                                CaptureSummary, CatalogDoc, RulesFile, CountersFile, KnownConfigFile,
+                                                suite.QuestionDoc}
+    assert {PostgresReplaySection, RocksdbReplaySection} <= set(KINDS)  # a capture's: none shipped
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=[k.__name__ for k in KINDS])
@@ -79,7 +113,8 @@ def test_the_json_schema_is_the_documents_schema_field_by_field(kind: type) -> N
 def _compare(kind: Any, node: dict[str, Any]) -> int:
     """Check one dataclass's JSON Schema against it (and its sections, recursively); the fields checked."""
     fields = {f.name: f for f in dataclasses.fields(kind)}
-    assert node["type"] == "object" and node["additionalProperties"] == getattr(kind, "json_extra", False)
+    assert node["type"] in ("object", ["object", "null"])
+    assert node["additionalProperties"] == getattr(kind, "json_extra", False)
     assert list(node["properties"]) == list(fields)
     assert node.get("required", []) == [
         n for n, f in fields.items() if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
@@ -103,7 +138,18 @@ def _compare(kind: Any, node: dict[str, Any]) -> int:
             prop = prop["additionalProperties"]
             hint = args[1]
         checked += 1
+        kinds = [k for k in typing.get_args(hints[name]) if k is not type(None)]
+        if typing.get_origin(hints[name]) in (typing.Union, types.UnionType) and len(kinds) > 1:  # number or text
+            assert [p["type"] for p in prop["anyOf"]] == [{int: "integer", float: "number", bool: "boolean",
+                                                           str: "string"}[k] for k in kinds]
+            continue
+        if typing.get_origin(hint) is tuple and args[0] is int:  # a list of whole numbers
+            assert prop["type"] == "array" and prop["items"] == {"type": "integer"}
+            continue
         value = next((p for p in prop.get("anyOf", []) if p.get("type") != "string"), prop) if rule.unit else prop
+        if isinstance(value.get("type"), list):  # a JSON file's optional field may be null (json_null)
+            assert getattr(kind, "json_null", False) and value["type"][1] == "null"
+            value = {**value, "type": value["type"][0]}
         if hint in (int, float):
             assert value["type"] == {int: "integer", float: "number"}[hint]
             assert value.get("minimum") == rule.least and value.get("maximum") == rule.most
@@ -135,3 +181,70 @@ def test_a_misspelt_field_is_what_the_json_schema_leaves_out_too() -> None:
     pgbench = schema.json_schema(PgbenchSection)["properties"]
     assert pgbench["clients"] == {"type": "integer", "minimum": 1, "default": 1}
     assert pgbench["check"]["enum"] == ["tpcb", "tpcc", "rows"]
+
+
+def test_the_four_file_kinds_json_schemas_close_every_depth() -> None:
+    """A workload's top level and its capture, a catalog's knobs, a config file's machine: each closed to its own
+    fields, with the types and ranges the reader holds them to."""
+    workload = schema.json_schema(WorkloadDocument)["properties"]
+    assert workload["ladder"]["type"] == "array" and workload["ladder"]["items"] == {
+        "type": "number", "maximum": 1.0, "exclusiveMinimum": 0}
+    assert workload["drivers"] == {"type": "object", "additionalProperties": {"type": "object",
+                                                                              "additionalProperties": {}}}
+    fingerprint = workload["capture"]["properties"]["fingerprints"]["items"]
+    assert fingerprint["additionalProperties"] is False and set(fingerprint["properties"]) == {"text", "count",
+                                                                                               "total_s"}
+    assert workload["capture"]["properties"]["format"] == {"type": "integer", "minimum": 1, "default": 1,
+                                                           "description": "the layout of capture.toml (absent: 1)"}
+    knob = schema.json_schema(CatalogDoc)["properties"]["knobs"]["additionalProperties"]
+    assert knob["additionalProperties"] is False and knob["required"] == ["type", "default"]
+    assert knob["properties"]["type"]["enum"] == ["int", "float", "bool", "enum", "bytes", "duration"]
+    assert knob["properties"]["conditions"]["items"]["required"] == ["knob", "values"]
+    machine = schema.json_schema(BaselineConfig)["properties"]["machine"]
+    assert machine["properties"]["disk"]["enum"] == ["ssd", "hdd", "san"] and machine["additionalProperties"] is False
+    assert machine["type"] == ["object", "null"] and machine["properties"]["connections"]["type"] == ["integer", "null"]
+    assert schema.json_schema(ExportedConfig)["required"] == ["config"]
+
+
+def _broken(kind: type, data: dict) -> list[tuple[str, tuple[Any, ...], str, Any]]:
+    """Each field given in ``data``, at every depth, misspelt and then of a wrong type: (what, keys, label, value);
+    a field of the same name at the same depth once (a catalog's hundred knobs share their fields)."""
+    cases, seen = [], set()
+    for keys, label, hint, f in fields(kind, data):
+        if (f is None, str(keys[-1]) if f is not None else "", len(keys)) in seen:
+            continue
+        seen.add((f is None, str(keys[-1]) if f is not None else "", len(keys)))
+        if f is not None:  # a field the schema names (not a key the file's author names)
+            cases.append(("misspelt", keys, label, f"{keys[-1]}x"))
+        if (value := wrong(hint)) is not None:
+            cases.append(("wrong-type", keys, label, value))
+    return cases
+
+
+@pytest.mark.parametrize("kind", sorted({k for k, _, _ in SHIPPED}, key=lambda k: k.__name__),
+                         ids=lambda k: k.__name__)
+def test_each_kind_refuses_a_misspelt_field_and_a_wrong_type_at_every_depth_of_its_shipped_files_in_one_line(
+        kind: type) -> None:
+    """Every shipped file of the kind, each field it gives at every depth broken in turn: the schema's one line
+    naming the field (its nearest name when misspelt) and the fix. No hand-written check stands in front of it."""
+    tried = 0
+    for _, path, data in [s for s in SHIPPED if s[0] is kind]:
+        extra = {f.name for f in dataclasses.fields(kind)}
+        data = {k: v for k, v in data.items() if not getattr(kind, "json_extra", None) or k in extra}
+        for what, keys, label, value in _broken(kind, data):
+            broken = copy.deepcopy(data)
+            parent = broken
+            for key in keys[:-1]:
+                parent = parent[key]
+            if what == "misspelt":
+                parent[value] = parent.pop(keys[-1])
+            else:
+                parent[keys[-1]] = value
+            with pytest.raises(KnobtuneError) as refused:
+                schema.read(kind, broken, schema.Where(str(path)), KnobtuneError)
+            line = str(refused.value)
+            assert "\n" not in line and "Fix: " in line, line
+            assert (f"unknown field '{label.rsplit('.', 1)[0] + '.' if '.' in label else ''}{value}'" in line
+                    and f"did you mean '{keys[-1]}'" in line) if what == "misspelt" else f"{label} " in line, line
+            tried += 1
+    assert tried >= 3, f"{kind.__name__}: {tried} cases"

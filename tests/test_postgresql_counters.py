@@ -92,8 +92,8 @@ def test_the_described_counters_are_exactly_those_postgresql_gives() -> None:
 
 
 @pytest.mark.parametrize(("entry", "says"), [
-    ('[counters.x]\nmeaning = "m"\nunit = "ms"\nread = "r"\n', "unit 'ms' is unknown"),
-    ('[counters.x]\nmeaning = "m"\nunit = "s"\n', "needs meaning, unit and read"),
+    ('[counters.x]\nmeaning = "m"\nunit = "ms"\nread = "r"\n', "unit 'ms' is not a counter's unit"),
+    ('[counters.x]\nmeaning = "m"\nunit = "s"\n', "no 'counters.x.read'"),
     ('[counters]\nx = 1\n', "is not a table"),
 ])
 def test_a_bad_description_names_the_counter_and_the_fix(tmp_path: Path, entry: str, says: str) -> None:
@@ -101,4 +101,4 @@ def test_a_bad_description_names_the_counter_and_the_fix(tmp_path: Path, entry: 
     path.write_text(entry)
     with pytest.raises(CatalogError, match=says) as caught:
         described_counters(path)
-    assert "counter 'x'" in str(caught.value) and "Fix:" in str(caught.value)
+    assert "counters.x" in str(caught.value) and "Fix:" in str(caught.value) and "\n" not in str(caught.value)

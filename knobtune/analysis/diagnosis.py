@@ -27,18 +27,21 @@ and fitting them to a catalog is the caller's.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from simpleeval import NameNotDefined, SimpleEval
 
+from knobtune import schema
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError
 from knobtune.knobs.units import human_bytes
+from knobtune.schema import TEXT, required, setting, table
 
 # The workload's shape, as every target gives it (``Target.workload_shape``): what a rule may ask besides counters.
 SHAPE: Mapping[str, str] = {
@@ -59,6 +62,9 @@ FUNCTIONS = {"min": min, "max": max, "abs": abs, "log2": math.log2}
 Number = float | int | bool | str
 
 
+EXPRESSION = "an expression over the counters, the shape and config (docs/diagnosis.md)"
+
+
 @dataclass(frozen=True)
 class Suggestion:
     """A knob a rule suggests moving: ``up``/``down`` (narrowed to ``low``..``high`` when given) or ``to`` a value.
@@ -66,11 +72,12 @@ class Suggestion:
     ``low``, ``high`` and ``value`` are numbers, enum values or expressions until ``resolved``.
     """
 
-    knob: str
-    direction: str
-    low: Number | None = None
-    high: Number | None = None
-    value: Number | None = None
+    knob: str = required(**TEXT, example="max_background_jobs", note="a knob of the system's catalog")
+    direction: str = required(choices=DIRECTIONS, what="a direction")
+    low: int | float | str | None = setting(None, example="data_bytes / 2", note=f"a number, or {EXPRESSION}")
+    high: int | float | str | None = setting(None, example="2 * cores", note=f"a number, or {EXPRESSION}")
+    value: int | float | bool | str | None = setting(None, example="universal",
+                                                     note=f"with direction \"to\": a value, or {EXPRESSION}")
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items() if v is not None}
@@ -80,19 +87,36 @@ class Suggestion:
 class Start:
     """A whole config a rule offers as a start: fixed values and values sized by expressions."""
 
-    label: str
-    config: Mapping[str, Any]
-    sized: Mapping[str, Number | None] = field(default_factory=dict)  # expressions, then their values
+    label: str = required(**TEXT, example="rocksdb-point-lookups")
+    config: Mapping[str, Any] = table(note="knob -> value, as the catalog spells them")
+    sized: Mapping[str, str] = table(**TEXT, example="0.4 * data_bytes", note=f"knob -> {EXPRESSION}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuleDoc:
+    """One ``[[rules]]`` table as its file writes it (docs/diagnosis.md)."""
+
+    name: str = required(**TEXT, example="write-stalls-level0", note="each rule's own")
+    when: str = required(**TEXT, example="stall_share > 0.1", note="the condition: " + EXPRESSION)
+    finding: str = required(**TEXT, example="writes stalled {stall_share:.0%} of the run",
+                            note="the words a person reads, the evidence in {braces}")
+    source: str = required(**TEXT, example="https://github.com/facebook/rocksdb/wiki/Write-Stalls",
+                           note="where the knowledge comes from")
+    suggest: tuple[Suggestion, ...] = ()
+    starts: tuple[Start, ...] = ()
 
 
 @dataclass(frozen=True)
-class Rule:
-    name: str
-    when: str
-    finding: str
-    source: str
-    suggest: tuple[Suggestion, ...] = ()
-    starts: tuple[Start, ...] = ()
+class RulesFile:
+    """A system's diagnosis rules (``systems/SYSTEM/rules.toml``)."""
+
+    rules: tuple[RuleDoc, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rule(RuleDoc):
+    """A rule as read, with the names it reads."""
+
     names: tuple[str, ...] = ()  # every name the rule reads (its condition, finding, bounds and sizes)
     evidence: tuple[str, ...] = ()  # the names its condition and finding read: what a finding shows
 
@@ -106,7 +130,7 @@ class Finding:
     evidence: Mapping[str, float]  # the counters and shape the condition read, by name
     source: str
     suggest: tuple[Suggestion, ...]  # bounds and values resolved to numbers (or enum values)
-    starts: tuple[Start, ...]  # sized values resolved to numbers
+    starts: tuple[Start, ...]  # sized values resolved to numbers, into each start's config
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "finding": self.text, "evidence": dict(self.evidence), "source": self.source,
@@ -135,48 +159,51 @@ class Diagnosis:
 
 
 def load_rules(path: Path, counters: Mapping[str, Any] | None = None) -> tuple[Rule, ...]:
-    """The rules of ``path``, checked: every field present and typed, every condition parseable, every name it reads
-    a counter (of ``counters``, when given), a shape name or ``config``.
+    """The rules of ``path``, read through the schema (``RulesFile``), then checked: rule names each once, every
+    condition, finding and expression readable, every name it reads a counter (of ``counters``, when given), a shape
+    name or ``config``.
 
     Raises:
-        CatalogError: one line naming the rule, the field and the fix.
+        CatalogError: one line per problem naming the file, the field and the fix.
     """
-    data = read_toml(path, CatalogError, "diagnosis rules")
+    document = schema.read(RulesFile, read_toml(path, CatalogError, "diagnosis rules"),
+                           schema.Where(str(path), docs="docs/diagnosis.md"), CatalogError)
     known = set(SHAPE) | {"config"} | (set(counters) if counters is not None else set())
-    rules, seen = [], set()
-    for i, raw in enumerate(data.get("rules", [])):
-        where = f"{path}: rules[{i}]" + (f" ({raw['name']})" if isinstance(raw, dict) and "name" in raw else "")
+    rules: list[Rule] = []
+    for i, doc in enumerate(document.rules):
+        where = f"{path}: rules #{i + 1} ({doc.name})"
 
         def fail(problem: str, fix: str) -> CatalogError:
             return CatalogError(f"{where}: {problem}. Fix: {fix}")
 
-        if not isinstance(raw, dict):
-            raise fail("is not a table", "write each rule as a [[rules]] table")
-        for key in ("name", "when", "finding", "source"):
-            if not isinstance(raw.get(key), str) or not raw[key].strip():
-                raise fail(f"has no {key}", f"give {key} = \"...\" (every rule has a name, when, finding and source)")
-        unknown = set(raw) - {"name", "when", "finding", "source", "suggest", "starts"}
-        if unknown:
-            raise fail(f"has unknown fields {', '.join(sorted(unknown))}",
-                       "use name, when, finding, source, [[rules.suggest]], [[rules.starts]]")
-        if raw["name"] in seen:
+        if doc.name in {rule.name for rule in rules}:
             raise fail("repeats a rule name", "give every rule a name of its own")
-        seen.add(raw["name"])
-        evidence = _names(raw["when"], fail) | _format_names(raw["finding"], fail)
-        names = set(evidence)
-        suggest = tuple(_suggestion(s, fail) for s in raw.get("suggest", []))
-        starts = tuple(_start(s, fail) for s in raw.get("starts", []))
-        for bound in [v for s in suggest for v in (s.low, s.high) if isinstance(v, str)]:
-            names |= _names(bound, fail)  # a bound is a number: a bare word is a name ("data_bytes")
-        for expression in [s.value for s in suggest if isinstance(s.value, str)] \
-                + [str(v) for s in starts for v in s.sized.values()]:
-            names |= _names(expression, fail, enum_ok=True)
-        if counters is not None and (unknown_names := names - known):
-            raise fail(f"reads {', '.join(sorted(unknown_names))}, neither a counter of the system nor a shape name",
-                       f"use the names of the system's counters.toml or of the shape ({', '.join(SHAPE)})")
-        rules.append(Rule(raw["name"], raw["when"], raw["finding"], raw["source"], suggest, starts,
-                          tuple(sorted(names - {"config"})), tuple(sorted(evidence - {"config"}))))
+        rules.append(_checked(doc, fail, known if counters is not None else None))
     return tuple(rules)
+
+
+def _checked(doc: RuleDoc, fail: Any, known: set[str] | None) -> Rule:
+    """``doc`` with the names it reads, each expression parsed; ``known``: the names it may read (None: any)."""
+    evidence = _names(doc.when, fail) | _format_names(doc.finding, fail)
+    names = set(evidence)
+    for n, suggestion in enumerate(doc.suggest):
+        if suggestion.direction == "to" and suggestion.value is None:
+            raise fail(f"suggest #{n + 1} moves {suggestion.knob} 'to' no value", "give value = ...")
+        for bound in [v for v in (suggestion.low, suggestion.high) if isinstance(v, str)]:
+            names |= _names(bound, fail)  # a bound is a number: a bare word is a name ("data_bytes")
+        if isinstance(suggestion.value, str):
+            names |= _names(suggestion.value, fail, enum_ok=True)
+    for n, start in enumerate(doc.starts):
+        if not start.config and not start.sized:
+            raise fail(f"starts #{n + 1} ({start.label}) has no config",
+                       "give config = {knob = value} and/or sized = {knob = \"expr\"}")
+        for expression in start.sized.values():
+            names |= _names(expression, fail, enum_ok=True)
+    if known is not None and (unknown := names - known):
+        raise fail(f"reads {', '.join(sorted(unknown))}, neither a counter of the system nor a shape name",
+                   f"use the names of the system's counters.toml or of the shape ({', '.join(SHAPE)})")
+    fields = {f.name: getattr(doc, f.name) for f in dataclasses.fields(RuleDoc)}
+    return Rule(**fields, names=tuple(sorted(names - {"config"})), evidence=tuple(sorted(evidence - {"config"})))
 
 
 def diagnose(rules: tuple[Rule, ...], counters: Mapping[str, float], shape: Mapping[str, Any],
@@ -196,8 +223,8 @@ def diagnose(rules: tuple[Rule, ...], counters: Mapping[str, float], shape: Mapp
             text = rule.finding.format_map(_Shown(names))
             suggest = tuple(Suggestion(s.knob, s.direction, _bound(evaluator, s.low), _bound(evaluator, s.high),
                                        _value(evaluator, s.value)) for s in rule.suggest)
-            starts = tuple(Start(s.label, dict(s.config), {k: _value(evaluator, v) for k, v in s.sized.items()})
-                           for s in rule.starts)
+            starts = tuple(Start(s.label, {**s.config, **{k: _value(evaluator, v) for k, v in s.sized.items()}})
+                           for s in rule.starts)  # sized values resolved into the config
         except (NameNotDefined, KeyError) as exc:
             skipped[rule.name] = f"not recorded for this run: {exc}"
             continue
@@ -261,30 +288,3 @@ def _format_names(text: str, fail: Any) -> set[str]:
     except ValueError as exc:
         raise fail(f"finding cannot be formatted ({exc})", "write {name} or {name:.0%} around counter names") from None
     return {f[:-2] if f.endswith("_h") else f for f in fields}
-
-
-def _suggestion(raw: Any, fail: Any) -> Suggestion:
-    if not isinstance(raw, dict) or not isinstance(raw.get("knob"), str):
-        raise fail("has a suggestion without a knob", "write [[rules.suggest]] knob = \"...\" direction = \"up\"")
-    if raw.get("direction") not in DIRECTIONS:
-        raise fail(f"suggests {raw['knob']} in direction {raw.get('direction')!r}",
-                   f"give direction = one of {', '.join(DIRECTIONS)}")
-    if raw["direction"] == "to" and "value" not in raw:
-        raise fail(f"suggests {raw['knob']} 'to' no value", "give value = ...")
-    if unknown := set(raw) - {"knob", "direction", "low", "high", "value"}:
-        raise fail(f"suggests {raw['knob']} with unknown fields {', '.join(sorted(unknown))}",
-                   "use knob, direction, low, high, value")
-    return Suggestion(raw["knob"], raw["direction"], raw.get("low"), raw.get("high"), raw.get("value"))
-
-
-def _start(raw: Any, fail: Any) -> Start:
-    if not isinstance(raw, dict) or not isinstance(raw.get("label"), str):
-        raise fail("has a start without a label", "write [[rules.starts]] label = \"...\" config = {...}")
-    config, sized = raw.get("config", {}), raw.get("sized", {})
-    if not isinstance(config, dict) or not isinstance(sized, dict) or not (config or sized):
-        raise fail(f"start {raw['label']} has no config",
-                   "give config = {knob = value} and/or sized = {knob = \"expr\"}")
-    if bad := [k for k, v in sized.items() if not isinstance(v, str)]:
-        raise fail(f"start {raw['label']} sizes {', '.join(bad)} without an expression",
-                   "write sized values as expressions in quotes, e.g. \"0.4 * data_bytes\"")
-    return Start(raw["label"], dict(config), dict(sized))

@@ -107,6 +107,9 @@ def tune(
     allow_mixed_machines: Annotated[bool, typer.Option(
         "--allow-mixed-machines", help="Let a machine of another kind (CPU, memory, disk, OS, version) work on the "
                                        "study.", rich_help_panel=K)] = False,
+    no_earlier_studies: Annotated[bool, typer.Option(
+        "--no-earlier-studies", help="A new study does not try the best configs of earlier studies of a workload "
+                                     "alike (same system, machine and build) first.", rich_help_panel=S)] = False,
     # research switches, for bench arms: [research] in the document (docs/experiment.md), not in --help
     no_rules: Annotated[bool, typer.Option("--no-rules", hidden=True)] = False,
     unsettled: Annotated[bool, typer.Option("--unsettled", hidden=True)] = False,

@@ -4,7 +4,8 @@ A catalog says, for every knob: its type and range, the system's default,
 log scale, special values (``-1`` = unlimited), unit, whether a restart is
 needed, its safety class, the conditions under which it matters, and how each
 output format spells its name and values. ``docs/catalog-format.md`` is the
-reference for the file format.
+reference for the file format; ``knobs.catalog_schema`` its schema, which the one reader (``knobtune.schema``)
+holds a file to first. What is checked here is what the fields must agree on, one line per problem.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError, ConfigError
@@ -21,17 +22,15 @@ from knobtune.knobs.knob import NUMERIC_TYPES, Condition, Knob, KnobType, Safety
 from knobtune.knobs.memory import MemoryModel, Product
 from knobtune.knobs.model import Catalog, Implication, Relation
 
+if TYPE_CHECKING:
+    from knobtune.knobs.catalog_schema import KnobDoc, RelationDoc
+
 # The model's names are read from here too (``from knobtune.knobs.catalog import Catalog, Knob``).
 __all__ = ["Catalog", "Condition", "Implication", "Knob", "KnobType", "MemoryModel", "Relation",
            "Safety", "SYSTEMS_DIR", "Value", "available_systems", "catalog_path", "load_catalog", "register_catalog"]
 
 # Knob names that touch durability or data retention must say what they risk.
 _NEEDS_SAFETY = re.compile(r"wal|sync|fsync|fifo|ttl|auto_compaction|full_page|paranoid|reuse_logs")
-_KNOWN_FIELDS = {
-    "type", "default", "min", "max", "log", "choices", "special", "unit", "restart",
-    "safety", "unsafe_values", "safety_note", "conditions", "group", "description",
-    "names", "spell", "tunable", "search_special", "drivers", "data_sized", "data_sized_min",
-}
 
 
 _DESCRIBED: dict[str, Path] = {}  # systems described by a system file: their catalogs, wherever they live
@@ -69,185 +68,192 @@ def load_catalog(system_or_path: str | Path) -> Catalog:
     return _build_catalog(path, read_toml(path, CatalogError, "catalog"))
 
 
-_TOP_FIELDS = ("system", "version", "description", "formats", "knobs", "relations", "implications", "memory")
-
-
 def _build_catalog(path: Path, data: dict[str, Any]) -> Catalog:
-    for given in data:
-        if given not in _TOP_FIELDS:
-            raise CatalogError(f"{path}: top-level field '{given}' is not a field of a catalog"
-                               f"{nearest(given, _TOP_FIELDS)}. Fix: use {', '.join(_TOP_FIELDS)} "
-                               "(docs/catalog-format.md)")
-    for required in ("system", "knobs"):
-        if required not in data:
-            raise CatalogError(f"{path}: missing top-level field '{required}'. "
-                               "Fix: add it (see docs/catalog-format.md)")
-    formats = tuple(data.get("formats", ()))
-    knobs = {name: _build_knob(path, name, spec, formats) for name, spec in data["knobs"].items()}
+    """A catalog file's data read through its schema, then what its fields must agree on.
+
+    Raises:
+        CatalogError: one line per problem, naming the file, the field and the fix.
+    """
+    from knobtune import schema  # here: the schema reads sizes with knobs.units, which imports this package
+    from knobtune.knobs.catalog_schema import DOCS, CatalogDoc
+
+    document = schema.read(CatalogDoc, data, schema.Where(str(path), docs=DOCS), CatalogError)
+    problems = _Problems(path)
+    built = {name: _build_knob(name, spec, document.formats, problems) for name, spec in document.knobs.items()}
+    problems.raise_any()  # what follows reads the knobs
+    knobs = {name: knob for name, knob in built.items() if knob is not None}
     for knob in knobs.values():
-        for condition in knob.conditions:
+        for i, condition in enumerate(knob.conditions):
             if condition.knob not in knobs:
-                raise CatalogError(f"{path}: knob '{knob.name}': field 'conditions' names unknown knob "
-                                   f"'{condition.knob}'. Fix: name a knob of this catalog")
-    relations = tuple(_build_relation(path, i, spec, knobs) for i, spec in enumerate(data.get("relations", [])))
-    implications = tuple(_build_implication(path, i, spec,
-                                            knobs) for i, spec in enumerate(data.get("implications", [])))
-    catalog = Catalog(system=data["system"], version=str(data.get("version", "")),
-                      description=data.get("description", ""), formats=formats,
-                      knobs=knobs, relations=relations, implications=implications, source=path,
-                      memory=_build_memory(path, data.get("memory", {}), knobs))
-    for relation in relations:
+                problems.add(f"knobs.{knob.name}.conditions #{i + 1}.knob", f"names unknown knob '{condition.knob}'",
+                             f"name a knob of this catalog{nearest(condition.knob, knobs)}")
+    relations = [_build_relation(i, spec, knobs, problems) for i, spec in enumerate(document.relations)]
+    implications = [_build_implication(i, spec.when, spec.then, knobs, problems)
+                    for i, spec in enumerate(document.implications)]
+    memory = MemoryModel(**{name: _products(name, getattr(document.memory, name), knobs, problems)
+                            for name in ("planned", "write_buffers")})
+    problems.raise_any()
+    catalog = Catalog(system=document.system, version=document.version, description=document.description,
+                      formats=document.formats, knobs=knobs, relations=tuple(r for r in relations if r),
+                      implications=tuple(i for i in implications if i), source=path, memory=memory)
+    for i, relation in enumerate(catalog.relations):
         if not relation.holds(catalog.defaults()):
-            raise CatalogError(f"{path}: relation {relation} does not hold for the defaults. Fix: correct the defaults")
+            problems.add(f"relations #{i + 1}", f"{relation} does not hold for the defaults",
+                         "correct the defaults, or the relation")
+    problems.raise_any()
     return catalog
 
 
-def _build_knob(path: Path, name: str, spec: dict[str, Any], formats: tuple[str, ...]) -> Knob:
-    def fail(field_name: str, problem: str, fix: str) -> CatalogError:
-        return CatalogError(f"{path}: knob '{name}': field '{field_name}': {problem}. Fix: {fix}")
+class _Problems:
+    """The problems of one catalog file, one line each: the field, what is wrong, the fix."""
 
-    unknown = set(spec) - _KNOWN_FIELDS
-    if unknown:
-        first = sorted(unknown)[0]
-        raise fail(first, f"unknown field{nearest(first, _KNOWN_FIELDS)}",
-                   f"use only {', '.join(sorted(_KNOWN_FIELDS))}")
-    try:
-        knob_type = KnobType(spec["type"])
-    except KeyError:
-        raise fail("type", "missing", f"add type = one of {', '.join(t.value for t in KnobType)}") from None
-    except ValueError:
-        raise fail("type", f"{spec['type']!r} is not a type",
-                   f"use one of {', '.join(t.value for t in KnobType)}") from None
-    if "default" not in spec:
-        raise fail("default", "missing", "add the system's own default value")
-    if "safety" not in spec and _NEEDS_SAFETY.search(name):
-        raise fail("safety", "missing for a knob that touches durability or retention",
-                   "add safety = \"safe\", \"durability\", \"data-loss\", \"recovery\" or \"operational\"")
-    try:
-        safety = Safety(spec.get("safety", "safe"))
-    except ValueError:
-        raise fail("safety", f"{spec['safety']!r} is not a safety class",
-                   f"use one of {', '.join(s.value for s in Safety)}") from None
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lines: list[str] = []
 
-    def coerce(field_name: str, raw: Any) -> Value:
+    def add(self, field_path: str, problem: str, fix: str) -> None:
+        self.lines.append(f"{self.path}: {field_path} {problem}. Fix: {fix}")
+
+    def raise_any(self) -> None:
+        """Raises CatalogError with every problem added, when there is one."""
+        if self.lines:
+            raise CatalogError("\n".join(self.lines))
+
+
+def _build_knob(name: str, spec: KnobDoc, formats: tuple[str, ...], problems: _Problems) -> Knob | None:
+    """The knob ``spec`` describes, or None with its problems added."""
+    before = len(problems.lines)
+    knob_type = KnobType(spec.type)
+    where = f"knobs.{name}"
+
+    def coerce(field_name: str, raw: Any) -> Value | None:
         try:
             return coerce_value(knob_type, raw)
         except (ValueError, TypeError) as exc:
-            raise fail(field_name, str(exc), f"give a {knob_type} value") from None
+            problems.add(f"{where}.{field_name}", str(exc), f"give a {knob_type} value")
+            return None
 
-    special = {coerce("special", k): str(v) for k, v in spec.get("special", {}).items()}
-    def bound(field_name: str) -> float:
-        value = coerce(field_name, spec[field_name])
-        if isinstance(value, str):
-            raise fail(field_name, "only a numeric knob has bounds", "remove the field")
-        return float(value) if knob_type is KnobType.FLOAT else value
-
-    bounds = {b: bound(b) for b in ("min", "max") if b in spec}
-    if knob_type in NUMERIC_TYPES and len(bounds) < 2:
-        raise fail("min" if "min" not in bounds else "max", "missing for a numeric knob", "add min and max")
-    if bounds and bounds["min"] > bounds["max"]:
-        raise fail("min", f"{bounds['min']} > max {bounds['max']}", "swap them")
-    if spec.get("log") and bounds and bounds["min"] <= 0:
-        raise fail("log", "log scale needs min > 0", "raise min, or use a special value for 0")
-    choices = tuple(str(c) for c in spec.get("choices", ()))
-    if (knob_type is KnobType.ENUM) != bool(choices):
-        raise fail("choices", "required for enum knobs and only for them", "list the values as strings")
-    conditions = tuple(
-        Condition(knob=str(c.get("knob")), values=tuple(c.get("values", ())))
-        for c in spec.get("conditions", ()))
-    unsafe = spec.get("unsafe_values")
-    drivers = spec.get("drivers", [])
-    if not (isinstance(drivers, list) and all(isinstance(d, str) and d for d in drivers)) \
-            or ("drivers" in spec and not drivers):
-        raise fail("drivers", f"{drivers!r} is not a non-empty list of driver names",
-                   "list the drivers that can set the knob, e.g. drivers = [\"kvbench-tunable\"], or leave the field "
-                   "out")
+    if spec.safety is None and _NEEDS_SAFETY.search(name):
+        problems.add(f"{where}.safety", "is missing for a knob that touches durability or retention",
+                     f"add safety = one of {', '.join(s.value for s in Safety)} (\"safe\" too: say it)")
+    safety = Safety(spec.safety or "safe")
+    default = coerce("default", spec.default)
+    special = {value: meaning for k, meaning in spec.special.items()
+               if (value := coerce(f"special.{k}", k)) is not None}
+    bounds = {b: coerce(b, raw) for b, raw in (("min", spec.min), ("max", spec.max)) if raw is not None}
+    if knob_type not in NUMERIC_TYPES and bounds:
+        problems.add(f"{where}.{next(iter(bounds))}", f"is given for a {knob_type} knob: only a numeric knob has "
+                     "bounds", "remove it")
+    elif knob_type in NUMERIC_TYPES and len(bounds) < 2:
+        problems.add(f"{where}.{'min' if 'min' not in bounds else 'max'}", "is missing for a numeric knob",
+                     "add min and max")
+    elif None not in bounds.values() and bounds and bounds["min"] > bounds["max"]:  # type: ignore[operator]
+        problems.add(f"{where}.min", f"{bounds['min']} is above max {bounds['max']}", "swap them")
+    elif spec.log and bounds and None not in bounds.values() and as_number(bounds["min"]) <= 0:  # type: ignore[arg-type]
+        problems.add(f"{where}.log", f"= true needs min above 0 (min is {bounds['min']})",
+                     "raise min, or make 0 a special value")
+    if (knob_type is KnobType.ENUM) != bool(spec.choices):
+        problems.add(f"{where}.choices", "is missing for an enum knob" if spec.choices == () else
+                     f"is given for a {knob_type} knob", "list the values of an enum knob, and of no other")
+    if spec.drivers == ():
+        problems.add(f"{where}.drivers", "is an empty list", "list the drivers that can set the knob, e.g. drivers = "
+                     "[\"kvbench-tunable\"], or leave the field out")
+    if safety is not Safety.SAFE and not spec.safety_note:
+        problems.add(f"{where}.safety_note", f"is missing for the unsafe class '{safety}'",
+                     "say in one sentence what the unsafe values risk")
+    for key, table in (("names", spec.names), ("spell", spec.spell)):
+        for spelling in table:
+            if spelling not in formats:
+                problems.add(f"{where}.{key}.{spelling}", "names a format the catalog's formats do not list",
+                             f"use one of {', '.join(formats) or 'none (formats = [])'}{nearest(spelling, formats)}")
+    unsafe = None if spec.unsafe_values is None else tuple(coerce("unsafe_values", u) for u in spec.unsafe_values)
+    minimum = coerce("data_sized_min", spec.data_sized_min) if spec.data_sized_min is not None else None
+    if len(problems.lines) > before or default is None:
+        return None
     knob = Knob(
-        name=name, type=knob_type, default=coerce("default", spec["default"]),
-        description=spec.get("description", ""), group=spec.get("group", "other"),
-        min=bounds.get("min"), max=bounds.get("max"), log=bool(spec.get("log", False)),
-        choices=choices, special=special, unit=spec.get("unit", ""), restart=bool(spec.get("restart", True)),
-        safety=safety, unsafe_values=None if unsafe is None else tuple(coerce("unsafe_values", u) for u in unsafe),
-        safety_note=spec.get("safety_note", ""), conditions=conditions,
-        names={spelling: spec.get("names", {}).get(spelling, name) for spelling in formats},
-        spell={spelling: {str(k): str(v) for k, v in values.items()}
-               for spelling, values in spec.get("spell", {}).items()},
-        tunable=bool(spec.get("tunable", True)), search_special=bool(spec.get("search_special", True)),
-        drivers=tuple(drivers), data_sized=bool(spec.get("data_sized", False)),
-        data_sized_min=coerce("data_sized_min", spec["data_sized_min"]) if "data_sized_min" in spec else None,
-    )
+        name=name, type=knob_type, default=default, description=spec.description, group=spec.group,
+        min=_bound(bounds.get("min"), knob_type), max=_bound(bounds.get("max"), knob_type), log=spec.log,
+        choices=spec.choices, special=special, unit=spec.unit, restart=spec.restart, safety=safety,
+        unsafe_values=unsafe, safety_note=spec.safety_note,  # type: ignore[arg-type]
+        conditions=tuple(Condition(c.knob, c.values) for c in spec.conditions),
+        names={spelling: spec.names.get(spelling, name) for spelling in formats},
+        spell={spelling: dict(values) for spelling, values in spec.spell.items()},
+        tunable=spec.tunable, search_special=spec.search_special, drivers=spec.drivers or (),
+        data_sized=spec.data_sized, data_sized_min=minimum)
+    return _checked(knob, where, problems)
+
+
+def _bound(value: Value | None, knob_type: KnobType) -> float | None:
+    return None if value is None else float(value) if knob_type is KnobType.FLOAT else value  # type: ignore[return-value]
+
+
+def _checked(knob: Knob, where: str, problems: _Problems) -> Knob | None:
+    """``knob`` when its default lies in its range and its data-sized fields fit it; else None, the problem added."""
+    before = len(problems.lines)
     if (knob.data_sized or knob.data_sized_min is not None) and not (knob.is_numeric and knob.data_sized):
-        raise fail("data_sized", "only a numeric knob can be data-sized, and data_sized_min needs data_sized = true",
-                   "remove the field, or set data_sized = true on a numeric knob")
-    if knob.data_sized_min is not None and not 0 < as_number(knob.data_sized_min) <= knob.bounds[0]:
-        raise fail("data_sized_min", f"{knob.data_sized_min} is not above 0 and at most min {knob.min}",
-                   "give the system's own floor for the value, at most the knob's min")
+        problems.add(f"{where}.data_sized", "only a numeric knob can be data-sized, and data_sized_min needs "
+                     "data_sized = true", "remove the field, or set data_sized = true on a numeric knob")
+    elif knob.data_sized_min is not None and not 0 < as_number(knob.data_sized_min) <= knob.bounds[0]:
+        problems.add(f"{where}.data_sized_min", f"{knob.data_sized_min} is not above 0 and at most min {knob.min}",
+                     "give the system's own floor for the value, at most the knob's min")
     try:
         knob.check(knob.default)
     except ConfigError as exc:
-        raise fail("default", str(exc), "the default must lie in the range or be a special value") from None
-    if safety is not Safety.SAFE and not knob.safety_note:
-        raise fail("safety_note", "missing for an unsafe class", "say in one sentence what the unsafe values risk")
-    for spelling in knob.spell:
-        if spelling not in formats:
-            raise fail("spell", f"format '{spelling}' is not listed in the catalog's formats", f"use one of {formats}")
-    return knob
+        allowed = f"one of {', '.join(knob.choices)}" if knob.choices else \
+            f"between min {knob.min} and max {knob.max}, or a special value"
+        problems.add(f"{where}.default", str(exc).split(". Fix:")[0].removeprefix(f"knob '{knob.name}': "),
+                     f"give the system's own default: it must be {allowed}")
+    return knob if len(problems.lines) == before else None
 
 
-def _build_memory(path: Path, spec: Any, knobs: Mapping[str, Knob]) -> MemoryModel:
-    def fail(where: str, problem: str) -> CatalogError:
-        return CatalogError(f"{path}: memory.{where}: {problem}. Fix: write a list of products, each a list of "
-                            "numeric knob names and numbers, e.g. [[\"cache_size\"], [\"write_buffer_size\", 2]]")
-
-    if not isinstance(spec, dict) or set(spec) - {"planned", "write_buffers"}:
-        raise fail("", "only 'planned' and 'write_buffers' may be given")
-    built: dict[str, tuple[Product, ...]] = {}
-    for name in ("planned", "write_buffers"):
-        terms = spec.get(name, [])
-        if not isinstance(terms, list) or not all(isinstance(t, list) and t for t in terms):
-            raise fail(name, "is not a list of non-empty lists")
-        for factor in (f for t in terms for f in t):
-            if isinstance(factor, str) and (factor not in knobs or not knobs[factor].is_numeric):
-                raise fail(name, f"'{factor}' is not a numeric knob of this catalog")
-            if not isinstance(factor, (str, int, float)) or isinstance(factor, bool):
-                raise fail(name, f"{factor!r} is neither a knob name nor a number")
-        built[name] = tuple(tuple(t) for t in terms)
-    return MemoryModel(**built)
+def _products(name: str, terms: tuple[tuple[Any, ...], ...], knobs: Mapping[str, Knob],
+              problems: _Problems) -> tuple[Product, ...]:
+    """A memory model's sum of products: each factor a numeric knob of the catalog or a number."""
+    for i, term in enumerate(terms):
+        for factor in term:
+            if isinstance(factor, bool) or isinstance(factor, str) and (factor not in knobs or
+                                                                        not knobs[factor].is_numeric):
+                meant = nearest(factor, knobs) if isinstance(factor, str) and factor not in knobs else ""
+                problems.add(f"memory.{name} #{i + 1}", f"{factor!r} is neither a numeric knob of this catalog nor "
+                             f"a number{meant}",
+                             "write a list of products, each a list of numeric knob names and numbers, e.g. "
+                             "[[\"cache_size\"], [\"write_buffer_size\", 2]]")
+    return terms
 
 
-def _build_relation(path: Path, index: int, spec: dict[str, Any], knobs: Mapping[str, Knob]) -> Relation:
-    factor, when = spec.get("factor", 1.0), spec.get("when", {})
-    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
-        raise CatalogError(f"{path}: relations[{index}]: field 'factor' is {factor!r}. Fix: give a positive number")
-    if not isinstance(when, dict) or any(k not in knobs or not isinstance(v, list) for k, v in when.items()):
-        raise CatalogError(f"{path}: relations[{index}]: field 'when' must map knobs of this catalog to lists of "
-                           "values. Fix: e.g. when = { memtablerep = [\"hash_linkedlist\"] }")
-    relation = Relation(left=str(spec.get("left")), op=str(spec.get("op")), right=str(spec.get("right")),
-                        factor=float(factor), when=tuple(Condition(k, tuple(v)) for k, v in when.items()))
-    if relation.op not in (">=", "<="):
-        raise CatalogError(f"{path}: relations[{index}]: field 'op' is {relation.op!r}. Fix: use \">=\" or \"<=\"")
-    for side in (relation.left, relation.right):
-        if side not in knobs or not knobs[side].is_numeric:
-            raise CatalogError(f"{path}: relations[{index}]: '{side}' is not a numeric knob of this catalog. "
-                               "Fix: name a numeric knob")
-    return relation
+def _build_relation(index: int, spec: RelationDoc, knobs: Mapping[str, Knob], problems: _Problems) -> Relation | None:
+    where = f"relations #{index + 1}"
+    before = len(problems.lines)
+    for side, name in (("left", spec.left), ("right", spec.right), *(("when", k) for k in spec.when)):
+        if name not in knobs or side != "when" and not knobs[name].is_numeric:
+            problems.add(f"{where}.{side}", f"'{name}' is not a {'' if side == 'when' else 'numeric '}knob of this "
+                         f"catalog{nearest(name, knobs)}", f"name a {'' if side == 'when' else 'numeric '}knob")
+    if len(problems.lines) > before:
+        return None
+    return Relation(left=spec.left, op=spec.op, right=spec.right, factor=spec.factor,
+                    when=tuple(Condition(k, v) for k, v in spec.when.items()))
 
 
-def _build_implication(path: Path, index: int, spec: dict[str, Any], knobs: Mapping[str, Knob]) -> Implication:
-    def fail(problem: str) -> CatalogError:
-        return CatalogError(f"{path}: implications[{index}]: {problem}. "
-                            "Fix: write when = { knob = [values] } and then = { knob = value } with knobs of this "
-                            "catalog")
-
-    when, then = spec.get("when"), spec.get("then")
-    if not isinstance(when, dict) or not isinstance(then, dict) or not when or not then:
-        raise fail("needs tables 'when' and 'then'")
-    for name in [*when, *then]:
-        if name not in knobs:
-            raise fail(f"unknown knob '{name}'")
-    try:
-        forced = {name: knobs[name].parse(value) for name, value in then.items()}
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
+def _build_implication(index: int, when: Mapping[str, Any], then: Mapping[str, Any], knobs: Mapping[str, Knob],
+                       problems: _Problems) -> Implication | None:
+    where = f"implications #{index + 1}"
+    before = len(problems.lines)
+    for key, table in (("when", when), ("then", then)):
+        if not table:
+            problems.add(f"{where}.{key}", "is an empty table",
+                         "write when = { knob = [values] } and then = { knob = value }")
+        for name in table:
+            if name not in knobs:
+                problems.add(f"{where}.{key}.{name}", f"is not a knob of this catalog{nearest(name, knobs)}",
+                             "name a knob of this catalog")
+    if len(problems.lines) > before:
+        return None
+    forced = {}
+    for name, value in then.items():
+        try:
+            forced[name] = knobs[name].parse(value)
+        except ConfigError as exc:
+            problems.add(f"{where}.then.{name}", str(exc).split(". Fix:")[0].removeprefix(f"knob '{name}': "),
+                         f"give a value knob '{name}' takes")
     conditions = tuple(Condition(name, tuple(v if isinstance(v, list) else [v])) for name, v in when.items())
-    return Implication(conditions, forced)
+    return Implication(conditions, forced) if len(problems.lines) == before else None

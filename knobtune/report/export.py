@@ -1,4 +1,5 @@
-"""A study's result in the formats people deploy: the system's own file, driver flags, JSON."""
+"""A study's result in the formats people deploy: the system's own file, driver flags, JSON (read back by
+``report.config_file``)."""
 
 from __future__ import annotations
 
@@ -79,45 +80,3 @@ def export_files(summary: StudySummary, catalog: Catalog, format_name: str, path
     return [OutputFile(path, Written.TEXT, spec.comment)] + [
         OutputFile(path.with_name(path.name + b.suffix), Written.TEXT, b.comment)
         for b in export_beside(summary, catalog, format_name, config)]
-
-
-def load_config_file(path: Path, system: str | None = None) -> dict[str, Any]:
-    """Changed knobs from a JSON file: an ``export --format json`` or ``baseline -o`` file (of ``system``, when
-    given) or a plain {knob: value} object.
-
-    Raises:
-        UsageError: the file is unreadable, not UTF-8, not such JSON, holds a number that is not finite (NaN,
-            Infinity), or is knobtune's file of another system or of another kind (a report, a sweep).
-    """
-    from knobtune.errors import UsageError
-
-    fix = "Fix: give a file written by `knobtune export --format json` or a {\"knob\": value} object"
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"), parse_constant=_no_constant)
-    except OSError as exc:
-        raise UsageError(f"cannot read config file {path} ({exc.strerror}). Fix: check the path") from None
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path} is not UTF-8 text (byte {exc.start}). {fix}") from None
-    except _NotFinite as exc:
-        raise UsageError(f"{path} holds {exc}, which is no knob's value. {fix}") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path} is not valid JSON ({exc}). {fix}") from None
-    if isinstance(data, dict) and "written_by" in data and not isinstance(data.get("config"), dict):
-        raise UsageError(f"{path} is a file knobtune wrote that holds no config (a report's or a sweep's data). "
-                         f"{fix}")
-    if isinstance(data, dict) and isinstance(data.get("config"), dict):
-        if system is not None and isinstance(data.get("system"), str) and data["system"] != system:
-            raise UsageError(f"{path} is a config of {data['system']}, not {system}. Fix: give a {system} config "
-                             f"(`knobtune export --format json` of a {system} study)")
-        data = data["config"]
-    if not isinstance(data, dict):
-        raise UsageError(f"{path} holds no JSON object of knobs. Fix: write {{\"knob\": value, ...}}")
-    return data
-
-
-class _NotFinite(ValueError):
-    """A JSON constant (NaN, Infinity) in a config file."""
-
-
-def _no_constant(name: str) -> Any:
-    raise _NotFinite(name)

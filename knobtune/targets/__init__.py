@@ -10,15 +10,16 @@ is ``knobtune.systems``. Other packages import the names below from here, never 
 
 from knobtune.targets._base import (
     FailureKind, KnownConfig, Measurement, Phase, RunFailure, Settle, Target, await_server)
-from knobtune.targets._counters import UNITS, CounterDoc, described_counters, numbers, with_ratios
+from knobtune.targets._counters import UNITS, CounterDoc, CountersFile, described_counters, numbers, with_ratios
 from knobtune.targets._disk import NO_SPACE, disk_full, disk_full_of, is_disk_full, nearly_full, no_space_line
 from knobtune.targets._formats import Beside, ExportFormat, settings_with_units
 from knobtune.targets._heuristics import (
-    DISKS, KIB, HeuristicConfig, Machine, clamp_into_range, disk_detection, fixed_config, rotational_disks)
+    DISKS, KIB, HeuristicConfig, KnownConfigFile, Machine, clamp_into_range, disk_detection, fixed_config,
+    rotational_disks)
 from knobtune.targets._system import Capturing, Heuristics, System
 
-__all__ = ["DISKS", "KIB", "NO_SPACE", "UNITS", "Beside", "Capturing", "CounterDoc", "ExportFormat", "FailureKind",
-           "HeuristicConfig", "Heuristics", "KnownConfig", "Machine", "Measurement", "Phase", "RunFailure", "Settle",
-           "System", "Target", "await_server", "clamp_into_range", "described_counters", "disk_detection", "disk_full",
-           "disk_full_of", "fixed_config", "is_disk_full", "nearly_full", "no_space_line", "numbers",
-           "rotational_disks", "settings_with_units", "with_ratios"]
+__all__ = ["DISKS", "KIB", "NO_SPACE", "UNITS", "Beside", "Capturing", "CounterDoc", "CountersFile", "ExportFormat",
+           "FailureKind", "HeuristicConfig", "Heuristics", "KnownConfig", "KnownConfigFile", "Machine", "Measurement",
+           "Phase", "RunFailure", "Settle", "System", "Target", "await_server", "clamp_into_range",
+           "described_counters", "disk_detection", "disk_full", "disk_full_of", "fixed_config", "is_disk_full",
+           "nearly_full", "no_space_line", "numbers", "rotational_disks", "settings_with_units", "with_ratios"]

@@ -14,11 +14,28 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from knobtune import schema
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError
+from knobtune.schema import TEXT, required, table
 
 UNITS = ("s", "bytes", "count", "ratio")
-_FIELDS = ("meaning", "unit", "read")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Counter:
+    """What one counter means, in which unit, and how each driver reads it (``[counters.NAME]``)."""
+
+    meaning: str = required(**TEXT, example="seconds writes were stalled", note="what a person reads")
+    unit: str = required(choices=UNITS, what="a counter's unit")
+    read: str = required(**TEXT, example="ticker rocksdb.stall.micros", note="where each driver reads it")
+
+
+@dataclass(frozen=True)
+class CountersFile:
+    """A system's counter descriptions (``systems/SYSTEM/counters.toml``), by name."""
+
+    counters: Mapping[str, Counter] = table()
 
 
 @dataclass(frozen=True)
@@ -33,28 +50,19 @@ class CounterDoc:
 
 @cache
 def described_counters(path: Path) -> Mapping[str, CounterDoc]:
-    """The counters a ``counters.toml`` describes, by name (empty when there is no such file). Every system's run
-    counters are described this way, and a test checks that every counter a real run emits is here.
+    """The counters a ``counters.toml`` describes, by name (empty when there is no such file), read through the
+    schema (``CountersFile``). Every system's run counters are described this way, and a test checks that every
+    counter a real run emits is here.
 
     Raises:
-        CatalogError: the file is not valid TOML, or an entry is not a table, lacks a field, has another, or names
-            an unknown unit.
+        CatalogError: the file is not valid TOML, or a field is unknown, missing, blank or of the wrong kind, or a
+            unit is unknown: one line per problem.
     """
     if not path.exists():
         return {}
-    docs = {}
-    for name, fields in read_toml(path, CatalogError, "counter descriptions").get("counters", {}).items():
-        if not isinstance(fields, dict):
-            raise CatalogError(f"{path}: counter '{name}' is not a table. Fix: write it as [counters.{name}]")
-        missing = [f for f in _FIELDS if not isinstance(fields.get(f), str) or not fields[f].strip()]
-        if missing or set(fields) - set(_FIELDS):
-            raise CatalogError(f"{path}: counter '{name}' needs meaning, unit and read as text, and nothing else "
-                               f"(has {sorted(fields)}). Fix: write the missing fields")
-        if fields["unit"] not in UNITS:
-            raise CatalogError(f"{path}: counter '{name}': unit '{fields['unit']}' is unknown. "
-                               f"Fix: use one of {', '.join(UNITS)}")
-        docs[name] = CounterDoc(name, fields["meaning"].strip(), fields["unit"], fields["read"].strip())
-    return docs
+    document = schema.read(CountersFile, read_toml(path, CatalogError, "counter descriptions"),
+                           schema.Where(str(path), docs="docs/diagnosis.md"), CatalogError)
+    return {name: CounterDoc(name, c.meaning.strip(), c.unit, c.read.strip()) for name, c in document.counters.items()}
 
 
 def numbers(stats: Mapping[str, object]) -> dict[str, float]:

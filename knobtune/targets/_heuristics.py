@@ -14,12 +14,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from knobtune import schema
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError, KnobtuneError, UsageError
 from knobtune.outputs import json_mark
 from knobtune.knobs.catalog import Knob, KnobType, Value, load_catalog
 from knobtune.knobs.display import knob_range, knob_value
 from knobtune.knobs.units import human_bytes
+from knobtune.schema import TEXT, required, setting, table
 
 DISKS = ("ssd", "hdd", "san")
 KIB = 1024
@@ -132,26 +134,66 @@ class HeuristicConfig:
         return lines + [f"note: {note}" for note in self.notes]
 
 
+@dataclass(frozen=True)
+class KnownSource:
+    """Where a fixed known config comes from: a guide's ``page`` (and its ``section``), or a ``file`` of a
+    ``repository`` at a ``tag`` and its ``commit``, and ``what`` of it was taken."""
+
+    page: str | None = setting(None, pattern=r"https?://\S+", what="a web address",
+                               example="https://github.com/facebook/rocksdb/wiki/Setup-Options-and-Basic-Tuning")
+    section: str | None = setting(None, **TEXT, example="Other general options", note="the page's section")
+    repository: str | None = setting(None, pattern=r"[\w.-]+/[\w.-]+", what="a repository (owner/name)",
+                                     example="facebook/rocksdb")
+    file: str | None = setting(None, **TEXT, example="tools/benchmark.sh", note="the repository's file")
+    tag: str | None = setting(None, **TEXT, example="v7.8.3")
+    commit: str | None = setting(None, pattern=r"[0-9a-f]{40}", what="a commit (40 hex digits)",
+                                 example="bf2c335184de16a3cc1787fa97ef9f22f7114238")
+    what: str | None = setting(None, **TEXT, example="its write benchmarks' settings", note="what of the file it is")
+
+
+PUBLISHED_SOURCE = ("repository", "file", "tag", "commit", "what")  # what a config published in a repository gives
+
+
+@dataclass(frozen=True, kw_only=True)
+class KnownConfigFile:
+    """A fixed known config (``systems/SYSTEM/NAME.toml``: a tuning guide's, or one published for a benchmark)."""
+
+    source: KnownSource = required()
+    config: Mapping[str, Any] = table(note="knob -> value, in the catalog's names and units (\"1MiB\")")
+    left_out: Mapping[str, str] = table(**TEXT, example="not in the catalog",
+                                        note="a setting of the source the catalog lacks -> why it is left out")
+
+
 def fixed_config(system: str, path: Path, machine: Machine) -> HeuristicConfig:
-    """A fixed config (a data file of the system's: a tuning guide's, or one published for a benchmark) in ``system``'s
-    catalog names and units; a value outside the catalog's range is clamped into it, with a note, and the file's
-    ``left_out`` settings (knobs the catalog lacks) are named in notes too.
+    """A fixed config (a data file of the system's, ``KnownConfigFile``) in ``system``'s catalog names and units; a
+    value outside the catalog's range is clamped into it, with a note, and the file's ``left_out`` settings (knobs
+    the catalog lacks) are named in notes too.
 
     Raises:
-        CatalogError: the file names a knob the catalog lacks or a value it refuses.
+        CatalogError: a field of the file is unknown, missing or of the wrong kind (one line each), it gives no
+            config or neither a page nor a published file as its source, or it names a knob the catalog lacks or a
+            value it refuses.
     """
     name = path.stem
-    data = read_toml(path, CatalogError, "known config")
+    known = schema.read(KnownConfigFile, read_toml(path, CatalogError, "known config"),
+                        schema.Where(str(path), docs="docs/files.md"), CatalogError)
+    source = schema.to_dict(known.source)
+    if "page" not in source and (lacking := [key for key in PUBLISHED_SOURCE if key not in source]):
+        raise CatalogError(f"{path}: [source] gives no page and no {', '.join(lacking)}. Fix: give page = \"https://"
+                           f"...\" (a guide), or {', '.join(PUBLISHED_SOURCE)} (a file published in a repository)")
+    if not known.config:
+        raise CatalogError(f"{path}: no [config] (or an empty one). Fix: give the knobs it sets, e.g. "
+                           "[config] max_background_jobs = 6")
     catalog = load_catalog(system)
-    notes = [f"{setting} is left out: {why}" for setting, why in data.get("left_out", {}).items()]
+    notes = [f"{setting} is left out: {why}" for setting, why in known.left_out.items()]
     try:
         fitted = {knob: clamp_into_range(catalog[knob], catalog[knob].typed(raw), notes, name)
-                  for knob, raw in data["config"].items()}
+                  for knob, raw in known.config.items()}
         config = catalog.config(fitted)
     except (KnobtuneError, KeyError, ValueError, TypeError) as exc:
         raise CatalogError(f"{path}: {exc}. Fix: use the {system} catalog's knob names and value types") from None
-    changed = {k: v for k, v in config.items() if k in data["config"]}
-    return HeuristicConfig(system, name, "", machine, 0, changed, tuple(notes), dict(data["source"]))
+    changed = {k: v for k, v in config.items() if k in known.config}
+    return HeuristicConfig(system, name, "", machine, 0, changed, tuple(notes), source)
 
 
 def clamp_into_range(knob: Knob, value: Value, notes: list[str], who: str) -> Value:

@@ -7,7 +7,9 @@ log), the state the work started from (a checkpoint, a dump) and
 ``records`` = the operations or statements captured, one ``[drivers.replay]``
 section naming the files), plus a ``[capture]`` table that summarizes it
 without its data (time span, sessions, the operation mix, statement
-fingerprints with constants stripped, the files' SHA-256). ``--workload DIR``
+fingerprints with constants stripped, the files' SHA-256, and ``format``: the
+version of the layout, ``CAPTURE_FORMAT``; absent in captures made before it was
+numbered, which read as 1). ``--workload DIR``
 loads it; its rungs are the first fraction of the capture.
 
 The files hold the user's rows and keys: knobtune never prints them, and it
@@ -21,13 +23,15 @@ import os
 import shutil
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from knobtune.errors import WorkloadError
+from knobtune.schema import required, setting, table
 
 CAPTURE_FILE = "capture.toml"
+CAPTURE_FORMAT = 2  # the layout of capture.toml this knobtune writes ([capture] format; absent: 1, as 0.4.0 wrote)
 DRIVER = "replay"  # the driver section every capture has, whichever system it is of
 PACES = ("captured", "fast")  # at the capture's own pace (objective: latency), or as fast as it can (time)
 PRIVATE_DIR = 0o700
@@ -38,31 +42,37 @@ PRIVATE_FILE = 0o600
 class Fingerprint:
     """One kind of statement or operation: its text with constants stripped, how often it ran, its captured time."""
 
-    text: str
-    count: int
-    total_s: float = 0.0
+    text: str = required(example="SELECT * FROM t WHERE id = $1")
+    count: int = required(least=0, example=120)
+    total_s: float = setting(0.0, least=0, example=1.5)
 
 
 @dataclass(frozen=True)
 class CaptureSummary:
-    """What a capture holds, said without its data."""
+    """What a capture holds, said without its data: a capture's ``[capture]`` table, written by ``knobtune
+    capture`` (``format``: the version of the capture's layout; captures written before it was recorded, 0.4.0's
+    among them, have none and read as format 1)."""
 
-    system: str
-    operations: int  # records of the trace, statements of the log
-    span_s: float  # from the first captured operation to the last
-    sessions: int  # connections (a trace: 1, the application's one store)
-    mix: Mapping[str, int]  # operations by kind ("get": 5000, "SELECT": 120)
+    system: str = required(example="postgresql")
+    operations: int = setting(0, least=0, example=5000, note="records of the trace, statements of the log")
+    span_s: float = setting(0.0, least=0, example=60.0, note="from the first captured operation to the last")
+    sessions: int = setting(1, least=0, example=1, note="connections (a trace: 1, the application's one store)")
+    mix: Mapping[str, int] = table(least=0, example=5000)  # operations by kind ("get": 5000, "SELECT": 120)
     fingerprints: tuple[Fingerprint, ...] = ()  # the kinds that took the most captured time, first
-    files: Mapping[str, str] = field(default_factory=dict)  # file name -> SHA-256 (the capture's identity)
-    notes: tuple[str, ...] = ()  # what the capture cannot carry (e.g. a trace holds no iterator Next calls)
+    files: Mapping[str, str] = table(pattern="[0-9a-f]{64}", what="a SHA-256 (64 hex digits)",
+                                     example="0" * 64)  # file name -> SHA-256 (the capture's identity)
+    # What the capture cannot carry
+    notes: tuple[str, ...] = setting((), items="lines", example=["a trace holds no iterator Next calls"])
     # A RocksDB capture's scan lengths, counts only: scans recorded, matched to a traced seek, their Next and Prev
     # calls, those that ran to the end of their range (empty: none recorded)
-    scans: Mapping[str, int] = field(default_factory=dict)
+    scans: Mapping[str, int] = table(least=0, example=10)
+    # The layout of the capture.toml it was read from (absent: 1); what knobtune writes is CAPTURE_FORMAT
+    format: int = setting(1, least=1, example=CAPTURE_FORMAT, note="the layout of capture.toml (absent: 1)")
 
     def record(self) -> dict[str, Any]:
-        """As stored in ``capture.toml`` and on a study."""
-        return {"system": self.system, "operations": self.operations, "span_s": self.span_s,
-                "sessions": self.sessions, "mix": dict(self.mix),
+        """As stored in ``capture.toml`` and on a study (``format``: the one this knobtune writes)."""
+        return {"format": CAPTURE_FORMAT, "system": self.system, "operations": self.operations,
+                "span_s": self.span_s, "sessions": self.sessions, "mix": dict(self.mix),
                 "fingerprints": [{"text": f.text, "count": f.count, "total_s": f.total_s} for f in self.fingerprints],
                 "files": dict(self.files), "notes": list(self.notes),
                 **({"scans": dict(self.scans)} if self.scans else {})}
@@ -76,7 +86,8 @@ class CaptureSummary:
                                       for f in data.get("fingerprints") or ()),
                    files={str(k): str(v) for k, v in (data.get("files") or {}).items()},
                    notes=tuple(str(n) for n in data.get("notes") or ()),
-                   scans={str(k): int(v) for k, v in (data.get("scans") or {}).items()})
+                   scans={str(k): int(v) for k, v in (data.get("scans") or {}).items()},
+                   format=int(data.get("format", 1)))
 
     def lines(self) -> list[str]:
         """A few lines for a person: span, sessions, the mix, the costliest fingerprints; never a statement's
@@ -234,20 +245,14 @@ def write_capture(out: Path, *, name: str, description: str, system: str, object
     return path
 
 
-def summary_of(data: Mapping[str, Any]) -> CaptureSummary | None:
-    """The ``[capture]`` table of a workload file's data, or None for a workload that is no capture."""
-    table = data.get("capture")
-    return CaptureSummary.from_record(table) if isinstance(table, Mapping) else None
-
-
 # ---------------------------------------------------------------- a TOML writer for plain data
 
 
 def _toml(document: Mapping[str, Any]) -> str:
     tables = {k: v for k, v in document.items() if isinstance(v, Mapping)}
     lines = [f"{key} = {_value(value)}" for key, value in document.items() if key not in tables]
-    for key, table in tables.items():
-        _table(lines, key, table)
+    for key, sub in tables.items():
+        _table(lines, key, sub)
     return "\n".join(lines) + "\n"
 
 

@@ -14,15 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from knobtune import schema
 from knobtune.datafile import read_toml
 from knobtune.errors import WorkloadError
-from knobtune.names import NAME_CHARS, name_problem, nearest
-from knobtune.workloads.capture import CAPTURE_FILE, CaptureSummary, capture_dir, check_private, summary_of
+from knobtune.names import NAME_CHARS, name_problem
+from knobtune.schema import required, setting
+from knobtune.workloads.capture import CAPTURE_FILE, CAPTURE_FORMAT, CaptureSummary, capture_dir, check_private
 
 DATA_DIR = Path(__file__).parent / "data"
 MIN_RUNG_RECORDS = 500
-FIELDS = ("name", "description", "systems", "objective", "ladder", "records", "key_size", "value_size", "operations",
-          "counts", "drivers", "capture")
+DOCS = "docs/workloads.md"
+TEXT: dict[str, Any] = {"pattern": r"[\s\S]*\S[\s\S]*", "what": "text (not blank)"}
 
 
 class Objective(enum.StrEnum):
@@ -52,6 +54,26 @@ class Objective(enum.StrEnum):
     def speedup(self, value: float, baseline: float) -> float:
         """How many times better ``value`` is than ``baseline`` (>1 is a gain)."""
         return value / baseline if self.maximize else baseline / value
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkloadDocument:
+    """A workload file (docs/workloads.md): its sizes, fidelity ladder and objective, and one section per driver
+    (each read by its driver's own schema when a study runs it); a capture's ``capture.toml`` adds ``[capture]``."""
+
+    name: str = required(**TEXT, example="my-workload")
+    description: str = setting("", example="what it runs")
+    systems: tuple[str, ...] = setting((), example=["rocksdb"])
+    objective: str = setting("elapsed_s", choices=tuple(o.value for o in Objective), what="an objective")
+    ladder: tuple[float, ...] = required(positive=True, most=1.0, example=[0.05, 0.2, 1.0],
+                                         note="fractions of the full size, increasing, ending at 1.0")
+    records: int = required(least=1, example=100000, note="the full size")
+    key_size: int = setting(16, least=8, example=16, note="bytes; the drivers' keys need 8")
+    value_size: int = setting(100, least=1, example=100, note="bytes")
+    operations: int | None = setting(None, least=1, example=200000, note="a run phase's operations at full size")
+    counts: str = setting("records", **TEXT, example="transactions", note="what records counts")
+    drivers: Mapping[str, Mapping[str, Any]] = required(example={"db_bench": {"benchmarks": ["fillrandom"]}})
+    capture: CaptureSummary | None = None
 
 
 @dataclass(frozen=True)
@@ -156,50 +178,30 @@ def load_workload(name_or_path: str | Path) -> Workload:
 
 
 def _build(path: Path, data: dict[str, Any]) -> Workload:
-    def fail(field_name: str, problem: str, fix: str) -> WorkloadError:
-        return WorkloadError(f"{path}: field '{field_name}': {problem}. Fix: {fix}")
+    """The workload file's data read through its schema (``WorkloadDocument``), then what its fields must agree on.
 
-    for given in data:
-        if given not in FIELDS:
-            raise fail(given, f"is not a field of a workload{nearest(given, FIELDS)}",
-                       f"use {', '.join(FIELDS)} (docs/workloads.md)")
-    for required in ("name", "records", "ladder", "drivers"):
-        if required not in data:
-            raise fail(required, "missing", "add it (see docs/workloads.md)")
-    if not isinstance(data["name"], str) or (problem := name_problem(data["name"])) is not None:
-        raise fail("name", f"{data['name']!r} {problem or 'is not text'} (it names the study and its folder)",
-                   f"use {NAME_CHARS}, e.g. name = \"my-workload\"")
-    systems = data.get("systems", [])
-    if not isinstance(systems, list) or not all(isinstance(s, str) for s in systems):
-        raise fail("systems", f"{systems!r} is not a list of systems", 'e.g. systems = ["rocksdb"]')
-    try:
-        objective = Objective(data.get("objective", "elapsed_s"))
-    except ValueError:
-        raise fail("objective", f"{data['objective']!r} is unknown",
-                   f"use one of {', '.join(o.value for o in Objective)}") from None
-    given_ladder = data["ladder"]
-    if not isinstance(given_ladder, list) or not all(isinstance(f, int | float) and not isinstance(f, bool)
-                                                     for f in given_ladder):
-        raise fail("ladder", f"{given_ladder!r} is not a list of fractions", "e.g. [0.05, 0.2, 1.0]")
-    ladder = tuple(float(f) for f in given_ladder)
-    if not ladder or ladder[-1] != 1.0 or any(not 0 < f <= 1 for f in ladder) or list(ladder) != sorted(set(ladder)):
-        raise fail("ladder", f"{list(ladder)} is not an increasing list of fractions ending at 1.0",
-                   "e.g. [0.05, 0.2, 1.0]")
-    for size_field in ("records", "key_size", "value_size", "operations"):
-        value = data.get(size_field, 1)
-        if not isinstance(value, int) or value <= 0 or isinstance(value, bool):
-            raise fail(size_field, f"{value!r} is not a positive integer", "give a whole number")
-    if data.get("key_size", 16) < 8:
-        raise fail("key_size", f"{data['key_size']} is below 8 bytes, which the drivers' keys need", "key_size = 16")
-    counts = data.get("counts", "records")
-    if not isinstance(counts, str) or not counts.strip():
-        raise fail("counts", f"{counts!r} is not a word", 'name what records counts, e.g. "transactions"')
-    if not isinstance(data["drivers"], dict) or not data["drivers"]:
-        raise fail("drivers", "no driver section", "add e.g. [drivers.db_bench] with its benchmarks")
+    Raises:
+        WorkloadError: one line per problem, naming the field and the fix.
+    """
+    document = schema.read(WorkloadDocument, data, schema.Where(str(path), docs=DOCS), WorkloadError)
+    problems = []
+    if (problem := name_problem(document.name)) is not None:
+        problems.append(f"{path}: name {document.name!r} {problem} (it names the study and its folder). Fix: use "
+                        f"{NAME_CHARS}, e.g. name = \"my-workload\"")
+    ladder = document.ladder
+    if ladder[-1] != 1.0 or list(ladder) != sorted(set(ladder)):
+        problems.append(f"{path}: ladder {list(ladder)} is not an increasing list of fractions ending at 1.0. Fix: "
+                        "e.g. ladder = [0.05, 0.2, 1.0]")
+    if document.capture is not None and document.capture.format > CAPTURE_FORMAT:
+        problems.append(f"{path}: capture.format {document.capture.format} is newer than this knobtune reads (1 to "
+                        f"{CAPTURE_FORMAT}). Fix: tune it with the knobtune that made it, or make the capture again")
+    if not document.drivers:
+        problems.append(f"{path}: [drivers] has no driver section. Fix: add one, e.g. [drivers.db_bench] with its "
+                        f"benchmarks ({DOCS})")
+    if problems:
+        raise WorkloadError("\n".join(problems))
     return Workload(
-        name=str(data["name"]), description=str(data.get("description", "")),
-        systems=tuple(data.get("systems", ())), objective=objective, ladder=ladder,
-        records=data["records"], key_size=data.get("key_size", 16), value_size=data.get("value_size", 100),
-        drivers=data["drivers"], source=path, operations=data.get("operations", 0), counts=counts,
-        capture=summary_of(data),
-    )
+        name=document.name, description=document.description, systems=document.systems,
+        objective=Objective(document.objective), ladder=ladder, records=document.records,
+        key_size=document.key_size, value_size=document.value_size, drivers=document.drivers, source=path,
+        operations=document.operations or 0, counts=document.counts, capture=document.capture)

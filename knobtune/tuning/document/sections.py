@@ -149,6 +149,9 @@ class ResearchSection:
     scale_rungs: bool = setting(True, option="--unscaled-rungs", sets=False, example=False)
     warm_up: bool = setting(True, option="--no-warm-up", sets=False, example=False)
     try_known_configs: bool = setting(True, example=False)  # false: a new study does not start from known configs
+    # false: a new study does not look for earlier studies alike to learn from (--no-earlier-studies;
+    # tuning.loop.earlier)
+    earlier_studies: bool = setting(True, option="--no-earlier-studies", sets=False, example=False)
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,12 @@ from knobtune.interrupts import InterruptsDeferred, raise_if_stopped
 from knobtune.storage import HEARTBEAT_S, StudyStore
 from knobtune.targets import Target
 from knobtune.systems import make_target
-from knobtune.tuning.records import attrs
+from knobtune.tuning.records import attrs, records
 from knobtune.tuning.loop.budget import Budget
 from knobtune.tuning.document import Experiment, narrowed, stored_document
 from knobtune.tuning.proof import name_lead, verify_study
 from knobtune.tuning.search import Guide, make_sampler, removed_note
+from knobtune.tuning.loop.earlier import find_earlier, stored_shape
 from knobtune.tuning.loop.owner import running
 from knobtune.tuning.loop.progress import Progress, Reporter
 from knobtune.tuning.loop.pruning import DefaultAwareHalvingPruner
@@ -88,6 +89,7 @@ class Tuner:
             queue.recover_interrupted()
             self._record(study, budget, target, facts, workers)
             queue.plan_known_configs(known)
+            queue.plan(self._learn_from_earlier(storage, study, facts))
             guide = Guide(study, e.space, target, self.reporter.note, memory_limit_bytes=e.planned_memory_limit(),
                           trials=e.budget.trials, enabled=e.research.rules and not e.joining)
             runner = TrialRunner(workers, budget, queue, self.reporter, self.store, guide)
@@ -129,6 +131,24 @@ class Tuner:
             return
         for key, value in e.facts(target.driver, target.version(), facts, workers.machine).items():
             study.set_user_attr(key, value)
+        study.set_user_attr(attrs.SHAPE, stored_shape(target.workload_shape()))
+
+    def _learn_from_earlier(self, storage: optuna.storages.BaseStorage, study: optuna.Study,
+                            facts: dict) -> list[tuple[str, dict]]:
+        """The configs a new study tries first from earlier studies alike (``earlier``), once, when it is new
+        and neither the research switch nor --start-from says otherwise."""
+        e = self.experiment
+        if e.joining or not e.research.earlier_studies or e.start_configs or attrs.EARLIER in study.user_attrs \
+                or attrs.SHAPE not in study.user_attrs or any(not r.is_default for r in records(study)):
+            return []
+        found = find_earlier(storage, e.study_name, e.catalog.system, facts, study.user_attrs[attrs.SHAPE])
+        study.set_user_attr(attrs.EARLIER, list(found.studies))
+        if found.studies:
+            many = len(found.studies) > 1
+            self.reporter.note(f"started from {len(found.studies)} earlier stud{'ies' if many else 'y'} of a "
+                               f"workload alike ({', '.join(found.studies)}): their {len(found.starts)} best "
+                               "config(s) go first (--no-earlier-studies: none)")
+        return list(found.starts)
 
     def _search(self, target: Target, workers: Workers, budget: Budget, queue: Queue, runner: TrialRunner) -> None:
         """Ask for trials and run them while the budget allows; then wait for other workers' trials to end."""

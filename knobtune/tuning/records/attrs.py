@@ -34,6 +34,8 @@ TIME_SPENT = "time_spent"  # this run of `tune`: search_s, verification_s, reser
 # reserve_searched (that time went to the search: no config had reached full size)
 DIAGNOSIS = "diagnosis"  # the rules read over the default's full-size run, what fired since, the focus
 # (tuning.search.guide)
+SHAPE = "shape"  # the workload's shape as later studies compare it (tuning.loop.earlier.stored_shape)
+EARLIER = "earlier_studies"  # the earlier studies alike a new study learned from (tuning.loop.earlier), nearest first
 MACHINE_PREFIX = "machine:"  # "machine:<name>" -> that machine's facts (tuning.loop.machine), one key per machine
 # study: the flat spelling of earlier releases, now fields of EXPERIMENT; read by tuning.document.sections only
 OLD_DRIVER = "driver"

@@ -1,0 +1,110 @@
+"""Studies that learn from earlier ones: a new study looks in its storage for earlier studies of the same system, on
+a machine of the same kind with the same build of it (``machine.KIND``), whose workload had a similar shape, and
+tries their best configs first, as ``--start-from`` does for a study named by the user.
+
+The shape is what the target says of its workload (``Target.workload_shape``: whether it reads, writes, scans or
+reads single keys only; key and value sizes; the data set against the machine's memory; clients), stored on each
+study when it is new (``attrs.SHAPE``). Two workloads are alike when they read, write and scan alike, their data sits
+on the same side of memory, and their sizes and clients are within ``NEAR`` of each other; the nearest come first.
+Nothing here runs a config: what an earlier study measured is a guess for this one, measured again here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from knobtune.tuning.loop.machine import differences
+from knobtune.tuning.proof import top_trials
+from knobtune.tuning.records import attrs, record_of, winner_trial
+
+KINDS = ("reads", "writes", "scans", "point_reads_only")  # each the same in alike workloads
+SIZES = ("key_size", "value_size", "clients")  # each within NEAR of the other's
+NEAR = 2.0  # at most this many times larger or smaller
+MOST_STUDIES = 3  # the nearest earlier studies a new one learns from
+MOST_CONFIGS = 3  # the configs it tries first from them (as many as --start-from)
+
+
+def stored_shape(shape: Mapping[str, Any]) -> dict[str, Any]:
+    """What a study stores of its workload's shape (``Target.workload_shape``) to be found by later studies."""
+    kept: dict[str, Any] = {k: bool(shape[k]) for k in KINDS if k in shape}
+    kept |= {k: float(shape[k]) for k in SIZES if isinstance(shape.get(k), (int, float)) and shape[k] > 0}
+    if shape.get("data_bytes") and shape.get("memory_bytes"):
+        kept["data_to_memory"] = float(shape["data_bytes"]) / float(shape["memory_bytes"])
+    return kept
+
+
+def distance(mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> float | None:
+    """How far two stored shapes are apart (0: the same), or None when the workloads are not alike."""
+    if any(mine.get(k) != theirs.get(k) for k in KINDS):
+        return None
+    far = 0.0
+    for key in (*SIZES, "data_to_memory"):
+        a, b = mine.get(key), theirs.get(key)
+        if a is None or b is None:
+            if a != b:
+                return None
+            continue
+        apart = abs(math.log(a / b))
+        if key == "data_to_memory" and (a > 1) != (b > 1):
+            return None  # one fits in memory, the other does not
+        if apart > math.log(NEAR) * (2 if key == "data_to_memory" else 1):
+            return None
+        far += apart
+    return far
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """The earlier studies a new one learns from, nearest first, and the configs it tries first from them."""
+
+    studies: tuple[str, ...]
+    starts: tuple[tuple[str, dict], ...]  # (label, changed knobs), as ``finish.starting_configs`` gives them
+
+
+def find_earlier(storage: optuna.storages.BaseStorage, name: str, system: str, machine: Mapping[str, Any],
+                 shape: Mapping[str, Any]) -> Earlier:
+    """The earlier tuning studies in ``storage`` alike to the study ``name`` (``shape`` its stored shape, ``machine``
+    this machine's facts), and up to ``MOST_CONFIGS`` of their configs, each study's winner before its best others.
+
+    A study of another system, on a machine of another kind or another build, a knob ranking, one with no stored
+    shape (made before shapes were stored) or no complete config, is never read.
+    """
+    alike: list[tuple[float, str]] = []
+    for summary in optuna.get_all_study_summaries(storage, include_best_trial=False):
+        theirs = summary.user_attrs
+        if summary.study_name == name or theirs.get(attrs.SYSTEM) != system or attrs.is_ranking(theirs) \
+                or attrs.SHAPE not in theirs or differences(dict(machine), dict(theirs.get(attrs.MACHINE) or {})) \
+                or not (theirs.get(attrs.MACHINE) or {}).get("system_version"):
+            continue
+        if (far := distance(shape, theirs[attrs.SHAPE])) is not None:
+            alike.append((far, summary.study_name))
+    studies: list[str] = []
+    candidates: list[tuple[bool, float, str, optuna.trial.FrozenTrial]] = []
+    for _, other in sorted(alike)[:MOST_STUDIES]:
+        study = optuna.load_study(study_name=other, storage=storage)
+        winner = winner_trial(study)
+        best = sorted(top_trials(study, MOST_CONFIGS), key=lambda t: t.number != winner)
+        if best:
+            studies.append(other)
+            candidates += [(t.number == winner, _ratio(t), other, t) for t in best]
+    candidates.sort(key=lambda c: (not c[0], -c[1]))  # verified winners first, then the best ratio to its default
+    starts: list[tuple[str, dict]] = []
+    seen: set[str | None] = set()
+    for _, _, other, trial in candidates:
+        digest = trial.user_attrs.get(attrs.CONFIG_HASH)
+        if digest not in seen and len(starts) < MOST_CONFIGS:
+            seen.add(digest)
+            starts.append((f"earlier study {other} trial {trial.number}", dict(trial.user_attrs[attrs.CONFIG])))
+    return Earlier(tuple(studies), tuple(starts))
+
+
+def _ratio(trial: optuna.trial.FrozenTrial) -> float:
+    """The trial's full-size ratio to its machine's default (above 1: better), 0 when it was not stored."""
+    record = record_of(trial)
+    run = record.run_at(record.reached_rung) if record.reached_rung is not None else None
+    return run.ratio if run is not None and run.ratio is not None else 0.0

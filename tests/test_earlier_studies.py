@@ -1,0 +1,93 @@
+"""A new study learns from earlier studies alike in its storage: same system, a machine of the same kind with the
+same build, a workload of a similar shape; their best configs go first. Off with --no-earlier-studies; never from a
+study of another shape, build or kind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+from typer.testing import CliRunner
+
+from knobtune.cli import app
+from knobtune.tuning import attrs
+from knobtune.tuning.loop.earlier import distance, stored_shape
+
+runner = CliRunner()
+GiB = 1024**3
+
+
+def _ok(*args: str) -> str:
+    result = runner.invoke(app, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _shape(**changed: object) -> dict:
+    shape = {"point_reads_only": True, "scans": False, "reads": True, "writes": True, "data_bytes": GiB,
+             "memory_bytes": 16 * GiB, "cores": 2, "clients": 1, "key_size": 16, "value_size": 100}
+    return stored_shape({**shape, **changed})
+
+
+def test_workloads_are_alike_when_they_read_write_and_scan_alike_and_their_sizes_are_near() -> None:
+    mine = _shape()
+    assert distance(mine, mine) == 0
+    assert 0 < distance(mine, _shape(value_size=180)) < distance(mine, _shape(value_size=60, key_size=24))
+    assert distance(mine, _shape(data_bytes=2 * GiB)) is not None  # both fit in memory, within 4x
+    assert distance(mine, _shape(value_size=1000)) is None  # 10x larger values
+    assert distance(mine, _shape(scans=True, point_reads_only=False)) is None
+    assert distance(mine, _shape(reads=False, point_reads_only=False)) is None  # writes only
+    assert distance(mine, _shape(clients=8)) is None
+    assert distance(_shape(data_bytes=12 * GiB), _shape(data_bytes=20 * GiB)) is None  # one fits, one does not
+    assert "cores" not in mine and "memory_bytes" not in mine  # the machine is compared as a machine, apart
+
+
+def _tune(home: str, study: str, workload: str, records: str, *more: str, known: bool = False) -> str:
+    """A short study; without the system's known configs unless ``known`` (the RocksDB guide's config is never
+    pruned, so a study that tries it has a complete config to learn from)."""
+    experiment = Path(home).parent / f"{study}.toml"
+    experiment.write_text(f'system = "rocksdb"\n[workload]\nname = "{workload}"\n[research]\n'
+                          f'try_known_configs = {str(known).lower()}\n')
+    return _ok("tune", "--experiment", str(experiment), "--records", records, "--trials", "4", "--study", study,
+               "--dir", home, "--sampler", "random", "--verify-top", "0", "--no-warm-up", "--no-rules",
+               "--timeout-factor", "20", *more)
+
+
+def _started_from(home: str, study: str) -> list[str]:
+    """The labels of the configs ``study`` tried first from earlier studies (not the system's known configs)."""
+    loaded = optuna.load_study(study_name=study, storage=f"sqlite:///{home}/studies.db")
+    return [label for t in loaded.trials if (label := t.user_attrs.get(attrs.STARTED_FROM, "")).startswith("earlier")]
+
+
+def test_a_new_study_tries_the_best_configs_of_an_earlier_study_alike_first_and_only_those(tmp_path: Path) -> None:
+    home = str(tmp_path / "studies")
+    _tune(home, "first", "put-get-delete", "3000", known=True)
+    said = _tune(home, "second", "put-get-delete", "4000")  # the same shape, a little more data
+    assert "started from 1 earlier study of a workload alike (first)" in said, said
+    tried = _started_from(home, "second")
+    assert tried and all(label.startswith("earlier study first trial ") for label in tried)
+    first = optuna.load_study(study_name="first", storage=f"sqlite:///{home}/studies.db")
+    assert int(tried[0].rsplit(" ", 1)[1]) in [t.number for t in first.trials if t.state.name == "COMPLETE"]
+    shown = json.loads(_ok("show", "second", "--dir", home, "--json"))
+    assert shown["earlier_studies"] == ["first"]
+    assert "started from 1 earlier study of a workload alike: first" in _ok("show", "second", "--dir", home)
+
+    _tune(home, "off", "put-get-delete", "4000", "--no-earlier-studies")
+    assert _started_from(home, "off") == []
+    assert json.loads(_ok("show", "off", "--dir", home, "--json"))["earlier_studies"] == []
+
+    said = _tune(home, "writes-only", "fillrandom", "4000")  # another shape: it never reads
+    assert "earlier stud" not in said and _started_from(home, "writes-only") == []
+
+
+def test_a_study_of_another_build_or_a_ranking_is_never_learned_from(tmp_path: Path) -> None:
+    home = str(tmp_path / "studies")
+    _tune(home, "old-build", "put-get-delete", "3000", known=True)
+    storage = optuna.storages.RDBStorage(f"sqlite:///{home}/studies.db")
+    old = optuna.load_study(study_name="old-build", storage=storage)
+    old.set_user_attr(attrs.MACHINE, {**old.user_attrs[attrs.MACHINE], "system_version": "RocksDB 7.0.0 (debug)"})
+    _ok("rank", "rocksdb", "--workload", "put-get-delete", "--records", "3000", "--samples", "8", "--study",
+        "ranking", "--dir", home)
+    said = _tune(home, "new", "put-get-delete", "3000")
+    assert "earlier stud" not in said and _started_from(home, "new") == []
