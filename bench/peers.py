@@ -67,7 +67,7 @@ from knobtune.analysis.diagnosis import diagnose
 from knobtune.cli.document import OPTIONS
 from knobtune.errors import KnobtuneError
 from knobtune.knobs import Catalog, Knob, KnobType, Value, load_catalog
-from knobtune.knobs.units import parse_duration_s
+from knobtune.units import parse_duration_s
 from knobtune.storage import open_store
 from knobtune.targets import FailureKind, Machine, Measurement, RunFailure, Target
 from knobtune.systems import heuristic_config, make_target, resolve_driver

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the ap
 from apps import shop  # noqa: E402
 from apps.capturing import capture_application  # noqa: E402
 
-from knobtune.knobs.units import parse_duration_s  # noqa: E402
+from knobtune.units import parse_duration_s  # noqa: E402
 
 
 def table(result: dict) -> str:

@@ -27,7 +27,7 @@ from _cli import emit
 
 from knobtune.analysis import speedup
 from knobtune.knobs import load_catalog
-from knobtune.knobs.units import parse_duration_s
+from knobtune.units import parse_duration_s
 from knobtune.report import summarize
 from knobtune.storage import open_store
 from knobtune.systems import make_target

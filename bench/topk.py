@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from _cli import as_speedups, emit, knobtune_json, result_path, study_timeline, verified_speedup
-from knobtune.knobs.units import parse_duration_s
+from knobtune.units import parse_duration_s
 
 
 def arm(args: argparse.Namespace, home: Path, name: str, seed: int, budget_s: float) -> dict:

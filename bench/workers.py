@@ -26,7 +26,7 @@ from pathlib import Path
 import optuna
 
 from _cli import EARLIER_OFF, KNOBTUNE, emit, verified_speedup
-from knobtune.knobs.units import parse_duration_s
+from knobtune.units import parse_duration_s
 from knobtune.systems.postgresql.storage_server import StorageServer
 from knobtune.tuning import attrs
 

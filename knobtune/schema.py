@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from knobtune.errors import KnobtuneError
-from knobtune.knobs.units import human_bytes, parse_bytes, parse_duration_s
+from knobtune.units import human_bytes, parse_bytes, parse_duration_s
 from knobtune.names import nearest
 
 T = TypeVar("T")

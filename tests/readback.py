@@ -20,7 +20,7 @@ from typing import Any
 
 from knobtune.errors import ConfigError
 from knobtune.knobs import Catalog, Knob, KnobType, Value, spell_value
-from knobtune.knobs.units import parse_bytes, parse_duration_s
+from knobtune.units import parse_bytes, parse_duration_s
 from knobtune.targets import Target
 from knobtune.systems import spelling_of
 from knobtune.drivers.embedded import EmbeddedTarget

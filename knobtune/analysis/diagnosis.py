@@ -40,7 +40,7 @@ from simpleeval import NameNotDefined, SimpleEval
 from knobtune import schema
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError
-from knobtune.knobs.units import human_bytes
+from knobtune.units import human_bytes
 from knobtune.schema import TEXT, required, setting, table
 
 # The workload's shape, as every target gives it (``Target.workload_shape``): what a rule may ask besides counters.

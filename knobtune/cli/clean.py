@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from knobtune import console
-from knobtune.knobs.units import human_bytes
+from knobtune.units import human_bytes
 from knobtune.processes import LeftBehind
 from knobtune.storage import open_store
 from knobtune.systems import stale_server_homes

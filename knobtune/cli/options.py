@@ -14,7 +14,7 @@ from knobtune import console
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError, UsageError
 from knobtune.knobs import Catalog
-from knobtune.knobs.units import human_bytes, parse_bytes
+from knobtune.units import human_bytes, parse_bytes
 from knobtune.storage import StudyStore
 from knobtune.tuning.document import MAX_SEED, MIN_MEMORY_LIMIT_BYTES
 from knobtune.systems import driver_for, make_target, reclaim_server_homes, use_system_file, workload_section

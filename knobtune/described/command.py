@@ -31,7 +31,7 @@ from knobtune import schema
 from knobtune.errors import KnobtuneError, WorkloadError
 from knobtune.names import nearest
 from knobtune.schema import required, setting
-from knobtune.knobs.units import parse_bytes
+from knobtune.units import parse_bytes
 from knobtune.targets import FailureKind, Phase, RunFailure
 from knobtune.server.process import last_lines, run_logged
 from knobtune.server.life import Benchmarked

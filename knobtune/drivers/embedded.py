@@ -24,7 +24,7 @@ from typing import Any
 from knobtune.errors import ToolMissingError
 from knobtune.installing import NATIVE_PARTS, setup_fix
 from knobtune.knobs import Value
-from knobtune.knobs.units import human_bytes
+from knobtune.units import human_bytes
 from knobtune.targets import (
     FailureKind, Measurement, RunFailure, Settle, Target, disk_full, disk_full_of, is_disk_full, nearly_full,
     no_space_line)

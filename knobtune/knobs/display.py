@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from knobtune.knobs.knob import Knob
-from knobtune.knobs.units import approx_bytes, format_bytes
+from knobtune.units import approx_bytes, format_bytes
 
 
 def knob_value(knob: Knob, value: Any) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from knobtune.errors import ConfigError
 from knobtune.names import nearest
-from knobtune.knobs.units import parse_bytes, parse_duration_s
+from knobtune.units import parse_bytes, parse_duration_s
 
 Value = int | float | bool | str
 

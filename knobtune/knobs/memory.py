@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from knobtune.knobs.knob import Value
-from knobtune.knobs.units import human_bytes
+from knobtune.units import human_bytes
 
 Product = tuple[str | float, ...]  # knob names and constant factors, multiplied
 

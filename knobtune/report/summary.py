@@ -14,7 +14,7 @@ from optuna.trial import FrozenTrial, TrialState
 from knobtune.analysis.stats import rung_agreement
 from knobtune.knobs import Catalog, load_catalog
 from knobtune.knobs.display import knob_value
-from knobtune.knobs.units import human_bytes
+from knobtune.units import human_bytes
 from knobtune.systems import export_formats, know_system
 from knobtune.tuning import attrs
 from knobtune.errors import CatalogError, UsageError

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from knobtune.knobs import Catalog
 from knobtune.knobs.display import knob_value, same_behaviour
-from knobtune.knobs.units import human_bytes
+from knobtune.units import human_bytes
 from knobtune.report.sections import (
     Bottleneck, Costs, Default, Heading, Proof, Ranked, Replay, Result, Safety, StudySummary, Trials,
 )

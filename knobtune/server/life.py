@@ -41,7 +41,7 @@ from pathlib import Path
 
 from knobtune.errors import KnobtuneError
 from knobtune.knobs import Catalog, Value
-from knobtune.knobs.units import human_bytes
+from knobtune.units import human_bytes
 from knobtune.processes import LeftBehind, left_behind, remove_left_behind
 from knobtune.server import loaded
 from knobtune.server.hooks import Benchmarked, ServerHooks, SettleWork

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from knobtune.errors import KnobtuneError
-from knobtune.knobs.units import human_bytes
+from knobtune.units import human_bytes
 
 STATE_FILE = "knobtune-loaded.json"  # beside the copy: what the load left besides the data (e.g. a ledger's rows)
 

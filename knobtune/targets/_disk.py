@@ -17,7 +17,7 @@ import errno
 import shutil
 from pathlib import Path
 
-from knobtune.knobs.units import human_bytes
+from knobtune.units import human_bytes
 from knobtune.targets._base import FailureKind, RunFailure
 
 NO_SPACE = "No space left on device"  # strerror(ENOSPC)

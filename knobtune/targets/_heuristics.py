@@ -20,7 +20,7 @@ from knobtune.errors import CatalogError, KnobtuneError, UsageError
 from knobtune.outputs import json_mark
 from knobtune.knobs.catalog import Knob, KnobType, Value, load_catalog
 from knobtune.knobs.display import knob_range, knob_value
-from knobtune.knobs.units import human_bytes
+from knobtune.units import human_bytes
 from knobtune.schema import TEXT, required, setting, table
 
 DISKS = ("ssd", "hdd", "san")

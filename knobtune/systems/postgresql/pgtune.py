@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from knobtune.errors import UsageError
 from knobtune.knobs.catalog import Catalog, Knob, KnobType, Value, load_catalog
-from knobtune.knobs.units import human_bytes
+from knobtune.units import human_bytes
 from knobtune.targets import KIB, HeuristicConfig, Machine, clamp_into_range
 from knobtune.systems.postgresql.pgtune_rules import Profile, Pgtune, Rules, load_pgtune
 

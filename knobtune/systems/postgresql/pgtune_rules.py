@@ -15,7 +15,7 @@ from typing import Any
 from knobtune.errors import CatalogError, UsageError
 from knobtune.datafile import read_toml
 from knobtune.knobs.catalog import Value
-from knobtune.knobs.units import parse_bytes
+from knobtune.units import parse_bytes
 from knobtune.targets import DISKS
 
 RULES_PATH = Path(__file__).parent / "pgtune.toml"

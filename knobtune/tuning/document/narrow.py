@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from knobtune.knobs import KnobType
 from knobtune.knobs.display import knob_value
-from knobtune.knobs.units import human_bytes
+from knobtune.units import human_bytes
 from knobtune.targets import Target
 from knobtune.tuning.document.experiment import Experiment
 

@@ -46,7 +46,7 @@ from knobtune.errors import CatalogError, ConfigError
 from knobtune.knobs import Knob, KnobType, Value
 from knobtune.knobs.catalog import load_catalog
 from knobtune.knobs.display import knob_value
-from knobtune.knobs.units import human_bytes
+from knobtune.units import human_bytes
 from knobtune.targets import CounterDoc, Target, described_counters
 from knobtune.systems import SYSTEMS
 from knobtune.tuning.records import RungRun, attrs

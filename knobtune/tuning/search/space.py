@@ -24,7 +24,7 @@ import optuna
 
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog, Knob, KnobType, Relation, Safety, Value, as_number
-from knobtune.knobs.units import human_bytes
+from knobtune.units import human_bytes
 from knobtune.systems import spelling_of
 
 SPECIAL_SUFFIX = ".special"
