@@ -4,8 +4,8 @@ A document's schema is its dataclasses: each field's type, default and a ``Rule`
 command-line option that sets it, an example for the fix). ``read`` checks plain data (a TOML file, options given
 on the command line, a study's stored record) against it: unknown keys, types, ranges and choices, one line per
 problem naming the field (its option when the value came from the command line) and the fix. ``to_dict`` and
-``to_toml`` write a document back as data ``read`` accepts, so a document round-trips. ``json_schema`` says the
-same schema as a JSON Schema, and ``field_rows`` as rows of a page (docs/files.md).
+``to_toml`` write a document back as data ``read`` accepts, so a document round-trips. ``schema_views`` says the
+same schema as a JSON Schema and as rows of a page (docs/files.md).
 
 A field is a value (bool, int, float, text, any value: ``Any``, whose owner checks it, or one of several kinds:
 ``int | float | str``, a number or an expression, read as the kind its type matches), a list (of texts: ``Rule.items``
@@ -147,11 +147,11 @@ def _section(kind: Any, data: Any, prefix: str, where: Where, problems: list[str
         if name not in data:
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and name not in meant:
                 problems.append(f"{where.source}: no [{path}]. Fix: add it ({where.docs})"
-                                if dataclasses.is_dataclass(hints[name]) or _sections(hints[name]) or
+                                if dataclasses.is_dataclass(hints[name]) or is_sections(hints[name]) or
                                 typing.get_origin(hints[name]) in (Mapping, dict) else
                                 f"{where.source}: no '{path}'. Fix: add it, e.g. {_example(path, f)}")
             continue
-        if data[name] is None and _optional(hints[name]):
+        if data[name] is None and is_optional(hints[name]):
             values[name] = None  # JSON's null for an optional field: as if absent
             continue
         values[name] = _any(hints[name], f.metadata.get("rule", Rule()), data[name], path, where, problems)
@@ -160,22 +160,22 @@ def _section(kind: Any, data: Any, prefix: str, where: Where, problems: list[str
 
 def _any(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: list[str]) -> Any:
     """``raw`` read as ``hint``: a section, a table of them or of values, a list of sections, or one value."""
-    inner = _inner(hint)
-    if dataclasses.is_dataclass(inner):
-        return _section(inner, raw, path, where, problems)
-    if typing.get_origin(inner) in (Mapping, dict):
-        return _table(typing.get_args(inner)[1], rule, raw, path, where, problems)
-    if _sections(inner):
-        return _array(typing.get_args(inner)[0], raw, path, where, problems)
+    kind = inner(hint)
+    if dataclasses.is_dataclass(kind):
+        return _section(kind, raw, path, where, problems)
+    if typing.get_origin(kind) in (Mapping, dict):
+        return _table(typing.get_args(kind)[1], rule, raw, path, where, problems)
+    if is_sections(kind):
+        return _array(typing.get_args(kind)[0], raw, path, where, problems)
     return _value(hint, rule, raw, path, where, problems)
 
 
-def _inner(hint: Any) -> Any:
+def inner(hint: Any) -> Any:
     """``hint`` without its ``| None``."""
-    return next(k for k in typing.get_args(hint) if k is not type(None)) if _optional(hint) else hint
+    return next(k for k in typing.get_args(hint) if k is not type(None)) if is_optional(hint) else hint
 
 
-def _sections(hint: Any) -> bool:
+def is_sections(hint: Any) -> bool:
     """Whether ``hint`` is a list of sections (an array of tables: ``[[formats]]``)."""
     args = typing.get_args(hint)
     return typing.get_origin(hint) is tuple and len(args) == 2 and args[1] is Ellipsis and \
@@ -206,14 +206,14 @@ def _array(kind: Any, raw: Any, path: str, where: Where, problems: list[str]) ->
 
 def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: list[str]) -> Any:
     label, fix = where.label(path), _fix(path, rule, where)
-    if len(kinds := _kinds(hint)) > 1:  # one of several kinds: read as the one its type matches
+    if len(kinds := kinds_of(hint)) > 1:  # one of several kinds: read as the one its type matches
         if (matched := next((k for k in kinds if _matches(k, raw)), None)) is None:
             words = " or ".join(dict.fromkeys(_KIND_WORDS.get(k, "text") for k in kinds if k is not int or
                                               float not in kinds))
             problems.append(f"{label} {raw!r} is not {words}. Fix: {fix}")
             return None
         return _value(matched, rule, raw, path, where, problems)
-    kind = _inner(hint)
+    kind = inner(hint)
     if kind is Any:
         return raw  # any value: its owner checks it
     value = raw
@@ -319,10 +319,10 @@ def _out_of_range(value: float, rule: Rule, shown: Any) -> str | None:
     if rule.positive and value <= 0:
         return f"{shown!r} is not a positive {rule.unit or 'number'}"
     if rule.least is not None and value < rule.least:
-        return f"{shown} is below {human_bytes(rule.least) if rule.unit == 'size' else _number(rule.least)}"
+        return f"{shown} is below {human_bytes(rule.least) if rule.unit == 'size' else number_text(rule.least)}"
     if rule.most is not None and value > rule.most:
         return (f"{shown!r} is longer than {rule.most / 86400:g} days" if rule.unit == "duration"
-                else f"{shown} is above {_number(rule.most)}")
+                else f"{shown} is above {number_text(rule.most)}")
     return None
 
 
@@ -331,16 +331,16 @@ def _fix(path: str, rule: Rule, where: Where) -> str:
         return f"use one of {', '.join(rule.choices)}" if rule.choices else f"see {where.docs}"
     shown = ",".join(map(str, rule.example)) if isinstance(rule.example, list) else rule.example  # as an option
     given = f"{rule.option} {shown}" if path in where.options and rule.option else \
-        f"{path.rsplit('.', 1)[-1]} = {_toml(rule.example)}"
+        f"{path.rsplit('.', 1)[-1]} = {toml_value(rule.example)}"
     return f"e.g. {given}" + (f" ({rule.note})" if rule.note else "")
 
 
 def _example(path: str, f: Any) -> str:
     rule = f.metadata.get("rule", Rule())
-    return f"{path.rsplit('.', 1)[-1]} = {_toml(rule.example if rule.example is not None else '...')}"
+    return f"{path.rsplit('.', 1)[-1]} = {toml_value(rule.example if rule.example is not None else '...')}"
 
 
-def _kinds(hint: Any) -> tuple[Any, ...]:
+def kinds_of(hint: Any) -> tuple[Any, ...]:
     """The kinds of value ``hint`` allows, None left out (``int | str | None``: int, str)."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         return tuple(k for k in typing.get_args(hint) if k is not type(None))
@@ -356,7 +356,7 @@ def _matches(kind: Any, raw: Any) -> bool:
     return typing.get_origin(kind) is tuple and isinstance(raw, (list, tuple))
 
 
-def _optional(hint: Any) -> bool:
+def is_optional(hint: Any) -> bool:
     return typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
 
 
@@ -364,7 +364,7 @@ def _dotted(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else str(name)
 
 
-def _number(value: float) -> str:
+def number_text(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
@@ -376,29 +376,29 @@ _KIND_WORDS = {bool: "true or false", int: "a whole number", float: "a number"}
 
 def to_dict(document: Any) -> dict[str, Any]:
     """The document as plain data (what ``read`` accepts back): sections as tables, no None."""
-    return {f.name: _plain(getattr(document, f.name)) for f in dataclasses.fields(document)
+    return {f.name: plain(getattr(document, f.name)) for f in dataclasses.fields(document)
             if getattr(document, f.name) is not None}
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_dict(value)
     if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
-    return [_plain(item) for item in value] if isinstance(value, tuple) else value
+        return {key: plain(item) for key, item in value.items()}
+    return [plain(item) for item in value] if isinstance(value, tuple) else value
 
 
 def to_toml(document: Any) -> str:
     """The document as TOML: top-level fields first, then one table per section."""
     data = to_dict(document)
-    lines = [f"{key} = {_toml(value)}" for key, value in data.items() if not isinstance(value, dict)]
+    lines = [f"{key} = {toml_value(value)}" for key, value in data.items() if not isinstance(value, dict)]
     for name, table in data.items():
         if isinstance(table, dict):
-            lines += ["", f"[{name}]"] + [f"{key} = {_toml(value)}" for key, value in table.items()]
+            lines += ["", f"[{name}]"] + [f"{key} = {toml_value(value)}" for key, value in table.items()]
     return "\n".join(lines) + "\n"
 
 
-def _toml(value: Any) -> str:
+def toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float):
@@ -406,178 +406,5 @@ def _toml(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(map(_toml, value)) + "]"
+        return "[" + ", ".join(map(toml_value, value)) + "]"
     return json.dumps(str(value), ensure_ascii=False)  # a TOML basic string: JSON's escapes are TOML's
-
-
-# ------------------------------------------------------------ JSON Schema
-
-JSON_SCHEMA = "https://json-schema.org/draft/2020-12/schema"
-
-
-def json_schema(kind: type, title: str | None = None) -> dict[str, Any]:
-    """A document's schema as a JSON Schema (draft 2020-12), for editors and other tools: types, choices as
-    ``enum``, ranges as ``minimum``/``maximum``, no field but the document's own (``additionalProperties: false``),
-    the required fields, defaults, and descriptions from the dataclasses' docstrings and the rules' notes. A
-    document whose author may add fields of their own says what they may be in a class attribute ``json_extra``;
-    one read from JSON whose optional fields may be null says so in a class attribute ``json_null``.
-
-    What ``read`` checks beyond a field (fields that must agree, a knob of a catalog) is not in it, and
-    a field with a unit (``"20m"``) takes its number or the text.
-    """
-    return {"$schema": JSON_SCHEMA, "title": title or kind.__name__, **_object_schema(kind)}
-
-
-def _object_schema(kind: Any) -> dict[str, Any]:
-    hints = typing.get_type_hints(kind)
-    properties: dict[str, Any] = {}
-    needed = []
-    for f in dataclasses.fields(kind):
-        rule = f.metadata.get("rule", Rule())
-        properties[f.name] = _field_schema(hints[f.name], rule)
-        if getattr(kind, "json_null", False) and _optional(hints[f.name]) and isinstance(properties[f.name].get(
-                "type"), str):  # a JSON file's null for an optional field: as if absent (``read`` says so too)
-            properties[f.name]["type"] = [properties[f.name]["type"], "null"]
-        if f.default is not dataclasses.MISSING and f.default is not None and not dataclasses.is_dataclass(f.default):
-            properties[f.name]["default"] = _plain(f.default)
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            needed.append(f.name)
-    schema: dict[str, Any] = {"type": "object", "properties": properties,
-                              "additionalProperties": getattr(kind, "json_extra", False)}
-    if needed:
-        schema["required"] = needed
-    if description := _docstring(kind):
-        schema["description"] = description
-    return schema
-
-
-def _field_schema(hint: Any, rule: Rule) -> dict[str, Any]:
-    inner = _inner(hint)
-    if dataclasses.is_dataclass(inner):
-        return _object_schema(inner)
-    if typing.get_origin(inner) in (Mapping, dict):
-        return {"type": "object", "additionalProperties": _field_schema(typing.get_args(inner)[1], rule)}
-    if _sections(inner):
-        return {"type": "array", "items": _object_schema(typing.get_args(inner)[0])}
-    kinds = _kinds(hint)
-    schema: dict[str, Any] = _value_schema(inner, rule) if len(kinds) == 1 else {
-        "anyOf": [_value_schema(k, rule) for k in kinds]}
-    if rule.note:
-        schema["description"] = rule.note
-    return schema
-
-
-def _value_schema(kind: Any, rule: Rule) -> dict[str, Any]:
-    if kind is Any:
-        return {}
-    if typing.get_origin(kind) is tuple and typing.get_args(kind)[0] is float:
-        return {"type": "array", "minItems": 1, "items": _value_schema(float, rule)}
-    if typing.get_origin(kind) is tuple and typing.get_args(kind)[0] is Any:
-        return {"type": "array", "items": {"type": ["string", "number", "boolean"]}}
-    if typing.get_origin(kind) is tuple and typing.get_origin(typing.get_args(kind)[0]) is tuple:
-        return {"type": "array", "items": {"type": "array", "minItems": 1,
-                                           "items": {"type": ["string", "number", "boolean"]}}}
-    if typing.get_origin(kind) is tuple:
-        empty, repeats, blank, lone = LISTS[rule.items]
-        item = {"type": "integer"} if typing.get_args(kind)[0] is int else _text_schema(rule, blank)
-        array: dict[str, Any] = {"type": "array", "items": item}
-        if not empty:
-            array["minItems"] = 1
-        if not repeats:
-            array["uniqueItems"] = True
-        return {"anyOf": [item, array]} if lone else array
-    if kind is str:
-        return _text_schema(rule, True)
-    schema: dict[str, Any] = {"type": {bool: "boolean", int: "integer", float: "number"}[kind]}
-    if kind is not bool:
-        if rule.least is not None:
-            schema["minimum"] = rule.least
-        if rule.most is not None:
-            schema["maximum"] = rule.most
-        if rule.positive:
-            schema["exclusiveMinimum"] = 0
-        if rule.unit:
-            schema = {"anyOf": [schema, {"type": "string", "description": f"a {rule.unit} with its unit"}]}
-    return schema
-
-
-def _text_schema(rule: Rule, blank: bool) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "string"}
-    if rule.choices:
-        schema["enum"] = list(rule.choices)
-    if rule.pattern:
-        schema["pattern"] = f"^(?:{rule.pattern})$"
-    elif not blank:
-        schema["pattern"] = r"\S"
-    return schema
-
-
-# ------------------------------------------------------------ the fields, for a page
-
-
-@dataclass(frozen=True)
-class FieldRow:
-    """One field of a document as a page lists it: its dotted path (``NAME``: a key the author chooses; ``#n``: the
-    n-th table of a list), its type, its default ("required" when it has none), its range or choices, its meaning."""
-
-    path: str
-    type: str
-    default: str
-    limits: str
-    meaning: str
-
-
-def field_rows(kind: Any, prefix: str = "") -> list[FieldRow]:
-    """One row per field of the document ``kind``, a section's own fields after its row."""
-    rows = []
-    hints = typing.get_type_hints(kind)
-    for f in dataclasses.fields(kind):
-        path, rule, hint = f"{prefix}{f.name}", f.metadata.get("rule", Rule()), _inner(hints[f.name])
-        if dataclasses.is_dataclass(hint):
-            rows += [FieldRow(path, "table", _default(f), "", _docstring(hint)), *field_rows(hint, f"{path}.")]
-        elif typing.get_origin(hint) in (Mapping, dict):
-            value = _inner(typing.get_args(hint)[1])
-            rows += [FieldRow(path, "table of tables", "", "", rule.note or _docstring(value)),
-                     *field_rows(value, f"{path}.NAME.")] if dataclasses.is_dataclass(value) else \
-                [FieldRow(f"{path}.NAME", _type_words(typing.get_args(hint)[1], rule), "", _limits(rule), rule.note)]
-        elif _sections(hint):
-            item = typing.get_args(hint)[0]
-            rows += [FieldRow(path, "list of tables", "", "", _docstring(item)), *field_rows(item, f"{path} #n.")]
-        else:
-            meaning = rule.note or ("" if rule.example is None else f"e.g. {_toml(rule.example)}")
-            rows.append(FieldRow(path, _type_words(hints[f.name], rule), _default(f), _limits(rule), meaning))
-    return rows
-
-
-def _type_words(hint: Any, rule: Rule) -> str:
-    kinds = _kinds(hint)
-    if len(kinds) > 1:
-        return " or ".join(dict.fromkeys(_type_words(k, rule) for k in kinds if k is not int or float not in kinds))
-    if typing.get_origin(kinds[0]) is tuple:
-        item = typing.get_args(kinds[0])[0]
-        words = {int: "list of whole numbers", float: "list of numbers", str: f"list ({rule.items})"}
-        return "list of lists of values" if typing.get_origin(item) is tuple else words.get(item, "list of values")
-    return {bool: "true or false", int: "whole number", float: "number", str: "text"}.get(kinds[0], "any value")
-
-
-def _default(f: Any) -> str:
-    if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-        return "required"
-    return "" if f.default in (dataclasses.MISSING, None, ()) else _toml(f.default)
-
-
-def _limits(rule: Rule) -> str:
-    if rule.choices:
-        return ", ".join(rule.choices)
-    parts = ["above 0"] if rule.positive else []
-    parts += [f"{word} {human_bytes(bound) if rule.unit == 'size' else _number(bound)}"
-              for word, bound in (("at least", rule.least), ("at most", rule.most)) if bound is not None]
-    if rule.unit:
-        parts.append(f"a {rule.unit} with its unit, or its number")
-    return "; ".join(parts + ([rule.what] if rule.pattern and rule.what else []))
-
-
-def _docstring(kind: Any) -> str:
-    """A dataclass's docstring on one line ("" when it has none: then Python gives its signature)."""
-    doc = kind.__doc__ or ""
-    return "" if doc.startswith(f"{kind.__name__}(") else " ".join(doc.split())

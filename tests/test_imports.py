@@ -33,6 +33,7 @@ LAYERS: dict[str, list[set[str]]] = {
         {"server"},  # one server's life, shared by every server target
         {"targets", "analysis", "storage"},  # the contract of a target; pure statistics; where studies live
         {"knobs", "workloads", "outputs"},  # catalogs, workloads as data, files knobtune writes
+        {"schema_views"},  # the schema as a JSON Schema and as a page of fields
         {"schema"},  # every file a user writes is read through it
         {"names", "datafile", "reconnecting", "units"},  # units: sizes and durations, read and shown
         {"errors", "processes", "installing", "interrupts"},
@@ -51,9 +52,7 @@ NEVER = {"knobtune.analysis": ("knobtune.tuning", "knobtune.targets", "knobtune.
                                "knobtune.storage")}
 
 # Modules over MAX_MODULE_LINES today, each with why; this list only shrinks.
-LONG_ALLOWED = {
-    "knobtune/schema.py",  # 583 lines: the reader, the JSON Schema and the field tables in one; to be split
-}
+LONG_ALLOWED: set[str] = set()
 
 # Private modules imported from elsewhere, each with why; this list only shrinks.
 PRIVATE_ALLOWED = {

@@ -1,4 +1,4 @@
-"""Each document kind read through the schema has a JSON Schema (``schema.json_schema``, draft 2020-12) that says
+"""Each document kind read through the schema has a JSON Schema (``schema_views.json_schema``, draft 2020-12) that says
 what its reader says: the same fields (no other: ``additionalProperties: false``), the same required ones, choices,
 ranges and defaults; and every shipped file of each kind reads through the reader.
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from knobtune import schema
+from knobtune import schema, schema_views
 from knobtune.datafile import read_toml
 from knobtune.described.command import CommandSection
 from knobtune.described.system_schema import SystemDocument
@@ -104,7 +104,7 @@ def test_each_kind_has_shipped_files() -> None:
 
 @pytest.mark.parametrize("kind", KINDS, ids=[k.__name__ for k in KINDS])
 def test_the_json_schema_is_the_documents_schema_field_by_field(kind: type) -> None:
-    written = schema.json_schema(kind)
+    written = schema_views.json_schema(kind)
     assert written["$schema"] == "https://json-schema.org/draft/2020-12/schema" and written["title"] == kind.__name__
     assert json.loads(json.dumps(written)) == written  # plain JSON
     assert _compare(kind, written) > 0
@@ -173,12 +173,12 @@ def _inner(hint: Any) -> Any:
 
 def test_a_misspelt_field_is_what_the_json_schema_leaves_out_too() -> None:
     """The reader refuses ``[settle] wiat``; the JSON Schema closes [settle] to its own fields, so an editor does."""
-    settle = schema.json_schema(SystemDocument)["properties"]["settle"]
+    settle = schema_views.json_schema(SystemDocument)["properties"]["settle"]
     assert "wiat" not in settle["properties"] and settle["additionalProperties"] is False
     assert set(settle["properties"]) == {"sql", "wait", "dirty_sql"}
     wait = settle["properties"]["wait"]
     assert wait["properties"]["poll_s"] == {"type": "number", "maximum": 10.0, "exclusiveMinimum": 0, "default": 0.2}
-    pgbench = schema.json_schema(PgbenchSection)["properties"]
+    pgbench = schema_views.json_schema(PgbenchSection)["properties"]
     assert pgbench["clients"] == {"type": "integer", "minimum": 1, "default": 1}
     assert pgbench["check"]["enum"] == ["tpcb", "tpcc", "rows"]
 
@@ -186,7 +186,7 @@ def test_a_misspelt_field_is_what_the_json_schema_leaves_out_too() -> None:
 def test_the_four_file_kinds_json_schemas_close_every_depth() -> None:
     """A workload's top level and its capture, a catalog's knobs, a config file's machine: each closed to its own
     fields, with the types and ranges the reader holds them to."""
-    workload = schema.json_schema(WorkloadDocument)["properties"]
+    workload = schema_views.json_schema(WorkloadDocument)["properties"]
     assert workload["ladder"]["type"] == "array" and workload["ladder"]["items"] == {
         "type": "number", "maximum": 1.0, "exclusiveMinimum": 0}
     assert workload["drivers"] == {"type": "object", "additionalProperties": {"type": "object",
@@ -196,14 +196,14 @@ def test_the_four_file_kinds_json_schemas_close_every_depth() -> None:
                                                                                                "total_s"}
     assert workload["capture"]["properties"]["format"] == {"type": "integer", "minimum": 1, "default": 1,
                                                            "description": "the layout of capture.toml (absent: 1)"}
-    knob = schema.json_schema(CatalogDoc)["properties"]["knobs"]["additionalProperties"]
+    knob = schema_views.json_schema(CatalogDoc)["properties"]["knobs"]["additionalProperties"]
     assert knob["additionalProperties"] is False and knob["required"] == ["type", "default"]
     assert knob["properties"]["type"]["enum"] == ["int", "float", "bool", "enum", "bytes", "duration"]
     assert knob["properties"]["conditions"]["items"]["required"] == ["knob", "values"]
-    machine = schema.json_schema(BaselineConfig)["properties"]["machine"]
+    machine = schema_views.json_schema(BaselineConfig)["properties"]["machine"]
     assert machine["properties"]["disk"]["enum"] == ["ssd", "hdd", "san"] and machine["additionalProperties"] is False
     assert machine["type"] == ["object", "null"] and machine["properties"]["connections"]["type"] == ["integer", "null"]
-    assert schema.json_schema(ExportedConfig)["required"] == ["config"]
+    assert schema_views.json_schema(ExportedConfig)["required"] == ["config"]
 
 
 def _broken(kind: type, data: dict) -> list[tuple[str, tuple[Any, ...], str, Any]]:

@@ -201,7 +201,7 @@ class CommandSection:
     writes: bool = setting(True, example=False)
     description: str | None = setting(None, example="a sysbench workload")
 
-    json_extra: ClassVar[dict[str, Any]] = {  # what the section's own fields may be (``schema.json_schema``)
+    json_extra: ClassVar[dict[str, Any]] = {  # what the section's own fields may be (``schema_views.json_schema``)
         "type": ["string", "number"], "description": "a placeholder that run or load names, or an expression uses"}
 
 
