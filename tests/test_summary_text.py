@@ -16,7 +16,7 @@ from rich.console import Console
 from knobtune.cli import run
 from knobtune.knobs import load_catalog
 from knobtune.report import StudySummary, summarize
-from knobtune.report.sections import Default, MachineRuns, Trials
+from knobtune.report.sections import Default, MachineRuns, TimeSpent, Trials
 from knobtune.report.summary_text import default_lines, summary_lines, trials_lines
 from knobtune.storage import StudyStore, open_store
 from knobtune.tuning import attrs
@@ -132,3 +132,11 @@ def test_its_json_keeps_the_flat_shape(store: StudyStore, capsys: pytest.Capture
     assert run(["show", STUDY, "--dir", str(store.home), "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert set(shown) == FLAT_KEYS and shown["result_trial"] == 2 and shown["time_spent"]["budget_s"] == 140.0
+
+
+def test_the_searchs_pace_is_said_in_trials_a_minute() -> None:
+    spent = TimeSpent(search_s=120.0, verification_s=30.0, reserved_s=40.0, budget_s=180.0, trials=6)
+    line = str(trials_lines(Trials(counts={"complete": 4, "pruned": 2}, time_spent=spent))[1])
+    assert line.startswith("time: search 120 s (6 trials, 3.0 a minute), then verification 30 s of a 180 s"), line
+    earlier = TimeSpent.from_record({"search_s": 120.0})  # a study stored before the count
+    assert earlier is not None and earlier.trials_a_minute is None

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from knobtune import schema
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError, ConfigError
 from knobtune.names import nearest
@@ -74,7 +75,6 @@ def _build_catalog(path: Path, data: dict[str, Any]) -> Catalog:
     Raises:
         CatalogError: one line per problem, naming the file, the field and the fix.
     """
-    from knobtune import schema  # here: the schema reads sizes with knobs.units, which imports this package
     from knobtune.knobs.catalog_schema import DOCS, CatalogDoc
 
     document = schema.read(CatalogDoc, data, schema.Where(str(path), docs=DOCS), CatalogError)

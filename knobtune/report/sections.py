@@ -50,6 +50,12 @@ class TimeSpent:
     reserved_s: float | None = None  # kept back for the verification
     budget_s: float | None = None  # --time (None: --trials only)
     reserve_searched: bool = False  # the reserve went to the search: no config had reached full size
+    trials: int | None = None  # trials this `tune` ran, its default included (None: stored before it was)
+
+    @property
+    def trials_a_minute(self) -> float | None:
+        """The search's pace: trials this `tune` ran per minute of its search."""
+        return self.trials / (self.search_s / 60) if self.trials and self.search_s > 0 else None
 
     @classmethod
     def from_record(cls, data: dict[str, Any] | None) -> TimeSpent | None:
@@ -57,7 +63,7 @@ class TimeSpent:
             return None
         return cls(search_s=float(data["search_s"]), verification_s=float(data.get("verification_s") or 0.0),
                    reserved_s=data.get("reserved_s"), budget_s=data.get("budget_s"),
-                   reserve_searched=bool(data.get("reserve_searched")))
+                   reserve_searched=bool(data.get("reserve_searched")), trials=data.get("trials"))
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,9 @@ def trials_lines(trials: Trials) -> list[RenderableType]:
         given = ", then given to the search: no config had reached full size" if spent.reserve_searched else ""
         budget = (f" of a {spent.budget_s:.0f} s budget ({spent.reserved_s or 0:.0f} s was kept back for it{given})"
                   if spent.budget_s else "")
-        lines.append(f"time: search {spent.search_s:.0f} s, then verification {spent.verification_s:.0f} s{budget}")
+        pace = f" ({spent.trials} trials, {spent.trials_a_minute:.1f} a minute)" if spent.trials_a_minute else ""
+        lines.append(f"time: search {spent.search_s:.0f} s{pace}, then verification {spent.verification_s:.0f} s"
+                     f"{budget}")
     if trials.rung_agreement:
         scaled = "scaled" if trials.rungs_run_scaled else "unscaled"
         lines.append(f"rungs ({scaled}) rank configs like the next (Spearman's rho, configs at both): " + ", ".join(

@@ -215,5 +215,6 @@ class Tuner:
         study.set_user_attr(attrs.TIME_SPENT, {"search_s": searched_s, "reserved_s": budget.reserve.kept_s,
                                                "verification_s": self.reporter.elapsed_s() - searched_s,
                                                "budget_s": self.experiment.budget.time_s,
-                                               "reserve_searched": budget.reserve_searched})
+                                               "reserve_searched": budget.reserve_searched,
+                                               "trials": self.trials_run})
 
