@@ -139,7 +139,7 @@ def field_rows(kind: Any, prefix: str = "") -> list[FieldRow]:
             rows += [FieldRow(path, "table", _default(f), "", _docstring(hint)), *field_rows(hint, f"{path}.")]
         elif typing.get_origin(hint) in (Mapping, dict):
             value = inner(typing.get_args(hint)[1])
-            rows += [FieldRow(path, "table of tables", "", "", rule.note or _docstring(value)),
+            rows += [FieldRow(path, "table of tables", _default(f), "", rule.note or _docstring(value)),
                      *field_rows(value, f"{path}.NAME.")] if dataclasses.is_dataclass(value) else \
                 [FieldRow(f"{path}.NAME", _type_words(typing.get_args(hint)[1], rule), "", _limits(rule), rule.note)]
         elif is_sections(hint):
