@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from knobtune import schema
 from knobtune.errors import UsageError
 from knobtune.knobs.catalog import Catalog, Knob, KnobType, Value, load_catalog
 from knobtune.units import human_bytes
@@ -51,10 +52,11 @@ def pgtune_config(machine: Machine, profile: str, rules: Pgtune | None = None) -
     chosen = rules.profile(profile)
     connections = machine.connections or chosen.max_connections
     catalog = load_catalog("postgresql")
-    notes = [_connections_note(connections, chosen, machine)] + _memory_warnings(rules.rules, machine)
+    notes = [_connections_note(connections, profile, machine)] + _memory_warnings(rules.rules, machine)
     config = _fit(_pgtune_settings(rules, chosen, machine, connections), catalog, notes)
     catalog.config(config)  # every value fits; a broken relation would be a bug in the rules
-    return HeuristicConfig("postgresql", "pgtune", profile, machine, connections, config, tuple(notes), rules.source)
+    return HeuristicConfig("postgresql", "pgtune", profile, machine, connections, config, tuple(notes),
+                           schema.to_dict(rules.source))
 
 
 def _pgtune_settings(rules: Pgtune, profile: Profile, machine: Machine, connections: int) -> dict[str, Value]:
@@ -63,16 +65,16 @@ def _pgtune_settings(rules: Pgtune, profile: Profile, machine: Machine, connecti
     memory_kb = machine.memory_bytes // KIB
     shared_kb = _share_kb(memory_kb, profile.shared_buffers)
     maintenance_kb = min(_share_kb(memory_kb, profile.maintenance_work_mem),
-                         common.maintenance_work_mem_cap_bytes // KIB)
+                         common.maintenance_work_mem_cap // KIB)
     parallel = _parallel(common, profile, machine.cpus)
     workers = parallel.get("max_worker_processes", common.default_worker_processes)
     settings: dict[str, Value] = {
         "shared_buffers": shared_kb * KIB,
-        "huge_pages": "try" if shared_kb * KIB >= common.huge_pages_try_from_bytes else "off",
+        "huge_pages": "try" if shared_kb * KIB >= common.huge_pages_try_from else "off",
         "effective_cache_size": _share_kb(memory_kb, profile.effective_cache_size) * KIB,
         "maintenance_work_mem": maintenance_kb * KIB,
-        "min_wal_size": profile.min_wal_size_bytes,
-        "max_wal_size": profile.max_wal_size_bytes,
+        "min_wal_size": profile.min_wal_size,
+        "max_wal_size": profile.max_wal_size,
         "checkpoint_completion_target": common.checkpoint_completion_target,
         "wal_buffers": _wal_buffers_kb(common, shared_kb) * KIB,
         "default_statistics_target": profile.default_statistics_target,
@@ -86,24 +88,24 @@ def _pgtune_settings(rules: Pgtune, profile: Profile, machine: Machine, connecti
     return settings | parallel | _autovacuum(common, machine.cpus, maintenance_kb) | dict(profile.outside_catalog)
 
 
-def _share_kb(memory_kb: int, fraction: tuple[int, int]) -> int:
+def _share_kb(memory_kb: int, fraction: tuple[int, ...]) -> int:
     numerator, denominator = fraction
     return memory_kb * numerator // denominator
 
 
 def _wal_buffers_kb(rules: Rules, shared_kb: int) -> int:
     """3% of shared_buffers, at most 16 MiB, rounded up to 16 MiB above 14 MiB, at least 32 KiB."""
-    most_kb = rules.wal_buffers_max_bytes // KIB
+    most_kb = rules.wal_buffers_max // KIB
     value = min(rules.wal_buffers_percent * shared_kb // 100, most_kb)
-    if rules.wal_buffers_round_up_above_bytes // KIB < value < most_kb:
+    if rules.wal_buffers_round_up_above // KIB < value < most_kb:
         value = most_kb
-    return max(value, rules.wal_buffers_min_bytes // KIB)
+    return max(value, rules.wal_buffers_min // KIB)
 
 
 def _work_mem_kb(rules: Rules, profile: Profile, free_kb: int, sessions: int) -> int:
     """(RAM - shared_buffers) / (sessions x 3), divided by the profile's divisor, floored; at least 4 MiB."""
     share = free_kb // (sessions * rules.work_mem_sessions_factor * profile.work_mem_divisor)
-    return max(share, rules.work_mem_min_bytes // KIB)
+    return max(share, rules.work_mem_min // KIB)
 
 
 def _parallel(rules: Rules, profile: Profile, cpus: int) -> dict[str, int]:
@@ -121,22 +123,22 @@ def _autovacuum(rules: Rules, cpus: int, maintenance_kb: int) -> dict[str, Value
     workers = next((value for at_least, value in rules.autovacuum_max_workers if cpus >= at_least), None)
     if workers is not None:
         settings["autovacuum_max_workers"] = workers
-    if maintenance_kb * KIB >= rules.autovacuum_work_mem_bytes:
-        settings["autovacuum_work_mem"] = rules.autovacuum_work_mem_bytes
+    if maintenance_kb * KIB >= rules.autovacuum_work_mem:
+        settings["autovacuum_work_mem"] = rules.autovacuum_work_mem
     return settings
 
 
-def _connections_note(connections: int, profile: Profile, machine: Machine) -> str:
-    given = "--connections" if machine.connections else f"PGTune's for {profile.name}; --connections N to change"
+def _connections_note(connections: int, profile: str, machine: Machine) -> str:
+    given = "--connections" if machine.connections else f"PGTune's for {profile}; --connections N to change"
     return (f"max_connections = {connections} ({given}) enters work_mem but is not a knob of the catalog: "
             "the scratch server keeps PostgreSQL's 100, enough for pgbench's clients")
 
 
 def _memory_warnings(rules: Rules, machine: Machine) -> list[str]:
-    if machine.memory_bytes < rules.memory_warning_below_bytes:
-        return [f"PGTune warns its rules are not optimal below {human_bytes(rules.memory_warning_below_bytes)}"]
-    if machine.memory_bytes > rules.memory_warning_above_bytes:
-        return [f"PGTune warns its rules are not optimal above {human_bytes(rules.memory_warning_above_bytes)}"]
+    if machine.memory_bytes < rules.memory_warning_below:
+        return [f"PGTune warns its rules are not optimal below {human_bytes(rules.memory_warning_below)}"]
+    if machine.memory_bytes > rules.memory_warning_above:
+        return [f"PGTune warns its rules are not optimal above {human_bytes(rules.memory_warning_above)}"]
     return []
 
 

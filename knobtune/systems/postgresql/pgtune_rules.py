@@ -1,82 +1,102 @@
-"""PGTune's rules as data: ``pgtune.toml`` (beside this module), read and checked into typed records.
+"""PGTune's rules as data: ``pgtune.toml`` (beside this module), read through the schema into typed records.
 
 ``pgtune.toml`` holds PGTune's rules as read from its source at the commit
-that file names; ``pgtune.py`` applies them to a machine.
+that file names; ``pgtune.py`` applies them to a machine. Its documents are
+the records ``pgtune.py`` reads: one schema, its fields as the file spells
+them (a size is read to bytes: "16MiB" is 16777216).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, Field, dataclass, field, fields
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from knobtune.errors import CatalogError, UsageError
+from knobtune import schema
 from knobtune.datafile import read_toml
-from knobtune.knobs.catalog import Value
-from knobtune.units import parse_bytes
+from knobtune.errors import CatalogError, UsageError
+from knobtune.schema import TEXT, required, setting, table
 from knobtune.targets import DISKS
 
 RULES_PATH = Path(__file__).parent / "pgtune.toml"
+FRACTION = "[numerator, denominator] of RAM, floored in kB"
+WAL_COMPRESSION = ("off", "on", "pglz", "lz4", "zstd")  # PostgreSQL 15's
 
 
-@dataclass(frozen=True)
-class Disk:
-    random_page_cost: float
-    effective_io_concurrency: int
+@dataclass(frozen=True, kw_only=True)
+class PgtuneSource:
+    """Where PGTune's rules were read, and the case they are written down for."""
+
+    repository: str = required(pattern=r"[\w.-]+/[\w.-]+", what="a repository (owner/name)", example="le0pard/pgtune")
+    file: str = required(**TEXT, example="src/features/configuration/configurationSlice.js")
+    commit: str = required(pattern=r"[0-9a-f]{40}", what="a commit (40 hex digits)",
+                           example="7caef27c204d304623eda21f23e7d56c1ad78d36")
+    postgresql_version: int = required(least=10, example=15, note="the PostgreSQL version the rules are read for")
+    os: str = required(choices=("linux",), what="an operating system pgtune.py computes for")
+    db_size: str = required(choices=("mid_ram",), what="a database size pgtune.py computes for")
 
 
-@dataclass(frozen=True)
-class Profile:
-    """One PGTune "DB type". Fractions are (numerator, denominator) of RAM, floored in kB."""
-
-    name: str
-    max_connections: int
-    shared_buffers: tuple[int, int]
-    effective_cache_size: tuple[int, int]
-    maintenance_work_mem: tuple[int, int]
-    min_wal_size_bytes: int
-    max_wal_size_bytes: int
-    default_statistics_target: int
-    work_mem_divisor: int
-    cap_workers_per_gather: bool
-    jit: bool | None = None  # None: not written (PostgreSQL's default)
-    random_page_cost: float | None = None  # None: the disk's
-    outside_catalog: Mapping[str, Value] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Rules:
     """PGTune's rules that hold for every profile (see pgtune.toml for each one's meaning)."""
 
-    checkpoint_completion_target: float
-    wal_compression: str
-    huge_pages_try_from_bytes: int
-    maintenance_work_mem_cap_bytes: int
-    wal_buffers_percent: int
-    wal_buffers_max_bytes: int
-    wal_buffers_round_up_above_bytes: int
-    wal_buffers_min_bytes: int
-    work_mem_min_bytes: int
-    work_mem_sessions_factor: int
-    default_worker_processes: int
-    parallel_from_cpus: int
-    parallel_workers_cap: int
-    autovacuum_max_workers: tuple[tuple[int, int], ...]
-    autovacuum_work_mem_bytes: int
-    memory_warning_below_bytes: int
-    memory_warning_above_bytes: int
+    checkpoint_completion_target: float = required(least=0, most=1, example=0.9)
+    wal_compression: str = required(choices=WAL_COMPRESSION, what="a wal_compression")
+    huge_pages_try_from: int = required(positive=True, unit="size", example="2GiB",
+                                        note="huge_pages = try from this shared_buffers on")
+    maintenance_work_mem_cap: int = required(positive=True, unit="size", example="8GiB")
+    wal_buffers_percent: int = required(positive=True, most=100, example=3, note="of shared_buffers")
+    wal_buffers_max: int = required(positive=True, unit="size", example="16MiB")
+    wal_buffers_round_up_above: int = required(positive=True, unit="size", example="14MiB")
+    wal_buffers_min: int = required(positive=True, unit="size", example="32KiB")
+    work_mem_min: int = required(positive=True, unit="size", example="4MiB")
+    work_mem_sessions_factor: int = required(positive=True, example=3)
+    default_worker_processes: int = required(least=0, example=8, note="PostgreSQL's max_worker_processes")
+    parallel_from_cpus: int = required(positive=True, example=4)
+    parallel_workers_cap: int = required(positive=True, example=4)
+    autovacuum_max_workers: tuple[tuple[Any, ...], ...] = required(
+        example=[[32, 5], [16, 4]], note="[at least this many CPUs, value], first match")
+    autovacuum_work_mem: int = required(positive=True, unit="size", example="2GiB")
+    memory_warning_below: int = required(positive=True, unit="size", example="256MiB")
+    memory_warning_above: int = required(positive=True, unit="size", example="100GiB")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
+class Disk:
+    """One disk type's planner cost of a random page and its prefetching (Linux)."""
+
+    random_page_cost: float = required(positive=True, example=1.1)
+    effective_io_concurrency: int = required(least=0, most=1000, example=200)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Profile:
+    """One PGTune "DB type". Fractions are (numerator, denominator) of RAM, floored in kB."""
+
+    max_connections: int = required(positive=True, example=200)
+    shared_buffers: tuple[int, ...] = required(items="sequence", example=[1, 4], note=FRACTION)
+    effective_cache_size: tuple[int, ...] = required(items="sequence", example=[3, 4], note=FRACTION)
+    maintenance_work_mem: tuple[int, ...] = required(items="sequence", example=[1, 16], note=FRACTION)
+    min_wal_size: int = required(positive=True, unit="size", example="1GiB")
+    max_wal_size: int = required(positive=True, unit="size", example="4GiB")
+    default_statistics_target: int = required(least=1, most=10000, example=100)
+    work_mem_divisor: int = required(positive=True, example=1, note="divides the work_mem formula's result")
+    cap_workers_per_gather: bool = required(example=True)
+    jit: bool | None = setting(None, example=False, note="absent: not written (PostgreSQL's default)")
+    random_page_cost: float | None = setting(None, positive=True, example=4.0, note="absent: the disk's")
+    outside_catalog: Mapping[str, Any] = table(note="a setting PGTune writes that the catalog lacks -> its value")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Pgtune:
-    """The whole rules file: where it was read, the common rules, per disk type and per profile."""
+    """PGTune's rules: where they were read, the rules every profile shares, per disk type and per profile."""
 
-    source: Mapping[str, Any]
-    rules: Rules
-    disks: Mapping[str, Disk]
-    profiles: Mapping[str, Profile]
+    source: PgtuneSource = required()
+    rules: Rules = required()
+    disks: Mapping[str, Disk] = required(note=f"{', '.join(DISKS)}: each once")
+    profiles: Mapping[str, Profile] = required(note="PGTune's DB type -> its rules")
 
     def profile(self, name: str) -> Profile:
         """Raises UsageError naming the valid profiles when ``name`` is not one."""
@@ -87,58 +107,35 @@ class Pgtune:
 
 @lru_cache(maxsize=4)
 def load_pgtune(path: Path = RULES_PATH) -> Pgtune:
-    """Read and check PGTune's rules.
+    """Read PGTune's rules through the schema (``Pgtune``), then check what it cannot say: every disk of
+    ``DISKS`` and no other, each autovacuum pair two whole numbers, each fraction of RAM two.
 
     Raises:
-        CatalogError: the file is unreadable, or a field is missing, unknown or of the wrong type.
+        CatalogError: one line per problem naming the file, the field and the fix.
     """
-    data = read_toml(path, CatalogError, "PGTune's rules")
-    missing = [table for table in ("source", "rules", "disks", "profiles") if not isinstance(data.get(table), dict)]
-    if missing:
-        raise CatalogError(f"{path}: missing table [{missing[0]}]. Fix: add it (see the file's header)")
-    disks = {name: _build(Disk, data["disks"].get(name, {}), f"disks.{name}", path) for name in DISKS}
-    profiles = {name: _build(Profile, spec, f"profiles.{name}", path, name=name)
-                for name, spec in data["profiles"].items()}
-    return Pgtune(dict(data["source"]), _build(Rules, data["rules"], "rules", path), disks, profiles)
+    rules = schema.read(Pgtune, read_toml(path, CatalogError, "PGTune's rules"),
+                        schema.Where(str(path), docs="docs/files.md"), CatalogError)
+    problems = [f"{path}: no [disks.{name}]. Fix: add a table [disks.{name}] with random_page_cost and "
+                "effective_io_concurrency (as [disks.ssd] has)" for name in DISKS if name not in rules.disks]
+    problems += [f"{path}: unknown disk 'disks.{name}'. Fix: remove it, or use one of {', '.join(DISKS)}"
+                 for name in rules.disks if name not in DISKS]
+    problems += [f"{path}: rules.autovacuum_max_workers {list(pair)!r} is not two whole numbers [cpus, value] "
+                 "above 0. Fix: e.g. autovacuum_max_workers = [[32, 5], [16, 4]]"
+                 for pair in rules.rules.autovacuum_max_workers if not _whole_pair(pair)]
+    problems += [f"{path}: profiles.{name}.{field} {list(fraction)!r} is not a fraction of RAM [numerator, "
+                 f"denominator], 0 < numerator <= denominator. Fix: e.g. {field} = [1, 4]"
+                 for name, profile in rules.profiles.items() for field, fraction in _fractions(profile).items()
+                 if not _whole_pair(fraction) or fraction[0] > fraction[1]]
+    if problems:
+        raise CatalogError("\n".join(problems))
+    return rules
 
 
-def _build(cls: type, table: Mapping[str, Any], where: str, path: Path, **given: Any) -> Any:
-    """An instance of dataclass ``cls`` from a TOML table; a field ``x_bytes`` is read from key ``x`` ("16MiB").
-
-    Raises:
-        CatalogError: naming the file and the field that is missing, unknown or of the wrong type.
-    """
-    keys = {spec.name.removesuffix("_bytes"): spec for spec in fields(cls) if spec.name not in given}
-    unknown = sorted(set(table) - set(keys))
-    if unknown:
-        raise CatalogError(f"{path}: {where}: unknown field '{unknown[0]}'. Fix: use only {', '.join(keys)}")
-    values = dict(given)
-    for key, spec in keys.items():
-        if key in table:
-            values[spec.name] = _field_value(spec, table[key], f"{path}: {where}.{key}")
-        elif spec.default is MISSING and spec.default_factory is MISSING:
-            raise CatalogError(f"{path}: {where}: missing field '{key}'. Fix: add it (see the file's header)")
-    return cls(**values)
+def _fractions(profile: Profile) -> dict[str, tuple[int, ...]]:
+    return {"shared_buffers": profile.shared_buffers, "effective_cache_size": profile.effective_cache_size,
+            "maintenance_work_mem": profile.maintenance_work_mem}
 
 
-def _field_value(spec: Field, raw: Any, where: str) -> Any:
-    """``raw`` as field ``spec`` holds it: sizes parsed to bytes, lists frozen to tuples, scalars type-checked.
-
-    Raises:
-        CatalogError: naming ``where``, when the value is not of the field's type.
-    """
-    kind = str(spec.type)
-    try:
-        if spec.name.endswith("_bytes"):
-            return parse_bytes(raw)
-        if kind.startswith("tuple"):
-            return tuple(tuple(item) if isinstance(item, list) else item for item in raw)
-        base = kind.split(" ")[0]
-        if base == "float" and isinstance(raw, int) and not isinstance(raw, bool):
-            return float(raw)
-        expected = {"int": int, "float": float, "bool": bool, "str": str}.get(base)
-        if expected and (not isinstance(raw, expected) or (expected is int and isinstance(raw, bool))):
-            raise ValueError(f"{raw!r} is not of type {kind}")
-    except (ValueError, TypeError) as exc:
-        raise CatalogError(f"{where}: {exc}. Fix: give a value of type {kind}") from None
-    return raw
+def _whole_pair(pair: tuple[Any, ...]) -> bool:
+    """Whether ``pair`` is two whole numbers above zero (true and false are not numbers)."""
+    return len(pair) == 2 and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in pair)
