@@ -21,6 +21,7 @@ from knobtune.drivers.kvbench_phases import KvbenchSection
 from knobtune.knobs.catalog_schema import CatalogDoc
 from knobtune.report.config_file import BaselineConfig, ExportedConfig
 from knobtune.systems.postgresql.pgbench import PgbenchSection
+from knobtune.systems.postgresql.pgtune_rules import Pgtune
 from knobtune.systems.postgresql.section import ReplaySection as PostgresReplaySection
 from knobtune.systems.rocksdb.db_bench_workload import DbBenchSection
 from knobtune.systems.rocksdb.replay import ReplaySection as RocksdbReplaySection
@@ -60,6 +61,7 @@ FILE_KINDS: tuple[FileKind, ...] = (
     FileKind("counter descriptions", CountersFile, "`knobtune/systems/SYSTEM/counters.toml`", "docs/diagnosis.md"),
     FileKind("known config", KnownConfigFile, "`knobtune/systems/rocksdb/rocksdb-guide.toml`, `db-bench-*.toml`",
              "docs/rocksdb.md"),
+    FileKind("PGTune rules", Pgtune, "`knobtune/systems/postgresql/pgtune.toml`", "docs/postgresql.md"),
     FileKind("workload", WorkloadDocument, "`knobtune/workloads/data/*.toml`, a user's workload file, a capture's "
              "`capture.toml` (its driver sections are the kinds above)", "docs/workloads.md"),
     FileKind("capture summary", CaptureSummary, "`[capture]` of a capture's `capture.toml`", "docs/replay.md"),

@@ -29,6 +29,7 @@ from knobtune.file_kinds import source_tree_kinds
 from knobtune.knobs.catalog_schema import CatalogDoc
 from knobtune.report.config_file import BaselineConfig, ExportedConfig
 from knobtune.systems.postgresql.pgbench import PgbenchSection
+from knobtune.systems.postgresql.pgtune_rules import RULES_PATH as PGTUNE, Pgtune
 from knobtune.systems.postgresql.section import ReplaySection as PostgresReplaySection
 from knobtune.systems.rocksdb.db_bench_workload import DbBenchSection
 from knobtune.systems.rocksdb.replay import ReplaySection as RocksdbReplaySection
@@ -66,6 +67,7 @@ def _shipped() -> list[tuple[type, Path, dict[str, Any]]]:
         files.append((CountersFile, path, read_toml(path, KnobtuneError, "counters")))
     for path in KNOWN_CONFIGS:
         files.append((KnownConfigFile, path, read_toml(path, KnobtuneError, "known config")))
+    files.append((Pgtune, PGTUNE, read_toml(PGTUNE, KnobtuneError, "PGTune's rules")))
     for path in sorted(suite.QUESTIONS.glob("*.toml")):
         files.append((suite.QuestionDoc, path, read_toml(path, KnobtuneError, "question")))
     for path in WORKLOADS:
@@ -98,7 +100,7 @@ def test_every_shipped_file_of_each_kind_reads_through_the_schema(kind: type, pa
 def test_each_kind_has_shipped_files() -> None:
     assert {kind for kind, _, _ in SHIPPED} == {ExperimentDoc, SystemDocument, *SECTIONS.values(), WorkloadDocument,
                                                 CaptureSummary, CatalogDoc, RulesFile, CountersFile, KnownConfigFile,
-                                                suite.QuestionDoc}
+                                                Pgtune, suite.QuestionDoc}
     assert {PostgresReplaySection, RocksdbReplaySection} <= set(KINDS)  # a capture's: none shipped
 
 
