@@ -151,7 +151,7 @@ SAN = "[disks.san]\nrandom_page_cost = 1.1\neffective_io_concurrency = 300\n"
 
 @pytest.mark.parametrize(("change", "expected"), [
     (("[source]", "[sources]"), "unknown field 'sources' (did you mean 'source'?)"),
-    (("work_mem_min =", "work_mem_minimum ="), "unknown field 'rules.work_mem_minimum'"),
+    (("work_mem_min_bytes =", "work_mem_minimum ="), "unknown field 'rules.work_mem_minimum'"),
     (("effective_io_concurrency = 2\n", "effective_io_concurency = 2\n"),
      "unknown field 'disks.hdd.effective_io_concurency'"),
     (("work_mem_divisor = 1\n", "work_mem_divisr = 1\n"), "unknown field 'profiles.web.work_mem_divisr'"),
@@ -160,9 +160,9 @@ SAN = "[disks.san]\nrandom_page_cost = 1.1\neffective_io_concurrency = 300\n"
      "profiles.dw.default_statistics_target 'many' is not a whole number"),
     (("random_page_cost = 4.0", 'random_page_cost = "4"'), "disks.hdd.random_page_cost '4' is not a number"),
     (("jit = false", 'jit = "no"'), "profiles.web.jit 'no' is not true or false"),
-    (('wal_buffers_max = "16MiB"', 'wal_buffers_max = "16 parsecs"'),
-     "rules.wal_buffers_max '16 parsecs' is not a size"),
-    (('work_mem_min = "4MiB"', 'work_mem_min = "lots"'), "rules.work_mem_min 'lots' is not a size"),
+    (('wal_buffers_max_bytes = "16MiB"', 'wal_buffers_max_bytes = "16 parsecs"'),
+     "rules.wal_buffers_max_bytes '16 parsecs' is not a size"),
+    (('work_mem_min_bytes = "4MiB"', 'work_mem_min_bytes = "lots"'), "rules.work_mem_min_bytes 'lots' is not a size"),
     (("parallel_from_cpus = 4", "parallel_from_cpus = -4"), "rules.parallel_from_cpus -4 is not a positive number"),
     (("checkpoint_completion_target = 0.9", "checkpoint_completion_target = 1.9"),
      "rules.checkpoint_completion_target 1.9 is above 1"),

@@ -65,12 +65,12 @@ def _pgtune_settings(rules: Pgtune, profile: Profile, machine: Machine, connecti
     memory_kb = machine.memory_bytes // KIB
     shared_kb = _share_kb(memory_kb, profile.shared_buffers)
     maintenance_kb = min(_share_kb(memory_kb, profile.maintenance_work_mem),
-                         common.maintenance_work_mem_cap // KIB)
+                         common.maintenance_work_mem_cap_bytes // KIB)
     parallel = _parallel(common, profile, machine.cpus)
     workers = parallel.get("max_worker_processes", common.default_worker_processes)
     settings: dict[str, Value] = {
         "shared_buffers": shared_kb * KIB,
-        "huge_pages": "try" if shared_kb * KIB >= common.huge_pages_try_from else "off",
+        "huge_pages": "try" if shared_kb * KIB >= common.huge_pages_try_from_bytes else "off",
         "effective_cache_size": _share_kb(memory_kb, profile.effective_cache_size) * KIB,
         "maintenance_work_mem": maintenance_kb * KIB,
         "min_wal_size": profile.min_wal_size,
@@ -95,17 +95,17 @@ def _share_kb(memory_kb: int, fraction: tuple[int, ...]) -> int:
 
 def _wal_buffers_kb(rules: Rules, shared_kb: int) -> int:
     """3% of shared_buffers, at most 16 MiB, rounded up to 16 MiB above 14 MiB, at least 32 KiB."""
-    most_kb = rules.wal_buffers_max // KIB
+    most_kb = rules.wal_buffers_max_bytes // KIB
     value = min(rules.wal_buffers_percent * shared_kb // 100, most_kb)
-    if rules.wal_buffers_round_up_above // KIB < value < most_kb:
+    if rules.wal_buffers_round_up_above_bytes // KIB < value < most_kb:
         value = most_kb
-    return max(value, rules.wal_buffers_min // KIB)
+    return max(value, rules.wal_buffers_min_bytes // KIB)
 
 
 def _work_mem_kb(rules: Rules, profile: Profile, free_kb: int, sessions: int) -> int:
     """(RAM - shared_buffers) / (sessions x 3), divided by the profile's divisor, floored; at least 4 MiB."""
     share = free_kb // (sessions * rules.work_mem_sessions_factor * profile.work_mem_divisor)
-    return max(share, rules.work_mem_min // KIB)
+    return max(share, rules.work_mem_min_bytes // KIB)
 
 
 def _parallel(rules: Rules, profile: Profile, cpus: int) -> dict[str, int]:
@@ -123,8 +123,8 @@ def _autovacuum(rules: Rules, cpus: int, maintenance_kb: int) -> dict[str, Value
     workers = next((value for at_least, value in rules.autovacuum_max_workers if cpus >= at_least), None)
     if workers is not None:
         settings["autovacuum_max_workers"] = workers
-    if maintenance_kb * KIB >= rules.autovacuum_work_mem:
-        settings["autovacuum_work_mem"] = rules.autovacuum_work_mem
+    if maintenance_kb * KIB >= rules.autovacuum_work_mem_bytes:
+        settings["autovacuum_work_mem"] = rules.autovacuum_work_mem_bytes
     return settings
 
 
@@ -135,10 +135,10 @@ def _connections_note(connections: int, profile: str, machine: Machine) -> str:
 
 
 def _memory_warnings(rules: Rules, machine: Machine) -> list[str]:
-    if machine.memory_bytes < rules.memory_warning_below:
-        return [f"PGTune warns its rules are not optimal below {human_bytes(rules.memory_warning_below)}"]
-    if machine.memory_bytes > rules.memory_warning_above:
-        return [f"PGTune warns its rules are not optimal above {human_bytes(rules.memory_warning_above)}"]
+    if machine.memory_bytes < rules.memory_warning_below_bytes:
+        return [f"PGTune warns its rules are not optimal below {human_bytes(rules.memory_warning_below_bytes)}"]
+    if machine.memory_bytes > rules.memory_warning_above_bytes:
+        return [f"PGTune warns its rules are not optimal above {human_bytes(rules.memory_warning_above_bytes)}"]
     return []
 
 

@@ -44,23 +44,23 @@ class Rules:
 
     checkpoint_completion_target: float = required(least=0, most=1, example=0.9)
     wal_compression: str = required(choices=WAL_COMPRESSION, what="a wal_compression")
-    huge_pages_try_from: int = required(positive=True, unit="size", example="2GiB",
+    huge_pages_try_from_bytes: int = required(positive=True, unit="size", example="2GiB",
                                         note="huge_pages = try from this shared_buffers on")
-    maintenance_work_mem_cap: int = required(positive=True, unit="size", example="8GiB")
+    maintenance_work_mem_cap_bytes: int = required(positive=True, unit="size", example="8GiB")
     wal_buffers_percent: int = required(positive=True, most=100, example=3, note="of shared_buffers")
-    wal_buffers_max: int = required(positive=True, unit="size", example="16MiB")
-    wal_buffers_round_up_above: int = required(positive=True, unit="size", example="14MiB")
-    wal_buffers_min: int = required(positive=True, unit="size", example="32KiB")
-    work_mem_min: int = required(positive=True, unit="size", example="4MiB")
+    wal_buffers_max_bytes: int = required(positive=True, unit="size", example="16MiB")
+    wal_buffers_round_up_above_bytes: int = required(positive=True, unit="size", example="14MiB")
+    wal_buffers_min_bytes: int = required(positive=True, unit="size", example="32KiB")
+    work_mem_min_bytes: int = required(positive=True, unit="size", example="4MiB")
     work_mem_sessions_factor: int = required(positive=True, example=3)
     default_worker_processes: int = required(least=0, example=8, note="PostgreSQL's max_worker_processes")
     parallel_from_cpus: int = required(positive=True, example=4)
     parallel_workers_cap: int = required(positive=True, example=4)
     autovacuum_max_workers: tuple[tuple[Any, ...], ...] = required(
         example=[[32, 5], [16, 4]], note="[at least this many CPUs, value], first match")
-    autovacuum_work_mem: int = required(positive=True, unit="size", example="2GiB")
-    memory_warning_below: int = required(positive=True, unit="size", example="256MiB")
-    memory_warning_above: int = required(positive=True, unit="size", example="100GiB")
+    autovacuum_work_mem_bytes: int = required(positive=True, unit="size", example="2GiB")
+    memory_warning_below_bytes: int = required(positive=True, unit="size", example="256MiB")
+    memory_warning_above_bytes: int = required(positive=True, unit="size", example="100GiB")
 
 
 @dataclass(frozen=True, kw_only=True)
