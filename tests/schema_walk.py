@@ -3,6 +3,7 @@ given at every depth (with its keys and the label the reader says), and a value 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import types
 import typing
@@ -57,3 +58,19 @@ def wrong(hint: Any) -> Any:
     if hint is str:
         return 5
     return 5 if typing.get_origin(hint) in (tuple, Mapping, dict) or dataclasses.is_dataclass(hint) else None
+
+
+def broken(data: Mapping[str, Any], what: str, keys: tuple[Any, ...], label: str, value: Any) -> \
+        tuple[dict[str, Any], list[str]]:
+    """A copy of ``data`` with one field broken (``what``: "misspelt", its key becomes ``value``; else its value
+    does), and the words the reader's one line must hold."""
+    copied = copy.deepcopy(dict(data))
+    parent = copied
+    for key in keys[:-1]:
+        parent = parent[key]
+    if what == "misspelt":
+        parent[value] = parent.pop(keys[-1])
+        return copied, [f"unknown field '{label.rsplit('.', 1)[0] + '.' if '.' in label else ''}{value}'",
+                        f"did you mean '{keys[-1]}'"]
+    parent[keys[-1]] = value
+    return copied, [f"{label} "]

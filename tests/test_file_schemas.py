@@ -5,7 +5,6 @@ every file knobtune writes of each kind are read."""
 
 from __future__ import annotations
 
-import copy
 import json
 import shutil
 from collections.abc import Callable, Mapping
@@ -23,7 +22,7 @@ from knobtune.workloads.capture import CAPTURE_FORMAT, CaptureSummary, _toml
 from knobtune.workloads.spec import WorkloadDocument
 
 from conftest import CORPUS
-from schema_walk import fields as _fields, wrong as _wrong
+from schema_walk import broken, fields as _fields, wrong as _wrong
 
 SHA = "0123456789abcdef" * 4
 CAPTURE = {"format": 2, "system": "rocksdb", "operations": 3, "span_s": 0.5, "sessions": 1,
@@ -109,17 +108,7 @@ def test_every_kind_has_cases_at_every_depth() -> None:
 def test_a_misspelt_or_wrongly_typed_field_at_any_depth_is_one_line(name: str, what: str, keys: tuple[Any, ...],
                                                                    label: str, value: Any, tmp_path: Path) -> None:
     _, full, write, read = KINDS[name]
-    data = copy.deepcopy(full)
-    parent = data
-    for key in keys[:-1]:
-        parent = parent[key]
-    if what == "misspelt":
-        parent[value] = parent.pop(keys[-1])
-        words = [f"unknown field '{label.rsplit('.', 1)[0] + '.' if '.' in label else ''}{value}'",
-                 f"did you mean '{keys[-1]}'"]
-    else:
-        parent[keys[-1]] = value
-        words = [f"{label} "]
+    data, words = broken(full, what, keys, label, value)
     path = write(tmp_path / "file.toml", data)
     with pytest.raises(KnobtuneError) as refused:
         read(path)

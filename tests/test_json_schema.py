@@ -7,7 +7,6 @@ project's dependencies. What is checked is that each JSON Schema is the dataclas
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import re
@@ -40,7 +39,7 @@ from knobtune.workloads.capture import CaptureSummary
 from knobtune.workloads.spec import WorkloadDocument
 
 from conftest import CORPUS
-from schema_walk import fields, wrong
+from schema_walk import broken, fields, wrong
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = sorted((ROOT / "knobtune" / "workloads" / "data").glob("*.toml"))
@@ -234,19 +233,11 @@ def test_each_kind_refuses_a_misspelt_field_and_a_wrong_type_at_every_depth_of_i
         extra = {f.name for f in dataclasses.fields(kind)}
         data = {k: v for k, v in data.items() if not getattr(kind, "json_extra", None) or k in extra}
         for what, keys, label, value in _broken(kind, data):
-            broken = copy.deepcopy(data)
-            parent = broken
-            for key in keys[:-1]:
-                parent = parent[key]
-            if what == "misspelt":
-                parent[value] = parent.pop(keys[-1])
-            else:
-                parent[keys[-1]] = value
+            changed, words = broken(data, what, keys, label, value)
             with pytest.raises(KnobtuneError) as refused:
-                schema.read(kind, broken, schema.Where(str(path)), KnobtuneError)
+                schema.read(kind, changed, schema.Where(str(path)), KnobtuneError)
             line = str(refused.value)
             assert "\n" not in line and "Fix: " in line, line
-            assert (f"unknown field '{label.rsplit('.', 1)[0] + '.' if '.' in label else ''}{value}'" in line
-                    and f"did you mean '{keys[-1]}'" in line) if what == "misspelt" else f"{label} " in line, line
+            assert all(w in line for w in words), (words, line)
             tried += 1
     assert tried >= 3, f"{kind.__name__}: {tried} cases"
