@@ -224,11 +224,10 @@ def _value(hint: Any, rule: Rule, raw: Any, path: str, where: Where, problems: l
             problems.append(f"{label} {exc}. Fix: {fix}")
             return None
     shown = raw if not isinstance(raw, float) else f"{raw:g}"
-    if kind is bool and not isinstance(value, bool) or kind in (int, float) and (
-            isinstance(value, bool) or not isinstance(value, int if kind is int else (int, float))):
+    if kind in _KIND_WORDS and not _matches(kind, value):
         problems.append(f"{label} {raw!r} is not {_KIND_WORDS[kind]}. Fix: {fix}")
         return None
-    if kind is str and not isinstance(value, str):
+    if kind is str and not _matches(kind, value):
         problems.append(f"{label} {raw!r} is not text. Fix: {fix}")
         return None
     if typing.get_origin(kind) is tuple:

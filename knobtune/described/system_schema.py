@@ -10,11 +10,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from knobtune.schema import required, section, setting, table
+from knobtune.schema import TEXT, required, section, setting, table
 
 DOCS = "docs/system-file.md"
 STOP_NAMES = ("SIGTERM", "SIGINT", "SIGQUIT")  # the signals a clean stop may send
-TEXT = {"pattern": r"[\s\S]*\S[\s\S]*", "what": "text (not blank)"}
 ARGV = {"items": "argv", "example": ["/usr/bin/prog", "--socket={socket}"]}
 STATEMENTS = {"items": "statements", "example": ["STATEMENT"]}
 SECONDS = {"positive": True, "most": 86400.0}

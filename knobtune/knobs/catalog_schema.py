@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from knobtune.knobs.knob import KnobType, Safety
-from knobtune.schema import required, section, setting, table
+from knobtune.schema import TEXT, required, section, setting, table
 
 DOCS = "docs/catalog-format.md"
-TEXT: dict[str, Any] = {"pattern": r"[\s\S]*\S[\s\S]*", "what": "text (not blank)"}
 VALUE = {"example": 4096, "note": "a value of the knob's type (sizes may be \"64MiB\", durations \"10s\")"}
 
 

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from knobtune import schema
 from knobtune.errors import UsageError
 from knobtune.schema import required, setting, table
+from knobtune.targets import DISKS
 
 DOCS = "docs/experiment.md"
 FIX = "Fix: give a file written by `knobtune export --format json` or a {\"knob\": value} object"
@@ -54,7 +55,7 @@ class MachineFacts:
 
     memory_bytes: int = required(least=1, example=8589934592)
     cpus: int = required(least=1, example=4)
-    disk: str = setting("ssd", choices=("ssd", "hdd", "san"), what="a disk type")
+    disk: str = setting("ssd", choices=DISKS, what="a disk type")
     connections: int | None = setting(None, least=1, example=100)
 
 

@@ -18,13 +18,12 @@ from knobtune import schema
 from knobtune.datafile import read_toml
 from knobtune.errors import WorkloadError
 from knobtune.names import NAME_CHARS, name_problem
-from knobtune.schema import required, setting
+from knobtune.schema import TEXT, required, setting
 from knobtune.workloads.capture import CAPTURE_FILE, CAPTURE_FORMAT, CaptureSummary, capture_dir, check_private
 
 DATA_DIR = Path(__file__).parent / "data"
 MIN_RUNG_RECORDS = 500
 DOCS = "docs/workloads.md"
-TEXT: dict[str, Any] = {"pattern": r"[\s\S]*\S[\s\S]*", "what": "text (not blank)"}
 
 
 class Objective(enum.StrEnum):
