@@ -17,7 +17,7 @@ import typer
 
 from knobtune import console
 from knobtune.errors import KnobtuneError
-from knobtune.interrupts import catch_stops, stopped_by
+from knobtune.interrupts import catch_stops, raised_by_a_stop, stopped_by
 from knobtune.cli import capture, catalog, clean, experiments, studies, tuning
 from knobtune.cli.document import SectionedCommand
 
@@ -87,7 +87,7 @@ def run(args: list[str]) -> int:
                               "--help`", markup=False)
         return int(getattr(exc, "exit_code", 2))
     except Exception as exc:  # noqa: BLE001  a failure while the stop was being handled is the stop
-        if not _raised_by_a_stop(exc):
+        if not raised_by_a_stop(exc):  # the trial it cut is marked interrupted or, if that failed too, run again
             raise
         code = 130
     if code == 130:
@@ -96,20 +96,6 @@ def run(args: list[str]) -> int:
         console.err.print(f"{'stopped (SIGTERM)' if by_sigterm else 'interrupted'}: {kept}", markup=False)
         return 143 if by_sigterm else 130
     return code if isinstance(code, int) else 0
-
-
-def _raised_by_a_stop(exc: BaseException | None) -> bool:
-    """Whether ``exc`` was raised while a Ctrl-C or SIGTERM was being handled: an interrupt that lands inside a
-    storage call can end as the storage's own error (seen: SQLite's 'database is locked' on the rollback, raised
-    as Optuna's StorageInternalError from the KeyboardInterrupt); the trial it cut stays running in the storage and
-    is run again on resume."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, KeyboardInterrupt):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False
 
 
 def _command_name(args: list[str]) -> str:

@@ -21,6 +21,7 @@ import optuna
 from optuna.trial import TrialState
 
 from knobtune.errors import KnobtuneError, StorageError, UsageError
+from knobtune.interrupts import after_a_stop
 from knobtune.storage import GRACE_S, StudyStore
 from knobtune.targets import RunFailure, Target
 from knobtune.tuning.records import Outcome, RungRun, attrs, record_of
@@ -64,6 +65,7 @@ class TrialRunner:
         except StorageError:  # the storage is gone: the trial stays running there, and is run again when the next
             raise  # process on this host finds its pid gone, or another machine finds its heartbeat stopped
         except BaseException as exc:  # Ctrl-C or a failure of ours: keep the trial, queue the config again
+            after_a_stop(exc)  # a stop that cut a storage write may have left its lock held
             if self.workers.still_running(trial.number):  # Ctrl-C may land after Optuna recorded its end
                 trial.set_user_attr(attrs.OUTCOME, Outcome.INTERRUPTED.value)
                 self.study.tell(trial, state=TrialState.FAIL)
