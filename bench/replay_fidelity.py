@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import itertools
 import os
 import statistics
 import sys
@@ -58,11 +59,6 @@ from knobtune.systems.postgresql.server import DB_NAME, DB_USER  # noqa: E402
 from knobtune.targets import Phase  # noqa: E402
 from knobtune.tuning import build_space  # noqa: E402
 from knobtune.workloads import Objective, Rung, load_workload  # noqa: E402
-
-KNOBS = ["shared_buffers", "wal_buffers", "work_mem", "synchronous_commit", "commit_delay", "commit_siblings",
-         "wal_writer_delay", "wal_compression", "full_page_writes", "checkpoint_timeout", "max_wal_size",
-         "random_page_cost", "effective_io_concurrency", "bgwriter_delay"]
-
 
 class ApplicationTarget(PostgresReplayTarget):
     """The capture's server life (the dump restored, started under the config, settled), running the application
@@ -90,20 +86,22 @@ class ApplicationTarget(PostgresReplayTarget):
         return None
 
 
-# Configs chosen to span what matters to a commit-heavy application, better and worse than the default (each a
-# change of the default); random samples of the space follow them.
+# Configs that change what matters to a shop, better and worse than the default, each keeping the data safe (the
+# replay's crash check fails a config that loses commits: synchronous_commit off is not one of them); random samples
+# of the space a study of the capture searches follow them.
 DESIGNED: tuple[dict[str, Value], ...] = (
-    {"synchronous_commit": "off"},
-    {"synchronous_commit": "off", "wal_writer_delay": 1.0, "wal_buffers": 16 * 2**20},
+    {"shared_buffers": 16 * 2**20},
     {"commit_delay": 2000, "commit_siblings": 1},
-    {"full_page_writes": False, "wal_compression": "lz4", "max_wal_size": 4 * 2**30},
-    {"shared_buffers": 16 * 2**20, "work_mem": 64 * 2**10},
+    {"jit": False, "max_parallel_workers_per_gather": 0},
+    {"shared_buffers": 1 * 2**30, "max_wal_size": 4 * 2**30, "checkpoint_timeout": 900.0},
+    {"work_mem": 64 * 2**10, "random_page_cost": 1.1},
 )
 
 
 def configs(catalog: Catalog, count: int, seed: int) -> list[dict[str, Value]]:
-    """The default, then the designed configs, then random samples of the space over KNOBS, ``count`` in all."""
-    space = build_space(catalog, KNOBS, allow_unsafe=True)
+    """The default, then the designed configs, then random samples of the space a study of a capture searches (every
+    tunable knob the replay driver sets, none that trades durability), ``count`` in all."""
+    space = build_space(catalog, driver=PostgresReplayTarget.driver)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
     out: list[dict[str, Value]] = [catalog.defaults()]
     out += [catalog.config(changes) for changes in DESIGNED[:max(0, count - 1)]]
@@ -113,13 +111,14 @@ def configs(catalog: Catalog, count: int, seed: int) -> list[dict[str, Value]]:
     return out
 
 
+MEANINGFUL_GAIN = 1.03  # the replay's best gain below which its share held on the application is not computed
 PACES = ("think", "fast")  # the replays measured beside the application (docs/replay.md, "pace")
 
 
 def one_app(app: str, args: argparse.Namespace, home: Path) -> dict:
     catalog = load_catalog("postgresql")
-    summary = capture_application(shop.create, lambda dsn: shop.run(dsn, app, clients=args.clients,
-                                                                     orders=args.orders, seed=1),
+    summary = capture_application(lambda dsn: shop.create(dsn, history=args.history),
+                                  lambda dsn: shop.run(dsn, app, clients=args.clients, orders=args.orders, seed=1),
                                   home / app, f"shop-{app}", shop.NONDETERMINISTIC)
     captured = load_workload(home / app / f"shop-{app}.capture")
     paced = {pace: dataclasses.replace(captured, objective=Objective.ELAPSED_S,
@@ -172,38 +171,60 @@ def rank_agreement(small: list[list[float]], full: list[list[float]]) -> float |
 
 
 def fidelity(replay_times: list[list[float]], application_times: list[list[float]]) -> dict:
-    """Spearman's rho of the two rankings (medians of the configs both sides measured) and the share of the
-    replay's best gain the application sees."""
+    """How the replay ranks the configs both sides measured against the application's ranking.
+
+    - ``rho``: Spearman's rho of the two rankings (medians), over every config: configs the application itself
+      cannot tell apart are ranked by noise on both sides, and pull it toward 0;
+    - ``pairs``: the pairs of configs the application tells apart (every run of one faster than every run of the
+      other), and ``agree``: how many of them the replay orders the same way (by medians): whether the replay tells
+      a better config from a worse one where there is a difference to tell;
+    - ``held``: the share of the replay's best gain the application sees, when the replay's best is ahead of the
+      default beyond its runs' spread (every run of it faster than every run of the default) and by MEANINGFUL_GAIN
+      or more; None otherwise (the ratio of two differences within a few per cent says nothing).
+    """
     kept = [i for i in range(len(replay_times)) if replay_times[i] and application_times[i]]
-    replay = [statistics.median(replay_times[i]) for i in kept]
-    application = [statistics.median(application_times[i]) for i in kept]
     if len(kept) < 3 or 0 not in kept:
         return {"rho": None, "held": None, "kept": kept}
+    replay = [statistics.median(replay_times[i]) for i in kept]
+    application = [statistics.median(application_times[i]) for i in kept]
     rho = stats.spearmanr(replay, application).statistic
+    pairs = agree = 0
+    for a, b in itertools.combinations(range(len(kept)), 2):
+        faster, slower = (a, b) if application[a] < application[b] else (b, a)
+        if max(application_times[kept[faster]]) < min(application_times[kept[slower]]):
+            pairs += 1
+            agree += replay[faster] < replay[slower]
     best = min(range(len(kept)), key=lambda k: replay[k])
     default = kept.index(0)
     replay_gain = replay[default] / replay[best]
     application_gain = application[default] / application[best]
-    held = (application_gain - 1) / (replay_gain - 1) if replay_gain > 1.0001 else None
-    return {"rho": round(float(rho), 3), "kept": kept, "best": kept[best], "replay_gain": round(replay_gain, 3),
-            "application_gain": round(application_gain, 3), "held": round(held, 3) if held is not None else None}
+    resolved = max(replay_times[kept[best]]) < min(replay_times[0]) and replay_gain >= MEANINGFUL_GAIN
+    held = (application_gain - 1) / (replay_gain - 1) if resolved else None
+    return {"rho": round(float(rho), 3), "kept": kept, "pairs": pairs, "agree": agree, "best": kept[best],
+            "replay_gain": round(replay_gain, 3), "application_gain": round(application_gain, 3),
+            "held": round(held, 3) if held is not None else None}
 
 
 def table(result: dict) -> str:
     """A result file as a Markdown table, one row per application and replay pace (bench/RESULTS.md shows it)."""
     rows = [f"{result['clients']} clients x {result['orders']} orders, {result['configs']} configs (seed "
             f"{result['seed']}), {result['repeats']} interleaved runs a side, commit {result['commit']}", "",
-            "| application | statements | replay pace | rho (replay vs application) | replay's best: gain on the "
-            "replay | on the application | held | rungs' rho with the full replay | runs failed |",
-            "|---|---|---|---|---|---|---|---|---|"]
+            "| application | statements | replay pace | rho (replay vs application) | pairs the application tells "
+            "apart: ordered the same by the replay | replay's best: gain on the replay | on the application | held "
+            "| rungs' rho with the full replay | runs failed |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for app in result["apps"]:
         ladder = ", ".join(f"rung {k}: {v}" for k, v in (app.get("rung_rho") or {}).items()) or "-"
         by_pace = app.get("fidelity") or {"fast": app}  # results before the think pace measured fast alone
         for number, (pace, figure) in enumerate(by_pace.items()):
-            rows.append(f"| {app['app']} | {app['statements']:,} | {pace} | {figure.get('rho')} "
-                        f"| {figure.get('replay_gain')}x | {figure.get('application_gain')}x | {figure.get('held')} "
+            pairs = f"{figure['agree']} of {figure['pairs']}" if "pairs" in figure else "-"
+            held = figure.get("held")
+            held = "-: the replay's best is not ahead beyond noise" if held is None and "pairs" in figure else held
+            rows.append(f"| {app['app']} | {app['statements']:,} | {pace} | {figure.get('rho')} | {pairs} "
+                        f"| {figure.get('replay_gain')}x | {figure.get('application_gain')}x | {held} "
                         f"| {ladder if number == 0 else ''} | {len(app['failures']) if number == 0 else ''} |")
-    return "\n".join(rows)
+    return "\n".join(rows) + ("" if "history" not in result else f"\n\nThe shop had {result['history']:,} shipped "
+                                                                 "orders (3 items each) before the capture.")
 
 
 def main() -> None:
@@ -214,6 +235,8 @@ def main() -> None:
     parser.add_argument("--configs", type=int, default=7, help="configs measured (the default and samples)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved runs per config, on each side")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--history", type=int, default=0,
+                        help="shipped orders in the shop before the capture (3 items each)")
     parser.add_argument("--rungs", action="store_true", help="replay the capture's smaller rungs too")
     result_arguments(parser)
     args = parser.parse_args()
@@ -225,7 +248,8 @@ def main() -> None:
         os.environ.setdefault("KNOBTUNE_CACHE", str(Path(tmp) / "cache"))
         apps = [one_app(app, args, Path(tmp)) for app in args.apps]
     emit({"question": "does a capture's replay rank configs as the application does?", "clients": args.clients,
-          "orders": args.orders, "configs": args.configs, "repeats": args.repeats, "seed": args.seed,
+          "orders": args.orders, "history": args.history, "configs": args.configs, "repeats": args.repeats,
+          "seed": args.seed,
           "commit": commit, "machine": _machine(), "apps": apps}, args.out)
 
 

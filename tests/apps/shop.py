@@ -42,8 +42,10 @@ CREATE INDEX ON order_items (order_id);
 NONDETERMINISTIC = ("orders.created_at",)  # now(): differs in every run, as in the application's own runs
 
 
-def create(dsn: str, orders: int = 40) -> None:
-    """The schema and its first rows (a few orders made before the capture: their ids are the dump's)."""
+def create(dsn: str, orders: int = 40, history: int = 0) -> None:
+    """The schema and its first rows (a few orders made before the capture: their ids are the dump's), then
+    ``history`` shipped orders of three items each, made in two statements: a shop with a past, whose order history
+    and category report read tables larger than a small server's buffers."""
     rng = random.Random(7)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(SCHEMA)
@@ -59,6 +61,13 @@ def create(dsn: str, orders: int = 40) -> None:
                 (order,) = cur.fetchone() or (0,)
                 cur.execute("INSERT INTO order_items (order_id, product_id, qty, price) VALUES (%s, %s, 1, 1.00)",
                             (order, rng.randint(1, PRODUCTS)))
+            if history:
+                cur.execute("INSERT INTO orders (customer_id, status, total) SELECT 1 + g %% %s, 'shipped', 0 "
+                            "FROM generate_series(1, %s) g", (CUSTOMERS, history))
+                cur.execute("INSERT INTO order_items (order_id, product_id, qty, price) SELECT o.id, "
+                            "1 + (o.id * 7 + k) %% %s, 1 + k %% 4, 1.00 FROM orders o, generate_series(1, 3) k "
+                            "WHERE o.id > %s", (PRODUCTS, orders))
+                cur.execute("ANALYZE")
 
 
 # ---------------------------------------------------------------- the ORM client
