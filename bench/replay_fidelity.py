@@ -33,9 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import itertools
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -43,9 +41,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import optuna
-from scipy import stats
 
 from _cli import emit, printed_table, result_arguments
+from _fidelity import fidelity, held_text, pairs_text, rank_agreement
 from replay_transfer import _commit, _machine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the applications the tests capture too
@@ -111,7 +109,6 @@ def configs(catalog: Catalog, count: int, seed: int) -> list[dict[str, Value]]:
     return out
 
 
-MEANINGFUL_GAIN = 1.03  # the replay's best gain below which its share held on the application is not computed
 PACES = ("think", "fast")  # the replays measured beside the application (docs/replay.md, "pace")
 
 
@@ -161,50 +158,6 @@ def one_app(app: str, args: argparse.Namespace, home: Path) -> dict:
             "rung_rho": {str(index): rank_agreement(by_config, times[PACES[0]]) for index, by_config in rungs.items()}}
 
 
-def rank_agreement(small: list[list[float]], full: list[list[float]]) -> float | None:
-    """Spearman's rho between a rung's ranking of the configs and the full replay's (medians)."""
-    kept = [i for i in range(len(full)) if small[i] and full[i]]
-    if len(kept) < 3:
-        return None
-    return round(float(stats.spearmanr([statistics.median(small[i]) for i in kept],
-                                       [statistics.median(full[i]) for i in kept]).statistic), 3)
-
-
-def fidelity(replay_times: list[list[float]], application_times: list[list[float]]) -> dict:
-    """How the replay ranks the configs both sides measured against the application's ranking.
-
-    - ``rho``: Spearman's rho of the two rankings (medians), over every config: configs the application itself
-      cannot tell apart are ranked by noise on both sides, and pull it toward 0;
-    - ``pairs``: the pairs of configs the application tells apart (every run of one faster than every run of the
-      other), and ``agree``: how many of them the replay orders the same way (by medians): whether the replay tells
-      a better config from a worse one where there is a difference to tell;
-    - ``held``: the share of the replay's best gain the application sees, when the replay's best is ahead of the
-      default beyond its runs' spread (every run of it faster than every run of the default) and by MEANINGFUL_GAIN
-      or more; None otherwise (the ratio of two differences within a few per cent says nothing).
-    """
-    kept = [i for i in range(len(replay_times)) if replay_times[i] and application_times[i]]
-    if len(kept) < 3 or 0 not in kept:
-        return {"rho": None, "held": None, "kept": kept}
-    replay = [statistics.median(replay_times[i]) for i in kept]
-    application = [statistics.median(application_times[i]) for i in kept]
-    rho = stats.spearmanr(replay, application).statistic
-    pairs = agree = 0
-    for a, b in itertools.combinations(range(len(kept)), 2):
-        faster, slower = (a, b) if application[a] < application[b] else (b, a)
-        if max(application_times[kept[faster]]) < min(application_times[kept[slower]]):
-            pairs += 1
-            agree += replay[faster] < replay[slower]
-    best = min(range(len(kept)), key=lambda k: replay[k])
-    default = kept.index(0)
-    replay_gain = replay[default] / replay[best]
-    application_gain = application[default] / application[best]
-    resolved = max(replay_times[kept[best]]) < min(replay_times[0]) and replay_gain >= MEANINGFUL_GAIN
-    held = (application_gain - 1) / (replay_gain - 1) if resolved else None
-    return {"rho": round(float(rho), 3), "kept": kept, "pairs": pairs, "agree": agree, "best": kept[best],
-            "replay_gain": round(replay_gain, 3), "application_gain": round(application_gain, 3),
-            "held": round(held, 3) if held is not None else None}
-
-
 def table(result: dict) -> str:
     """A result file as a Markdown table, one row per application and replay pace (bench/RESULTS.md shows it)."""
     rows = [f"{result['clients']} clients x {result['orders']} orders, {result['configs']} configs (seed "
@@ -217,11 +170,8 @@ def table(result: dict) -> str:
         ladder = ", ".join(f"rung {k}: {v}" for k, v in (app.get("rung_rho") or {}).items()) or "-"
         by_pace = app.get("fidelity") or {"fast": app}  # results before the think pace measured fast alone
         for number, (pace, figure) in enumerate(by_pace.items()):
-            pairs = f"{figure['agree']} of {figure['pairs']}" if "pairs" in figure else "-"
-            held = figure.get("held")
-            held = "-: the replay's best is not ahead beyond noise" if held is None and "pairs" in figure else held
-            rows.append(f"| {app['app']} | {app['statements']:,} | {pace} | {figure.get('rho')} | {pairs} "
-                        f"| {figure.get('replay_gain')}x | {figure.get('application_gain')}x | {held} "
+            rows.append(f"| {app['app']} | {app['statements']:,} | {pace} | {figure.get('rho')} | {pairs_text(figure)} "
+                        f"| {figure.get('replay_gain')}x | {figure.get('application_gain')}x | {held_text(figure)} "
                         f"| {ladder if number == 0 else ''} | {len(app['failures']) if number == 0 else ''} |")
     return "\n".join(rows) + ("" if "history" not in result else f"\n\nThe shop had {result['history']:,} shipped "
                                                                  "orders (3 items each) before the capture.")

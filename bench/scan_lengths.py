@@ -6,14 +6,19 @@ records its scan lengths beside the trace), and the same capture is copied
 without them. Under each config, interleaved, `--repeats` times:
 - the application's own run: kvbench runs the workload's measured phase;
 - the replay with scan lengths, and the replay without them (seeks alone).
-No settle (`settle=False`): each figure is the measured phase alone (the run
-phase; the replay), so the three count the same operations. It prints and stores
-(`--out`) the median seconds of each, each replay's time as a fraction of the
-application's under the same config, and each config's time against the default
-on all three (does the replay see what the application sees?).
+The configs: the default, two designed changes (larger blocks; a small cache of
+small blocks), then `--samples` random samples of the space a study of the
+capture searches (`--seed`). No settle (`settle=False`): each figure is the
+measured phase alone (the run phase; the replay), so the three count the same
+operations. It prints and stores (`--out`) the median seconds of each, each
+replay's time as a fraction of the application's under the same config, each
+config's time against the default on all three, and how each replay ranks the
+configs against the application (bench/_fidelity.py: Spearman's rho, the pairs
+the application tells apart that the replay orders the same, the share of the
+replay's best gain the application keeps).
 
     .venv/bin/python bench/scan_lengths.py --records 50000 --operations 300000 --repeats 5 \
-        --out bench/results/scan-lengths/
+        --samples 5 --seed 1 --out bench/results/scan-lengths/
 """
 
 from __future__ import annotations
@@ -25,16 +30,36 @@ import statistics
 import tempfile
 from pathlib import Path
 
+import optuna
+
 from _cli import emit
+from _fidelity import fidelity, held_text, pairs_text
 
 from knobtune.knobs import load_catalog
 from knobtune.systems import make_target
 from knobtune.systems.rocksdb.capture import from_workload
+from knobtune.systems.rocksdb.replay import RocksdbReplayTarget
+from knobtune.tuning import build_space
 from knobtune.workloads import load_workload
 
 WORKLOAD = Path(__file__).parent / "workloads" / "inbox-pages.toml"
-CONFIGS = {"default": {}, "block_size=64KiB": {"block_size": "64KiB"},
-           "cache=1MiB,block_size=1KiB": {"cache_size": "1MiB", "block_size": "1KiB"}}
+DESIGNED = {"default": {}, "block_size=64KiB": {"block_size": "64KiB"},
+            "cache=1MiB,block_size=1KiB": {"cache_size": "1MiB", "block_size": "1KiB"}}
+PLANNED_MEMORY_BYTES = 4 * 2**30  # a sample's caches and buffers scaled to fit, as a study's under --memory-limit
+RUN_LIMIT_S = 300  # a sampled config slower than this on one arm is dropped from that arm's ranking
+
+
+def configs(catalog, samples: int, seed: int) -> dict[str, dict]:
+    """The designed configs, then ``samples`` random samples of the space a study of the capture searches (the
+    knobs both the replay and kvbench set, none that trades durability), named "sample N"."""
+    chosen = {name: catalog.config(changes) for name, changes in DESIGNED.items()}
+    both = set(build_space(catalog, driver="kvbench").knobs)
+    space = build_space(catalog, [k for k in build_space(catalog, driver=RocksdbReplayTarget.driver).knobs
+                                  if k in both]).capped_under(PLANNED_MEMORY_BYTES)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    for number in range(samples):
+        chosen[f"sample {number + 1}"], _ = space.suggest(study.ask())
+    return chosen
 
 
 def without_scans(capture: Path, copy: Path) -> Path:
@@ -57,10 +82,31 @@ def table(result: dict) -> str:
             "measured phase alone", "",
             "| config | application | replay with scan lengths | replay of seeks only |", "|---|---|---|---|"]
     for name in over["application"]:
-        rows.append(f"| {name} | {result['median_s']['application'][name]} s ({over['application'][name]}x) "
-                    f"| {result['median_s']['replay_with_scans'][name]} s ({over['replay_with_scans'][name]}x) "
-                    f"| {result['median_s']['replay_seeks_only'][name]} s ({over['replay_seeks_only'][name]}x) |")
+        rows.append("| " + " | ".join([name] + [_cell(result, arm, name) for arm in ARMS]) + " |")
+    if "configs" in result:
+        refused = {arm: {name for name, runs in result["seconds"][arm].items() if not runs} for arm in ARMS}
+        rows += ["", f"Configs: {len(result['configs'])} (the default, 2 designed, {len(result['configs']) - 3} random "
+                 f"samples of the space, seed {result['seed']}). Refused by the application: "
+                 f"{len(refused['application'])}; of those, refused by the replay with scan lengths "
+                 f"{len(refused['application'] & refused['replay_with_scans'])}, by the replay of seeks only "
+                 f"{len(refused['application'] & refused['replay_seeks_only'])}; refused by a replay alone: "
+                 f"{len((refused['replay_with_scans'] | refused['replay_seeks_only']) - refused['application'])}."]
+    if "fidelity" in result:
+        rows += ["", "| replay | rho (replay vs application) | pairs the application tells apart: ordered the same "
+                 "by the replay | replay's best: gain on the replay | on the application | held |",
+                 "|---|---|---|---|---|---|"]
+        for arm, figure in result["fidelity"].items():
+            rows.append(f"| {arm.replace('_', ' ')} | {figure.get('rho')} | {pairs_text(figure)} "
+                        f"| {figure.get('replay_gain')}x | {figure.get('application_gain')}x | {held_text(figure)} |")
     return "\n".join(rows)
+
+
+ARMS = ("application", "replay_with_scans", "replay_seeks_only")
+
+
+def _cell(result: dict, arm: str, name: str) -> str:
+    median = result["median_s"][arm].get(name)
+    return "-" if median is None else f"{median} s ({result['over_default'][arm][name]}x)"
 
 
 def main() -> None:
@@ -68,41 +114,57 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=50000)
     parser.add_argument("--operations", type=int, help="the run phase's operations (default: the file's, scaled)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--samples", type=int, default=0,
+                        help="random samples of the space beside the designed configs")
+    parser.add_argument("--seed", type=int, default=1, help="the samples' seed")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     catalog = load_catalog("rocksdb")
     workload = load_workload(WORKLOAD).scaled(args.records)
     if args.operations:
         workload = dataclasses.replace(workload, operations=args.operations)
+    chosen = configs(catalog, args.samples, args.seed)
+    failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="knobtune-scan-lengths-") as tmp:
         home = Path(tmp)
         summary = from_workload(workload, home / "with.capture", "inbox", None)
         arms = {"application": workload, "replay_with_scans": load_workload(home / "with.capture"),
                 "replay_seeks_only": load_workload(without_scans(home / "with.capture", home / "seeks.capture"))}
-        seconds: dict[str, dict[str, list[float]]] = {arm: {name: [] for name in CONFIGS} for arm in arms}
+        seconds: dict[str, dict[str, list[float]]] = {arm: {name: [] for name in chosen} for arm in arms}
         steps: dict[str, float] = {}
         for repeat in range(args.repeats):
-            for name, changes in CONFIGS.items():
+            for name, config in chosen.items():
                 for arm, arm_workload in arms.items():
                     driver = "kvbench" if arm == "application" else None
-                    with make_target(catalog, arm_workload, home / "scratch", driver, settle=False) as target:
-                        run = target.run(catalog.config(changes), arm_workload.full, timeout_s=None,
-                                         log_path=home / "logs" / f"{arm}-{name}-{repeat}.log", seed=1)
+                    try:
+                        with make_target(catalog, arm_workload, home / "scratch", driver, settle=False) as target:
+                            run = target.run(config, arm_workload.full, timeout_s=RUN_LIMIT_S,
+                                             log_path=home / "logs" / f"{arm}-{name}-{repeat}.log", seed=1)
+                    except Exception as exc:  # noqa: BLE001 - a config one side refuses or cannot finish: kept
+                        failures.append(f"{arm} {name} repeat {repeat}: {exc}"[:300])
+                        print(f"repeat {repeat} {name:28} {arm:18} failed: {exc}"[:200], flush=True)
+                        continue
                     measured = sum(p.seconds for p in run.phases if p.name in run.measured)
                     seconds[arm][name].append(measured)
                     if arm == "replay_with_scans":
                         steps[name] = run.counters.get("replay_scan_steps", 0.0)
                     print(f"repeat {repeat} {name:28} {arm:18} {measured:.3f} s", flush=True)
-    median = {arm: {name: round(statistics.median(values), 4) for name, values in by.items()}
+    median = {arm: {name: round(statistics.median(values), 4) for name, values in by.items() if values}
               for arm, by in seconds.items()}
+    names = list(chosen)
     emit({"question": "what a replay loses without scan lengths", "workload": workload.name,
           "records": workload.records, "operations": summary.operations, "mix": dict(summary.mix),
-          "scans": dict(summary.scans), "replayed_steps": steps, "repeats": args.repeats, "seconds": seconds,
-          "median_s": median,
+          "scans": dict(summary.scans), "replayed_steps": steps, "repeats": args.repeats, "seed": args.seed,
+          "configs": {name: {k: v for k, v in config.items() if v != catalog.defaults().get(k)}
+                      for name, config in chosen.items()},
+          "seconds": seconds, "median_s": median, "failures": failures,
           "replay_over_application": {arm: {name: round(median[arm][name] / median["application"][name], 3)
-                                            for name in CONFIGS} for arm in arms if arm != "application"},
-          "over_default": {arm: {name: round(median[arm][name] / median[arm]["default"], 3) for name in CONFIGS}
-                           for arm in arms}}, args.out)
+                                            for name in names if name in median[arm] and name in median["application"]}
+                                      for arm in arms if arm != "application"},
+          "over_default": {arm: {name: round(median[arm][name] / median[arm]["default"], 3) for name in median[arm]}
+                           for arm in arms},
+          "fidelity": {arm: fidelity([seconds[arm][n] for n in names], [seconds["application"][n] for n in names])
+                       for arm in arms if arm != "application"}}, args.out)
 
 
 if __name__ == "__main__":
