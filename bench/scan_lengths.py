@@ -24,6 +24,7 @@ replay's best gain the application keeps).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import shutil
 import statistics
@@ -33,7 +34,7 @@ from pathlib import Path
 import optuna
 
 from _cli import emit
-from _fidelity import fidelity, held_text, pairs_text
+from _fidelity import fidelity, held_text, pairs_text, rank_agreement
 
 from knobtune.knobs import load_catalog
 from knobtune.systems import make_target
@@ -98,6 +99,9 @@ def table(result: dict) -> str:
         for arm, figure in result["fidelity"].items():
             rows.append(f"| {arm.replace('_', ' ')} | {figure.get('rho')} | {pairs_text(figure)} "
                         f"| {figure.get('replay_gain')}x | {figure.get('application_gain')}x | {held_text(figure)} |")
+    for index, rho in (result.get("rung_rho") or {}).items():
+        rows.append(f"\nRung {index} of the capture (replayed with scan lengths) ranks the configs with rho "
+                    f"{rho['full replay']} against the full replay, {rho['application']} against the application.")
     return "\n".join(rows)
 
 
@@ -109,6 +113,17 @@ def _cell(result: dict, arm: str, name: str) -> str:
     return "-" if median is None else f"{median} s ({result['over_default'][arm][name]}x)"
 
 
+def _measured(target, config: dict, rung, log: Path, failures: list[str]) -> tuple[float, dict] | None:
+    """The measured phase's seconds of one run and its counters, or None (a config the side refuses or cannot
+    finish in RUN_LIMIT_S: kept in ``failures`` with its reason)."""
+    try:
+        run = target.run(config, rung, timeout_s=RUN_LIMIT_S, log_path=log, seed=1)
+    except Exception as exc:  # noqa: BLE001 - kept with its reason
+        failures.append(f"{log.stem}: {exc}"[:300])
+        return None
+    return sum(p.seconds for p in run.phases if p.name in run.measured), dict(run.counters)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=50000)
@@ -117,6 +132,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=0,
                         help="random samples of the space beside the designed configs")
     parser.add_argument("--seed", type=int, default=1, help="the samples' seed")
+    parser.add_argument("--rungs", action="store_true",
+                        help="replay the capture's smaller rungs too (with scan lengths) and rank the configs there")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     catalog = load_catalog("rocksdb")
@@ -132,23 +149,28 @@ def main() -> None:
                 "replay_seeks_only": load_workload(without_scans(home / "with.capture", home / "seeks.capture"))}
         seconds: dict[str, dict[str, list[float]]] = {arm: {name: [] for name in chosen} for arm in arms}
         steps: dict[str, float] = {}
-        for repeat in range(args.repeats):
-            for name, config in chosen.items():
-                for arm, arm_workload in arms.items():
-                    driver = "kvbench" if arm == "application" else None
-                    try:
-                        with make_target(catalog, arm_workload, home / "scratch", driver, settle=False) as target:
-                            run = target.run(config, arm_workload.full, timeout_s=RUN_LIMIT_S,
-                                             log_path=home / "logs" / f"{arm}-{name}-{repeat}.log", seed=1)
-                    except Exception as exc:  # noqa: BLE001 - a config one side refuses or cannot finish: kept
-                        failures.append(f"{arm} {name} repeat {repeat}: {exc}"[:300])
-                        print(f"repeat {repeat} {name:28} {arm:18} failed: {exc}"[:200], flush=True)
-                        continue
-                    measured = sum(p.seconds for p in run.phases if p.name in run.measured)
-                    seconds[arm][name].append(measured)
-                    if arm == "replay_with_scans":
-                        steps[name] = run.counters.get("replay_scan_steps", 0.0)
-                    print(f"repeat {repeat} {name:28} {arm:18} {measured:.3f} s", flush=True)
+        ladder = arms["replay_with_scans"].rungs[:-1] if args.rungs else ()
+        rungs: dict[str, dict[str, list[float]]] = {str(r.index): {name: [] for name in chosen} for r in ladder}
+        with contextlib.ExitStack() as stack:  # one target a side, as a study has: the replay's reference runs once
+            targets = {arm: stack.enter_context(make_target(catalog, arm_workload, home / "scratch" / arm,
+                                                            "kvbench" if arm == "application" else None,
+                                                            settle=False))
+                       for arm, arm_workload in arms.items()}
+            for repeat in range(args.repeats):
+                for name, config in chosen.items():
+                    for rung in ladder:
+                        if (run := _measured(targets["replay_with_scans"], config, rung, home / "logs" /
+                                             f"rung{rung.index}-{name}-{repeat}.log", failures)) is not None:
+                            rungs[str(rung.index)][name].append(run[0])
+                    for arm, arm_workload in arms.items():
+                        run = _measured(targets[arm], config, arm_workload.full,
+                                        home / "logs" / f"{arm}-{name}-{repeat}.log", failures)
+                        print(f"repeat {repeat} {name:28} {arm:18} "
+                              f"{'failed' if run is None else f'{run[0]:.3f} s'}", flush=True)
+                        if run is not None:
+                            seconds[arm][name].append(run[0])
+                            if arm == "replay_with_scans":
+                                steps[name] = run[1].get("replay_scan_steps", 0.0)
     median = {arm: {name: round(statistics.median(values), 4) for name, values in by.items() if values}
               for arm, by in seconds.items()}
     names = list(chosen)
@@ -163,6 +185,11 @@ def main() -> None:
                                       for arm in arms if arm != "application"},
           "over_default": {arm: {name: round(median[arm][name] / median[arm]["default"], 3) for name in median[arm]}
                            for arm in arms},
+          "rung_rho": {index: {"full replay": rank_agreement([by[n] for n in names],
+                                                             [seconds["replay_with_scans"][n] for n in names]),
+                               "application": rank_agreement([by[n] for n in names],
+                                                             [seconds["application"][n] for n in names])}
+                       for index, by in rungs.items()},
           "fidelity": {arm: fidelity([seconds[arm][n] for n in names], [seconds["application"][n] for n in names])
                        for arm in arms if arm != "application"}}, args.out)
 
