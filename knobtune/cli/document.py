@@ -16,7 +16,7 @@ from knobtune.tuning import Experiment, build_space
 from knobtune.tuning import document
 from knobtune.tuning.document import (
     ExperimentDoc, ExperimentError, load_document, merged, narrowed, of_system, read_document, tuning_study)
-from knobtune.tuning.proof import starting_configs
+from knobtune.tuning.records import starting_configs
 from knobtune.tuning.search import kept_out_label, ranked_knobs
 from knobtune.cli.options import knob_list, system_argument, workload_for
 from knobtune.names import NAME_CHARS, name_problem, study_name
