@@ -12,11 +12,12 @@ import typer
 from typer.testing import CliRunner
 
 from knobtune.cli import app, run
-from knobtune.cli.document import OPTIONS, everyday_options
+from knobtune.cli.document import everyday_options
 from knobtune.errors import StudyNotFoundError, UsageError
 from knobtune.knobs import Catalog
 from knobtune.storage import open_store
 from knobtune.tuning import Experiment, attrs
+from knobtune.tuning.document import OPTIONS
 
 from conftest import tiny
 

@@ -21,14 +21,14 @@ from knobtune.targets import RunFailure
 from knobtune.systems import SYSTEMS, make_target
 from knobtune.tuning.sweep import MAX_POINTS, plan_sweep, run_sweep, study_base
 from knobtune.tuning.proof import Candidate, CandidateRuns, explain_study, run_interleaved
-from knobtune.tuning.document import MAX_REPEATS, of_system, tuning_study
+from knobtune.tuning.document import MAX_REPEATS, of_system, tuning_study, workload_for
 from knobtune.tuning.search import counter_meanings, rules_of
 from knobtune.workloads import Objective
 from knobtune.cli.options import (
     SystemArgument,
     DirOption, DriverOption, ForceOption, JsonOption, MemoryLimitOption, ObjectiveOption, RecordsOption, StorageOption,
     TimeoutFactorOption, UnsettledOption, WorkloadOption, at_least, at_most, check_records, check_seed,
-    memory_limit_option, objective_option, output_path, preflight, reclaim, trial_config, workload_for,
+    memory_limit_option, objective_option, output_path, preflight, reclaim, trial_config,
 )
 
 

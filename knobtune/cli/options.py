@@ -11,16 +11,15 @@ import optuna
 import typer
 
 from knobtune import console
-from knobtune.datafile import read_toml
-from knobtune.errors import CatalogError, UsageError
+from knobtune.errors import UsageError
 from knobtune.knobs import Catalog
 from knobtune.units import human_bytes, parse_bytes
 from knobtune.storage import StudyStore
 from knobtune.tuning.document import MAX_SEED, MIN_MEMORY_LIMIT_BYTES
-from knobtune.systems import driver_for, make_target, reclaim_server_homes, use_system_file, workload_section
+from knobtune.systems import make_target, reclaim_server_homes, use_system
 from knobtune.outputs import check_writable_parent
 from knobtune.tuning.records import record_of
-from knobtune.workloads import Objective, Workload, load_workload
+from knobtune.workloads import Objective, Workload
 from knobtune.workloads.spec import MIN_RUNG_RECORDS
 
 DirOption = Annotated[Optional[Path],
@@ -51,27 +50,8 @@ MixedOption = Annotated[bool, typer.Option("--allow-mixed-machines", help="Let a
                                                                           "disk, OS, version) work on the study.")]
 
 
-def system_argument(value: str) -> str:
-    """A system's name, or the path of a system file (``*.toml``): the system it describes, known from now on to
-    every command of this process like a shipped one (docs/system-file.md).
-
-    Raises:
-        UsageError: the file does not exist.
-        CatalogError: the file is not a valid system file.
-    """
-    if not value.endswith(".toml"):
-        return value
-    path = Path(value)
-    if not path.is_file():
-        raise UsageError(f"no system file {value}. Fix: give the path of a system file (docs/system-file.md) or a "
-                         "system's name (`knobtune systems`)")
-    if "knobs" in read_toml(path, CatalogError, "system file"):
-        return value  # a catalog file (`knobtune knobs FILE`), not a system file
-    return use_system_file(path)
-
-
 SystemArgument = Annotated[str, typer.Argument(help="A system's name (see `knobtune systems`) or a system file "
-                                                    "(.toml, docs/system-file.md).", callback=system_argument)]
+                                                    "(.toml, docs/system-file.md).", callback=use_system)]
 
 
 def at_least(option: str, value: float | None, least: float, fix: str) -> None:
@@ -163,29 +143,6 @@ def knob_list(knobs: str | None) -> list[str] | None:
     if twice := sorted({name for name in names if names.count(name) > 1}):
         raise UsageError(f"--knobs names {', '.join(twice)} twice. Fix: name each knob once")
     return names
-
-
-def workload_for(catalog: Catalog, name: str, records: int | None, driver: str | None) -> tuple[Workload, str]:
-    """The workload (at --records) and the driver that runs it for ``catalog``'s system.
-
-    Raises:
-        UsageError: the workload is for another system, or the driver cannot run it.
-    """
-    spec = load_workload(name)
-    if records is not None and records != spec.records:  # a resolved document names the workload's own size
-        if spec.capture is not None:
-            raise UsageError(f"--records {records:,}: a capture replays what it captured ({spec.records:,} "
-                             f"{spec.counts}). Fix: drop --records (its ladder in {spec.source} sets the smaller "
-                             "rungs)")
-        check_records(records, spec)
-        spec = spec.scaled(records)
-    if spec.systems and catalog.system not in spec.systems:
-        raise UsageError(f"workload '{spec.name}' is for {', '.join(spec.systems)}, not {catalog.system}. "
-                         "Fix: choose a workload listed by `knobtune systems`")
-    driver = driver_for(catalog.system, driver, spec)
-    workload_section(catalog.system, driver, spec)  # the workload must say how this driver runs it
-    return spec, driver
-
 
 
 def output_path(path: Path | None, option: str = "-o") -> Path | None:

@@ -15,9 +15,9 @@ from knobtune.report import export_beside, summarize
 from knobtune.storage import open_store
 from knobtune.tuning import Tuner
 from knobtune.tuning.search import SAMPLERS, left_out_line, rank_study
-from knobtune.tuning.document import MAX_TRIALS, join_experiment, of_system
+from knobtune.tuning.document import MAX_TRIALS, join_experiment, of_system, plan_text, resolve
 from knobtune.tuning.loop import refuse_if_running
-from knobtune.cli.document import experiment_document, plan_text, resolve
+from knobtune.cli.document import experiment_document
 from knobtune.cli.options import (
     SystemArgument,
     AllowOperationalOption, DirOption, DriverOption, JsonOption, MachineOption, MemoryLimitOption, MixedOption,

@@ -16,7 +16,7 @@ from typing import Any
 
 from knobtune.datafile import read_toml
 from knobtune.errors import UsageError
-from knobtune.schema import COMMAND_LINE, Where, read, section, setting, to_dict
+from knobtune.schema import COMMAND_LINE, Rule, Where, option_fields, read, section, setting, to_dict
 from knobtune.tuning.records import attrs
 from knobtune.tuning.search import REMOVED_SAMPLERS, SAMPLERS
 from knobtune.workloads import Objective
@@ -213,6 +213,11 @@ class ExperimentDoc:
     def record(self) -> dict[str, Any]:
         """What the study stores (``attrs.EXPERIMENT``)."""
         return to_dict(self)
+
+
+# each command-line option that sets a field -> its dotted path and rule (--trials -> "budget.trials", ...): the
+# commands that take the document read their options through it, and so does bench/peers.py
+OPTIONS: dict[str, tuple[str, Rule]] = option_fields(ExperimentDoc)
 
 
 def read_document(data: Any, where: Where) -> ExperimentDoc:
