@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -15,12 +16,34 @@ from knobtune.errors import UsageError
 from knobtune.knobs import Catalog
 from knobtune.units import human_bytes, parse_bytes
 from knobtune.storage import StudyStore
-from knobtune.tuning.document import MAX_SEED, MIN_MEMORY_LIMIT_BYTES
+from knobtune.schema import number_text
+from knobtune.tuning.document import MAX_SEED, MIN_MEMORY_LIMIT_BYTES, OPTIONS, ExperimentDoc
 from knobtune.systems import make_target, reclaim_server_homes, use_system
 from knobtune.outputs import check_writable_parent
 from knobtune.tuning.records import record_of
 from knobtune.workloads import Objective, Workload
 from knobtune.workloads.spec import MIN_RUNG_RECORDS
+
+
+def option_help(option: str) -> str:
+    """The help of a document field's option (``--records``), written once in the schema (its rule's ``help``),
+    with the field's default said where the text marks it (``{default}``) or at its end."""
+    path, rule = OPTIONS[option]
+    default = functools.reduce(getattr, path.split("."), ExperimentDoc())
+    if default is None or isinstance(default, bool):
+        return rule.help
+    said = number_text(default) if isinstance(default, (int, float)) else str(default)
+    return rule.help.format(default=said) if "{default}" in rule.help else \
+        f"{rule.help.removesuffix('.')} (default: {said})."
+
+
+def field_option(option: str, panel: str | None = None, *, hidden: bool = False) -> Any:
+    """The option that sets a field of the document (``--records``), the same in every command that takes it: its
+    help from the schema (``option_help``); its default is the document's, so the parameter's own stays None (a
+    flag's False) and ``document.experiment_document`` sees only what was given. ``panel``: its section in the
+    command's help (``tune``'s)."""
+    return typer.Option(option, help=option_help(option), rich_help_panel=panel, hidden=hidden)
+
 
 DirOption = Annotated[Optional[Path],
                       typer.Option("--dir", help="Studies folder (default ./knobtune-studies or $KNOBTUNE_HOME).")]
@@ -29,29 +52,32 @@ StorageOption = Annotated[Optional[str],
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 ForceOption = Annotated[bool, typer.Option("--force", help="Overwrite an existing -o file that knobtune did not "
                                                            "write (never a studies database or a capture).")]
-UnsettledOption = Annotated[bool, typer.Option("--unsettled", help="Measure the raw window: leave out the flush, "
-                                                                   "compaction and reopen a run leaves behind.")]
-MemoryLimitOption = Annotated[Optional[str], typer.Option("--memory-limit", help="Configs planned or measured above "
-                                                                                 "this peak memory are infeasible, "
-                                                                                 "e.g. 2GiB.")]
-WorkloadOption = Annotated[str, typer.Option(help="Workload name (see `knobtune systems`) or a .toml file.")]
-ObjectiveOption = Annotated[Optional[str],
-                            typer.Option(help="elapsed_s, ops_per_s or p99_us (default: the workload's).")]
-DriverOption = Annotated[Optional[str], typer.Option(help="Benchmark driver (default: the system's).")]
-RecordsOption = Annotated[Optional[int], typer.Option(help="Override the workload's full size (records).")]
-TimeoutFactorOption = Annotated[float, typer.Option(help="Stop a run taking longer than this times the default's.")]
-MachineOption = Annotated[Optional[str], typer.Option("--machine", help="This machine's name in a study shared by "
-                                                                        "workers (default: the host name).")]
-AllowOperationalOption = Annotated[bool, typer.Option("--allow-operational", help="Also search operational values "
-                                                                                  "(auto-compaction off): nothing is "
-                                                                                  "lost, but the store never settles "
-                                                                                  "by itself.")]
-MixedOption = Annotated[bool, typer.Option("--allow-mixed-machines", help="Let a machine of another kind (CPU, memory, "
-                                                                          "disk, OS, version) work on the study.")]
+ExperimentOption = Annotated[Optional[Path], typer.Option(
+    "--experiment", help="The whole experiment as a TOML file (docs/experiment.md; `tune --dry-run` writes one); the "
+                         "options given beside it override its fields.")]
+# the options that set a field of the document, for the commands that take them (tune gives its own sections)
+WorkloadOption = Annotated[Optional[str], field_option("--workload")]
+RecordsOption = Annotated[Optional[int], field_option("--records")]
+DriverOption = Annotated[Optional[str], field_option("--driver")]
+ObjectiveOption = Annotated[Optional[str], field_option("--objective")]
+StudyOption = Annotated[Optional[str], field_option("--study")]
+TimeOption = Annotated[Optional[str], field_option("--time")]
+KnobsOption = Annotated[Optional[str], field_option("--knobs")]
+SeedOption = Annotated[Optional[int], field_option("--seed")]
+AllowUnsafeOption = Annotated[bool, field_option("--allow-unsafe")]
+AllowOperationalOption = Annotated[bool, field_option("--allow-operational")]
+TimeoutFactorOption = Annotated[Optional[float], field_option("--timeout-factor")]
+MemoryLimitOption = Annotated[Optional[str], field_option("--memory-limit")]
+UnsettledOption = Annotated[bool, field_option("--unsettled")]
+MachineOption = Annotated[Optional[str], field_option("--machine")]
+MixedOption = Annotated[bool, field_option("--allow-mixed-machines")]
 
 
-SystemArgument = Annotated[str, typer.Argument(help="A system's name (see `knobtune systems`) or a system file "
-                                                    "(.toml, docs/system-file.md).", callback=use_system)]
+SYSTEM_HELP = "A system's name (see `knobtune systems`) or a system file (.toml, docs/system-file.md)."
+SystemArgument = Annotated[str, typer.Argument(help=SYSTEM_HELP, callback=use_system)]
+# the system of a command that takes the document: given, or left to its --experiment file
+DocumentSystemArgument = Annotated[Optional[str], typer.Argument(
+    help=f"{SYSTEM_HELP.removesuffix('.')}; may be left to --experiment.", show_default=False)]
 
 
 def at_least(option: str, value: float | None, least: float, fix: str) -> None:
