@@ -14,16 +14,17 @@ from knobtune.cli.options import knob_list
 from knobtune.errors import UsageError
 
 
-def experiment_document(ctx: Any, file: Path | None, system: str | None,
-                        fixed: dict[str, Any] | None = None) -> ExperimentDoc:
+def experiment_document(ctx: Any, file: Path | None, system: str | None, fixed: dict[str, Any] | None = None,
+                        own: tuple[str, ...] = ()) -> ExperimentDoc:
     """The document of ``file`` (or none) with ``system`` and the options given on the command line (``ctx``: the
     command's click context) over its fields, and the fields a command sets itself (``fixed``: dotted path ->
-    value; ``rank``'s).
+    value; ``rank``'s). ``own``: the command's options spelled as a field's that are its own, not the field
+    (``compare --repeats``: runs per config, not the proof's).
 
     Raises:
         ExperimentError: one line per problem, naming the field (or its option) and the fix.
     """
-    given = given_options(ctx)
+    given = given_options(ctx, own)
     if "--knobs" in given:
         given["--knobs"] = knob_list(given["--knobs"])
     options = (fixed or {}) | {OPTIONS[option][0]: value for option, value in given.items()}
@@ -35,14 +36,15 @@ def experiment_document(ctx: Any, file: Path | None, system: str | None,
     return read_document(merged({}, options), Where(COMMAND_LINE, labels))
 
 
-def given_options(ctx: Any) -> dict[str, Any]:
+def given_options(ctx: Any, own: tuple[str, ...] = ()) -> dict[str, Any]:
     """The options on the command line that set a field of the document (option -> value; a flag -> the value it
-    sets), those left at their defaults left out."""
+    sets), those left at their defaults and the command's ``own`` left out."""
     given = {}
     for param in ctx.command.params:
         option = param.opts[0] if param.opts else ""
         source = ctx.get_parameter_source(param.name)
-        if option in OPTIONS and source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+        if option in OPTIONS and option not in own and source is not None \
+                and source.name not in ("DEFAULT", "DEFAULT_MAP"):
             value, rule = ctx.params[param.name], OPTIONS[option][1]
             if rule.sets is None or value:
                 given[option] = value if rule.sets is None else rule.sets

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -14,15 +13,14 @@ import typer
 from knobtune import console
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog
-from knobtune.units import human_bytes, parse_bytes
+from knobtune.units import human_bytes
 from knobtune.storage import StudyStore
 from knobtune.schema import number_text
-from knobtune.tuning.document import MAX_SEED, MIN_MEMORY_LIMIT_BYTES, OPTIONS, ExperimentDoc
+from knobtune.tuning.document import OPTIONS, ExperimentDoc
 from knobtune.systems import make_target, reclaim_server_homes, use_system
 from knobtune.outputs import check_writable_parent
 from knobtune.tuning.records import record_of
-from knobtune.workloads import Objective, Workload
-from knobtune.workloads.spec import MIN_RUNG_RECORDS
+from knobtune.workloads import Workload
 
 
 def option_help(option: str) -> str:
@@ -101,59 +99,6 @@ def _number(value: float) -> str:
         else f"{value:g}"
 
 
-
-
-def check_seed(seed: int) -> None:
-    """Raises UsageError when ``seed`` is not one the samplers take (0 to 2**32 - 1)."""
-    at_least("--seed", seed, 0, f"give a seed from 0 to {MAX_SEED}")
-    at_most("--seed", seed, MAX_SEED, f"give a seed from 0 to {MAX_SEED}")
-
-
-def check_records(records: int | None, workload: Workload | None = None) -> None:
-    """Raises UsageError when --records is below 1, or, for a workload that counts records, below the smallest data
-    set a rung runs (it would be raised silently)."""
-    at_least("--records", records, 1, "e.g. --records 100000, or leave it out for the workload's own size")
-    if workload is not None and workload.counts == "records":
-        at_least("--records", records, MIN_RUNG_RECORDS, f"e.g. --records 100000 (knobtune measures no data set "
-                 f"under {MIN_RUNG_RECORDS} records), or leave it out for the workload's own size")
-
-
-def objective_option(name: str | None) -> Objective | None:
-    """--objective as an Objective; None when not given.
-
-    Raises:
-        UsageError: it names no objective.
-    """
-    if name is None:
-        return None
-    try:
-        return Objective(name)
-    except ValueError:
-        raise UsageError(f"--objective '{name}' is not an objective. "
-                         f"Fix: use one of {', '.join(o.value for o in Objective)}") from None
-
-
-def bytes_option(option: str, text: str | None) -> int | None:
-    """A size option (``--memory-limit 2GiB``) in bytes; None when not given."""
-    return _positive(option, text, parse_bytes, "size", "2GiB")
-
-
-def memory_limit_option(text: str | None, catalog: Catalog | None = None) -> int | None:
-    """--memory-limit in bytes, refused when no process fits in it or (given the ``catalog`` of a study, which must
-    run the default) the default config's planned memory is over it.
-
-    Raises:
-        UsageError: one line with the limit, the default's plan and the fix.
-    """
-    limit = bytes_option("--memory-limit", text)
-    if limit is not None and limit < MIN_MEMORY_LIMIT_BYTES:
-        raise UsageError(f"--memory-limit {text} is below {human_bytes(MIN_MEMORY_LIMIT_BYTES)}, less than any "
-                         "database process holds. Fix: raise --memory-limit, e.g. 2GiB")
-    if limit is not None and catalog is not None and (over := catalog.memory.over_limit(catalog.defaults(), limit)):
-        raise UsageError(f"--memory-limit is too low for the default config: {over}. Fix: raise --memory-limit")
-    return limit
-
-
 def knob_list(knobs: str | None) -> list[str] | None:
     """--knobs as a list of names (None: not given).
 
@@ -221,26 +166,6 @@ def trial_config(loaded: optuna.Study, study: str, trial: int) -> dict[str, Any]
     if not 0 <= trial < len(loaded.trials):
         raise UsageError(f"study '{study}' has no trial {trial}. Fix: see `knobtune show {study}`")
     return dict(record_of(loaded.trials[trial]).config)
-
-
-def _positive(option: str, text: str | None, parse: Callable[[str], Any], what: str, example: str) -> Any:
-    """``text`` parsed by ``parse``; None when not given.
-
-    Raises:
-        UsageError: it does not parse, or is not above zero.
-    """
-    if text is None:
-        return None
-    try:
-        value = parse(text)
-    except ValueError as exc:
-        text = str(exc)
-        fix = "" if "Fix:" in text else f". Fix: write e.g. {option} {example}"
-        raise UsageError(f"{option} {text}{fix}") from None
-    if value <= 0:
-        raise UsageError(f"{option} {text!r} is not a positive {what}. Fix: write e.g. {example}")
-    return value
-
 
 
 def reclaim(store: StudyStore, json_output: bool = False) -> None:

@@ -2,11 +2,13 @@
 checked and filled in), and the plan ``tune --dry-run`` prints (``plan_text``).
 
 ``knobtune tune`` and ``rank`` resolve the document their options and ``--experiment`` file make; ``compare``,
-``sweep`` and ``diagnose`` take its workload (``workload_for``) and leave the search aside. A study's own processes
-read the document it stored instead (``experiment.read_experiment``, ``join_experiment``).
+``sweep`` and ``diagnose`` take its workload and measurement (``measuring``) and leave the search aside. A study's
+own processes read the document it stored instead (``experiment.read_experiment``, ``join_experiment``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from knobtune.errors import UsageError
 from knobtune.knobs import Catalog, load_catalog
@@ -21,7 +23,7 @@ from knobtune.tuning.document.narrow import narrowed
 from knobtune.tuning.document.sections import ExperimentDoc
 from knobtune.tuning.records import starting_configs
 from knobtune.tuning.search import build_space, kept_out_label, ranked_knobs
-from knobtune.workloads import Workload, load_workload
+from knobtune.workloads import Objective, Workload, load_workload
 from knobtune.workloads.spec import MIN_RUNG_RECORDS
 
 
@@ -55,6 +57,33 @@ def resolve(doc: ExperimentDoc, store: StudyStore, prefix: str = "") -> Experime
                                 workload__objective=(doc.workload.objective or spec.objective.value))
     return Experiment(doc=resolved, catalog=catalog, workload=spec, space=space, ranked_by=ranked_by,
                       start_configs=starts)
+
+
+@dataclass(frozen=True)
+class Measuring:
+    """A document as the commands that measure configs outside a study take it (``compare``, ``sweep``,
+    ``diagnose``): its workload on this machine, at its size, with the driver that runs it and the objective; the
+    seed, the timeout factor, the settle and the memory limit are the document's. Its search, budget and proof are
+    a study's and stay aside."""
+
+    doc: ExperimentDoc
+    catalog: Catalog
+    workload: Workload
+    driver: str
+    objective: Objective
+
+
+def measuring(doc: ExperimentDoc, catalog: Catalog | None = None) -> Measuring:
+    """``doc``'s workload on this machine (``catalog``: its system's, when the caller has loaded it).
+
+    Raises:
+        KnobtuneError: one line naming what is wrong (an unknown system or workload, a driver that cannot run it)
+            and the fix.
+    """
+    catalog = catalog or load_catalog(use_system(doc.system))
+    spec, driver = workload_for(catalog, doc.workload.name, doc.workload.records, doc.workload.driver)
+    objective = Objective(doc.workload.objective) if doc.workload.objective is not None else spec.objective
+    return Measuring(doc, catalog, spec, driver, objective)
 
 
 def workload_for(catalog: Catalog, name: str, records: int | None, driver: str | None) -> tuple[Workload, str]:

@@ -68,7 +68,7 @@ class SearchSection:
     seed: int = setting(42, least=0, most=MAX_SEED, option="--seed", example=42,
                         note=f"a seed from 0 to {MAX_SEED}",
                         help="Seed of every random choice (the sampler, the run order, the workload's keys, "
-                             "a ranking's models).")
+                             "a ranking's models; default: {default}).")
     knobs: tuple[str, ...] | None = setting(option="--knobs", example=["write_buffer_size", "max_background_jobs"],
                                             note="or leave it out for all safe knobs",  # None: every safe knob
                                             help="Comma-separated knobs to search (default: all safe ones).")
@@ -107,8 +107,9 @@ class MeasurementSection:
 
     timeout_factor: float = setting(DEFAULT_TIMEOUT_FACTOR, least=1.0, option="--timeout-factor", example=3,
                                     note="a run may take 3x the default's time",
-                                    help="Stop a run taking longer than this times the default's (compare: the "
-                                         "first config's; default: {default}).")
+                                    help="Stop a run taking longer than this times the reference run's (the "
+                                         "default's; compare: the first config's; sweep --around: the study "
+                                         "point's; default: {default}).")
     min_timeout_s: float = setting(MIN_TIMEOUT_S, positive=True, unit="duration", example="2s")
     control_every: int = setting(10, least=0, option="--control-every", example=10, note="0: never",
                                  help="Re-run the default after every N trials that reached full size, to track "
