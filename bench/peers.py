@@ -64,7 +64,6 @@ from _cli import (
 )
 from knobtune.analysis import speedup
 from knobtune.analysis.diagnosis import diagnose
-from knobtune.cli.document import OPTIONS
 from knobtune.errors import KnobtuneError
 from knobtune.knobs import Catalog, Knob, KnobType, Value, load_catalog
 from knobtune.units import parse_duration_s
@@ -72,6 +71,7 @@ from knobtune.storage import open_store
 from knobtune.targets import FailureKind, Machine, Measurement, RunFailure, Target
 from knobtune.systems import heuristic_config, make_target, resolve_driver
 from knobtune.tuning import ExperimentDoc, attrs, build_space
+from knobtune.tuning.document import OPTIONS
 from knobtune.tuning.search import SPECIAL_SUFFIX, VALUE_CHOICE, Advice, SearchSpace, rules_of
 from knobtune.workloads import Rung, Workload, load_workload
 

@@ -33,7 +33,8 @@ from knobtune.storage import open_store
 from knobtune.systems import make_target
 from knobtune.server.process import run_logged
 from knobtune.tuning import Tuner, Experiment, build_space
-from knobtune.tuning.proof import Candidate, run_interleaved, top_trials
+from knobtune.tuning.proof import Candidate, run_interleaved
+from knobtune.tuning.records import top_trials
 from knobtune.workloads import load_workload
 
 WAITFORCOMPACTION_SLEEP_S = 5.0  # RocksDB 7.8 db_bench: SleepForMicroseconds(5 s) before it starts waiting

@@ -24,7 +24,8 @@ from knobtune.report import summarize
 from knobtune.storage import open_store
 from knobtune.systems import make_target
 from knobtune.tuning import Tuner, Experiment, build_space
-from knobtune.tuning.proof import Candidate, run_interleaved, top_trials
+from knobtune.tuning.proof import Candidate, run_interleaved
+from knobtune.tuning.records import top_trials
 from knobtune.workloads import load_workload
 
 

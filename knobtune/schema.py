@@ -1,9 +1,9 @@
 """Typed documents: nested frozen dataclasses, one reader and one writer for all of them.
 
 A document's schema is its dataclasses: each field's type, default and a ``Rule`` (range, choices, unit, the
-command-line option that sets it, an example for the fix). ``read`` checks plain data (a TOML file, options given
-on the command line, a study's stored record) against it: unknown keys, types, ranges and choices, one line per
-problem naming the field (its option when the value came from the command line) and the fix. ``to_dict`` and
+command-line option that sets it and its help, an example for the fix). ``read`` checks plain data (a TOML file,
+options given on the command line, a study's stored record) against it: unknown keys, types, ranges and choices, one
+line per problem naming the field (its option when the value came from the command line) and the fix. ``to_dict`` and
 ``to_toml`` write a document back as data ``read`` accepts, so a document round-trips. ``schema_views`` says the
 same schema as a JSON Schema and as rows of a page (docs/files.md).
 
@@ -52,6 +52,7 @@ class Rule:
     unit: str | None = None  # "duration" or "size": a string with a unit ("20m", "2GiB") is read as its number
     option: str | None = None  # the command-line option that sets it ("--trials"); None: only in a document
     sets: Any = None  # what the option sets when it is a flag without a value (--no-rules: false); None: its value
+    help: str = ""  # what the option means, as every command that takes it says in --help (the default is added)
     example: Any = None  # a good value, for the fix ("e.g. --trials 50")
     note: str = ""  # said after the example ("0: no verification")
     pattern: str = ""  # a text (or each text of a list) matches it whole; ``what`` says what it is ("a user name")

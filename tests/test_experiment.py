@@ -12,11 +12,13 @@ import typer
 from typer.testing import CliRunner
 
 from knobtune.cli import app, run
-from knobtune.cli.document import OPTIONS, everyday_options
+from knobtune.cli.document import everyday_options
+from knobtune.cli.options import option_help
 from knobtune.errors import StudyNotFoundError, UsageError
 from knobtune.knobs import Catalog
 from knobtune.storage import open_store
 from knobtune.tuning import Experiment, attrs
+from knobtune.tuning.document import OPTIONS
 
 from conftest import tiny
 
@@ -59,6 +61,37 @@ def test_every_option_the_schema_names_is_an_option_of_tune() -> None:
     assert set(OPTIONS) <= options, set(OPTIONS) - options
     assert OPTIONS["--repeats"][0] == "proof.repeats" and OPTIONS["--time"][0] == "budget.time_s"
     assert OPTIONS["--no-rules"][0] == "research.rules" and OPTIONS["--no-rules"][1].sets is False
+
+
+# options spelled as a field's that are a command's own, with another meaning: compare's and sweep's runs per config
+# or point, explain's per step, the study a worker joins, the workload a capture runs
+OWN = {("compare", "--repeats"), ("sweep", "--repeats"), ("explain", "--repeats"), ("worker", "--study"),
+       ("capture", "--workload"), ("capture", "--records")}
+
+
+def test_an_option_that_sets_a_field_says_the_same_in_every_command() -> None:
+    """One flag, one meaning, one help text: the schema's, with the field's default from the schema."""
+    commands = typer.main.get_command(app).commands
+    seen = {(name, option): param.help for name, command in commands.items() for param in command.params
+            for option in param.opts if option in OPTIONS}
+    assert {key for key in seen if seen[key] != option_help(key[1])} == OWN
+    assert option_help("--timeout-factor").endswith("default: 3).") and option_help("--seed").endswith("default: 42).")
+    for name in ("tune", "compare", "sweep", "diagnose"):  # the commands that take fields take the document
+        assert "--experiment" in {option for param in commands[name].params for option in param.opts}
+
+
+def test_compare_sweep_and_diagnose_take_the_document_with_options_over_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "small.toml"
+    path.write_text('system = "rocksdb"\n[workload]\nname = "fillrandom"\nrecords = 10\n')
+    for command in (("compare", "--config", "default", "--config", "default"), ("sweep", "--knob", "write_buffer_size"),
+                    ("diagnose",)):
+        capsys.readouterr()
+        assert run([*command, "--experiment", str(path), "--dir", str(tmp_path / "s")]) == 2
+        assert "--records 10 is below 500" in capsys.readouterr().err  # the file's size reached the command
+        assert run([*command, "--experiment", str(path), "--records", "3000", "--seed", "-1"]) == 2
+        assert "--seed -1 is below 0" in capsys.readouterr().err  # the options beside it override the file
+    assert not (tmp_path / "s").exists()
 
 
 def test_dry_run_prints_the_document_that_runs_and_the_file_option_takes_it_back(

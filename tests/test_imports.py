@@ -211,6 +211,14 @@ def test_no_private_module_is_imported_from_another_package() -> None:
     assert not found, "\n".join(found)
 
 
+def test_bench_imports_the_library_not_the_cli() -> None:
+    """What bench needs of knobtune is library (the document's options, a resolved experiment); it runs the command
+    as users do, never through the CLI's modules."""
+    found = [f"{file}:{line} -> {target}" for file, target, line in _external_imports("bench")
+             if target == "knobtune.cli" or target.startswith("knobtune.cli.")]
+    assert not found, "\n".join(found)
+
+
 def test_a_room_of_tuning_is_entered_through_its_face() -> None:
     """Outside a room of tuning, knobtune and bench import what its ``__init__.py`` hands on, never from its modules
     (the tests of the loop's parts may reach in)."""

@@ -321,7 +321,7 @@ def test_two_workers_asking_for_the_last_trial_at_once_the_higher_number_gives_w
 
 
 def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_starts_from_it(rocksdb, store) -> None:
-    from knobtune.tuning.proof import starting_configs
+    from knobtune.tuning.records import starting_configs
 
     workload = dataclasses.replace(tiny("put-get-delete", 4000), ladder=(1.0,))  # one rung: nothing is pruned
     first = Tuner(_settings(rocksdb, workload, study="first", budget__trials=3, research__try_known_configs=True,

@@ -2,9 +2,11 @@
 
 One module per command group, each command a function registered here in the order ``--help`` lists them:
 ``catalog`` (systems, knobs, baseline), ``tuning`` (tune, worker, rank), ``studies`` (show, export, report),
-``experiments`` (explain, compare, diagnose, sweep), ``clean``; ``options`` holds the options they share and their
-parsing; ``document`` turns ``tune``'s and ``rank``'s options and an experiment file into one document and lists
-``tune``'s options by section in its help.
+``experiments`` (explain, compare, diagnose, sweep), ``clean``; ``options`` holds the options they share (an option
+that sets a field of the experiment takes its help and default from the schema) and their parsing; ``document``
+turns the options and ``--experiment`` file of ``tune``, ``rank``, ``compare``, ``sweep`` and ``diagnose`` into one
+document, which the library resolves (``knobtune.tuning.document``), and lists ``tune``'s options by section in its
+help.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Commands that measure configs outside a study's search: ``explain``, ``compare``, ``sweep``."""
+"""Commands that measure configs outside a study's search: ``explain``, ``compare``, ``diagnose``, ``sweep``; the
+last three take the experiment document (``--experiment`` and the options that set its fields), as ``tune`` does."""
 
 from __future__ import annotations
 
@@ -18,18 +19,21 @@ from knobtune.report import load_config_file, page_files, summarize
 from knobtune.report.sweep import point_lines, write_sweep
 from knobtune.storage import StudyStore, open_store
 from knobtune.targets import RunFailure
-from knobtune.systems import SYSTEMS, make_target
+from knobtune.systems import SYSTEMS, make_target, use_system
 from knobtune.tuning.sweep import MAX_POINTS, plan_sweep, run_sweep, study_base
 from knobtune.tuning.proof import Candidate, CandidateRuns, explain_study, run_interleaved
-from knobtune.tuning.document import MAX_REPEATS, of_system, tuning_study
+from knobtune.tuning.document import MAX_REPEATS, measuring, of_system, replace, tuning_study
 from knobtune.tuning.search import counter_meanings, rules_of
 from knobtune.workloads import Objective
+from knobtune.cli.document import experiment_document
 from knobtune.cli.options import (
-    SystemArgument,
-    DirOption, DriverOption, ForceOption, JsonOption, MemoryLimitOption, ObjectiveOption, RecordsOption, StorageOption,
-    TimeoutFactorOption, UnsettledOption, WorkloadOption, at_least, at_most, check_records, check_seed,
-    memory_limit_option, objective_option, output_path, preflight, reclaim, trial_config, workload_for,
+    AllowUnsafeOption, DirOption, DocumentSystemArgument, DriverOption, ExperimentOption, ForceOption, JsonOption,
+    MemoryLimitOption, ObjectiveOption, RecordsOption, SeedOption, StorageOption, TimeoutFactorOption, UnsettledOption,
+    WorkloadOption, at_least, at_most, output_path, preflight, reclaim, trial_config,
 )
+
+# compare's and sweep's --repeats is their own (interleaved runs per config or point), not the proof's repeats
+OWN = ("--repeats",)
 
 
 def explain_command(
@@ -75,18 +79,21 @@ def explain_command(
 
 
 def compare(
-    system: SystemArgument,
-    workload: WorkloadOption,
-    config: Annotated[list[str], typer.Option("--config", help="'default', a JSON file, or study:NAME (its result). "
-                                                               "Repeat; the others are measured against the first.")],
+    ctx: typer.Context,
+    system: DocumentSystemArgument = None,
+    workload: WorkloadOption = None,
+    config: Annotated[Optional[list[str]], typer.Option(
+        "--config", help="'default', a JSON file, or study:NAME (its result). Repeat; the others are measured against "
+                         "the first.")] = None,
     repeats: Annotated[int, typer.Option(help="Interleaved runs per config.")] = 5,
     records: RecordsOption = None,
     objective: ObjectiveOption = None,
     driver: DriverOption = None,
-    seed: Annotated[int, typer.Option(help="Seed of the workload's keys.")] = 42,
-    timeout_factor: TimeoutFactorOption = 3.0,
+    seed: SeedOption = None,
+    timeout_factor: TimeoutFactorOption = None,
     unsettled: UnsettledOption = False,
     memory_limit: MemoryLimitOption = None,
+    experiment: ExperimentOption = None,
     storage: StorageOption = None,
     directory: DirOption = None,
     json_output: JsonOption = False,
@@ -94,27 +101,27 @@ def compare(
     """Measure configs side by side, interleaved, with medians and 95% intervals against the first.
 
     Example: knobtune compare rocksdb --workload put-get-delete --config default --config best.json --repeats 5
+
+    The workload and measurement of an experiment file (docs/experiment.md): knobtune compare --experiment pgd.toml
+    --config default --config study:pgd
     """
-    if len(config) < 2:
+    if len(config or []) < 2:
         raise UsageError("compare needs at least two --config. Fix: e.g. --config default --config best.json")
     at_least("--repeats", repeats, 1, "e.g. --repeats 5")
     at_most("--repeats", repeats, MAX_REPEATS, "e.g. --repeats 5 (each config runs that often at full size)")
-    check_records(records)
-    check_seed(seed)
-    at_least("--timeout-factor", timeout_factor, 1.0, "e.g. --timeout-factor 3 (a run may take 3x the first config's)")
-    catalog = load_catalog(system)
-    spec, driver = workload_for(catalog, workload, records, driver)
-    goal = objective_option(objective) or spec.objective
-    limit = memory_limit_option(memory_limit)
+    runs = measuring(experiment_document(ctx, experiment, system, own=OWN))  # the options above that name a field
+    catalog, spec, doc = runs.catalog, runs.workload, runs.doc
+    settle, limit = doc.research.settle, doc.limits.memory_limit_bytes
     store = open_store(directory, storage)
-    candidates = [_candidate(label, catalog, store) for label in config]
-    preflight(catalog, spec, driver, store, settle=not unsettled, memory_limit_bytes=limit)
+    candidates = [_candidate(label, catalog, store) for label in config or []]
+    preflight(catalog, spec, runs.driver, store, settle=settle, memory_limit_bytes=limit)
     reclaim(store, json_output)
-    with make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
+    with make_target(catalog, spec, store.worker_scratch(), runs.driver, settle=settle,
                      memory_limit_bytes=limit) as target:
         comparison = run_interleaved(
-            target, candidates, spec.full, repeats=repeats, objective=goal, seed=seed, timeout_factor=timeout_factor,
-            log_dir=store.home / "compare", on_run=None if json_output else _print_run(goal))
+            target, candidates, spec.full, repeats=repeats, objective=runs.objective, seed=doc.search.seed,
+            timeout_factor=doc.measurement.timeout_factor, log_dir=store.home / "compare",
+            on_run=None if json_output else _print_run(runs.objective))
     unsafe = {candidate.label: {k: v.value for k, v in catalog.unsafe_in(full).items()}
               for candidate, full in candidates}
     if json_output:
@@ -123,13 +130,15 @@ def compare(
             entry["unsafe_knobs"] = unsafe[entry["label"]]
         console.print_json(data)
         return
-    console.comparison_text(comparison, goal, unsafe, settled=not unsettled)
+    console.comparison_text(comparison, runs.objective, unsafe, settled=settle)
 
 
 def sweep_command(
-    system: SystemArgument,
-    workload: WorkloadOption,
-    knob: Annotated[list[str], typer.Option("--knob", help="The knob to sweep; a second --knob sweeps a 2-D grid.")],
+    ctx: typer.Context,
+    system: DocumentSystemArgument = None,
+    workload: WorkloadOption = None,
+    knob: Annotated[Optional[list[str]], typer.Option(
+        "--knob", help="The knob to sweep; a second --knob sweeps a 2-D grid.")] = None,
     around: Annotated[Optional[str], typer.Option("--around", help="Keep the other knobs at this study's result (its "
                                                                    "verified winner) instead of the defaults.")] = None,
     points: Annotated[Optional[int], typer.Option(
@@ -139,12 +148,12 @@ def sweep_command(
     records: RecordsOption = None,
     objective: ObjectiveOption = None,
     driver: DriverOption = None,
-    seed: Annotated[int, typer.Option(help="Seed of the run order and of the workload's keys.")] = 42,
-    timeout_factor: TimeoutFactorOption = 3.0,
-    allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe", help="Also sweep knobs and values that trade "
-                                                                      "durability or data.")] = False,
+    seed: SeedOption = None,
+    timeout_factor: TimeoutFactorOption = None,
+    allow_unsafe: AllowUnsafeOption = False,
     unsettled: UnsettledOption = False,
     memory_limit: MemoryLimitOption = None,
+    experiment: ExperimentOption = None,
     out: Annotated[Optional[Path], typer.Option(
         "-o", "--output", "--out", help="The HTML file to write, its JSON beside it (default: in the studies folder); "
                                         "--out is the older spelling.")] = None,
@@ -161,35 +170,36 @@ def sweep_command(
     at_most("--points", points, MAX_POINTS, f"e.g. --points 7 (at most {MAX_POINTS} steps per knob)")
     at_least("--repeats", repeats, 1, "e.g. --repeats 3")
     at_most("--repeats", repeats, MAX_REPEATS, "e.g. --repeats 3 (each point runs that often at full size)")
-    check_records(records)
-    check_seed(seed)
-    at_least("--timeout-factor", timeout_factor, 1.0, "e.g. --timeout-factor 3")
+    doc = experiment_document(ctx, experiment, system, own=OWN)  # the options above that name a field
+    knobs = knob or []
     out = output_path(out)
     if out is not None:
         html_path, json_path = page_files(out)
         check_outputs([OutputFile(html_path, Written.HTML)] if html_path else [], force=force)
         check_output(OutputFile(json_path, Written.JSON), force=force)
-    catalog = load_catalog(system)
-    limit = memory_limit_option(memory_limit)
+    catalog = load_catalog(use_system(doc.system))
     store = open_store(directory, storage)
-    base, base_from, goal = {}, None, objective_option(objective)
-    if around is not None:
-        centre = study_base(tuning_study(store.load(around), "--around"), catalog.system, workload)
-        base, base_from = dict(centre.config), dict(centre.around)
-        records, driver, goal = records or centre.records, driver or centre.driver, goal or centre.objective
-    spec, driver = workload_for(catalog, workload, records, driver)
-    target = make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
-                         memory_limit_bytes=limit)
-    plan = plan_sweep(catalog, knob, points=points, base=base, around=base_from, allow_unsafe=allow_unsafe,
-                      impossible=target.impossible_values(), driver=driver)
+    base, base_from = {}, None
+    if around is not None:  # the study's size, driver and objective, unless given
+        centre = study_base(tuning_study(store.load(around), "--around"), catalog.system, doc.workload.name)
+        base, base_from, w = dict(centre.config), dict(centre.around), doc.workload
+        doc = replace(doc, workload__records=w.records or centre.records, workload__driver=w.driver or centre.driver,
+                      workload__objective=w.objective or centre.objective.value)
+    runs = measuring(doc, catalog)
+    spec, settle = runs.workload, doc.research.settle
+    target = make_target(catalog, spec, store.worker_scratch(), runs.driver, settle=settle,
+                         memory_limit_bytes=doc.limits.memory_limit_bytes)
+    plan = plan_sweep(catalog, knobs, points=points, base=base, around=base_from, allow_unsafe=doc.search.allow_unsafe,
+                      impossible=target.impossible_values(), driver=runs.driver)
     target.preflight()
     reclaim(store, json_output)
-    folder = (store.artifacts(around) / f"sweep-{'-'.join(knob)}" if around
-              else store.artifacts(f"sweep-{catalog.system}-{spec.name}-{'-'.join(knob)}"))
+    folder = (store.artifacts(around) / f"sweep-{'-'.join(knobs)}" if around
+              else store.artifacts(f"sweep-{catalog.system}-{spec.name}-{'-'.join(knobs)}"))
     info = console.err if json_output else console.out
     with target:
-        result = run_sweep(target, plan, spec.full, repeats=repeats, objective=goal or spec.objective, seed=seed,
-                           log_dir=folder / "runs", timeout_factor=timeout_factor,
+        result = run_sweep(target, plan, spec.full, repeats=repeats, objective=runs.objective, seed=doc.search.seed,
+                           log_dir=folder / "runs", timeout_factor=doc.measurement.timeout_factor,
+                           min_timeout_s=doc.measurement.min_timeout_s,
                            note=lambda message: info.print(message, markup=False))
     data = result.to_dict() | {"logs": str(folder / "runs")}
     html_path, json_path = write_sweep(data, out or folder / "sweep.html")
@@ -202,15 +212,17 @@ def sweep_command(
 
 
 def diagnose_command(
-    system: SystemArgument,
-    workload: WorkloadOption,
+    ctx: typer.Context,
+    system: DocumentSystemArgument = None,
+    workload: WorkloadOption = None,
     config: Annotated[Optional[str], typer.Option("--config", help="'default' (the default), a JSON file, or "
                                                                    "study:NAME (its result).")] = None,
     records: RecordsOption = None,
     driver: DriverOption = None,
-    seed: Annotated[int, typer.Option(help="Seed of the workload's keys.")] = 42,
+    seed: SeedOption = None,
     unsettled: UnsettledOption = False,
     memory_limit: MemoryLimitOption = None,
+    experiment: ExperimentOption = None,
     storage: StorageOption = None,
     directory: DirOption = None,
     json_output: JsonOption = False,
@@ -219,24 +231,22 @@ def diagnose_command(
 
     Example: knobtune diagnose rocksdb --workload put-get-delete --config best.json
     """
-    check_records(records)
-    check_seed(seed)
-    catalog = load_catalog(system)
-    rules = rules_of(catalog.system)
-    spec, driver = workload_for(catalog, workload, records, driver)
-    limit = memory_limit_option(memory_limit)
+    runs = measuring(experiment_document(ctx, experiment, system))  # the options above that name a field
+    catalog, spec, doc, driver = runs.catalog, runs.workload, runs.doc, runs.driver
+    system, settle, limit = catalog.system, doc.research.settle, doc.limits.memory_limit_bytes
+    rules = rules_of(system)
     store = open_store(directory, storage)
     candidate, full = _candidate(config or "default", catalog, store)
-    preflight(catalog, spec, driver, store, settle=not unsettled, memory_limit_bytes=limit)
+    preflight(catalog, spec, driver, store, settle=settle, memory_limit_bytes=limit)
     reclaim(store, json_output)
     if not json_output:
         console.out.print(f"running {system} / {spec.name} under {candidate.label} at {spec.full}", markup=False)
-    with make_target(catalog, spec, store.worker_scratch(), driver, settle=not unsettled,
+    with make_target(catalog, spec, store.worker_scratch(), driver, settle=settle,
                      memory_limit_bytes=limit) as target:
         target.keep_costly_counters()  # one run, compared with none: every counter a rule may read
         try:
             measurement = target.run(full, spec.full, timeout_s=None, log_path=store.home / "diagnose" / "run.log",
-                                     seed=seed)
+                                     seed=doc.search.seed)
         except RunFailure as failure:
             raise UsageError(f"{candidate.label} did not run ({failure.kind}): {failure.reason}. Fix: diagnose "
                              "another config; its log is " + str(failure.log_path or store.home / "diagnose")) from None
@@ -248,7 +258,7 @@ def diagnose_command(
                             "shape": shape, **found.to_dict()})
         return
     meanings = counter_meanings(catalog.system)
-    console.out.print(f"{candidate.label}: {spec.objective.show(measurement.value(spec.objective))}; "
+    console.out.print(f"{candidate.label}: {runs.objective.show(measurement.value(runs.objective))}; "
                       f"{len(measurement.counters)} counters read (their meanings: {SYSTEMS[catalog.system].counters})",
                       markup=False)
     for finding in found.findings:

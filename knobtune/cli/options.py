@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -11,17 +11,37 @@ import optuna
 import typer
 
 from knobtune import console
-from knobtune.datafile import read_toml
-from knobtune.errors import CatalogError, UsageError
+from knobtune.errors import UsageError
 from knobtune.knobs import Catalog
-from knobtune.units import human_bytes, parse_bytes
+from knobtune.units import human_bytes
 from knobtune.storage import StudyStore
-from knobtune.tuning.document import MAX_SEED, MIN_MEMORY_LIMIT_BYTES
-from knobtune.systems import driver_for, make_target, reclaim_server_homes, use_system_file, workload_section
+from knobtune.schema import number_text
+from knobtune.tuning.document import OPTIONS, ExperimentDoc
+from knobtune.systems import make_target, reclaim_server_homes, use_system
 from knobtune.outputs import check_writable_parent
 from knobtune.tuning.records import record_of
-from knobtune.workloads import Objective, Workload, load_workload
-from knobtune.workloads.spec import MIN_RUNG_RECORDS
+from knobtune.workloads import Workload
+
+
+def option_help(option: str) -> str:
+    """The help of a document field's option (``--records``), written once in the schema (its rule's ``help``),
+    with the field's default said where the text marks it (``{default}``) or at its end."""
+    path, rule = OPTIONS[option]
+    default = functools.reduce(getattr, path.split("."), ExperimentDoc())
+    if default is None or isinstance(default, bool):
+        return rule.help
+    said = number_text(default) if isinstance(default, (int, float)) else str(default)
+    return rule.help.format(default=said) if "{default}" in rule.help else \
+        f"{rule.help.removesuffix('.')} (default: {said})."
+
+
+def field_option(option: str, panel: str | None = None, *, hidden: bool = False) -> Any:
+    """The option that sets a field of the document (``--records``), the same in every command that takes it: its
+    help from the schema (``option_help``); its default is the document's, so the parameter's own stays None (a
+    flag's False) and ``document.experiment_document`` sees only what was given. ``panel``: its section in the
+    command's help (``tune``'s)."""
+    return typer.Option(option, help=option_help(option), rich_help_panel=panel, hidden=hidden)
+
 
 DirOption = Annotated[Optional[Path],
                       typer.Option("--dir", help="Studies folder (default ./knobtune-studies or $KNOBTUNE_HOME).")]
@@ -30,48 +50,32 @@ StorageOption = Annotated[Optional[str],
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 ForceOption = Annotated[bool, typer.Option("--force", help="Overwrite an existing -o file that knobtune did not "
                                                            "write (never a studies database or a capture).")]
-UnsettledOption = Annotated[bool, typer.Option("--unsettled", help="Measure the raw window: leave out the flush, "
-                                                                   "compaction and reopen a run leaves behind.")]
-MemoryLimitOption = Annotated[Optional[str], typer.Option("--memory-limit", help="Configs planned or measured above "
-                                                                                 "this peak memory are infeasible, "
-                                                                                 "e.g. 2GiB.")]
-WorkloadOption = Annotated[str, typer.Option(help="Workload name (see `knobtune systems`) or a .toml file.")]
-ObjectiveOption = Annotated[Optional[str],
-                            typer.Option(help="elapsed_s, ops_per_s or p99_us (default: the workload's).")]
-DriverOption = Annotated[Optional[str], typer.Option(help="Benchmark driver (default: the system's).")]
-RecordsOption = Annotated[Optional[int], typer.Option(help="Override the workload's full size (records).")]
-TimeoutFactorOption = Annotated[float, typer.Option(help="Stop a run taking longer than this times the default's.")]
-MachineOption = Annotated[Optional[str], typer.Option("--machine", help="This machine's name in a study shared by "
-                                                                        "workers (default: the host name).")]
-AllowOperationalOption = Annotated[bool, typer.Option("--allow-operational", help="Also search operational values "
-                                                                                  "(auto-compaction off): nothing is "
-                                                                                  "lost, but the store never settles "
-                                                                                  "by itself.")]
-MixedOption = Annotated[bool, typer.Option("--allow-mixed-machines", help="Let a machine of another kind (CPU, memory, "
-                                                                          "disk, OS, version) work on the study.")]
+ExperimentOption = Annotated[Optional[Path], typer.Option(
+    "--experiment", help="The whole experiment as a TOML file (docs/experiment.md; `tune --dry-run` writes one); the "
+                         "options given beside it override its fields.")]
+# the options that set a field of the document, for the commands that take them (tune gives its own sections)
+WorkloadOption = Annotated[Optional[str], field_option("--workload")]
+RecordsOption = Annotated[Optional[int], field_option("--records")]
+DriverOption = Annotated[Optional[str], field_option("--driver")]
+ObjectiveOption = Annotated[Optional[str], field_option("--objective")]
+StudyOption = Annotated[Optional[str], field_option("--study")]
+TimeOption = Annotated[Optional[str], field_option("--time")]
+KnobsOption = Annotated[Optional[str], field_option("--knobs")]
+SeedOption = Annotated[Optional[int], field_option("--seed")]
+AllowUnsafeOption = Annotated[bool, field_option("--allow-unsafe")]
+AllowOperationalOption = Annotated[bool, field_option("--allow-operational")]
+TimeoutFactorOption = Annotated[Optional[float], field_option("--timeout-factor")]
+MemoryLimitOption = Annotated[Optional[str], field_option("--memory-limit")]
+UnsettledOption = Annotated[bool, field_option("--unsettled")]
+MachineOption = Annotated[Optional[str], field_option("--machine")]
+MixedOption = Annotated[bool, field_option("--allow-mixed-machines")]
 
 
-def system_argument(value: str) -> str:
-    """A system's name, or the path of a system file (``*.toml``): the system it describes, known from now on to
-    every command of this process like a shipped one (docs/system-file.md).
-
-    Raises:
-        UsageError: the file does not exist.
-        CatalogError: the file is not a valid system file.
-    """
-    if not value.endswith(".toml"):
-        return value
-    path = Path(value)
-    if not path.is_file():
-        raise UsageError(f"no system file {value}. Fix: give the path of a system file (docs/system-file.md) or a "
-                         "system's name (`knobtune systems`)")
-    if "knobs" in read_toml(path, CatalogError, "system file"):
-        return value  # a catalog file (`knobtune knobs FILE`), not a system file
-    return use_system_file(path)
-
-
-SystemArgument = Annotated[str, typer.Argument(help="A system's name (see `knobtune systems`) or a system file "
-                                                    "(.toml, docs/system-file.md).", callback=system_argument)]
+SYSTEM_HELP = "A system's name (see `knobtune systems`) or a system file (.toml, docs/system-file.md)."
+SystemArgument = Annotated[str, typer.Argument(help=SYSTEM_HELP, callback=use_system)]
+# the system of a command that takes the document: given, or left to its --experiment file
+DocumentSystemArgument = Annotated[Optional[str], typer.Argument(
+    help=f"{SYSTEM_HELP.removesuffix('.')}; may be left to --experiment.", show_default=False)]
 
 
 def at_least(option: str, value: float | None, least: float, fix: str) -> None:
@@ -95,59 +99,6 @@ def _number(value: float) -> str:
         else f"{value:g}"
 
 
-
-
-def check_seed(seed: int) -> None:
-    """Raises UsageError when ``seed`` is not one the samplers take (0 to 2**32 - 1)."""
-    at_least("--seed", seed, 0, f"give a seed from 0 to {MAX_SEED}")
-    at_most("--seed", seed, MAX_SEED, f"give a seed from 0 to {MAX_SEED}")
-
-
-def check_records(records: int | None, workload: Workload | None = None) -> None:
-    """Raises UsageError when --records is below 1, or, for a workload that counts records, below the smallest data
-    set a rung runs (it would be raised silently)."""
-    at_least("--records", records, 1, "e.g. --records 100000, or leave it out for the workload's own size")
-    if workload is not None and workload.counts == "records":
-        at_least("--records", records, MIN_RUNG_RECORDS, f"e.g. --records 100000 (knobtune measures no data set "
-                 f"under {MIN_RUNG_RECORDS} records), or leave it out for the workload's own size")
-
-
-def objective_option(name: str | None) -> Objective | None:
-    """--objective as an Objective; None when not given.
-
-    Raises:
-        UsageError: it names no objective.
-    """
-    if name is None:
-        return None
-    try:
-        return Objective(name)
-    except ValueError:
-        raise UsageError(f"--objective '{name}' is not an objective. "
-                         f"Fix: use one of {', '.join(o.value for o in Objective)}") from None
-
-
-def bytes_option(option: str, text: str | None) -> int | None:
-    """A size option (``--memory-limit 2GiB``) in bytes; None when not given."""
-    return _positive(option, text, parse_bytes, "size", "2GiB")
-
-
-def memory_limit_option(text: str | None, catalog: Catalog | None = None) -> int | None:
-    """--memory-limit in bytes, refused when no process fits in it or (given the ``catalog`` of a study, which must
-    run the default) the default config's planned memory is over it.
-
-    Raises:
-        UsageError: one line with the limit, the default's plan and the fix.
-    """
-    limit = bytes_option("--memory-limit", text)
-    if limit is not None and limit < MIN_MEMORY_LIMIT_BYTES:
-        raise UsageError(f"--memory-limit {text} is below {human_bytes(MIN_MEMORY_LIMIT_BYTES)}, less than any "
-                         "database process holds. Fix: raise --memory-limit, e.g. 2GiB")
-    if limit is not None and catalog is not None and (over := catalog.memory.over_limit(catalog.defaults(), limit)):
-        raise UsageError(f"--memory-limit is too low for the default config: {over}. Fix: raise --memory-limit")
-    return limit
-
-
 def knob_list(knobs: str | None) -> list[str] | None:
     """--knobs as a list of names (None: not given).
 
@@ -163,29 +114,6 @@ def knob_list(knobs: str | None) -> list[str] | None:
     if twice := sorted({name for name in names if names.count(name) > 1}):
         raise UsageError(f"--knobs names {', '.join(twice)} twice. Fix: name each knob once")
     return names
-
-
-def workload_for(catalog: Catalog, name: str, records: int | None, driver: str | None) -> tuple[Workload, str]:
-    """The workload (at --records) and the driver that runs it for ``catalog``'s system.
-
-    Raises:
-        UsageError: the workload is for another system, or the driver cannot run it.
-    """
-    spec = load_workload(name)
-    if records is not None and records != spec.records:  # a resolved document names the workload's own size
-        if spec.capture is not None:
-            raise UsageError(f"--records {records:,}: a capture replays what it captured ({spec.records:,} "
-                             f"{spec.counts}). Fix: drop --records (its ladder in {spec.source} sets the smaller "
-                             "rungs)")
-        check_records(records, spec)
-        spec = spec.scaled(records)
-    if spec.systems and catalog.system not in spec.systems:
-        raise UsageError(f"workload '{spec.name}' is for {', '.join(spec.systems)}, not {catalog.system}. "
-                         "Fix: choose a workload listed by `knobtune systems`")
-    driver = driver_for(catalog.system, driver, spec)
-    workload_section(catalog.system, driver, spec)  # the workload must say how this driver runs it
-    return spec, driver
-
 
 
 def output_path(path: Path | None, option: str = "-o") -> Path | None:
@@ -238,26 +166,6 @@ def trial_config(loaded: optuna.Study, study: str, trial: int) -> dict[str, Any]
     if not 0 <= trial < len(loaded.trials):
         raise UsageError(f"study '{study}' has no trial {trial}. Fix: see `knobtune show {study}`")
     return dict(record_of(loaded.trials[trial]).config)
-
-
-def _positive(option: str, text: str | None, parse: Callable[[str], Any], what: str, example: str) -> Any:
-    """``text`` parsed by ``parse``; None when not given.
-
-    Raises:
-        UsageError: it does not parse, or is not above zero.
-    """
-    if text is None:
-        return None
-    try:
-        value = parse(text)
-    except ValueError as exc:
-        text = str(exc)
-        fix = "" if "Fix:" in text else f". Fix: write e.g. {option} {example}"
-        raise UsageError(f"{option} {text}{fix}") from None
-    if value <= 0:
-        raise UsageError(f"{option} {text!r} is not a positive {what}. Fix: write e.g. {example}")
-    return value
-
 
 
 def reclaim(store: StudyStore, json_output: bool = False) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -13,15 +12,16 @@ from knobtune.errors import UsageError
 from knobtune.knobs import load_catalog
 from knobtune.report import export_beside, summarize
 from knobtune.storage import open_store
-from knobtune.tuning import Tuner
-from knobtune.tuning.search import SAMPLERS, left_out_line, rank_study
-from knobtune.tuning.document import MAX_TRIALS, join_experiment, of_system
+from knobtune.tuning import ExperimentDoc, Tuner
+from knobtune.tuning.search import left_out_line, rank_study
+from knobtune.tuning.document import MAX_TRIALS, join_experiment, of_system, plan_text, resolve
 from knobtune.tuning.loop import refuse_if_running
-from knobtune.cli.document import experiment_document, plan_text, resolve
+from knobtune.cli.document import experiment_document
 from knobtune.cli.options import (
     SystemArgument,
-    AllowOperationalOption, DirOption, DriverOption, JsonOption, MachineOption, MemoryLimitOption, MixedOption,
-    ObjectiveOption, RecordsOption, StorageOption, WorkloadOption, at_least, at_most,
+    AllowOperationalOption, AllowUnsafeOption, DirOption, DocumentSystemArgument, DriverOption, ExperimentOption,
+    JsonOption, KnobsOption, MachineOption, MemoryLimitOption, MixedOption, ObjectiveOption, RecordsOption, SeedOption,
+    StorageOption, StudyOption, TimeOption, TimeoutFactorOption, WorkloadOption, at_least, at_most, field_option,
     preflight, reclaim,
 )
 from knobtune.names import study_name
@@ -32,89 +32,48 @@ W, S, M, P, L, K = "Workload", "Search", "Measurement", "Proof", "Limits", "Work
 
 def tune(
     ctx: typer.Context,
-    system: Annotated[Optional[str], typer.Argument(
-        help="A system's name (see `knobtune systems`) or a system file (.toml, docs/system-file.md); may be left "
-             "to --experiment.", show_default=False)] = None,
-    workload: Annotated[Optional[str], typer.Option(
-        help="Workload name (see `knobtune systems`) or a .toml file.")] = None,
-    trials: Annotated[Optional[int],
-                      typer.Option(help="Total sampled trials of the study (the default not counted).")] = None,
-    time: Annotated[Optional[str], typer.Option("--time", help="Wall-clock budget of this run, e.g. 90s, 20m.")] = None,
-    study: Annotated[Optional[str], typer.Option(help="Study name; running again with it resumes the study.")] = None,
-    knobs: Annotated[Optional[str],
-                     typer.Option("--knobs", help="Comma-separated knobs to search (default: all safe ones).")] = None,
-    experiment: Annotated[Optional[Path], typer.Option(
-        "--experiment", help="The whole experiment as a TOML file (docs/experiment.md; `--dry-run` writes one); the "
-                             "options given beside it override its fields.")] = None,
+    system: DocumentSystemArgument = None,
+    workload: WorkloadOption = None,
+    trials: Annotated[Optional[int], field_option("--trials")] = None,
+    time: TimeOption = None,
+    study: StudyOption = None,
+    knobs: KnobsOption = None,
+    experiment: ExperimentOption = None,
     storage: StorageOption = None,
     directory: DirOption = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the experiment as it will run (TOML that "
                                                             "--experiment takes back) and the search; run "
                                                             "nothing.")] = False,
     json_output: JsonOption = False,
-    records: Annotated[Optional[int], typer.Option(help="Override the workload's full size (records).",
-                                                   rich_help_panel=W)] = None,
-    driver: Annotated[Optional[str], typer.Option(help="Benchmark driver (default: the system's).",
-                                                  rich_help_panel=W)] = None,
-    objective: Annotated[Optional[str], typer.Option(help="elapsed_s, ops_per_s or p99_us (default: the "
-                                                          "workload's).", rich_help_panel=W)] = None,
-    sampler: Annotated[Optional[str], typer.Option(help=f"One of {', '.join(SAMPLERS)} (default: tpe).",
-                                                   rich_help_panel=S)] = None,
-    seed: Annotated[Optional[int], typer.Option(help="Seed of the sampler and of the workload's keys (default: 42).",
-                                                rich_help_panel=S)] = None,
-    allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe", help="Also search knobs that trade durability or "
-                                                                      "data.", rich_help_panel=S)] = False,
-    allow_operational: Annotated[bool, typer.Option("--allow-operational", help="Also search operational values "
-                                                    "(auto-compaction off): nothing is lost, but the store never "
-                                                    "settles by itself.", rich_help_panel=S)] = False,
-    ranking: Annotated[Optional[str], typer.Option("--ranking", help="A study holding a knob ranking (`knobtune "
-                                                   "rank`): search only its --top-k knobs.", rich_help_panel=S)] = None,
-    top_k: Annotated[Optional[int], typer.Option("--top-k", help="With --ranking: how many of its top knobs to "
-                                                                 "search.", rich_help_panel=S)] = None,
-    start_from: Annotated[Optional[str], typer.Option(
-        "--start-from", help="A previous study of the same system: a new study tries its winner and best configs "
-                             "first.", rich_help_panel=S)] = None,
-    reduction_factor: Annotated[Optional[int], typer.Option(
-        help="Successive halving keeps 1/N of the trials at each rung (default: 3).", rich_help_panel=S)] = None,
-    timeout_factor: Annotated[Optional[float], typer.Option(
-        help="Stop a run taking longer than this times the default's (default: 3).", rich_help_panel=M)] = None,
-    control_every: Annotated[Optional[int], typer.Option(
-        help="Re-run the default after every N trials that reached full size, to track drift (0: never; default: "
-             "10).", rich_help_panel=M)] = None,
-    verify_top: Annotated[Optional[int], typer.Option(
-        help="Candidates re-measured against the default at the end (0: none; default: 3).", rich_help_panel=P)] = None,
-    repeats: Annotated[Optional[int], typer.Option(help="Interleaved runs per candidate when verifying (default: 5).",
-                                                   rich_help_panel=P)] = None,
-    max_rounds: Annotated[Optional[int], typer.Option(
-        "--max-rounds", help="While a candidate's interval straddles 1, add rounds up to this many, in the time budget "
-                             "(default: 4 x --repeats).", rich_help_panel=P)] = None,
-    memory_limit: Annotated[Optional[str], typer.Option(
-        "--memory-limit", help="Configs planned or measured above this peak memory are infeasible, e.g. 2GiB.",
-        rich_help_panel=L)] = None,
-    production_data: Annotated[Optional[str], typer.Option(
-        "--production-data", help="The data size in production, e.g. 500GiB: with --production-memory, configs are "
-                                  "capped at production's memory-to-data ratio on the benchmark's data.",
-        rich_help_panel=L)] = None,
-    production_memory: Annotated[Optional[str], typer.Option(
-        "--production-memory", help="The memory the system gets in production, e.g. 64GiB (with --production-data).",
-        rich_help_panel=L)] = None,
-    max_recovery_time: Annotated[Optional[str], typer.Option(
-        "--max-recovery-time", help="Full-size runs whose reopen after a crash takes longer are infeasible, e.g. 30s.",
-        rich_help_panel=L)] = None,
-    machine: Annotated[Optional[str], typer.Option(
-        "--machine", help="This machine's name in a study shared by workers (default: the host name).",
-        rich_help_panel=K)] = None,
-    allow_mixed_machines: Annotated[bool, typer.Option(
-        "--allow-mixed-machines", help="Let a machine of another kind (CPU, memory, disk, OS, version) work on the "
-                                       "study.", rich_help_panel=K)] = False,
-    no_earlier_studies: Annotated[bool, typer.Option(
-        "--no-earlier-studies", help="A new study does not try the best configs of earlier studies of a workload "
-                                     "alike (same system, machine and build) first.", rich_help_panel=S)] = False,
+    # the options below set the document's fields (their help is the schema's), each in its section of --help
+    records: Annotated[Optional[int], field_option("--records", W)] = None,
+    driver: Annotated[Optional[str], field_option("--driver", W)] = None,
+    objective: Annotated[Optional[str], field_option("--objective", W)] = None,
+    sampler: Annotated[Optional[str], field_option("--sampler", S)] = None,
+    seed: Annotated[Optional[int], field_option("--seed", S)] = None,
+    allow_unsafe: Annotated[bool, field_option("--allow-unsafe", S)] = False,
+    allow_operational: Annotated[bool, field_option("--allow-operational", S)] = False,
+    ranking: Annotated[Optional[str], field_option("--ranking", S)] = None,
+    top_k: Annotated[Optional[int], field_option("--top-k", S)] = None,
+    start_from: Annotated[Optional[str], field_option("--start-from", S)] = None,
+    reduction_factor: Annotated[Optional[int], field_option("--reduction-factor", S)] = None,
+    timeout_factor: Annotated[Optional[float], field_option("--timeout-factor", M)] = None,
+    control_every: Annotated[Optional[int], field_option("--control-every", M)] = None,
+    verify_top: Annotated[Optional[int], field_option("--verify-top", P)] = None,
+    repeats: Annotated[Optional[int], field_option("--repeats", P)] = None,
+    max_rounds: Annotated[Optional[int], field_option("--max-rounds", P)] = None,
+    memory_limit: Annotated[Optional[str], field_option("--memory-limit", L)] = None,
+    production_data: Annotated[Optional[str], field_option("--production-data", L)] = None,
+    production_memory: Annotated[Optional[str], field_option("--production-memory", L)] = None,
+    max_recovery_time: Annotated[Optional[str], field_option("--max-recovery-time", L)] = None,
+    machine: Annotated[Optional[str], field_option("--machine", K)] = None,
+    allow_mixed_machines: Annotated[bool, field_option("--allow-mixed-machines", K)] = False,
+    no_earlier_studies: Annotated[bool, field_option("--no-earlier-studies", S)] = False,
     # research switches, for bench arms: [research] in the document (docs/experiment.md), not in --help
-    no_rules: Annotated[bool, typer.Option("--no-rules", hidden=True)] = False,
-    unsettled: Annotated[bool, typer.Option("--unsettled", hidden=True)] = False,
-    unscaled_rungs: Annotated[bool, typer.Option("--unscaled-rungs", hidden=True)] = False,
-    no_warm_up: Annotated[bool, typer.Option("--no-warm-up", hidden=True)] = False,
+    no_rules: Annotated[bool, field_option("--no-rules", hidden=True)] = False,
+    unsettled: Annotated[bool, field_option("--unsettled", hidden=True)] = False,
+    unscaled_rungs: Annotated[bool, field_option("--unscaled-rungs", hidden=True)] = False,
+    no_warm_up: Annotated[bool, field_option("--no-warm-up", hidden=True)] = False,
 ) -> None:
     """Tune SYSTEM for a workload: the default first, then sampled configs up a fidelity ladder, then proof.
 
@@ -196,29 +155,25 @@ def rank(
         help="Latin-hypercube configs to run (a resumed study adds up to this total).")] = 100,
     rung: Annotated[int,
                     typer.Option(help="The ladder rung every sample runs at (0: the smallest, the cheapest).")] = 0,
-    time: Annotated[Optional[str],
-                    typer.Option("--time", help="Wall-clock budget of this run, e.g. 30m; rank what finished.")] = None,
-    study: Annotated[Optional[str], typer.Option(help="Study name; running again with it resumes the samples.")] = None,
+    time: TimeOption = None,
+    study: StudyOption = None,
     from_study: Annotated[Optional[str], typer.Option("--from-study", help="Rank an existing study's trials at --rung "
                                                                            "instead (no new runs).")] = None,
     storage: StorageOption = None,
     directory: DirOption = None,
-    seed: Annotated[Optional[int], typer.Option(help="Seed of the design, the workload's keys and the models "
-                                                     "(default: 42).")] = None,
-    knobs: Annotated[Optional[str],
-                     typer.Option("--knobs", help="Comma-separated knobs to rank (default: all safe ones).")] = None,
-    allow_unsafe: Annotated[bool, typer.Option("--allow-unsafe",
-                                               help="Also sample knobs that trade durability or data.")] = False,
+    seed: SeedOption = None,
+    knobs: KnobsOption = None,
+    allow_unsafe: AllowUnsafeOption = False,
     allow_operational: AllowOperationalOption = False,
     objective: ObjectiveOption = None,
     driver: DriverOption = None,
     records: RecordsOption = None,
-    timeout_factor: Annotated[Optional[float], typer.Option(
-        help="Stop a run taking longer than this times the default's (default: 3).")] = None,
+    timeout_factor: TimeoutFactorOption = None,
     memory_limit: MemoryLimitOption = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Which knobs matter: run Latin-hypercube samples at one cheap rung, then rank the knobs by several methods.
+    """Which knobs matter: run Latin-hypercube samples at one cheap rung, then rank the knobs by several methods;
+    with --time, rank what finished.
 
     Example: knobtune rank rocksdb --workload put-get-delete --samples 200 --study rank-pgd
     """
@@ -252,7 +207,7 @@ def rank(
         info.print(f"ranking study [bold]{settings.study_name}[/bold] in {store.shown_url}: {samples} Latin-hypercube "
                    f"samples of {len(settings.space.knobs)} knobs at {spec.rungs[rung]}")
         loaded = Tuner(settings, store, on_progress=None if json_output else console.progress_line).run()
-    result = rank_study(loaded, catalog, rung, seed=42 if seed is None else seed)
+    result = rank_study(loaded, catalog, rung, seed=ExperimentDoc().search.seed if seed is None else seed)
     if json_output:
         console.print_json({"study": loaded.study_name, "rung": rung, **result.to_dict()})
     else:

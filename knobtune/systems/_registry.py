@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from knobtune.errors import UsageError
+from knobtune.datafile import read_toml
+from knobtune.errors import CatalogError, UsageError
 from knobtune.knobs import Catalog
 from knobtune.knobs.catalog import SYSTEMS_DIR, register_catalog
 from knobtune.systems import cassandra, leveldb, postgresql, rocksdb
@@ -59,6 +60,26 @@ TARGETS: dict[tuple[str, str], type[Target]] = {
 
 
 _USER_FILES: dict[str, Path] = {}
+
+
+def use_system(value: str) -> str:
+    """A system's name, or the path of a system file (``*.toml``): the system it describes, known from now on to
+    every command of this process like a shipped one (docs/system-file.md). A catalog file (``knobtune knobs
+    FILE``) is its path.
+
+    Raises:
+        UsageError: the file does not exist.
+        CatalogError: the file is not a valid system file.
+    """
+    if not value.endswith(".toml"):
+        return value
+    path = Path(value)
+    if not path.is_file():
+        raise UsageError(f"no system file {value}. Fix: give the path of a system file (docs/system-file.md) or a "
+                         "system's name (`knobtune systems`)")
+    if "knobs" in read_toml(path, CatalogError, "system file"):
+        return value  # a catalog file (`knobtune knobs FILE`), not a system file
+    return use_system_file(path)
 
 
 def use_system_file(path: Path) -> str:

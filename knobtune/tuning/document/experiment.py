@@ -1,7 +1,7 @@
 """The experiment resolved on this machine: the document (``tuning.document.sections``) with its catalog, workload
 and space.
 
-``knobtune tune`` and ``rank`` resolve a document from the command line or a file (``cli.experiment``); the
+``knobtune tune`` and ``rank`` resolve a document from the command line or a file (``resolve``); the
 study's process stores the document and the facts of what happened (``Experiment.facts``); ``worker``,
 ``explain`` and ``sweep --around`` read them back (``read_experiment``), so each of them runs the same system,
 driver, workload at the same size, knobs, objective, settle and limits as the study did. Studies written by

@@ -16,7 +16,7 @@ from typing import Any
 
 from knobtune.datafile import read_toml
 from knobtune.errors import UsageError
-from knobtune.schema import COMMAND_LINE, Where, read, section, setting, to_dict
+from knobtune.schema import COMMAND_LINE, Rule, Where, option_fields, read, section, setting, to_dict
 from knobtune.tuning.records import attrs
 from knobtune.tuning.search import REMOVED_SAMPLERS, SAMPLERS
 from knobtune.workloads import Objective
@@ -47,12 +47,16 @@ def relative_limit_s(base_s: float, factor: float, least_s: float = MIN_TIMEOUT_
 class WorkloadSection:
     """What runs: the workload, its size, the driver that runs it, what is measured."""
 
-    name: str = setting(None, option="--workload", example="put-get-delete")  # required: a workload or a .toml file
+    name: str = setting(None, option="--workload", example="put-get-delete",  # required
+                        help="Workload name (see `knobtune systems`) or a .toml file.")
     records: int | None = setting(least=1, option="--records", example=100000,
-                                  note="or leave it out for the workload's own size")
-    driver: str | None = setting(option="--driver", example="db_bench")  # None: the system's own
+                                  note="or leave it out for the workload's own size",
+                                  help="Override the workload's full size (records).")
+    driver: str | None = setting(option="--driver", example="db_bench",
+                                 help="Benchmark driver (default: the system's).")
     objective: str | None = setting(choices=tuple(o.value for o in Objective), what="an objective",
-                                    option="--objective")  # None: the workload's
+                                    option="--objective",
+                                    help="elapsed_s, ops_per_s or p99_us (default: the workload's).")
 
 
 @dataclass(frozen=True)
@@ -60,18 +64,30 @@ class SearchSection:
     """How configs are chosen: the sampler, the knobs searched, the ladder's halving."""
 
     sampler: str = setting("tpe", choices=SAMPLERS, what="a sampler", option="--sampler",
-                           removed=tuple(REMOVED_SAMPLERS))
+                           removed=tuple(REMOVED_SAMPLERS), help=f"One of {', '.join(SAMPLERS)}.")
     seed: int = setting(42, least=0, most=MAX_SEED, option="--seed", example=42,
-                        note=f"a seed from 0 to {MAX_SEED}")
+                        note=f"a seed from 0 to {MAX_SEED}",
+                        help="Seed of every random choice (the sampler, the run order, the workload's keys, "
+                             "a ranking's models; default: {default}).")
     knobs: tuple[str, ...] | None = setting(option="--knobs", example=["write_buffer_size", "max_background_jobs"],
-                                            note="or leave it out for all safe knobs")  # None: every safe knob
-    allow_unsafe: bool = setting(False, option="--allow-unsafe", sets=True)
-    allow_operational: bool = setting(False, option="--allow-operational", sets=True)
-    ranking: str | None = setting(option="--ranking", example="rank-pgd")  # a ranking study: search its top_k knobs
-    top_k: int | None = setting(least=1, option="--top-k", example=5)
-    start_from: str | None = setting(option="--start-from", example="pgd")  # a study whose best configs go first
+                                            note="or leave it out for all safe knobs",  # None: every safe knob
+                                            help="Comma-separated knobs to search (default: all safe ones).")
+    allow_unsafe: bool = setting(False, option="--allow-unsafe", sets=True,
+                                 help="Also search knobs and values that trade durability or data.")
+    allow_operational: bool = setting(False, option="--allow-operational", sets=True,
+                                      help="Also search operational values (auto-compaction off): nothing is lost, "
+                                           "but the store never settles by itself.")
+    ranking: str | None = setting(option="--ranking", example="rank-pgd",
+                                  help="A study holding a knob ranking (`knobtune rank`): search only its --top-k "
+                                       "knobs.")
+    top_k: int | None = setting(least=1, option="--top-k", example=5,
+                                help="With --ranking: how many of its top knobs to search.")
+    start_from: str | None = setting(option="--start-from", example="pgd",
+                                     help="A previous study of the same system: a new study tries its winner and best "
+                                          "configs first.")
     reduction_factor: int = setting(3, least=2, option="--reduction-factor", example=3,
-                                    note="halving keeps 1/N per rung")
+                                    note="halving keeps 1/N per rung",
+                                    help="Successive halving keeps 1/N of the trials at each rung.")
     only_rung: int | None = setting(least=0, example=0)  # a ranking study (`knobtune rank`): every config at this rung
 
 
@@ -79,8 +95,10 @@ class SearchSection:
 class BudgetSection:
     """How much to run: the study's sampled trials (the default not counted), this run's wall clock."""
 
-    trials: int | None = setting(least=1, most=MAX_TRIALS, option="--trials", example=50)
-    time_s: float | None = setting(positive=True, most=MAX_TIME_S, unit="duration", option="--time", example="20m")
+    trials: int | None = setting(least=1, most=MAX_TRIALS, option="--trials", example=50,
+                                 help="Total sampled trials of the study (the default not counted).")
+    time_s: float | None = setting(positive=True, most=MAX_TIME_S, unit="duration", option="--time", example="20m",
+                                   help="Wall-clock budget of this run, e.g. 90s, 20m.")
 
 
 @dataclass(frozen=True)
@@ -88,9 +106,14 @@ class MeasurementSection:
     """How runs are measured and cut: the timeout relative to the default's time, the drift controls."""
 
     timeout_factor: float = setting(DEFAULT_TIMEOUT_FACTOR, least=1.0, option="--timeout-factor", example=3,
-                                    note="a run may take 3x the default's time")
+                                    note="a run may take 3x the default's time",
+                                    help="Stop a run taking longer than this times the reference run's (the "
+                                         "default's; compare: the first config's; sweep --around: the study "
+                                         "point's; default: {default}).")
     min_timeout_s: float = setting(MIN_TIMEOUT_S, positive=True, unit="duration", example="2s")
-    control_every: int = setting(10, least=0, option="--control-every", example=10, note="0: never")
+    control_every: int = setting(10, least=0, option="--control-every", example=10, note="0: never",
+                                 help="Re-run the default after every N trials that reached full size, to track "
+                                      "drift (0: never; default: {default}).")
 
     def limit_s(self, base_s: float) -> float:
         """The time a run may take, given the default's time for the same run."""
@@ -101,12 +124,17 @@ class MeasurementSection:
 class ProofSection:
     """How the result is proven against the default: candidates, interleaved repeats, known configs beside."""
 
-    verify_top: int = setting(3, least=0, most=MAX_TRIALS, option="--verify-top", example=3, note="0: no verification")
+    verify_top: int = setting(3, least=0, most=MAX_TRIALS, option="--verify-top", example=3, note="0: no verification",
+                              help="Candidates re-measured against the default at the end (0: none; default: "
+                                   "{default}).")
     repeats: int = setting(5, least=2, most=MAX_REPEATS, option="--repeats", example=5,
-                           note="an interval needs two runs; verify_top = 0: no verification")
+                           note="an interval needs two runs; verify_top = 0: no verification",
+                           help="Interleaved runs per candidate when verifying.")
     # the most interleaved rounds, added while a candidate's interval straddles 1 (None: 4 x repeats)
     max_rounds: int | None = setting(least=2, most=MAX_ROUNDS_FACTOR * MAX_REPEATS, option="--max-rounds", example=20,
-                                     note="or leave it out for 4 x repeats")
+                                     note="or leave it out for 4 x repeats",
+                                     help="While a candidate's interval straddles 1, add rounds up to this many, in "
+                                          f"the time budget (default: {MAX_ROUNDS_FACTOR} x --repeats).")
     known_configs: bool = setting(True, example=True)  # the configs users run instead (PGTune, ...) beside the result
 
     @property
@@ -120,21 +148,30 @@ class LimitsSection:
     """What a config may cost: planned or measured memory, recovery time, production's memory-to-data ratio."""
 
     memory_limit_bytes: int | None = setting(least=MIN_MEMORY_LIMIT_BYTES, unit="size", option="--memory-limit",
-                                             example="2GiB")
+                                             example="2GiB", help="Configs planned or measured above this peak "
+                                                                  "memory are infeasible, e.g. 2GiB.")
     max_recovery_s: float | None = setting(positive=True, unit="duration", option="--max-recovery-time",
-                                           example="30s")
+                                           example="30s", help="Full-size runs whose reopen after a crash takes "
+                                                               "longer are infeasible, e.g. 30s.")
     production_data_bytes: int | None = setting(positive=True, unit="size", option="--production-data",
-                                                example="500GiB")
+                                                example="500GiB",
+                                                help="The data size in production, e.g. 500GiB: with "
+                                                     "--production-memory, configs are capped at production's "
+                                                     "memory-to-data ratio on the benchmark's data.")
     production_memory_bytes: int | None = setting(positive=True, unit="size", option="--production-memory",
-                                                  example="64GiB")
+                                                  example="64GiB", help="The memory the system gets in production, "
+                                                                        "e.g. 64GiB (with --production-data).")
 
 
 @dataclass(frozen=True)
 class PlacementSection:
     """Where the study's trials run: this machine's name among the study's workers."""
 
-    machine: str | None = setting(option="--machine", example="box-1")  # None: the host name
-    allow_mixed_machines: bool = setting(False, option="--allow-mixed-machines", sets=True)
+    machine: str | None = setting(option="--machine", example="box-1",
+                                  help="This machine's name in a study shared by workers (default: the host name).")
+    allow_mixed_machines: bool = setting(False, option="--allow-mixed-machines", sets=True,
+                                         help="Let a machine of another kind (CPU, memory, disk, OS, version) work on "
+                                              "the study.")
 
 
 @dataclass(frozen=True)
@@ -144,14 +181,21 @@ class ResearchSection:
     # each false undoes one part: no starts from the system's rules and no narrowed first search (--no-rules); the
     # raw window, without the flush, compaction and reopen a run leaves (--unsettled); small rungs run configs as
     # they are (--unscaled-rungs); the default's first full-size run counted (--no-warm-up)
-    rules: bool = setting(True, option="--no-rules", sets=False, example=False)
-    settle: bool = setting(True, option="--unsettled", sets=False, example=False)
-    scale_rungs: bool = setting(True, option="--unscaled-rungs", sets=False, example=False)
-    warm_up: bool = setting(True, option="--no-warm-up", sets=False, example=False)
+    rules: bool = setting(True, option="--no-rules", sets=False, example=False,
+                          help="No starts from the system's rules and no narrowed first search.")
+    settle: bool = setting(True, option="--unsettled", sets=False, example=False,
+                           help="Measure the raw window: leave out the flush, compaction and reopen a run leaves "
+                                "behind.")
+    scale_rungs: bool = setting(True, option="--unscaled-rungs", sets=False, example=False,
+                                help="Small rungs run configs as they are, not scaled to their share of the data.")
+    warm_up: bool = setting(True, option="--no-warm-up", sets=False, example=False,
+                            help="Count the default's first full-size run.")
     try_known_configs: bool = setting(True, example=False)  # false: a new study does not start from known configs
     # false: a new study does not look for earlier studies alike to learn from (--no-earlier-studies;
     # tuning.loop.earlier)
-    earlier_studies: bool = setting(True, option="--no-earlier-studies", sets=False, example=False)
+    earlier_studies: bool = setting(True, option="--no-earlier-studies", sets=False, example=False,
+                                    help="A new study does not try the best configs of earlier studies of a "
+                                         "workload alike (same system, machine and build) first.")
 
 
 @dataclass(frozen=True)
@@ -159,7 +203,8 @@ class ExperimentDoc:
     """The whole experiment. ``system`` and ``workload.name`` are required; every other field has a default."""
 
     system: str = setting(None, example="rocksdb")  # required: a system's name or a system file (.toml)
-    study: str | None = setting(option="--study", example="pgd")  # None: made from the system and workload
+    study: str | None = setting(option="--study", example="pgd",  # None: made from the system and workload
+                                help="Study name; running again with it resumes the study.")
     workload: WorkloadSection = section(WorkloadSection)
     search: SearchSection = section(SearchSection)
     budget: BudgetSection = section(BudgetSection)
@@ -213,6 +258,11 @@ class ExperimentDoc:
     def record(self) -> dict[str, Any]:
         """What the study stores (``attrs.EXPERIMENT``)."""
         return to_dict(self)
+
+
+# each command-line option that sets a field -> its dotted path and rule (--trials -> "budget.trials", ...): the
+# commands that take the document read their options through it, and so does bench/peers.py
+OPTIONS: dict[str, tuple[str, Rule]] = option_fields(ExperimentDoc)
 
 
 def read_document(data: Any, where: Where) -> ExperimentDoc:

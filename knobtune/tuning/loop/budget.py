@@ -16,9 +16,8 @@ import optuna
 from optuna.trial import TrialState
 
 from knobtune.errors import UsageError
-from knobtune.tuning.records import Outcome, TrialRecord, attrs, records
+from knobtune.tuning.records import Outcome, TrialRecord, attrs, records, top_trials
 from knobtune.tuning.document import Experiment
-from knobtune.tuning.proof import top_trials
 from knobtune.tuning.loop.costs import Costs
 from knobtune.tuning.loop.progress import Reporter
 from knobtune.tuning.loop.reserve import Reserve

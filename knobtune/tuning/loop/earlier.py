@@ -19,8 +19,7 @@ from typing import Any
 import optuna
 
 from knobtune.tuning.loop.machine import differences
-from knobtune.tuning.proof import top_trials
-from knobtune.tuning.records import attrs, record_of, winner_trial
+from knobtune.tuning.records import attrs, record_of, top_trials, winner_trial
 
 KINDS = ("reads", "writes", "scans", "point_reads_only")  # each the same in alike workloads
 SIZES = ("key_size", "value_size", "clients")  # each within NEAR of the other's
@@ -63,7 +62,7 @@ class Earlier:
     """The earlier studies a new one learns from, nearest first, and the configs it tries first from them."""
 
     studies: tuple[str, ...]
-    starts: tuple[tuple[str, dict], ...]  # (label, changed knobs), as ``finish.starting_configs`` gives them
+    starts: tuple[tuple[str, dict], ...]  # (label, changed knobs), as ``records.starting_configs`` gives them
 
 
 def find_earlier(storage: optuna.storages.BaseStorage, name: str, system: str, machine: Mapping[str, Any],

@@ -16,8 +16,7 @@ from knobtune.tuning.document import Experiment
 from knobtune.tuning.loop.costs import Costs
 from knobtune.tuning.loop.progress import Reporter
 from knobtune.tuning.loop.workers import Workers
-from knobtune.tuning.proof import top_trials
-from knobtune.tuning.records import attrs, record_of
+from knobtune.tuning.records import attrs, record_of, top_trials
 
 RESERVE_MARGIN = 1.05  # verification's estimate is kept back with this margin
 VERIFY_SHARE = 1 / 2  # of a time budget, the most kept back for verifying's first look

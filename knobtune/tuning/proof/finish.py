@@ -13,33 +13,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 import optuna
-from optuna.trial import TrialState
 
 from knobtune.analysis import Speedup
 from knobtune.analysis.sequential import SequentialPlan
-from knobtune.errors import KnobtuneError, UsageError
+from knobtune.errors import KnobtuneError
 from knobtune.knobs import Value
 from knobtune.targets import RunFailure, Target
-from knobtune.tuning.records import RungRun, attrs, record_of, value_of, winner_trial
+from knobtune.tuning.records import RungRun, attrs, record_of, top_trials, winner_trial
 from knobtune.tuning.document import Experiment
 from knobtune.tuning.proof.verify import MACHINE_RETRIES, Candidate, CandidateRuns, Comparison, Stop, run_sequential
 
 DEFAULT_LABEL = "default"
-
-
-def top_trials(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
-    """The ``k`` best complete and feasible trials with distinct configs, the default excluded."""
-    complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                if not attrs.is_default(t.user_attrs) and t.user_attrs.get(attrs.CONFIG)
-                and attrs.INFEASIBLE not in t.user_attrs]
-    complete.sort(key=value_of, reverse=study.direction == optuna.study.StudyDirection.MAXIMIZE)
-    chosen, seen = [], set()
-    for trial in complete:
-        digest = trial.user_attrs.get(attrs.CONFIG_HASH)
-        if digest not in seen:
-            seen.add(digest)
-            chosen.append(trial)
-    return chosen[:k]
 
 
 @dataclass(frozen=True)
@@ -65,24 +49,6 @@ def study_result(study: optuna.Study) -> StudyResult:
                    else "no sampled config completed every rung yet")
     config = dict(study.trials[number].user_attrs.get(attrs.CONFIG, {})) if number is not None else {}
     return StudyResult(number, config, bool(verification) and number is not None, verdict)
-
-
-def starting_configs(study: optuna.Study, system: str, k: int = 3) -> tuple[tuple[str, dict], ...]:
-    """What a new study may try first from ``study`` (--start-from): its verified winner, then its best complete
-    configs, ``k`` at most, as (label, changed knobs).
-
-    Raises:
-        UsageError: ``study`` tuned another system, or has no complete config to start from.
-    """
-    tuned = study.user_attrs.get(attrs.SYSTEM)
-    if tuned != system:
-        raise UsageError(f"study '{study.study_name}' tuned {tuned}, not {system}. Fix: --start-from a {system} study")
-    winner = winner_trial(study)
-    chosen = sorted(top_trials(study, k), key=lambda t: t.number != winner)  # the winner first
-    if not chosen:
-        raise UsageError(f"study '{study.study_name}' has no config that completed every rung to start from. "
-                         "Fix: --start-from a study with complete trials (`knobtune show` lists them)")
-    return tuple((f"study {study.study_name} trial {t.number}", dict(t.user_attrs[attrs.CONFIG])) for t in chosen)
 
 
 def name_lead(study: optuna.Study, experiment: Experiment, note: Callable[[str], None]) -> dict[str, object]:

@@ -1,4 +1,5 @@
-"""Typed records over what a study stores: a run at a rung, a trial, the verification's winner.
+"""Typed records over what a study stores: a run at a rung, a trial, the verification's winner, the best
+trials (what verifying and a new study's ``--start-from`` take).
 
 Optuna keeps a trial's user attributes as plain JSON. This module is the only
 code that knows the shape of a stored run (``rung_N``: a measurement's summary
@@ -15,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
+from knobtune.errors import UsageError
 from knobtune.targets import Measurement
 from knobtune.tuning.records import attrs
 from knobtune.tuning.records.outcomes import Outcome
@@ -192,3 +194,36 @@ def winner_trial(study: optuna.Study) -> int | None:
     if not label:
         return None
     return next((t.number for t in study.get_trials(deepcopy=False) if f"trial {t.number}" == label), None)
+
+
+def top_trials(study: optuna.Study, k: int) -> list[optuna.trial.FrozenTrial]:
+    """The ``k`` best complete and feasible trials with distinct configs, the default excluded."""
+    complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if not attrs.is_default(t.user_attrs) and t.user_attrs.get(attrs.CONFIG)
+                and attrs.INFEASIBLE not in t.user_attrs]
+    complete.sort(key=value_of, reverse=study.direction == optuna.study.StudyDirection.MAXIMIZE)
+    chosen, seen = [], set()
+    for trial in complete:
+        digest = trial.user_attrs.get(attrs.CONFIG_HASH)
+        if digest not in seen:
+            seen.add(digest)
+            chosen.append(trial)
+    return chosen[:k]
+
+
+def starting_configs(study: optuna.Study, system: str, k: int = 3) -> tuple[tuple[str, dict], ...]:
+    """What a new study may try first from ``study`` (--start-from): its verified winner, then its best complete
+    configs, ``k`` at most, as (label, changed knobs).
+
+    Raises:
+        UsageError: ``study`` tuned another system, or has no complete config to start from.
+    """
+    tuned = study.user_attrs.get(attrs.SYSTEM)
+    if tuned != system:
+        raise UsageError(f"study '{study.study_name}' tuned {tuned}, not {system}. Fix: --start-from a {system} study")
+    winner = winner_trial(study)
+    chosen = sorted(top_trials(study, k), key=lambda t: t.number != winner)  # the winner first
+    if not chosen:
+        raise UsageError(f"study '{study.study_name}' has no config that completed every rung to start from. "
+                         "Fix: --start-from a study with complete trials (`knobtune show` lists them)")
+    return tuple((f"study {study.study_name} trial {t.number}", dict(t.user_attrs[attrs.CONFIG])) for t in chosen)
