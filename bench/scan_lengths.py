@@ -29,6 +29,7 @@ import dataclasses
 import shutil
 import statistics
 import tempfile
+import time
 from pathlib import Path
 
 import optuna
@@ -47,7 +48,7 @@ WORKLOAD = Path(__file__).parent / "workloads" / "inbox-pages.toml"
 DESIGNED = {"default": {}, "block_size=64KiB": {"block_size": "64KiB"},
             "cache=1MiB,block_size=1KiB": {"cache_size": "1MiB", "block_size": "1KiB"}}
 PLANNED_MEMORY_BYTES = 4 * 2**30  # a sample's caches and buffers scaled to fit, as a study's under --memory-limit
-RUN_LIMIT_S = 300  # a sampled config slower than this on one arm is dropped from that arm's ranking
+TIMEOUT_FACTOR = 5  # a run longer than this many times the default's first run on its side is cut (and dropped)
 
 
 def configs(catalog, samples: int, seed: int) -> dict[str, dict]:
@@ -113,14 +114,18 @@ def _cell(result: dict, arm: str, name: str) -> str:
     return "-" if median is None else f"{median} s ({result['over_default'][arm][name]}x)"
 
 
-def _measured(target, config: dict, rung, log: Path, failures: list[str]) -> tuple[float, dict] | None:
+def _measured(target, config: dict, rung, log: Path, failures: list[str],
+              limits: dict[str, float]) -> tuple[float, dict] | None:
     """The measured phase's seconds of one run and its counters, or None (a config the side refuses or cannot
-    finish in RUN_LIMIT_S: kept in ``failures`` with its reason)."""
+    finish in TIMEOUT_FACTOR times the default's first run there: kept in ``failures`` with its reason)."""
+    key = f"{log.stem.split('-')[0]} {rung.index}"  # the side (or the rung) and the rung
+    started = time.monotonic()
     try:
-        run = target.run(config, rung, timeout_s=RUN_LIMIT_S, log_path=log, seed=1)
+        run = target.run(config, rung, timeout_s=limits.get(key), log_path=log, seed=1)
     except Exception as exc:  # noqa: BLE001 - kept with its reason
         failures.append(f"{log.stem}: {exc}"[:300])
         return None
+    limits.setdefault(key, max(10.0, TIMEOUT_FACTOR * (time.monotonic() - started)))  # the default runs first
     return sum(p.seconds for p in run.phases if p.name in run.measured), dict(run.counters)
 
 
@@ -156,21 +161,27 @@ def main() -> None:
                                                             "kvbench" if arm == "application" else None,
                                                             settle=False))
                        for arm, arm_workload in arms.items()}
+            limits: dict[str, float] = {}
+            refused: set[str] = set()  # configs every side refused in the first round: not run again
             for repeat in range(args.repeats):
                 for name, config in chosen.items():
+                    if name in refused:
+                        continue
                     for rung in ladder:
                         if (run := _measured(targets["replay_with_scans"], config, rung, home / "logs" /
-                                             f"rung{rung.index}-{name}-{repeat}.log", failures)) is not None:
+                                             f"rung{rung.index}-{name}-{repeat}.log", failures, limits)) is not None:
                             rungs[str(rung.index)][name].append(run[0])
                     for arm, arm_workload in arms.items():
                         run = _measured(targets[arm], config, arm_workload.full,
-                                        home / "logs" / f"{arm}-{name}-{repeat}.log", failures)
+                                        home / "logs" / f"{arm}-{name}-{repeat}.log", failures, limits)
                         print(f"repeat {repeat} {name:28} {arm:18} "
                               f"{'failed' if run is None else f'{run[0]:.3f} s'}", flush=True)
                         if run is not None:
                             seconds[arm][name].append(run[0])
                             if arm == "replay_with_scans":
                                 steps[name] = run[1].get("replay_scan_steps", 0.0)
+                    if not any(seconds[arm][name] for arm in arms):
+                        refused.add(name)
     median = {arm: {name: round(statistics.median(values), 4) for name, values in by.items() if values}
               for arm, by in seconds.items()}
     names = list(chosen)
