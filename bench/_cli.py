@@ -15,14 +15,16 @@ KNOBTUNE = str(Path(sys.executable).with_name("knobtune"))  # the entry point in
 EARLIER_OFF = ("--no-earlier-studies",)
 
 
-def knobtune(*args: str, home: Path | None = None) -> str:
+def knobtune(*args: str, home: Path | None = None, earlier_studies: bool = False) -> str:
     """Run one knobtune command (in the studies folder ``home``); its standard output (progress goes to the terminal).
-    A `tune` never learns from earlier studies (``EARLIER_OFF``): a result must not depend on what ran before it.
+    A `tune` never learns from earlier studies (``EARLIER_OFF``): a result must not depend on what ran before it;
+    ``earlier_studies`` lets it, as a user's `tune` does (the bench that measures what they give, earlier_studies.py).
 
     Raises:
         SystemExit: the command failed; its status and the end of its output say why.
     """
-    argv = [KNOBTUNE, *args, *(["--dir", str(home)] if home else []), *(EARLIER_OFF if args[:1] == ("tune",) else ())]
+    off = args[:1] == ("tune",) and not earlier_studies
+    argv = [KNOBTUNE, *args, *(["--dir", str(home)] if home else []), *(EARLIER_OFF if off else ())]
     print("$ knobtune", " ".join(args), flush=True)
     result = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
     if result.returncode != 0:
@@ -30,11 +32,11 @@ def knobtune(*args: str, home: Path | None = None) -> str:
     return result.stdout
 
 
-def knobtune_json(*args: str, home: Path | None = None) -> dict:
+def knobtune_json(*args: str, home: Path | None = None, earlier_studies: bool = False) -> dict:
     """Run one knobtune command with ``--json``; its parsed output (see ``knobtune``)."""
     import json
 
-    return json.loads(knobtune(*args, "--json", home=home))
+    return json.loads(knobtune(*args, "--json", home=home, earlier_studies=earlier_studies))
 
 
 def result_arguments(parser: argparse.ArgumentParser) -> None:
