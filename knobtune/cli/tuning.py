@@ -211,6 +211,6 @@ def rank(
     if json_output:
         console.print_json({"study": loaded.study_name, "rung": rung, **result.to_dict()})
     else:
-        workload_name = (loaded.user_attrs.get("workload") or {}).get("name", workload)
+        workload_name = str((loaded.user_attrs.get("workload") or {}).get("name") or workload or "")
         console.ranking_text(result, loaded.study_name, catalog.system, workload_name)
 
