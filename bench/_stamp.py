@@ -6,10 +6,17 @@ cores, memory, kernel, OS, storage), whether the machine was quiet while it ran,
 it measured (``knobtune systems --json``: for RocksDB, Debian's assertion-enabled package or the release build
 of scripts/rocksdb-release).
 
-Quiet is judged from the CPU the rest of the machine used while the bench ran: the machine's busy time
-(/proc/stat) less the CPU this bench and the processes it waited for used (getrusage), as a share of the
-machine's capacity, and the time the hypervisor took (steal). The load averages before and after are kept
-beside it; the one after counts the bench's own work.
+Quiet is judged from the CPU the rest of the machine used while the bench ran, as a share of the machine's
+capacity, and the time the hypervisor took (steal). The rest of the machine's CPU is read two ways:
+- ``others_cpu_share``: the machine's busy time (/proc/stat) less the CPU this bench and the processes it waited
+  for used (getrusage). A bound from above: a process of the bench's that nobody waits for is counted as the
+  rest's (a PostgreSQL server killed by the settle's crash check leaves its backends to init, and their CPU with
+  them);
+- ``outside_cpu_share``: the CPU of every process outside the bench's own tree (kernel threads included), read
+  from /proc every second by ``Outside``; a process once seen in the tree stays the bench's. A process born and
+  gone between two readings is not seen.
+The second judges quiet when it was read. The load averages before and after are kept beside it; the one after
+counts the bench's own work.
 """
 
 from __future__ import annotations
@@ -23,9 +30,12 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from knobtune.tuning.loop import machine_facts
 
@@ -53,11 +63,57 @@ def _own_cpu_s() -> float:
                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
+class Outside:
+    """The CPU seconds used since it started by the processes outside the tree of process ``root`` (this one), read
+    every ``every_s`` (the module's docstring)."""
+
+    def __init__(self, every_s: float = 1.0, root: int | None = None) -> None:
+        self.root = os.getpid() if root is None else root
+        self.seconds = 0.0
+        self.started = time.time()
+        self._seen: dict[tuple[int, float], float] = {}  # (pid, created) -> CPU seconds at the last reading
+        self._ours: set[tuple[int, float]] = set()
+        self._every_s = every_s
+        self._read()
+        threading.Thread(target=self._loop, name="outside-cpu", daemon=True).start()
+
+    def is_ours(self, pid: int) -> bool:
+        """Whether the process ``pid`` was seen in the tree (and so stays the bench's)."""
+        return any(key[0] == pid for key in self._ours)
+
+    def _loop(self) -> None:
+        while True:
+            time.sleep(self._every_s)
+            self._read()
+
+    def _read(self) -> None:
+        me, parents, cpu = self.root, {}, {}
+        for process in psutil.process_iter(["ppid", "create_time", "cpu_times"]):
+            info = process.info
+            if info["cpu_times"] is None or info["create_time"] is None:
+                continue
+            key = (process.pid, info["create_time"])
+            parents[process.pid] = info["ppid"]
+            cpu[key] = info["cpu_times"].user + info["cpu_times"].system
+        for key in cpu:
+            pid = key[0]
+            while pid not in (0, 1, me) and pid in parents and pid != parents[pid]:
+                pid = parents[pid]
+            if pid == me:
+                self._ours.add(key)
+        for key, seconds in cpu.items():
+            if key not in self._ours:
+                before = self._seen.get(key, 0.0 if key[1] >= self.started else seconds)
+                self.seconds += max(0.0, seconds - before)
+        self._seen = cpu
+
+
 def _git(*args: str) -> str:
     ran = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, check=False)
     return ran.stdout.strip()
 
 
+OUTSIDE = Outside()
 STARTED = {"at": datetime.datetime.now(datetime.timezone.utc), "monotonic": time.monotonic(),
            "load": os.getloadavg(), "cpu": _cpu_ticks(), "own_cpu_s": _own_cpu_s(),
            # the code state the runs start from (each knobtune command a bench runs imports it afresh)
@@ -124,8 +180,10 @@ def quiet() -> dict[str, Any]:
     own_s = _own_cpu_s() - STARTED["own_cpu_s"]
     others = max(0.0, (now["busy"] - before["busy"]) * tick_s - own_s) / capacity_s
     steal = (now["steal"] - before["steal"]) * tick_s / capacity_s
-    return figures | {"others_cpu_share": round(others, 3), "steal_share": round(steal, 3),
-                      "quiet": others < QUIET_OTHERS_SHARE and steal < QUIET_STEAL_SHARE}
+    outside = OUTSIDE.seconds / capacity_s
+    return figures | {"others_cpu_share": round(others, 3), "outside_cpu_share": round(outside, 3),
+                      "steal_share": round(steal, 3),
+                      "quiet": outside < QUIET_OTHERS_SHARE and steal < QUIET_STEAL_SHARE}
 
 
 def stamp(out: Path | None) -> dict[str, Any]:

@@ -166,6 +166,10 @@ def quiet_line(stamp: dict[str, Any]) -> str:
     """Whether the machine was quiet: as measured by the run, or as said when it was not measured."""
     q = stamp.get("quiet") or {}
     verdict = {True: "quiet", False: "NOT quiet", None: "quietness not measured"}[q.get("quiet")]
+    if "outside_cpu_share" in q:
+        return (f"{verdict}: processes outside the bench used {q['outside_cpu_share']:.0%} of the machine's CPU while "
+                f"it ran (busy time less the bench's waited-for processes: {q['others_cpu_share']:.0%}), the "
+                f"hypervisor took {q['steal_share']:.0%}; load average {q['load_before'][0]:.1f} before")
     if "others_cpu_share" in q:
         return (f"{verdict}: the rest of the machine used {q['others_cpu_share']:.0%} of its CPU while it ran, the "
                 f"hypervisor took {q['steal_share']:.0%}; load average {q['load_before'][0]:.1f} before")

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
+import _stamp  # noqa: E402
 import suite  # noqa: E402  (bench/ holds scripts, not a package)
 
 MACHINE_PATH = re.compile(r"(?<![\w.~-])/(work|tmp|root|home)/")
@@ -107,3 +110,20 @@ def test_no_bench_page_or_question_names_a_path_of_one_machine() -> None:
     found = [f"{p.relative_to(ROOT)}:{n}" for p in pages for n, line in enumerate(p.read_text().splitlines(), 1)
              if MACHINE_PATH.search(line)]
     assert found == []
+
+
+def test_the_cpu_outside_a_bench_counts_other_processes_and_not_the_benchs_own_descendants() -> None:
+    """``_stamp.Outside`` judges quiet: CPU burnt by a process outside the bench's tree counts; a grandchild of the
+    bench stays the bench's once it is orphaned (a server killed by a crash check leaves its backends to init, and
+    getrusage never sees their CPU: a PostgreSQL bench looked loaded by its own backends)."""
+    burn = "timeout 1.5 sh -c 'while :; do :; done'"
+    bench = subprocess.Popen(["bash", "-c", f"{burn} & echo $!; sleep 0.7"], stdout=subprocess.PIPE, text=True)
+    watched = _stamp.Outside(every_s=0.1, root=bench.pid)
+    other = subprocess.Popen(["bash", "-c", burn])  # outside the bench's tree
+    orphan = int((bench.stdout.readline() if bench.stdout else "0").strip())
+    bench.wait()  # the burner it started is orphaned now, still burning
+    time.sleep(0.4)
+    assert watched.is_ours(orphan) and not watched.is_ours(other.pid)
+    other.wait()
+    time.sleep(0.3)
+    assert watched.seconds >= 1.0, watched.seconds  # the other burner's 1.5 s (and whatever else the machine ran)
