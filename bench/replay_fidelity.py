@@ -6,26 +6,28 @@ SQLAlchemy's ORM and with psycopg 3 by hand, `--clients` concurrent clients,
 ids read back and used again):
 1. capture it as docs/replay.md says (a server logging every statement, a dump
    when logging began, the application run, `capture postgresql --from --state`);
-2. take `--configs` configs: the default, five that change what matters to a
-   commit-heavy application (synchronous_commit off, group commit by
-   commit_delay, WAL writes, small buffers), then random samples of the space
-   (`--seed`); durability knobs are included: the question is the ranking,
-   not a recommendation;
+2. take `--configs` configs: the default, five designed changes that keep the
+   data safe (small and large buffers, group commit, jit and parallel workers
+   off, planner costs), then random samples of the space a study of the
+   capture searches (`--seed`); `--history` gives the shop a past (shipped
+   orders made before the capture) so that reads meet tables larger than a
+   small server's buffers;
 3. measure every config `--repeats` times three ways, interleaved (config by
    config, round after round): the replay of the capture at `pace = "think"`
    (each session keeps its captured think times) and at `pace = "fast"` (back
    to back), objective elapsed_s (replay + settle), and the application itself
    on the same restored dump under the same config, timed the same way (its
    run + the same settle: kill, recovery, checkpoint);
-4. report Spearman's rho between the two rankings (medians), and the share of
-   the replay's best gain the application sees (the application's gain of the
-   replay's best config over the default, divided by the replay's gain);
+4. report, per pace, how the replay ranks the configs against the application
+   (bench/_fidelity.py): Spearman's rho of the two rankings (medians), the
+   pairs the application tells apart that the replay orders the same, and the
+   share of the replay's best gain the application sees;
 5. with `--rungs`, replay each config at the capture's smaller rungs too (its
    first 10% and 30%, think pace) and report each rung's rho with the full
    replay, as `show` reports a study's ladder.
 
-    .venv/bin/python bench/replay_fidelity.py --apps orm psycopg --configs 7 --repeats 3 \
-        --out bench/results/replay-fidelity/
+    .venv/bin/python bench/replay_fidelity.py --apps orm psycopg --orders 60 --history 100000 --configs 9 \
+        --repeats 3 --rungs --out bench/results/replay-fidelity/
 """
 
 from __future__ import annotations
