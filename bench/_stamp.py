@@ -15,8 +15,8 @@ capacity, and the time the hypervisor took (steal). The rest of the machine's CP
 - ``outside_cpu_share``: the CPU of every process outside the bench's own tree (kernel threads included), read
   from /proc every second by ``Outside``; a process once seen in the tree stays the bench's. A process born and
   gone between two readings is not seen.
-The second judges quiet when it was read. The load averages before and after are kept beside it; the one after
-counts the bench's own work.
+The second judges quiet in a bench script's own process (the one whose result is stamped). The load averages
+before and after are kept beside it; the one after counts the bench's own work.
 """
 
 from __future__ import annotations
@@ -113,7 +113,14 @@ def _git(*args: str) -> str:
     return ran.stdout.strip()
 
 
-OUTSIDE = Outside()
+def _is_bench_script() -> bool:
+    """Whether this process is a bench script, whose result the stamp judges: not bench/run.py, which starts one
+    (its own readings would count against its child as outside work), nor a test importing the module."""
+    main = Path(sys.argv[0]).resolve()
+    return main.parent == REPO / "bench" and main.suffix == ".py" and main.name != "run.py"
+
+
+OUTSIDE = Outside() if _is_bench_script() else None  # read from the start, as STARTED is
 STARTED = {"at": datetime.datetime.now(datetime.timezone.utc), "monotonic": time.monotonic(),
            "load": os.getloadavg(), "cpu": _cpu_ticks(), "own_cpu_s": _own_cpu_s(),
            # the code state the runs start from (each knobtune command a bench runs imports it afresh)
@@ -180,6 +187,9 @@ def quiet() -> dict[str, Any]:
     own_s = _own_cpu_s() - STARTED["own_cpu_s"]
     others = max(0.0, (now["busy"] - before["busy"]) * tick_s - own_s) / capacity_s
     steal = (now["steal"] - before["steal"]) * tick_s / capacity_s
+    if OUTSIDE is None:  # not a bench script's process: the bound from above is all there is
+        return figures | {"others_cpu_share": round(others, 3), "steal_share": round(steal, 3),
+                          "quiet": others < QUIET_OTHERS_SHARE and steal < QUIET_STEAL_SHARE}
     outside = OUTSIDE.seconds / capacity_s
     return figures | {"others_cpu_share": round(others, 3), "outside_cpu_share": round(outside, 3),
                       "steal_share": round(steal, 3),

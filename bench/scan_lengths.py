@@ -114,11 +114,11 @@ def _cell(result: dict, arm: str, name: str) -> str:
     return "-" if median is None else f"{median} s ({result['over_default'][arm][name]}x)"
 
 
-def _measured(target, config: dict, rung, log: Path, failures: list[str],
+def _measured(target, side: str, config: dict, rung, log: Path, failures: list[str],
               limits: dict[str, float]) -> tuple[float, dict] | None:
-    """The measured phase's seconds of one run and its counters, or None (a config the side refuses or cannot
-    finish in TIMEOUT_FACTOR times the default's first run there: kept in ``failures`` with its reason)."""
-    key = f"{log.stem.split('-')[0]} {rung.index}"  # the side (or the rung) and the rung
+    """The measured phase's seconds of one run of ``side`` and its counters, or None (a config the side refuses or
+    cannot finish in TIMEOUT_FACTOR times the default's first run there: kept in ``failures`` with its reason)."""
+    key = f"{side} {rung.index}"
     started = time.monotonic()
     try:
         run = target.run(config, rung, timeout_s=limits.get(key), log_path=log, seed=1)
@@ -168,11 +168,12 @@ def main() -> None:
                     if name in refused:
                         continue
                     for rung in ladder:
-                        if (run := _measured(targets["replay_with_scans"], config, rung, home / "logs" /
-                                             f"rung{rung.index}-{name}-{repeat}.log", failures, limits)) is not None:
+                        log = home / "logs" / f"rung{rung.index}-{name}-{repeat}.log"
+                        if (run := _measured(targets["replay_with_scans"], "replay_with_scans", config, rung, log,
+                                             failures, limits)) is not None:
                             rungs[str(rung.index)][name].append(run[0])
                     for arm, arm_workload in arms.items():
-                        run = _measured(targets[arm], config, arm_workload.full,
+                        run = _measured(targets[arm], arm, config, arm_workload.full,
                                         home / "logs" / f"{arm}-{name}-{repeat}.log", failures, limits)
                         print(f"repeat {repeat} {name:28} {arm:18} "
                               f"{'failed' if run is None else f'{run[0]:.3f} s'}", flush=True)

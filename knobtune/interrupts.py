@@ -25,6 +25,7 @@ import gc
 import signal
 import threading
 import traceback
+from collections.abc import Iterator
 from types import FrameType, TracebackType
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -56,17 +57,20 @@ def stopped_by() -> int | None:
     return _Stop.signum
 
 
+def _chain(exc: BaseException | None) -> Iterator[BaseException]:
+    """``exc`` and the exceptions it was raised from or while handling, each once."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
 def raised_by_a_stop(exc: BaseException | None) -> bool:
     """Whether ``exc`` is a stop's ``KeyboardInterrupt`` or was raised while one was handled: one that lands inside
     a storage call can end as the storage's own error (Optuna's StorageInternalError from SQLite's "database is
     locked" on the rollback)."""
-    seen: set[int] = set()
-    while exc is not None and id(exc) not in seen:
-        if isinstance(exc, KeyboardInterrupt):
-            return True
-        seen.add(id(exc))
-        exc = exc.__cause__ or exc.__context__
-    return False
+    return any(isinstance(link, KeyboardInterrupt) for link in _chain(exc))
 
 
 def after_a_stop(exc: BaseException) -> None:
@@ -75,12 +79,8 @@ def after_a_stop(exc: BaseException) -> None:
     connection while ``exc`` is handled: their locals are cleared (the traceback keeps its lines), then collected."""
     if not raised_by_a_stop(exc):
         return
-    seen: set[int] = set()
-    link: BaseException | None = exc
-    while link is not None and id(link) not in seen:
-        seen.add(id(link))
+    for link in _chain(exc):
         traceback.clear_frames(link.__traceback__)
-        link = link.__cause__ or link.__context__
     gc.collect()
 
 
