@@ -1,24 +1,30 @@
-"""Benchmark: what a RocksDB replay loses without scan lengths, on a scan-heavy workload.
+"""Benchmark: what a RocksDB replay loses without scan lengths, on a scan-heavy workload, and how its rungs rank.
 
-An inbox (bench/workloads/inbox-pages.toml: 35% of its operations a SeekForPrev
-and 20 Prev calls) is captured once (`knobtune capture rocksdb --workload`, which
-records its scan lengths beside the trace), and the same capture is copied
-without them. Under each config, interleaved, `--repeats` times:
-- the application's own run: kvbench runs the workload's measured phase;
-- the replay with scan lengths, and the replay without them (seeks alone).
+An inbox (bench/workloads/inbox-pages.toml, or --workload: 35% of its operations
+a SeekForPrev and 20 Prev calls) is captured once (`knobtune capture rocksdb
+--workload`, which records its scan lengths beside the trace), and the same
+capture is copied without them. Under each config, interleaved, `--repeats` times:
+- the application's own run: kvbench runs the workload's measured phases;
+- the replay with scan lengths, and the replay without them (seeks alone);
+- with --rungs, the capture's smaller rungs (with scan lengths) as its first
+  records, and with --slices K also as K slices spread over the capture (a copy
+  whose `[drivers.replay] slices` is K).
 The configs: the default, two designed changes (larger blocks; a small cache of
-small blocks), then `--samples` random samples of the space a study of the
-capture searches (`--seed`). No settle (`settle=False`): each figure is the
-measured phase alone (the run phase; the replay), so the three count the same
-operations. It prints and stores (`--out`) the median seconds of each, each
-replay's time as a fraction of the application's under the same config, each
-config's time against the default on all three, and how each replay ranks the
-configs against the application (bench/_fidelity.py: Spearman's rho, the pairs
-the application tells apart that the replay orders the same, the share of the
-replay's best gain the application keeps).
+small blocks), then random samples of the space a study of the capture searches
+(`--seed`), drawn until `--samples` of them ran on the application (a sample the
+application refuses, or cannot finish in 5 times the default's time, is kept
+in the table with the replays' answer to it, but is not one of the N). No
+settle (`settle=False`): each figure is the measured phases alone (the run
+phases; the replay), so all sides count the same operations. It prints and
+stores (`--out`) the median seconds of each, each replay's time as a fraction
+of the application's under the same config, each config's time against the
+default on every side, how each replay ranks the configs against the
+application (bench/_fidelity.py: Spearman's rho, the pairs the application
+tells apart that the replay orders the same, the share of the replay's best
+gain the application keeps), and how each smaller rung ranks them.
 
-    .venv/bin/python bench/scan_lengths.py --records 50000 --operations 300000 --repeats 5 \
-        --samples 5 --seed 1 --out bench/results/scan-lengths/
+    .venv/bin/python bench/scan_lengths.py --records 50000 --operations 300000 --repeats 3 \
+        --samples 5 --seed 1 --rungs --slices 4 --out bench/results/scan-lengths/
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
@@ -47,21 +54,25 @@ from knobtune.workloads import load_workload
 WORKLOAD = Path(__file__).parent / "workloads" / "inbox-pages.toml"
 DESIGNED = {"default": {}, "block_size=64KiB": {"block_size": "64KiB"},
             "cache=1MiB,block_size=1KiB": {"cache_size": "1MiB", "block_size": "1KiB"}}
+SAMPLE_DRAWS = 4  # --samples N draws at most 4N samples to find N the application runs
 PLANNED_MEMORY_BYTES = 4 * 2**30  # a sample's caches and buffers scaled to fit, as a study's under --memory-limit
 TIMEOUT_FACTOR = 5  # a run longer than this many times the default's first run on its side is cut (and dropped)
 
 
-def configs(catalog, samples: int, seed: int) -> dict[str, dict]:
-    """The designed configs, then ``samples`` random samples of the space a study of the capture searches (the
-    knobs both the replay and kvbench set, none that trades durability), named "sample N"."""
-    chosen = {name: catalog.config(changes) for name, changes in DESIGNED.items()}
+def designed(catalog) -> dict[str, dict]:
+    """The default and the designed configs, by name."""
+    return {name: catalog.config(changes) for name, changes in DESIGNED.items()}
+
+
+def samples(catalog, seed: int) -> Iterator[dict]:
+    """Random samples of the space a study of the capture searches (the knobs both the replay and kvbench set, none
+    that trades durability), one after another."""
     both = set(build_space(catalog, driver="kvbench").knobs)
     space = build_space(catalog, [k for k in build_space(catalog, driver=RocksdbReplayTarget.driver).knobs
                                   if k in both]).capped_under(PLANNED_MEMORY_BYTES)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
-    for number in range(samples):
-        chosen[f"sample {number + 1}"], _ = space.suggest(study.ask())
-    return chosen
+    while True:
+        yield space.suggest(study.ask())[0]
 
 
 def without_scans(capture: Path, copy: Path) -> Path:
@@ -70,6 +81,14 @@ def without_scans(capture: Path, copy: Path) -> Path:
     (copy / "scans").unlink()
     lines = (copy / "capture.toml").read_text().splitlines()
     (copy / "capture.toml").write_text("\n".join(line for line in lines if line != 'scans = "scans"') + "\n")
+    return copy
+
+
+def with_slices(capture: Path, copy: Path, slices: int) -> Path:
+    """The capture, its smaller rungs made of ``slices`` slices spread over it (``[drivers.replay] slices``)."""
+    shutil.copytree(capture, copy)
+    toml = copy / "capture.toml"
+    toml.write_text(toml.read_text().replace("[drivers.replay]\n", f"[drivers.replay]\nslices = {slices}\n", 1))
     return copy
 
 
@@ -87,8 +106,10 @@ def table(result: dict) -> str:
         rows.append("| " + " | ".join([name] + [_cell(result, arm, name) for arm in ARMS]) + " |")
     if "configs" in result:
         refused = {arm: {name for name, runs in result["seconds"][arm].items() if not runs} for arm in ARMS}
-        rows += ["", f"Configs: {len(result['configs'])} (the default, 2 designed, {len(result['configs']) - 3} random "
-                 f"samples of the space, seed {result['seed']}). Refused by the application: "
+        drawn = len(result["configs"]) - len(DESIGNED)
+        until = (f", drawn until {result['samples']} ran on the application" if "samples" in result else "")
+        rows += ["", f"Configs: {len(result['configs'])} (the default, {len(DESIGNED) - 1} designed, {drawn} random "
+                 f"samples of the space, seed {result['seed']}{until}). Refused by the application: "
                  f"{len(refused['application'])}; of those, refused by the replay with scan lengths "
                  f"{len(refused['application'] & refused['replay_with_scans'])}, by the replay of seeks only "
                  f"{len(refused['application'] & refused['replay_seeks_only'])}; refused by a replay alone: "
@@ -100,6 +121,16 @@ def table(result: dict) -> str:
         for arm, figure in result["fidelity"].items():
             rows.append(f"| {arm.replace('_', ' ')} | {figure.get('rho')} | {pairs_text(figure)} "
                         f"| {figure.get('replay_gain')}x | {figure.get('application_gain')}x | {held_text(figure)} |")
+    if result.get("slice_rho"):
+        rows += ["", f"The capture's smaller rungs (replayed with scan lengths), as its first records and as "
+                 f"{result['slices']} slices spread over it: Spearman's rho of each rung's ranking of the configs",
+                 "", "| rung | first records: rho with the full replay | with the application | slices: rho with the "
+                 "full replay | with the application |", "|---|---|---|---|---|"]
+        for index, prefix in result["rung_rho"].items():
+            sliced = result["slice_rho"][index]
+            rows.append(f"| {index} | {prefix['full replay']} | {prefix['application']} | {sliced['full replay']} "
+                        f"| {sliced['application']} |")
+        return "\n".join(rows)
     for index, rho in (result.get("rung_rho") or {}).items():
         rows.append(f"\nRung {index} of the capture (replayed with scan lengths) ranks the configs with rho "
                     f"{rho['full replay']} against the full replay, {rho['application']} against the application.")
@@ -129,66 +160,95 @@ def _measured(target, side: str, config: dict, rung, log: Path, failures: list[s
     return sum(p.seconds for p in run.phases if p.name in run.measured), dict(run.counters)
 
 
+def _rho(by: dict[str, list[float]], seconds: dict[str, dict[str, list[float]]], names: list[str]) -> dict:
+    """How one rung's runs rank the configs against the full replay's and the application's."""
+    return {"full replay": rank_agreement([by[n] for n in names], [seconds["replay_with_scans"][n] for n in names]),
+            "application": rank_agreement([by[n] for n in names], [seconds["application"][n] for n in names])}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", type=Path, default=WORKLOAD, help="the application's workload file")
     parser.add_argument("--records", type=int, default=50000)
     parser.add_argument("--operations", type=int, help="the run phase's operations (default: the file's, scaled)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--samples", type=int, default=0,
-                        help="random samples of the space beside the designed configs")
+                        help="random samples of the space beside the designed configs: drawn until this many ran on "
+                             f"the application, at most {SAMPLE_DRAWS} times as many")
     parser.add_argument("--seed", type=int, default=1, help="the samples' seed")
     parser.add_argument("--rungs", action="store_true",
                         help="replay the capture's smaller rungs too (with scan lengths) and rank the configs there")
+    parser.add_argument("--slices", type=int, default=0,
+                        help="with --rungs: replay the smaller rungs also as this many slices spread over the capture")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     catalog = load_catalog("rocksdb")
-    workload = load_workload(WORKLOAD).scaled(args.records)
+    workload = load_workload(args.workload).scaled(args.records)
     if args.operations:
         workload = dataclasses.replace(workload, operations=args.operations)
-    chosen = configs(catalog, args.samples, args.seed)
+    chosen = designed(catalog)
+    drawn = samples(catalog, args.seed)
     failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="knobtune-scan-lengths-") as tmp:
         home = Path(tmp)
         summary = from_workload(workload, home / "with.capture", "inbox", None)
         arms = {"application": workload, "replay_with_scans": load_workload(home / "with.capture"),
                 "replay_seeks_only": load_workload(without_scans(home / "with.capture", home / "seeks.capture"))}
-        seconds: dict[str, dict[str, list[float]]] = {arm: {name: [] for name in chosen} for arm in arms}
+        ladders = {"replay_with_scans": arms["replay_with_scans"].rungs[:-1] if args.rungs else ()}
+        if args.rungs and args.slices > 1:
+            ladders["replay_sliced"] = load_workload(with_slices(home / "with.capture", home / "sliced.capture",
+                                                                 args.slices)).rungs[:-1]
+        seconds: dict[str, dict[str, list[float]]] = {arm: {} for arm in arms}
+        rungs: dict[str, dict[str, dict[str, list[float]]]] = {
+            side: {str(r.index): {} for r in ladder} for side, ladder in ladders.items()}
         steps: dict[str, float] = {}
-        ladder = arms["replay_with_scans"].rungs[:-1] if args.rungs else ()
-        rungs: dict[str, dict[str, list[float]]] = {str(r.index): {name: [] for name in chosen} for r in ladder}
         with contextlib.ExitStack() as stack:  # one target a side, as a study has: the replay's reference runs once
-            targets = {arm: stack.enter_context(make_target(catalog, arm_workload, home / "scratch" / arm,
-                                                            "kvbench" if arm == "application" else None,
-                                                            settle=False))
-                       for arm, arm_workload in arms.items()}
+            targets = {side: stack.enter_context(make_target(catalog, load_workload(home / "sliced.capture")
+                                                             if side == "replay_sliced" else arms[side],
+                                                             home / "scratch" / side,
+                                                             "kvbench" if side == "application" else None,
+                                                             settle=False))
+                       for side in [*arms, *ladders]}
             limits: dict[str, float] = {}
-            refused: set[str] = set()  # configs every side refused in the first round: not run again
-            for repeat in range(args.repeats):
-                for name, config in chosen.items():
-                    if name in refused:
-                        continue
+
+            def measure(name: str, config: dict, repeat: int) -> None:
+                """One config's runs of one round: each smaller rung, then each side at full size."""
+                for side, ladder in ladders.items():
                     for rung in ladder:
-                        log = home / "logs" / f"rung{rung.index}-{name}-{repeat}.log"
-                        if (run := _measured(targets["replay_with_scans"], "replay_with_scans", config, rung, log,
-                                             failures, limits)) is not None:
-                            rungs[str(rung.index)][name].append(run[0])
-                    for arm, arm_workload in arms.items():
-                        run = _measured(targets[arm], arm, config, arm_workload.full,
-                                        home / "logs" / f"{arm}-{name}-{repeat}.log", failures, limits)
-                        print(f"repeat {repeat} {name:28} {arm:18} "
-                              f"{'failed' if run is None else f'{run[0]:.3f} s'}", flush=True)
-                        if run is not None:
-                            seconds[arm][name].append(run[0])
-                            if arm == "replay_with_scans":
-                                steps[name] = run[1].get("replay_scan_steps", 0.0)
-                    if not any(seconds[arm][name] for arm in arms):
-                        refused.add(name)
+                        log = home / "logs" / f"{side}-rung{rung.index}-{name}-{repeat}.log"
+                        run = _measured(targets[side], side, config, rung, log, failures, limits)
+                        rungs[side][str(rung.index)].setdefault(name, []).extend([run[0]] if run else [])
+                for arm, arm_workload in arms.items():
+                    run = _measured(targets[arm], arm, config, arm_workload.full,
+                                    home / "logs" / f"{arm}-{name}-{repeat}.log", failures, limits)
+                    print(f"repeat {repeat} {name:28} {arm:18} {'failed' if run is None else f'{run[0]:.3f} s'}",
+                          flush=True)
+                    seconds[arm].setdefault(name, []).extend([run[0]] if run else [])
+                    if run is not None and arm == "replay_with_scans":
+                        steps[name] = run[1].get("replay_scan_steps", 0.0)
+
+            for name, config in chosen.items():
+                measure(name, config, 0)
+            ran = 0
+            for number in range(SAMPLE_DRAWS * args.samples):
+                if ran == args.samples:
+                    break
+                name = f"sample {number + 1}"
+                chosen[name] = next(drawn)
+                measure(name, chosen[name], 0)
+                ran += bool(seconds["application"][name])
+            refused = {name for name in chosen if not any(seconds[arm][name] for arm in arms)}  # not run again
+            for repeat in range(1, args.repeats):
+                for name, config in chosen.items():
+                    if name not in refused:
+                        measure(name, config, repeat)
     median = {arm: {name: round(statistics.median(values), 4) for name, values in by.items() if values}
               for arm, by in seconds.items()}
     names = list(chosen)
     emit({"question": "what a replay loses without scan lengths", "workload": workload.name,
           "records": workload.records, "operations": summary.operations, "mix": dict(summary.mix),
           "scans": dict(summary.scans), "replayed_steps": steps, "repeats": args.repeats, "seed": args.seed,
+          "samples": args.samples, "slices": args.slices,
           "configs": {name: {k: v for k, v in config.items() if v != catalog.defaults().get(k)}
                       for name, config in chosen.items()},
           "seconds": seconds, "median_s": median, "failures": failures,
@@ -197,11 +257,8 @@ def main() -> None:
                                       for arm in arms if arm != "application"},
           "over_default": {arm: {name: round(median[arm][name] / median[arm]["default"], 3) for name in median[arm]}
                            for arm in arms},
-          "rung_rho": {index: {"full replay": rank_agreement([by[n] for n in names],
-                                                             [seconds["replay_with_scans"][n] for n in names]),
-                               "application": rank_agreement([by[n] for n in names],
-                                                             [seconds["application"][n] for n in names])}
-                       for index, by in rungs.items()},
+          "rung_rho": {index: _rho(by, seconds, names) for index, by in rungs["replay_with_scans"].items()},
+          "slice_rho": {index: _rho(by, seconds, names) for index, by in rungs.get("replay_sliced", {}).items()},
           "fidelity": {arm: fidelity([seconds[arm][n] for n in names], [seconds["application"][n] for n in names])
                        for arm in arms if arm != "application"}}, args.out)
 

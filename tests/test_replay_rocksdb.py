@@ -3,6 +3,7 @@ through RocksDB's Replayer under real configs, the store's digest as the data ch
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -20,6 +21,7 @@ from knobtune.targets import FailureKind, RunFailure
 from knobtune.systems import make_target
 from knobtune.systems.rocksdb.capture import from_files, from_workload
 from knobtune.workloads import load_workload
+from knobtune.workloads.capture import spread_windows
 
 RECORDS = 3000  # ycsb-a at 3,000 records: a 3 MB checkpoint and 6,000 traced operations
 
@@ -91,6 +93,37 @@ def test_a_rung_replays_the_first_fraction_and_a_first_changed_config_measures_t
     assert run.phases[0].ops == rung.records == round(0.1 * workload.records)
     assert run.verified
     assert (tmp_path / "run.default-reference.log").is_file()  # the default's replay, the check's reference
+
+
+@pytest.mark.parametrize("total,wanted,slices", [(1000, 100, 4), (300000, 30000, 4), (7, 5, 3), (10, 3, 4),
+                                                  (1000, 1000, 4), (1000, 100, 1), (5, 9, 2)])
+def test_slices_are_spread_over_the_capture_apart_and_hold_the_rung(total: int, wanted: int, slices: int) -> None:
+    windows = spread_windows(total, wanted, slices)
+    assert sum(end - begin for begin, end in windows) == min(wanted, total)
+    assert all(begin < end <= total for begin, end in windows)
+    assert all(a[1] <= b[0] for a, b in zip(windows, windows[1:]))
+    assert windows[0][0] == 0 and len(windows) == (1 if slices == 1 or wanted >= total else min(slices, wanted))
+    if len(windows) > 1:
+        assert [begin for begin, _ in windows] == [i * total // len(windows) for i in range(len(windows))]
+
+
+def test_a_rung_of_slices_replays_records_spread_over_the_capture(rocksdb, capture: Path, tmp_path: Path) -> None:
+    sliced = tmp_path / "sliced.capture"
+    shutil.copytree(capture, sliced)
+    toml = sliced / "capture.toml"
+    toml.write_text(toml.read_text().replace("[drivers.replay]\n", "[drivers.replay]\nslices = 4\n", 1))
+    workload = load_workload(sliced)
+    rung = workload.rungs[0]
+    with make_target(rocksdb, workload, tmp_path / "scratch") as target:
+        run = target.run(rocksdb.config({"max_background_jobs": 4}), rung, timeout_s=None,
+                         log_path=tmp_path / "run.log", seed=1)
+        full = target.run(rocksdb.defaults(), workload.full, timeout_s=None, log_path=tmp_path / "full.log", seed=1)
+    assert run.verified and run.phases[0].ops == rung.records and full.phases[0].ops == workload.records
+    quarter = workload.records // 4
+    windows = json.loads((tmp_path / "run.spec.json").read_text())["windows"]
+    assert [begin for begin, _ in windows] == [0, quarter, 2 * quarter, 3 * quarter]
+    assert sum(end - begin for begin, end in windows) == rung.records
+    assert "windows" not in json.loads((tmp_path / "full.spec.json").read_text())  # the whole capture: no slices
 
 
 def test_a_config_that_loses_writes_fails_as_data_loss(rocksdb, capture: Path, tmp_path: Path) -> None:

@@ -101,6 +101,32 @@ def test_the_replay_steps_each_seek_as_far_as_the_application_did(capture: Path,
     assert (scans["next_replayed"], scans["prev_replayed"], scans["cut_short"]) == (546, 1048, 0)
 
 
+def _replayed_seeks(capture: Path, folder: Path, **spec: object) -> dict[int, list[str]]:
+    """kvbench's replay of the capture onto a copy of its checkpoint: its scan report, by seek number."""
+    folder.mkdir()
+    path, report, db = folder / "replay.json", folder / "report.txt", folder / "db"
+    subprocess.run(["cp", "-r", str(capture / "checkpoint"), str(db)], check=True)
+    path.write_text(json.dumps({"trace": str(capture / "trace"), "scans": str(capture / "scans"),
+                                "scan_report": str(report), **spec}))
+    done = subprocess.run([find_kvbench(), "--engine", "rocksdb", "--db", str(db), "--replay", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return {int(line.split()[0]): line.split()[1:] for line in report.read_text().splitlines()}
+
+
+def test_a_replay_of_windows_runs_their_seeks_alone_each_as_far_as_the_application_did(
+        capture: Path, tmp_path: Path) -> None:
+    records = load_workload(capture).records
+    whole = _replayed_seeks(capture, tmp_path / "whole")
+    windows = [[0, records // 3], [2 * records // 3, records]]
+    kept = _replayed_seeks(capture, tmp_path / "windows", windows=windows)
+    assert 0 < len(kept) < len(whole)
+    assert all(kept[seek] == whole[seek] for seek in kept)  # a seek after a gap still gets its own recorded steps
+    assert 0 in kept and max(whole) in kept  # the first window's and the last's
+    with pytest.raises(AssertionError, match="windows"):
+        _replayed_seeks(capture, tmp_path / "bad", windows=[[5, 3]])
+
+
 def test_a_scan_stops_where_the_replayed_iterator_becomes_invalid(capture: Path, tmp_path: Path) -> None:
     # The scan that ran out after 10 Next calls from msg-000990, recorded as 50: the replay's runs out after 10 too.
     scans = tmp_path / "longer.scans"

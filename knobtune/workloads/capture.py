@@ -105,6 +105,26 @@ class CaptureSummary:
         return out
 
 
+def spread_windows(total: int, wanted: int, slices: int) -> list[tuple[int, int]]:
+    """The ranges ``[begin, end)`` of a capture's ``total`` records that a rung of ``wanted`` records replays when
+    it is ``slices`` slices spread over the capture: slice i begins where the capture's i-th of ``slices`` equal
+    parts begins, and the slices together hold ``wanted`` (one slice, or a rung as large as the capture: the
+    first ``wanted``).
+
+    >>> spread_windows(1000, 100, 4)
+    [(0, 25), (250, 275), (500, 525), (750, 775)]
+    """
+    wanted = min(wanted, total)
+    slices = max(1, min(slices, wanted))
+    if slices == 1 or wanted >= total:
+        return [(0, wanted)]
+    windows = []
+    for i in range(slices):
+        begin = i * total // slices
+        windows.append((begin, begin + wanted // slices + (1 if i < wanted % slices else 0)))
+    return windows
+
+
 def check_pace(workload: Any, pace: str, paces: tuple[str, ...] = PACES) -> None:
     """Refuse a replay ``pace`` (one of ``paces``, the system's) the objective of ``workload`` (a capture) cannot
     measure.

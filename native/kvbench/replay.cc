@@ -327,6 +327,48 @@ void match_scan(ScanLengths& lengths, uint64_t number, Job* job) {
                              seek.GetKey().ToString(), seek.GetTimestamp());
 }
 
+// Which of a trace's records a replay runs: its first `limit` (0: all), or those in its windows; and, paced, when
+// each is due, the time between windows left out.
+class Windows {
+ public:
+  explicit Windows(const ReplaySpec& spec) : limit_(spec.limit), windows_(spec.windows) {}
+
+  // Whether to read another record, `replayed` of them replayed so far.
+  bool more(uint64_t replayed) const {
+    if (!windows_.empty()) return next_ < windows_.back().second;
+    return limit_ == 0 || replayed < limit_;
+  }
+
+  // Whether the next record of the trace (stamped `ts`) is replayed; called once for every record read, in order.
+  bool keeps(uint64_t ts) {
+    const uint64_t number = next_++;
+    if (windows_.empty()) return true;
+    while (number >= windows_[current_].second) ++current_;  // more() keeps number below the last window's end
+    if (number < windows_[current_].first) {
+      gap_ = any_kept_;
+      return false;
+    }
+    if (gap_) left_out_us_ += ts - std::min(ts, last_kept_ts_);  // a window's first record: no wait for the gap
+    gap_ = false;
+    any_kept_ = true;
+    last_kept_ts_ = ts;
+    return true;
+  }
+
+  // Microseconds after the first replayed record (stamped `first_ts`) a record stamped `ts` is due.
+  uint64_t since(uint64_t first_ts, uint64_t ts) const {
+    const uint64_t after = ts >= first_ts ? ts - first_ts : 0;
+    return after >= left_out_us_ ? after - left_out_us_ : 0;
+  }
+
+ private:
+  uint64_t limit_;
+  std::vector<std::pair<uint64_t, uint64_t>> windows_;
+  uint64_t next_ = 0, last_kept_ts_ = 0, left_out_us_ = 0;
+  size_t current_ = 0;
+  bool any_kept_ = false, gap_ = false;
+};
+
 // Reports the records replayed so far every `interval_s` (as kvbench's phases do) until `finished`.
 class Reporter {
  public:
@@ -389,17 +431,20 @@ nlohmann::json replay_rocksdb(const std::string& path, const ReplaySpec& spec, d
       while (lanes[t].pop(&job)) replay.execute(job, tallies[t]);
     });
   uint64_t read = 0, skipped = 0, first_ts = 0, seeks = 0;
+  Windows windows(spec);
   const auto start = Clock::now();
   {
     Reporter reporter(replay, interval_s, progress, start);
     try {
-      while (spec.limit == 0 || read < spec.limit) {
+      while (windows.more(read)) {
         std::unique_ptr<rocksdb::TraceRecord> record = next_record(*replayer, &skipped);
         if (!record) break;
         const uint64_t ts = record->GetTimestamp();
-        if (read++ == 0) first_ts = ts;
-        Job job{std::move(record), start + std::chrono::microseconds(ts >= first_ts ? ts - first_ts : 0), false, {}};
-        if (lengths && is_seek(job.record->GetTraceType())) match_scan(*lengths, seeks++, &job);
+        const bool kept = windows.keeps(ts);
+        if (kept && read++ == 0) first_ts = ts;
+        Job job{std::move(record), start + std::chrono::microseconds(windows.since(first_ts, ts)), false, {}};
+        if (lengths && is_seek(job.record->GetTraceType())) match_scan(*lengths, seeks++, &job);  // kept or not
+        if (!kept) continue;
         if (spec.paced) std::this_thread::sleep_until(job.due);
         if (lanes.empty()) {
           replay.execute(job, tallies[0]);

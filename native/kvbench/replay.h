@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +22,9 @@ struct TraceError : std::runtime_error {
 struct ReplaySpec {
   std::string trace;      // the trace file
   uint64_t limit = 0;     // replay the first `limit` query records (0: all): a rung is the first fraction
+  // Or replay these ranges of query records only, [begin, end) by their number in the trace from 0, ascending and
+  // apart (a rung made of slices spread over the capture); the gaps between them are not waited for when paced.
+  std::vector<std::pair<uint64_t, uint64_t>> windows;
   unsigned threads = 1;   // >1: records go to threads by their first key, so each key's operations keep their order
   bool paced = false;     // at the trace's own pace (the captured gaps between records); else as fast as it can
   bool statistics = false;
@@ -34,7 +39,7 @@ struct ReplaySpec {
 ReplaySpec parse_replay_spec(const nlohmann::json& json);
 
 // Open the store in `path` (the capture's checkpoint copied there, or nothing: a new store) under the spec's
-// config, and replay the trace's first records onto it through RocksDB's Replayer, timing each. The store is left
+// config, and replay the trace's first records (or its windows) onto it through RocksDB's Replayer, timing each. The store is left
 // open for the caller's crash (the settle then reopens it). With the spec's `scans`, each traced seek that matches a
 // recorded scan is followed on its iterator by the scan's Next and Prev calls, stopping early where the iterator
 // becomes invalid. Throws ConfigError, TraceError, ScanFileError, IoError.

@@ -163,12 +163,26 @@ Spec parse_spec(const nlohmann::json& json) {
   return spec;
 }
 
+// A replay's windows: [[begin, end], ...] of query records, ascending, apart, none empty.
+std::vector<std::pair<uint64_t, uint64_t>> parse_windows(const nlohmann::json& json) {
+  std::vector<std::pair<uint64_t, uint64_t>> windows;
+  const auto given = field<std::vector<std::vector<uint64_t>>>(json, "windows", {}, "");
+  for (const auto& window : given) {
+    if (window.size() != 2 || window[0] >= window[1] || (!windows.empty() && window[0] < windows.back().second))
+      throw SpecError("field 'windows' must list [begin, end] ranges of records, ascending and apart, none empty; "
+                      "got " + json.at("windows").dump());
+    windows.emplace_back(window[0], window[1]);
+  }
+  return windows;
+}
+
 ReplaySpec parse_replay_spec(const nlohmann::json& json) {
   if (!json.is_object()) throw SpecError("the replay spec must be a JSON object");
   ReplaySpec spec;
   spec.trace = field<std::string>(json, "trace", "", "");
   if (spec.trace.empty()) throw SpecError("field 'trace' must name the trace file");
   spec.limit = field<uint64_t>(json, "limit", 0, "");
+  spec.windows = parse_windows(json);
   spec.threads = parse_threads(json);
   spec.statistics = field<bool>(json, "statistics", false, "");
   spec.scans = field<std::string>(json, "scans", "", "");

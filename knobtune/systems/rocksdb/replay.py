@@ -9,7 +9,8 @@ measured) and ``threads`` (records go to threads by their first key, so each
 key's operations keep their order).
 
 A run copies the checkpoint into a fresh store (table files hard-linked: RocksDB
-never changes one), replays the rung's first records through kvbench, which
+never changes one), replays the rung's records through kvbench (the capture's
+first ones, or ``slices`` slices spread over it), which
 uses RocksDB's own Replayer, and ends as a crash would; the settle is the
 embedded stores' (``drivers/embedded.py``). Then, outside the measured time, kvbench
 takes the digest of every key and value: it must equal the default config's at
@@ -41,9 +42,10 @@ from knobtune.systems.rocksdb import trace
 from knobtune.workloads import Rung, Workload
 from knobtune import schema
 from knobtune.schema import setting
-from knobtune.workloads.capture import PACES, check_pace, verify_files, verify_folder
+from knobtune.workloads.capture import PACES, check_pace, spread_windows, verify_files, verify_folder
 
 MAX_THREADS = 1024
+MAX_SLICES = 64
 DIGEST_LIMIT_S = 600.0  # a digest reads the whole store once; longer means the machine is in trouble
 
 
@@ -56,6 +58,8 @@ class ReplaySection:
     scans: str = setting("", example="scans")
     pace: str = setting("fast", choices=PACES, what="a replay pace")
     threads: int = setting(1, least=1, most=MAX_THREADS, example=4)
+    # A smaller rung replays this many slices spread over the capture (1: its first records; docs/replay.md)
+    slices: int = setting(1, least=1, most=MAX_SLICES, example=4, note="1: a rung is the capture's first records")
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,7 @@ class RocksdbReplayTarget(EmbeddedTarget):
         self.scans = _path(workload, section, "scans")
         self.pace = str(section.get("pace", "fast"))
         self.threads = int(section.get("threads", 1))
+        self.slices = int(section.get("slices", 1))
         self._references: dict[int, Reference] = {}
 
     def open(self) -> None:
@@ -178,8 +183,10 @@ class RocksdbReplayTarget(EmbeddedTarget):
         copy_store(self.checkpoint, db_dir)
         spec_path, result_path = log_path.with_suffix(".spec.json"), log_path.with_suffix(".result.json")
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        windows = spread_windows(self.workload.records, rung.records, self.slices)
         spec_path.write_text(json.dumps({"trace": str(self.trace), "scans": str(self.scans or ""),
                                          "limit": rung.records, "threads": self.threads,
+                                         **({"windows": windows} if len(windows) > 1 else {}),
                                          "pace": self.pace, "statistics": self.ticker_counters,
                                          "config": options}, indent=2))
         result_path.unlink(missing_ok=True)
