@@ -91,11 +91,12 @@ def without_scans(capture: Path, copy: Path) -> Path:
     return copy
 
 
-def with_slices(capture: Path, copy: Path, slices: int) -> Path:
-    """The capture, its smaller rungs made of ``slices`` slices spread over it (``[drivers.replay] slices``)."""
+def edited(capture: Path, copy: Path, line: str) -> Path:
+    """The capture with ``line`` added to its ``[drivers.replay]`` (``slices = 4``: its smaller rungs made of 4
+    slices spread over it; ``rewrite = true``: its tables rewritten under each config before the replay)."""
     shutil.copytree(capture, copy)
     toml = copy / "capture.toml"
-    toml.write_text(toml.read_text().replace("[drivers.replay]\n", f"[drivers.replay]\nslices = {slices}\n", 1))
+    toml.write_text(toml.read_text().replace("[drivers.replay]\n", f"[drivers.replay]\n{line}\n", 1))
     return copy
 
 
@@ -103,16 +104,17 @@ def table(result: dict) -> str:
     """A result file as a Markdown table: each config's time against the default's, on the application and on
     each replay (bench/RESULTS.md shows it)."""
     over = result["over_default"]
+    arms = [arm for arm in ARMS if arm in result["median_s"]]
     scans = result["scans"]
     rows = [f"{result['workload']}: {result['operations']:,} operations, {scans['scans']:,} scans "
             f"({scans['matched']:,} matched, {scans['next'] + scans['prev']:,} steps), median of {result['repeats']} "
             "interleaved runs, "
             "measured phase alone", "",
-            "| config | application | replay with scan lengths | replay of seeks only |", "|---|---|---|---|"]
+            "| config | " + " | ".join(ARMS[arm] for arm in arms) + " |", "|---" * (len(arms) + 1) + "|"]
     for name in over["application"]:
-        rows.append("| " + " | ".join([name] + [_cell(result, arm, name) for arm in ARMS]) + " |")
+        rows.append("| " + " | ".join([name] + [_cell(result, arm, name) for arm in arms]) + " |")
     if "configs" in result:
-        refused = {arm: {name for name, runs in result["seconds"][arm].items() if not runs} for arm in ARMS}
+        refused = {arm: {name for name, runs in result["seconds"][arm].items() if not runs} for arm in arms}
         drawn = len(result["configs"]) - len(DESIGNED)
         until = (f", drawn until {result['samples']} ran on the application" if "samples" in result else "")
         until += f"; {' and '.join(result['held'])} held at their defaults" if result.get("held") else ""
@@ -145,7 +147,8 @@ def table(result: dict) -> str:
     return "\n".join(rows)
 
 
-ARMS = ("application", "replay_with_scans", "replay_seeks_only")
+ARMS = {"application": "application", "replay_with_scans": "replay with scan lengths",
+        "replay_seeks_only": "replay of seeks only", "replay_rewritten": "replay with scan lengths, tables rewritten"}
 
 
 def _cell(result: dict, arm: str, name: str) -> str:
@@ -189,6 +192,9 @@ def main() -> None:
                         help="replay the capture's smaller rungs too (with scan lengths) and rank the configs there")
     parser.add_argument("--slices", type=int, default=0,
                         help="with --rungs: replay the smaller rungs also as this many slices spread over the capture")
+    parser.add_argument("--rewrite", action="store_true",
+                        help="replay also with the checkpoint's tables rewritten under each config ([drivers.replay] "
+                             "rewrite = true)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     catalog = load_catalog("rocksdb")
@@ -203,10 +209,13 @@ def main() -> None:
         summary = from_workload(workload, home / "with.capture", "inbox", None)
         arms = {"application": workload, "replay_with_scans": load_workload(home / "with.capture"),
                 "replay_seeks_only": load_workload(without_scans(home / "with.capture", home / "seeks.capture"))}
+        if args.rewrite:
+            arms["replay_rewritten"] = load_workload(edited(home / "with.capture", home / "rewritten.capture",
+                                                            "rewrite = true"))
         ladders = {"replay_with_scans": arms["replay_with_scans"].rungs[:-1] if args.rungs else ()}
         if args.rungs and args.slices > 1:
-            ladders["replay_sliced"] = load_workload(with_slices(home / "with.capture", home / "sliced.capture",
-                                                                 args.slices)).rungs[:-1]
+            ladders["replay_sliced"] = load_workload(edited(home / "with.capture", home / "sliced.capture",
+                                                            f"slices = {args.slices}")).rungs[:-1]
         seconds: dict[str, dict[str, list[float]]] = {arm: {} for arm in arms}
         rungs: dict[str, dict[str, dict[str, list[float]]]] = {
             side: {str(r.index): {} for r in ladder} for side, ladder in ladders.items()}

@@ -126,6 +126,22 @@ def test_a_rung_of_slices_replays_records_spread_over_the_capture(rocksdb, captu
     assert "windows" not in json.loads((tmp_path / "full.spec.json").read_text())  # the whole capture: no slices
 
 
+def test_rewrite_compacts_the_checkpoint_under_the_config_outside_the_measured_time(
+        rocksdb, capture: Path, tmp_path: Path) -> None:
+    rewritten = tmp_path / "rewritten.capture"
+    shutil.copytree(capture, rewritten)
+    toml = rewritten / "capture.toml"
+    toml.write_text(toml.read_text().replace("[drivers.replay]\n", "[drivers.replay]\nrewrite = true\n", 1))
+    workload = load_workload(rewritten)
+    with make_target(rocksdb, workload, tmp_path / "scratch") as target:
+        run = target.run(rocksdb.config({"block_size": "64KiB", "compression_type": "lz4"}), workload.full,
+                         timeout_s=None, log_path=tmp_path / "run.log", seed=1)
+    assert run.verified and run.phases[0].ops == workload.records  # the same data: the default's digest
+    result = json.loads((tmp_path / "run.result.json").read_text())
+    assert result["replay"]["rewrite_s"] > 0
+    assert run.elapsed_s > 0 and result["stats"]["compact_write_bytes"] > 0  # the checkpoint's tables written again
+
+
 def test_a_config_that_loses_writes_fails_as_data_loss(rocksdb, capture: Path, tmp_path: Path) -> None:
     # manual_wal_flush keeps the WAL's tail in memory until the application flushes it: the crash that ends every
     # run loses those writes, and the store after the replay is not the default's.

@@ -327,6 +327,19 @@ void match_scan(ScanLengths& lengths, uint64_t number, Job* job) {
                              seek.GetKey().ToString(), seek.GetTimestamp());
 }
 
+// Rewrite every table of every column family under the store's config: one full compaction each (the bottommost
+// level too), so block size, compression and filters are the config's. Returns the seconds it took.
+double rewrite_tables(const Opened& store) {
+  const auto start = Clock::now();
+  rocksdb::CompactRangeOptions options;
+  options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  for (auto* cf : store.cfs) {
+    rocksdb::Status s = store.db->CompactRange(options, cf, nullptr, nullptr);
+    if (!s.ok()) throw IoError("cannot rewrite the store's tables under the config: " + s.ToString());
+  }
+  return seconds_of(Clock::now() - start);
+}
+
 // Which of a trace's records a replay runs: its first `limit` (0: all), or those in its windows; and, paced, when
 // each is due, the time between windows left out.
 class Windows {
@@ -420,6 +433,7 @@ nlohmann::json replay_rocksdb(const std::string& path, const ReplaySpec& spec, d
                               std::ostream& progress) {
   std::unique_ptr<ScanLengths> lengths = spec.scans.empty() ? nullptr : std::make_unique<ScanLengths>(spec.scans);
   Opened store = open_store(path, spec.config, spec.statistics);
+  const double rewrite_s = spec.rewrite ? rewrite_tables(store) : 0.0;
   std::unique_ptr<rocksdb::Replayer> replayer = open_replayer(store.db, store.cfs, spec.trace);
   Replay replay(*replayer, spec, store.db, store.cfs);
   std::vector<Tally> tallies(spec.threads);
@@ -492,7 +506,7 @@ nlohmann::json replay_rocksdb(const std::string& path, const ReplaySpec& spec, d
       {"counts", {{"found", 0}, {"not_found", 0}, {"errors", all.errors}, {"inserted", 0}}},
       {"stats", rocksdb_counters(store.db, store.tickers)},
       {"replay", {{"records", read}, {"skipped", skipped}, {"errors", all.errors}, {"first_error", all.first_error},
-                  {"paced", spec.paced}, {"lag_us", spec.paced ? summarize(all.lag) : nlohmann::json(nullptr)},
+                  {"paced", spec.paced}, {"rewrite_s", rewrite_s}, {"lag_us", spec.paced ? summarize(all.lag) : nlohmann::json(nullptr)},
                   {"scans", lengths ? scans_of(*lengths, all) : nlohmann::json(nullptr)}}}};
   return result;  // the store stays open: the caller crashes it (or closes it) as a run ends
 }

@@ -28,6 +28,10 @@ struct ReplaySpec {
   unsigned threads = 1;   // >1: records go to threads by their first key, so each key's operations keep their order
   bool paced = false;     // at the trace's own pace (the captured gaps between records); else as fast as it can
   bool statistics = false;
+  // Rewrite every table of the store under the config (one full compaction) before the replay, unmeasured: the
+  // checkpoint's tables then have the config's block size, compression and filters, as a store's compactions
+  // eventually give them; false: the checkpoint's tables stay as they were written.
+  bool rewrite = false;
   std::string scans;      // the scan lengths recorded beside the trace (scan_lengths.h); empty: none, seeks alone
   // With scans: write one line per replayed seek here, in the trace's order (no key: "<seek number> <cf> <kind>
   // <recorded next> <recorded prev> <matched 0|1> <replayed next> <replayed prev>"); empty: none.

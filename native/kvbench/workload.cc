@@ -185,6 +185,7 @@ ReplaySpec parse_replay_spec(const nlohmann::json& json) {
   spec.windows = parse_windows(json);
   spec.threads = parse_threads(json);
   spec.statistics = field<bool>(json, "statistics", false, "");
+  spec.rewrite = field<bool>(json, "rewrite", false, "");
   spec.scans = field<std::string>(json, "scans", "", "");
   spec.scan_report = field<std::string>(json, "scan_report", "", "");
   if (spec.scans.empty() && !spec.scan_report.empty()) throw SpecError("field 'scan_report' needs a 'scans' file");

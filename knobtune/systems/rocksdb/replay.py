@@ -10,7 +10,8 @@ key's operations keep their order).
 
 A run copies the checkpoint into a fresh store (table files hard-linked: RocksDB
 never changes one), replays the rung's records through kvbench (the capture's
-first ones, or ``slices`` slices spread over it), which
+first ones, or ``slices`` slices spread over it; with ``rewrite``, after one
+full compaction rewrote the checkpoint's tables under the config, unmeasured), which
 uses RocksDB's own Replayer, and ends as a crash would; the settle is the
 embedded stores' (``drivers/embedded.py``). Then, outside the measured time, kvbench
 takes the digest of every key and value: it must equal the default config's at
@@ -60,6 +61,8 @@ class ReplaySection:
     threads: int = setting(1, least=1, most=MAX_THREADS, example=4)
     # A smaller rung replays this many slices spread over the capture (1: its first records; docs/replay.md)
     slices: int = setting(1, least=1, most=MAX_SLICES, example=4, note="1: a rung is the capture's first records")
+    # Rewrite the checkpoint's tables under each config (a full compaction, unmeasured) before its replay
+    rewrite: bool = setting(False, note="false: the checkpoint's tables keep the format they were written in")
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,7 @@ class RocksdbReplayTarget(EmbeddedTarget):
         self.pace = str(section.get("pace", "fast"))
         self.threads = int(section.get("threads", 1))
         self.slices = int(section.get("slices", 1))
+        self.rewrite = bool(section.get("rewrite", False))
         self._references: dict[int, Reference] = {}
 
     def open(self) -> None:
@@ -187,6 +191,7 @@ class RocksdbReplayTarget(EmbeddedTarget):
         spec_path.write_text(json.dumps({"trace": str(self.trace), "scans": str(self.scans or ""),
                                          "limit": rung.records, "threads": self.threads,
                                          **({"windows": windows} if len(windows) > 1 else {}),
+                                         "rewrite": self.rewrite,
                                          "pace": self.pace, "statistics": self.ticker_counters,
                                          "config": options}, indent=2))
         result_path.unlink(missing_ok=True)
@@ -284,5 +289,6 @@ def _measurement(result: Mapping[str, Any], elapsed_s: float, log_path: Path, pe
     if scans:
         counters.update(replay_scan_steps=float(scans["next_replayed"] + scans["prev_replayed"]),
                         replay_scans_matched=float(scans["matched"]), replay_scans_cut_short=float(scans["cut_short"]))
+    elapsed_s -= float(replayed.get("rewrite_s") or 0.0)  # the tables' rewrite before the replay is not measured
     return Measurement(elapsed_s=elapsed_s, phases=(phase,), measured=("replay",), log_path=log_path, verified=False,
                        peak_rss_bytes=peak_rss_bytes, counters=with_ratios(counters, workload_s=phase.seconds))
