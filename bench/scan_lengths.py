@@ -91,13 +91,18 @@ def without_scans(capture: Path, copy: Path) -> Path:
     return copy
 
 
-def edited(capture: Path, copy: Path, line: str) -> Path:
-    """The capture with ``line`` added to its ``[drivers.replay]`` (``slices = 4``: its smaller rungs made of 4
-    slices spread over it; ``rewrite = true``: its tables rewritten under each config before the replay)."""
-    shutil.copytree(capture, copy)
-    toml = copy / "capture.toml"
-    toml.write_text(toml.read_text().replace("[drivers.replay]\n", f"[drivers.replay]\n{line}\n", 1))
-    return copy
+def edited(capture: Path, copy: Path | None, field: str, value: str) -> Path:
+    """The capture (a copy of it at ``copy``; None: itself) whose ``[drivers.replay]`` sets ``field`` to ``value``
+    (``slices`` 4: its smaller rungs made of 4 slices spread over it, 1: its first records; ``rewrite`` true: its
+    tables rewritten under each config before the replay)."""
+    if copy is not None:
+        shutil.copytree(capture, copy)
+        capture = copy
+    toml = capture / "capture.toml"
+    lines = [line for line in toml.read_text().splitlines() if not line.startswith(f"{field} =")]
+    at = lines.index("[drivers.replay]") + 1
+    toml.write_text("\n".join([*lines[:at], f"{field} = {value}", *lines[at:]]) + "\n")
+    return capture
 
 
 def table(result: dict) -> str:
@@ -207,15 +212,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="knobtune-scan-lengths-") as tmp:
         home = Path(tmp)
         summary = from_workload(workload, home / "with.capture", "inbox", None)
+        edited(home / "with.capture", None, "slices", "1")  # its smaller rungs: its first records
         arms = {"application": workload, "replay_with_scans": load_workload(home / "with.capture"),
                 "replay_seeks_only": load_workload(without_scans(home / "with.capture", home / "seeks.capture"))}
         if args.rewrite:
             arms["replay_rewritten"] = load_workload(edited(home / "with.capture", home / "rewritten.capture",
-                                                            "rewrite = true"))
+                                                            "rewrite", "true"))
         ladders = {"replay_with_scans": arms["replay_with_scans"].rungs[:-1] if args.rungs else ()}
         if args.rungs and args.slices > 1:
             ladders["replay_sliced"] = load_workload(edited(home / "with.capture", home / "sliced.capture",
-                                                            f"slices = {args.slices}")).rungs[:-1]
+                                                            "slices", str(args.slices))).rungs[:-1]
         seconds: dict[str, dict[str, list[float]]] = {arm: {} for arm in arms}
         rungs: dict[str, dict[str, dict[str, list[float]]]] = {
             side: {str(r.index): {} for r in ladder} for side, ladder in ladders.items()}

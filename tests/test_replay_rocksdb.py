@@ -85,7 +85,7 @@ def test_replays_under_two_configs_give_the_same_store(rocksdb, capture: Path, t
 
 def test_a_rung_replays_the_first_fraction_and_a_first_changed_config_measures_the_default_first(
         rocksdb, capture: Path, tmp_path: Path) -> None:
-    workload = load_workload(capture)
+    workload = load_workload(_edited(capture, tmp_path / "first.capture", "slices", "1"))
     rung = workload.rungs[0]
     with make_target(rocksdb, workload, tmp_path / "scratch") as target:
         run = target.run(rocksdb.config({"max_background_jobs": 4}), rung, timeout_s=None,
@@ -93,6 +93,16 @@ def test_a_rung_replays_the_first_fraction_and_a_first_changed_config_measures_t
     assert run.phases[0].ops == rung.records == round(0.1 * workload.records)
     assert run.verified
     assert (tmp_path / "run.default-reference.log").is_file()  # the default's replay, the check's reference
+
+
+def _edited(capture: Path, copy: Path, field: str, value: str) -> Path:
+    """A copy of the capture whose ``[drivers.replay]`` sets ``field`` to ``value``."""
+    shutil.copytree(capture, copy)
+    toml = copy / "capture.toml"
+    lines = [line for line in toml.read_text().splitlines() if not line.startswith(f"{field} =")]
+    at = lines.index("[drivers.replay]") + 1
+    toml.write_text("\n".join([*lines[:at], f"{field} = {value}", *lines[at:]]) + "\n")
+    return copy
 
 
 @pytest.mark.parametrize("total,wanted,slices", [(1000, 100, 4), (300000, 30000, 4), (7, 5, 3), (10, 3, 4),
@@ -108,11 +118,8 @@ def test_slices_are_spread_over_the_capture_apart_and_hold_the_rung(total: int, 
 
 
 def test_a_rung_of_slices_replays_records_spread_over_the_capture(rocksdb, capture: Path, tmp_path: Path) -> None:
-    sliced = tmp_path / "sliced.capture"
-    shutil.copytree(capture, sliced)
-    toml = sliced / "capture.toml"
-    toml.write_text(toml.read_text().replace("[drivers.replay]\n", "[drivers.replay]\nslices = 4\n", 1))
-    workload = load_workload(sliced)
+    assert "slices = 4" in (capture / "capture.toml").read_text()  # what `capture` writes
+    workload = load_workload(capture)
     rung = workload.rungs[0]
     with make_target(rocksdb, workload, tmp_path / "scratch") as target:
         run = target.run(rocksdb.config({"max_background_jobs": 4}), rung, timeout_s=None,
@@ -128,11 +135,7 @@ def test_a_rung_of_slices_replays_records_spread_over_the_capture(rocksdb, captu
 
 def test_rewrite_compacts_the_checkpoint_under_the_config_outside_the_measured_time(
         rocksdb, capture: Path, tmp_path: Path) -> None:
-    rewritten = tmp_path / "rewritten.capture"
-    shutil.copytree(capture, rewritten)
-    toml = rewritten / "capture.toml"
-    toml.write_text(toml.read_text().replace("[drivers.replay]\n", "[drivers.replay]\nrewrite = true\n", 1))
-    workload = load_workload(rewritten)
+    workload = load_workload(_edited(capture, tmp_path / "rewritten.capture", "rewrite", "true"))
     with make_target(rocksdb, workload, tmp_path / "scratch") as target:
         run = target.run(rocksdb.config({"block_size": "64KiB", "compression_type": "lz4"}), workload.full,
                          timeout_s=None, log_path=tmp_path / "run.log", seed=1)
