@@ -10,7 +10,8 @@ without its data (time span, sessions, the operation mix, statement
 fingerprints with constants stripped, the files' SHA-256, and ``format``: the
 version of the layout, ``CAPTURE_FORMAT``; absent in captures made before it was
 numbered, which read as 1). ``--workload DIR``
-loads it; its rungs are the first fraction of the capture.
+loads it; its rungs are a fraction of the capture (its first statements; a
+RocksDB capture's records in slices spread over it, ``spread_windows``).
 
 The files hold the user's rows and keys: knobtune never prints them, and it
 refuses a capture folder that others can read.
