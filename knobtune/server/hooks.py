@@ -20,7 +20,7 @@ from pathlib import Path
 from knobtune.knobs import Value
 from knobtune.server.memory import MemoryWatch, TreeMemoryWatch
 from knobtune.server.process import last_lines
-from knobtune.targets import Phase, Target
+from knobtune.targets import Phase, Target, WorkloadFacts
 from knobtune.workloads import Rung
 
 
@@ -110,8 +110,9 @@ class ServerHooks(Target):
         """About how large the loaded data will be (for the free-space check before loading); None: unknown."""
         return None
 
-    def data_set_bytes(self) -> int:
-        return self.data_bytes() or super().data_set_bytes()
+    def workload_facts(self) -> WorkloadFacts:
+        """The workload file's facts with the loaded data's size (``data_bytes``), where the server can say."""
+        return WorkloadFacts.of(self.workload, data_bytes=self.data_bytes() or None)
 
     def keep_pristine(self, pristine: Path) -> None:
         """Tidy the pristine folder after the clean stop that made it."""

@@ -25,7 +25,7 @@ from pathlib import Path
 from knobtune.errors import WorkloadError
 from knobtune.knobs import Catalog, Value
 from knobtune.server import loaded
-from knobtune.targets import FailureKind, Measurement, Phase, RunFailure
+from knobtune.targets import FailureKind, Measurement, Phase, RunFailure, WorkloadFacts
 from knobtune.server.process import last_lines, run_logged
 from knobtune.server.life import Benchmarked
 from knobtune.systems.postgresql import tpch
@@ -86,11 +86,9 @@ class PostgresQueriesTarget(PostgresTarget):
     def has_crash_check(self) -> bool:
         return False  # the queries only read: nothing acknowledged to lose
 
-    def clients(self) -> int:
-        return 1  # one psql session runs the queries one after another
-
-    def reads_and_writes(self) -> tuple[bool, bool]:
-        return True, False  # the queries only read
+    def workload_facts(self) -> WorkloadFacts:
+        """One client (one psql session runs the queries one after another) that only reads."""
+        return WorkloadFacts.of(self.workload, data_bytes=self.data_bytes() or None, clients=1, writes=False)
 
     def queries(self, rung: Rung, seed: int) -> tuple[int, ...]:
         """The queries a rung runs: the first ceil(fraction x records) of the seeded order, round after round."""

@@ -22,13 +22,13 @@ import os
 import re
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
 from knobtune.server import loaded
-from knobtune.targets import FailureKind, Measurement, Phase, RunFailure
+from knobtune.targets import FailureKind, Measurement, Phase, RunFailure, WorkloadFacts
 from knobtune.drivers.embedded import native_fix
 from knobtune.drivers.replay import run_reference
 from knobtune.server.process import last_lines, process_tree, run_logged
@@ -140,17 +140,18 @@ class PostgresReplayTarget(PostgresTarget):
     def has_crash_check(self) -> bool:
         return False
 
-    def reads_and_writes(self) -> tuple[bool, bool]:
-        """From the capture's mix: whether it reads (SELECT), whether it writes (anything that changes rows, or a
-        function called with SELECT, which may: TPC-C's transactions are)."""
+    def workload_facts(self) -> WorkloadFacts:
+        """From the capture: its sessions are the clients; from its mix, whether it reads (SELECT) and whether it
+        writes (anything that changes rows, or a function called with SELECT, which may: TPC-C's transactions are);
+        the loaded data's size from the dump."""
         capture = self.workload.capture
+        facts = WorkloadFacts.of(self.workload, data_bytes=self.data_bytes() or None,
+                                 clients=capture.sessions if capture else 1)
         if capture is None or not capture.mix:
-            return True, True
+            return facts
         calls = any(_CALL.match(f.text) for f in capture.fingerprints)
-        return capture.mix.get("SELECT", 0) > 0, calls or any(capture.mix.get(k, 0) for k in _WRITES)
-
-    def clients(self) -> int:
-        return self.workload.capture.sessions if self.workload.capture else 1
+        return replace(facts, reads=capture.mix.get("SELECT", 0) > 0,
+                       writes=calls or any(capture.mix.get(k, 0) for k in _WRITES))
 
     def loaded_inputs(self) -> Mapping[str, object]:
         """The server's version and the dump (its SHA-256 from the capture's summary): later studies of the same

@@ -17,8 +17,9 @@ from typing import Any
 
 from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
-from knobtune.described.command import CommandDriver, CommandShape, read_section
+from knobtune.described.command import CommandDriver, read_section
 from knobtune.server.life import Benchmarked
+from knobtune.targets import WorkloadFacts
 from knobtune.systems.postgresql.server import DB_NAME, DB_USER, INSTALL_HINT, PG_BIN
 from knobtune.systems.postgresql.target import PostgresTarget
 from knobtune.workloads import Rung, Workload
@@ -28,7 +29,7 @@ PLACES = ("home",)  # what the section's argv may name of the server's own
 SCHEMA = ["CREATE SCHEMA sbtest", f"ALTER ROLE {DB_USER} SET search_path = sbtest, public"]
 
 
-class PostgresSysbenchTarget(CommandShape, PostgresTarget):
+class PostgresSysbenchTarget(PostgresTarget):
     """PostgreSQL 15 driven by sysbench (``[drivers.sysbench]``: load, run, result patterns, data check)."""
 
     driver = "sysbench"
@@ -73,6 +74,13 @@ class PostgresSysbenchTarget(CommandShape, PostgresTarget):
 
     def has_crash_check(self) -> bool:
         return False  # sysbench reports no per-commit log to count acknowledged commits against (pgbench does)
+
+    def workload_facts(self) -> WorkloadFacts:
+        """As the workload's section says (``CommandDriver.workload_facts``)."""
+        return self.command.workload_facts()
+
+    def data_bytes(self) -> int | None:
+        return self.command.data_bytes()
 
     def loaded_inputs(self) -> Mapping[str, object]:
         return {"system": self.system, "driver": self.driver, "version": self.version(), "schema": SCHEMA,

@@ -16,13 +16,14 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
 from knobtune.server import loaded
-from knobtune.targets import FailureKind, KnownConfig, Machine, RunFailure
+from knobtune.targets import FailureKind, KnownConfig, Machine, RunFailure, WorkloadFacts
 from knobtune.server.process import last_lines, run_logged, spawn, stop_group
 from knobtune.server.life import Benchmarked, ServerTarget, SettleWork
 from knobtune.systems.postgresql import counters, waits
@@ -205,8 +206,9 @@ class PostgresTarget(ServerTarget):
     def restore_loaded_state(self, state: Mapping[str, object]) -> None:
         self._ledger_rows = int(state.get("ledger_rows", 0))  # type: ignore[call-overload]
 
-    def clients(self) -> int:
-        return self.pgbench.clients
+    def workload_facts(self) -> WorkloadFacts:
+        """The workload file's facts with pgbench's clients and the loaded data's size."""
+        return replace(super().workload_facts(), clients=self.pgbench.clients)
 
     def data_bytes(self) -> int | None:
         """About how large the loaded data is (measured here, 2026-11-25): pgbench ~15 MB per scale unit, TPC-C
