@@ -13,7 +13,7 @@ from typing import Any
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError, UsageError
 from knobtune.knobs import Catalog
-from knobtune.knobs.catalog import SYSTEMS_DIR, register_catalog
+from knobtune.knobs.catalog import SYSTEMS_DIR, forget_catalog, register_catalog
 from knobtune.systems import cassandra, leveldb, postgresql, rocksdb
 from knobtune.targets import Capturing, ExportFormat, HeuristicConfig, Machine, System, Target
 from knobtune.described.target import target_classes
@@ -54,9 +54,12 @@ def described_systems() -> tuple[System, ...]:
     return tuple(described_system(path) for path in sorted(SHIPPED_FILES.glob("*/system.toml")))
 
 
+def _targets_of(systems: Mapping[str, System]) -> dict[tuple[str, str], type[Target]]:
+    return {(entry.name, driver): target for entry in systems.values() for driver, target in entry.targets.items()}
+
+
 SYSTEMS: dict[str, System] = {entry.name: entry for entry in (*BUILT_IN, *described_systems())}
-TARGETS: dict[tuple[str, str], type[Target]] = {
-    (entry.name, driver): target for entry in SYSTEMS.values() for driver, target in entry.targets.items()}
+TARGETS: dict[tuple[str, str], type[Target]] = _targets_of(SYSTEMS)
 
 
 _USER_FILES: dict[str, Path] = {}
@@ -99,6 +102,19 @@ def use_system_file(path: Path) -> str:
     TARGETS.update({(entry.name, d): t for d, t in entry.targets.items()})
     _USER_FILES[entry.name] = path.resolve()
     return entry.name
+
+
+def forget_system_files() -> None:
+    """Forget every system a user's file made known to this process (``use_system_file``): the systems, their
+    targets and their catalogs are the shipped ones again."""
+    for name in _USER_FILES:
+        forget_catalog(name)
+    _USER_FILES.clear()
+    shipped = {entry.name: entry for entry in (*BUILT_IN, *described_systems())}
+    SYSTEMS.clear()
+    SYSTEMS.update(shipped)
+    TARGETS.clear()
+    TARGETS.update(_targets_of(shipped))
 
 
 def user_system_file(system: str) -> Path | None:
