@@ -140,8 +140,8 @@ class KvbenchTarget(EmbeddedTarget):
                     for phase in self.phases)
         point_reads = any(phase.get("kind") == "read" or any((phase.get("mix") or {}).get(op) for op in ("read", "rmw"))
                           for phase in self.phases)
-        reads, writes = bool(kinds & {"read", "readseq", *SCANS, "rmw"}), bool(kinds & {"fill", "update", "insert",
-                                                                                      "delete", "rmw"})
+        reads = bool(kinds & {"read", "readseq", *SCANS, "rmw"})
+        writes = bool(kinds & {"fill", "update", "insert", "delete", "rmw"})
         return WorkloadFacts.of(self.workload, clients=self.threads, reads=reads, writes=writes, scans=scans,
                                 point_reads_only=not scans and point_reads)
 
