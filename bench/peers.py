@@ -423,7 +423,7 @@ def rules_starts(h: Harness) -> tuple[list[str], list[tuple[str, dict[str, Value
     rules = rules_of(catalog.system)
     if not rules:
         return [], []
-    shape = {**h.target.workload_shape(), "workload_s": full.workload_s}
+    shape = {**h.target.workload_facts().shape(), "workload_s": full.workload_s}
     found = diagnose(rules, full.counters, shape, catalog.defaults())
     seen = [h.space.params_of(catalog.defaults())]
     starts = []

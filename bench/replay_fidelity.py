@@ -53,7 +53,7 @@ from apps import shop  # noqa: E402
 from apps.capturing import capture_application  # noqa: E402
 
 from knobtune.knobs import Catalog, Value, load_catalog  # noqa: E402
-from knobtune.server.hooks import Benchmarked  # noqa: E402
+from knobtune.server.life import Benchmarked  # noqa: E402
 from knobtune.systems.postgresql.replay import PostgresReplayTarget  # noqa: E402
 from knobtune.systems.postgresql.server import DB_NAME, DB_USER  # noqa: E402
 from knobtune.targets import Phase  # noqa: E402

@@ -24,8 +24,7 @@ import optuna
 import pytest
 
 from knobtune.cli import run
-from knobtune.knobs import catalog as catalogs
-from knobtune.systems import _registry as registry
+from knobtune.systems import forget_system_files
 from knobtune.storage import open_store
 from knobtune.tuning import attrs
 
@@ -373,15 +372,11 @@ KVBENCH_ONLY = {"workload-kind-explode", "workload-order-bad", "workload-phase-f
 
 
 @pytest.fixture(autouse=True)
-def registries_as_they_were() -> Iterator[None]:
+def systems_as_shipped() -> Iterator[None]:
     """A case that names a system file makes its system known to this process; the next tests (in this process:
     the whole suite) must not see it."""
-    saved = [(table, dict(table)) for table in (registry.SYSTEMS, registry.TARGETS, registry._USER_FILES,
-                                                catalogs._DESCRIBED)]
     yield
-    for table, before in saved:
-        table.clear()
-        table.update(before)
+    forget_system_files()
 
 
 def test_the_corpus_is_large_and_every_case_named_once() -> None:

@@ -55,11 +55,7 @@ NEVER = {"knobtune.analysis": ("knobtune.tuning", "knobtune.targets", "knobtune.
 LONG_ALLOWED: set[str] = set()
 
 # Private modules imported from elsewhere, each with why; this list only shrinks.
-PRIVATE_ALLOWED = {
-    # its fixture restores the registries a system file fills (SYSTEMS, TARGETS, _USER_FILES), for the next tests;
-    # a public way to forget the systems files made known would end this
-    ("tests/test_bad_inputs.py", "knobtune.systems._registry"),
-}
+PRIVATE_ALLOWED: set[tuple[str, str]] = set()
 
 MAX_CLASS_LINES = 300
 MAX_MODULE_LINES = 500

@@ -60,7 +60,7 @@ def test_keys_shorter_than_the_hashed_prefix_and_scans_get_none() -> None:
 def test_the_rule_fires_on_workloads_that_read_single_keys_and_never_scan(
         tmp_path: Path, workload: str, driver: str, offered: bool) -> None:
     target = make_target(ROCKSDB, load_workload(workload), tmp_path, driver)
-    found = diagnose(rules_of("rocksdb"), {}, target.workload_shape(), ROCKSDB.defaults())
+    found = diagnose(rules_of("rocksdb"), {}, target.workload_facts().shape(), ROCKSDB.defaults())
     assert (RULE in found.fired()) is offered
     assert [k.label for k in target.known_configs()] == (["rocksdb-guide"] if driver == "db_bench" else [])
 
@@ -75,7 +75,7 @@ def test_the_rule_fires_on_workloads_that_read_single_keys_and_never_scan(
 def test_a_workload_that_only_writes_starts_from_a_vector_memtable(
         tmp_path: Path, workload: str, driver: str, offered: bool) -> None:
     target = make_target(ROCKSDB, load_workload(workload), tmp_path, driver)
-    found = diagnose(rules_of("rocksdb"), {}, target.workload_shape(), ROCKSDB.defaults())
+    found = diagnose(rules_of("rocksdb"), {}, target.workload_facts().shape(), ROCKSDB.defaults())
     starts = [s for f in found.findings if f.rule == "writes-only" for s in f.starts]
     assert bool(starts) is offered
     if offered:
@@ -116,7 +116,7 @@ def test_larger_blocks_are_offered_to_workloads_that_scan_ranges(
         tmp_path: Path, system: str, workload: str, driver: str, scans: bool) -> None:
     catalog = load_catalog(system)
     target = make_target(catalog, load_workload(workload), tmp_path, driver)
-    shape = target.workload_shape()
+    shape = target.workload_facts().shape()
     assert shape["scans"] is scans
     found = diagnose(rules_of(system), {}, shape, catalog.defaults())
     assert ("range-scans-in-small-blocks" in found.fired()) is scans
@@ -155,7 +155,7 @@ def test_leveldbs_cache_rule_narrows_from_the_data_set_where_it_stops_firing_to_
 ])
 def test_large_values_are_offered_blob_files(tmp_path: Path, workload: str, driver: str, offered: bool) -> None:
     target = make_target(ROCKSDB, load_workload(workload), tmp_path, driver)
-    shape = target.workload_shape()
+    shape = target.workload_facts().shape()
     found = diagnose(rules_of("rocksdb"), {}, shape, ROCKSDB.defaults())
     starts = [s for f in found.findings if f.rule == "large-values-in-the-tables" for s in f.starts]
     assert bool(starts) is offered

@@ -92,7 +92,7 @@ def pair_ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
     workload = _workload(system, driver, tmp_path)
     target = make_target(catalog, workload, tmp_path / "scratch", driver)
     assert target.installed(), f"{driver} should be installed by the set-up"
-    shape = target.workload_shape()  # what the diagnosis rules read before a study's first run
+    shape = target.workload_facts().shape()  # what the diagnosis rules read before a study's first run
     changed = catalog.changed(changed_config(catalog, driver, target.impossible_values()))
     with target:
         target.open()  # idempotent

@@ -43,7 +43,7 @@ from knobtune.errors import CatalogError
 from knobtune.units import human_bytes
 from knobtune.schema import TEXT, required, setting, table
 
-# The workload's shape, as every target gives it (``Target.workload_shape``): what a rule may ask besides counters.
+# The workload's shape, as every target gives it (``Target.workload_facts``): what a rule may ask besides counters.
 SHAPE: Mapping[str, str] = {
     "point_reads_only": "the workload reads single keys (some phase reads) and never scans a range",
     "scans": "the workload reads ranges of keys (a scan, a sequential read, a seek and next)",

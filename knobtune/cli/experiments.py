@@ -250,7 +250,7 @@ def diagnose_command(
         except RunFailure as failure:
             raise UsageError(f"{candidate.label} did not run ({failure.kind}): {failure.reason}. Fix: diagnose "
                              "another config; its log is " + str(failure.log_path or store.home / "diagnose")) from None
-        shape = {**target.workload_shape(), "workload_s": measurement.workload_s}
+        shape = {**target.workload_facts().shape(), "workload_s": measurement.workload_s}
     found = diagnose(rules, measurement.counters, shape, full)
     if json_output:
         console.print_json({"system": system, "workload": spec.name, "driver": driver, "config": candidate.label,

@@ -32,7 +32,7 @@ from knobtune.errors import KnobtuneError, WorkloadError
 from knobtune.names import nearest
 from knobtune.schema import required, setting
 from knobtune.units import parse_bytes
-from knobtune.targets import FailureKind, Phase, RunFailure
+from knobtune.targets import FailureKind, Phase, RunFailure, WorkloadFacts
 from knobtune.server.process import last_lines, run_logged
 from knobtune.server.life import Benchmarked
 from knobtune.described.system_file import fill, placeholders
@@ -63,21 +63,19 @@ class CommandDriver:
     def clients(self) -> int:
         return int(self.section.get("clients", 1))
 
-    @property
-    def point_reads_only(self) -> bool:
-        return bool(self.section.get("point_reads_only", False))
-
-    @property
-    def scans(self) -> bool:
-        return bool(self.section.get("scans", False))
-
-    @property
-    def reads_and_writes(self) -> tuple[bool, bool]:
-        return bool(self.section.get("reads", True)), bool(self.section.get("writes", True))
-
     def data_bytes(self) -> int | None:
+        """The loaded data's size, as the section's ``data_bytes`` says (None: it says nothing)."""
         expression = self.section.get("data_bytes")
         return None if expression is None else int(_evaluate(expression, self.section))
+
+    def workload_facts(self) -> WorkloadFacts:
+        """The workload as its section says it: clients, ``point_reads_only``, ``scans``, ``reads``, ``writes`` and
+        the loaded data's size (none given or 0: records x (key + value))."""
+        section = self.section
+        return WorkloadFacts.of(self.workload, data_bytes=self.data_bytes() or None, clients=self.clients,
+                                reads=bool(section.get("reads", True)), writes=bool(section.get("writes", True)),
+                                scans=bool(section.get("scans", False)),
+                                point_reads_only=bool(section.get("point_reads_only", False)))
 
     def loaded_inputs(self) -> dict[str, Any]:
         """What the loaded data depends on, from the section (its load and sizes, not how it runs)."""
@@ -150,28 +148,6 @@ class CommandDriver:
         if got != expected:
             raise RunFailure(FailureKind.DATA_LOSS, f"data loss: the workload's check ({check['sql']}) answered "
                              f"{' '.join(got)}, expected {' '.join(expected)}", log_path)
-
-
-class CommandShape:
-    """What a target running a ``CommandDriver`` (``self.command``) tells the diagnosis about the workload's shape
-    and size: from the section. Mixed in before the target's base class."""
-
-    command: CommandDriver
-
-    def clients(self) -> int:
-        return self.command.clients
-
-    def reads_single_keys_only(self) -> bool:
-        return self.command.point_reads_only
-
-    def scans_ranges(self) -> bool:
-        return self.command.scans
-
-    def reads_and_writes(self) -> tuple[bool, bool]:
-        return self.command.reads_and_writes
-
-    def data_bytes(self) -> int | None:
-        return self.command.data_bytes()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,9 +24,9 @@ from typing import Any
 from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_named
 from knobtune.server import loaded
-from knobtune.targets import FailureKind, KnownConfig, Machine, RunFailure, Target, clamp_into_range
+from knobtune.targets import FailureKind, KnownConfig, Machine, RunFailure, Target, WorkloadFacts, clamp_into_range
 from knobtune.server.process import last_lines, run_logged, spawn, stop_group
-from knobtune.described.command import CommandDriver, CommandShape, read_section
+from knobtune.described.command import CommandDriver, read_section
 from knobtune.server.life import Benchmarked, ServerTarget, SettleWork
 from knobtune.described.system_file import PLACES, SystemFile, fill, known_value
 from knobtune.workloads import Rung, Workload
@@ -35,7 +35,7 @@ CRASH_AFTER_S = 3.0  # the durability check kills the server this long into a ru
 _SQL_LIMIT_S = 600.0
 
 
-class DescribedServerTarget(CommandShape, ServerTarget):
+class DescribedServerTarget(ServerTarget):
     """A server run from its system file (``files``); subclasses made by ``target_classes`` set it and the driver."""
 
     files: SystemFile
@@ -80,6 +80,10 @@ class DescribedServerTarget(CommandShape, ServerTarget):
 
     def version(self) -> str:
         return self.build() or "unknown"
+
+    def workload_facts(self) -> WorkloadFacts:
+        """As the workload's section says (``CommandDriver.workload_facts``)."""
+        return self.command.workload_facts()
 
     def known_configs(self) -> tuple[KnownConfig, ...]:
         """The system file's known starting configs, computed for this machine (memory, cores)."""
@@ -141,6 +145,9 @@ class DescribedServerTarget(CommandShape, ServerTarget):
         for statement in self.files.load_sql:
             self._sql(statement, logs / "load-sql.log", "the system's load SQL")
         self.command.load(self._run_places(self.workload.records, 1), logs / "load.log")
+
+    def data_bytes(self) -> int | None:
+        return self.command.data_bytes()
 
     def loaded_inputs(self) -> Mapping[str, object]:
         """The system, its version and the load (its SQL, the workload's load argv and section): a later study of

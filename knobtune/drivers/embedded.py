@@ -70,7 +70,7 @@ class EmbeddedTarget(Target):
     _runs = 0  # runs so far: each builds its database in a folder of its own
 
     def preflight(self) -> None:
-        check_room(existing_ancestor(self.scratch_dir), self.data_set_bytes(), f"the workload's data set "
+        check_room(existing_ancestor(self.scratch_dir), self.workload_facts().data_bytes, f"the workload's data set "
                    f"({self.workload.records:,} records of {self.workload.key_size + self.workload.value_size:,} "
                    "bytes)", "a smaller --records, or --dir on a disk with room")
         if self.settle:
@@ -85,9 +85,9 @@ class EmbeddedTarget(Target):
             ToolMissingError: the settler is not built.
         """
         self.scratch_dir.mkdir(parents=True, exist_ok=True)
-        check_room(self.scratch_dir, self.data_set_bytes(), f"the workload's data set ({self.workload.records:,} "
-                   f"records of {self.workload.key_size + self.workload.value_size:,} bytes)",
-                   "a smaller --records, or --dir on a disk with room")
+        check_room(self.scratch_dir, self.workload_facts().data_bytes, f"the workload's data set "
+                   f"({self.workload.records:,} records of {self.workload.key_size + self.workload.value_size:,} "
+                   "bytes)", "a smaller --records, or --dir on a disk with room")
         if self.settle:
             self._settler = self.find_settler()
 

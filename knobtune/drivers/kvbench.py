@@ -32,7 +32,8 @@ from typing import Any
 
 from knobtune.errors import ConfigError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, check_driver, render_every
-from knobtune.targets import ExportFormat, FailureKind, Measurement, Phase, RunFailure, numbers, with_ratios
+from knobtune.targets import (
+    ExportFormat, FailureKind, Measurement, Phase, RunFailure, WorkloadFacts, numbers, with_ratios)
 from knobtune.drivers.embedded import EmbeddedTarget, find_kvbench, read_result
 from knobtune.server.process import run_logged
 from knobtune.drivers.kvbench_phases import read_section
@@ -130,27 +131,19 @@ class KvbenchTarget(EmbeddedTarget):
     def settle_config(self, config: Mapping[str, Value]) -> dict[str, str]:
         return self.options(config)
 
-    def reads_single_keys_only(self) -> bool:
-        """Whether some phase reads single keys (``read``, or a mix with reads or read-modify-writes) and none
-        scans (``readseq``, or a mix with scans)."""
-        return not self.scans_ranges() and any(
-            phase.get("kind") == "read" or any((phase.get("mix") or {}).get(op) for op in ("read", "rmw"))
-            for phase in self.phases)
-
-    def scans_ranges(self) -> bool:
-        """Whether some phase reads in order (``readseq``) or its mix scans (either way)."""
-        return any(phase.get("kind") == "readseq" or any((phase.get("mix") or {}).get(op) for op in SCANS)
-                   for phase in self.phases)
-
-    def reads_and_writes(self) -> tuple[bool, bool]:
+    def workload_facts(self) -> WorkloadFacts:
+        """From the phases: it scans when some phase reads in order (``readseq``) or its mix scans; it reads points
+        only when some phase reads single keys (``read``, or a mix with reads or read-modify-writes) and none scans."""
         kinds = {p.get("kind") for p in self.phases} | {op for p in self.phases for op, share in
                                                         (p.get("mix") or {}).items() if share}
+        scans = any(phase.get("kind") == "readseq" or any((phase.get("mix") or {}).get(op) for op in SCANS)
+                    for phase in self.phases)
+        point_reads = any(phase.get("kind") == "read" or any((phase.get("mix") or {}).get(op) for op in ("read", "rmw"))
+                          for phase in self.phases)
         reads = bool(kinds & {"read", "readseq", *SCANS, "rmw"})
         writes = bool(kinds & {"fill", "update", "insert", "delete", "rmw"})
-        return reads, writes
-
-    def clients(self) -> int:
-        return self.threads
+        return WorkloadFacts.of(self.workload, clients=self.threads, reads=reads, writes=writes, scans=scans,
+                                point_reads_only=not scans and point_reads)
 
     def version(self) -> str:
         return engine_version(self.find_program(), self.system, self.scratch_dir)

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 # The model's names are read from here too (``from knobtune.knobs.catalog import Catalog, Knob``).
 __all__ = ["Catalog", "Condition", "Implication", "Knob", "KnobType", "MemoryModel", "Relation",
-           "Safety", "SYSTEMS_DIR", "Value", "available_systems", "catalog_path", "load_catalog", "register_catalog"]
+           "Safety", "SYSTEMS_DIR", "Value", "available_systems", "catalog_path", "forget_catalog", "load_catalog",
+           "register_catalog"]
 
 # Knob names that touch durability or data retention must say what they risk.
 _NEEDS_SAFETY = re.compile(r"wal|sync|fsync|fifo|ttl|auto_compaction|full_page|paranoid|reuse_logs")
@@ -40,6 +41,11 @@ _DESCRIBED: dict[str, Path] = {}  # systems described by a system file: their ca
 def register_catalog(system: str, path: Path) -> None:
     """Make ``system``'s catalog the file ``path`` (a system file's catalog: ``described.system_file``)."""
     _DESCRIBED[system] = path
+
+
+def forget_catalog(system: str) -> None:
+    """Forget the catalog ``register_catalog`` gave ``system`` (a shipped system's is found in its folder again)."""
+    _DESCRIBED.pop(system, None)
 
 
 SYSTEMS_DIR = Path(__file__).resolve().parents[1] / "systems"  # every shipped system: systems/NAME/catalog.toml

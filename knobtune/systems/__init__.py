@@ -9,11 +9,11 @@ The CLI, tuning and the report ask the functions below; none of them names a sys
 
 from knobtune.systems._registry import (
     SHIPPED_FILES, SYSTEMS, TARGETS, capturing, described_systems, driver_for, export_format, export_formats,
-    heuristic_config, know_system, make_target, reclaim_server_homes, resolve_driver, spelling_of, stale_server_homes,
-    target_class, use_system, use_system_file, user_system_file, workload_section,
+    forget_system_files, heuristic_config, know_system, make_target, reclaim_server_homes, resolve_driver, spelling_of,
+    stale_server_homes, target_class, use_system, use_system_file, user_system_file, workload_section,
 )
 
 __all__ = ["SHIPPED_FILES", "SYSTEMS", "TARGETS", "capturing", "described_systems", "driver_for", "export_format",
-           "export_formats", "heuristic_config", "know_system", "make_target", "reclaim_server_homes",
-           "resolve_driver", "spelling_of", "stale_server_homes", "target_class", "use_system", "use_system_file",
-           "user_system_file", "workload_section"]
+           "export_formats", "forget_system_files", "heuristic_config", "know_system", "make_target",
+           "reclaim_server_homes", "resolve_driver", "spelling_of", "stale_server_homes", "target_class", "use_system",
+           "use_system_file", "user_system_file", "workload_section"]

@@ -13,7 +13,7 @@ from typing import Any
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError, UsageError
 from knobtune.knobs import Catalog
-from knobtune.knobs.catalog import SYSTEMS_DIR, register_catalog
+from knobtune.knobs.catalog import SYSTEMS_DIR, catalog_path, forget_catalog, register_catalog
 from knobtune.systems import cassandra, leveldb, postgresql, rocksdb
 from knobtune.targets import Capturing, ExportFormat, HeuristicConfig, Machine, System, Target
 from knobtune.described.target import target_classes
@@ -54,9 +54,15 @@ def described_systems() -> tuple[System, ...]:
     return tuple(described_system(path) for path in sorted(SHIPPED_FILES.glob("*/system.toml")))
 
 
+def _targets_of(systems: Mapping[str, System]) -> dict[tuple[str, str], type[Target]]:
+    return {(entry.name, driver): target for entry in systems.values() for driver, target in entry.targets.items()}
+
+
 SYSTEMS: dict[str, System] = {entry.name: entry for entry in (*BUILT_IN, *described_systems())}
-TARGETS: dict[tuple[str, str], type[Target]] = {
-    (entry.name, driver): target for entry in SYSTEMS.values() for driver, target in entry.targets.items()}
+TARGETS: dict[tuple[str, str], type[Target]] = _targets_of(SYSTEMS)
+_SHIPPED: dict[str, System] = dict(SYSTEMS)  # as knobtune ships them, whatever users' files add later
+_SHIPPED_CATALOGS = {name: catalog_path(name) for name in SYSTEMS  # the catalogs of the shipped system files
+                     if name not in {entry.name for entry in BUILT_IN}}
 
 
 _USER_FILES: dict[str, Path] = {}
@@ -99,6 +105,21 @@ def use_system_file(path: Path) -> str:
     TARGETS.update({(entry.name, d): t for d, t in entry.targets.items()})
     _USER_FILES[entry.name] = path.resolve()
     return entry.name
+
+
+def forget_system_files() -> None:
+    """Forget every system a user's file made known to this process (``use_system_file``): the systems, their
+    targets and their catalogs are the shipped ones again."""
+    for name in _USER_FILES:
+        if name in _SHIPPED_CATALOGS:
+            register_catalog(name, _SHIPPED_CATALOGS[name])
+        else:
+            forget_catalog(name)
+    _USER_FILES.clear()
+    SYSTEMS.clear()
+    SYSTEMS.update(_SHIPPED)
+    TARGETS.clear()
+    TARGETS.update(_targets_of(_SHIPPED))
 
 
 def user_system_file(system: str) -> Path | None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import abc
 import enum
-import os
 import shutil
 import subprocess
 import time
@@ -32,6 +31,7 @@ from typing import Any
 
 from knobtune.errors import KnobtuneError
 from knobtune.knobs import Catalog, Value
+from knobtune.targets._facts import WorkloadFacts
 from knobtune.targets._formats import ExportFormat
 from knobtune.workloads import Objective, Rung, Workload
 
@@ -359,33 +359,7 @@ class Target(abc.ABC):
         """Also collect the counters that cost run time (RocksDB's tickers: ~6% of a point read): for a single
         diagnosis run, never for runs that are compared (a study's runs do without them)."""
 
-    def workload_shape(self) -> dict[str, float | bool]:
-        """What diagnosis rules may ask about the workload and the machine (``analysis.diagnosis.SHAPE`` says
-        what each name means): from the workload and this target's hooks."""
-        w = self.workload
-        reads, writes = self.reads_and_writes()
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        return {"point_reads_only": self.reads_single_keys_only(), "scans": self.scans_ranges(),
-                "reads": reads, "writes": writes, "data_bytes": self.data_set_bytes(), "memory_bytes": memory,
-                "cores": os.cpu_count() or 1, "clients": self.clients(), "key_size": w.key_size,
-                "value_size": w.value_size}
-
-    def reads_single_keys_only(self) -> bool:
-        """Whether the workload reads single keys and never scans a range (a hash memtable can serve it)."""
-        return False
-
-    def scans_ranges(self) -> bool:
-        """Whether the workload reads ranges of keys (a scan, a sequential read): not unless the target knows."""
-        return False
-
-    def reads_and_writes(self) -> tuple[bool, bool]:
-        """Whether the workload reads, and whether it writes (both, unless the target knows better)."""
-        return True, True
-
-    def data_set_bytes(self) -> int:
-        """The data set's size: records x (key + value) unless the target knows better (a server's loaded data)."""
-        return self.workload.records * (self.workload.key_size + self.workload.value_size)
-
-    def clients(self) -> int:
-        """The clients (threads, connections) the benchmark runs at once."""
-        return 1
+    def workload_facts(self) -> WorkloadFacts:
+        """What this target knows of its workload (its data set, clients, reads, writes, scans): by default only
+        what the workload file says; a target whose driver knows more says so."""
+        return WorkloadFacts.of(self.workload)

@@ -25,12 +25,13 @@ import os
 import re
 import shutil
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from knobtune.errors import KnobtuneError, ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
 from knobtune.server import loaded
-from knobtune.targets import FailureKind, RunFailure
+from knobtune.targets import FailureKind, RunFailure, WorkloadFacts
 from knobtune.server.process import last_lines, run_logged
 from knobtune.server.memory import HighWaterMemoryWatch, MemoryWatch
 from knobtune.server.life import Benchmarked, ServerTarget, SettleWork
@@ -94,8 +95,9 @@ class CassandraTarget(ServerTarget):
         client = cache_dir() / "client" / "knobtune-cassandra-client.jar"
         return str(jars[-1]) if jars and client.exists() and java17() is not None else None
 
-    def clients(self) -> int:
-        return self.threads
+    def workload_facts(self) -> WorkloadFacts:
+        """The workload file's facts with YCSB's threads as clients and the loaded node's size."""
+        return replace(super().workload_facts(), clients=self.threads)
 
     @classmethod
     def build(cls) -> str | None:

@@ -1,6 +1,6 @@
 """PostgreSQL under an analytic workload: our TPC-H kit's 22 queries through psql, every answer checked.
 
-The server's life is ``PostgresTarget``'s (and ``ServerTarget``'s): the
+The server's life is ``PostgresServer``'s (and ``ServerTarget``'s): the
 pristine copy loaded once, a restore before every run, the start under the
 config, the settle (crash, timed recovery, ``CHECKPOINT``) counted in the run.
 What is this driver's own: the loader is ``knobtune/workloads/tpch/NAME-load.sql``
@@ -25,12 +25,12 @@ from pathlib import Path
 from knobtune.errors import WorkloadError
 from knobtune.knobs import Catalog, Value
 from knobtune.server import loaded
-from knobtune.targets import FailureKind, Measurement, Phase, RunFailure
+from knobtune.targets import FailureKind, Measurement, Phase, RunFailure, WorkloadFacts
 from knobtune.server.process import last_lines, run_logged
 from knobtune.server.life import Benchmarked
 from knobtune.systems.postgresql import tpch
+from knobtune.systems.postgresql.postgres import PostgresServer
 from knobtune.systems.postgresql.server import PG_BIN
-from knobtune.systems.postgresql.target import PostgresTarget
 from knobtune.workloads import Rung, Workload
 
 
@@ -42,8 +42,9 @@ class QueriesRun(Benchmarked):
     seed: int
 
 
-class PostgresQueriesTarget(PostgresTarget):
-    """PostgreSQL 15 running a kit of analytic queries (``[drivers.queries]``: load, scale, queries)."""
+class PostgresQueriesTarget(PostgresServer):
+    """PostgreSQL 15 running a kit of analytic queries (``[drivers.queries]``: load, scale, queries). No crash
+    check: the queries only read, nothing acknowledged is there to lose."""
 
     driver = "queries"
 
@@ -56,9 +57,8 @@ class PostgresQueriesTarget(PostgresTarget):
         """
         if twin:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin for queries")
-        # ServerTarget's set-up, not PostgresTarget's: that one reads a pgbench section, this driver has none
-        super(PostgresTarget, self).__init__(catalog, workload, scratch_dir, settle=settle,
-                                             memory_limit_bytes=memory_limit_bytes, scale_rungs=scale_rungs)
+        super().__init__(catalog, workload, scratch_dir, settle=settle, memory_limit_bytes=memory_limit_bytes,
+                         scale_rungs=scale_rungs)
         section = workload.driver(self.driver)
         self.load_with = str(section.get("load", "tpch"))
         kit = str(section.get("queries", "tpch"))
@@ -70,8 +70,6 @@ class PostgresQueriesTarget(PostgresTarget):
             raise WorkloadError(f"workload '{workload.name}': [drivers.queries] scale = {scale!r} is not a scale "
                                 "factor. Fix: give a number in (0, 100], e.g. 0.5")
         self.scale = float(scale)
-        self.check = None  # no pgbench invariant or ledger: the answers are the check
-        self._ledger_rows = 0
         self._expected: dict[int, dict[int, tpch.Rows]] = {}  # seed -> query -> the default's answer
 
     @staticmethod
@@ -83,14 +81,9 @@ class PostgresQueriesTarget(PostgresTarget):
         binary = PG_BIN / "psql"
         return str(binary) if binary.exists() else None
 
-    def has_crash_check(self) -> bool:
-        return False  # the queries only read: nothing acknowledged to lose
-
-    def clients(self) -> int:
-        return 1  # one psql session runs the queries one after another
-
-    def reads_and_writes(self) -> tuple[bool, bool]:
-        return True, False  # the queries only read
+    def workload_facts(self) -> WorkloadFacts:
+        """One client (one psql session runs the queries one after another) that only reads."""
+        return WorkloadFacts.of(self.workload, data_bytes=self.data_bytes() or None, clients=1, writes=False)
 
     def queries(self, rung: Rung, seed: int) -> tuple[int, ...]:
         """The queries a rung runs: the first ceil(fraction x records) of the seeded order, round after round."""

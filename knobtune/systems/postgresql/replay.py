@@ -22,13 +22,13 @@ import os
 import re
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
 from knobtune.server import loaded
-from knobtune.targets import FailureKind, Measurement, Phase, RunFailure
+from knobtune.targets import FailureKind, Measurement, Phase, RunFailure, WorkloadFacts
 from knobtune.drivers.embedded import native_fix
 from knobtune.drivers.replay import run_reference
 from knobtune.server.process import last_lines, process_tree, run_logged
@@ -37,8 +37,8 @@ from knobtune.systems.postgresql.capture import read_statements
 from knobtune.systems.postgresql.generated import Keys, load_keys
 from knobtune.systems.postgresql.section import PG_PACES, read_section
 from knobtune.systems.postgresql.pglog import fingerprint
+from knobtune.systems.postgresql.postgres import PostgresServer
 from knobtune.systems.postgresql.server import DB_USER, PG_BIN
-from knobtune.systems.postgresql.target import PostgresTarget
 from knobtune.workloads import Rung, Workload
 from knobtune.workloads.capture import check_pace
 
@@ -89,7 +89,7 @@ class Reference:
     failed: Mapping[int, str]
 
 
-class PostgresReplayTarget(PostgresTarget):
+class PostgresReplayTarget(PostgresServer):
     """PostgreSQL 15 replaying a capture folder's statements (``[drivers.replay]``)."""
 
     driver = "replay"
@@ -103,9 +103,8 @@ class PostgresReplayTarget(PostgresTarget):
         """
         if twin:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin for the replay")
-        # ServerTarget's set-up, not PostgresTarget's: that one reads a pgbench section
-        super(PostgresTarget, self).__init__(catalog, workload, scratch_dir, settle=settle,
-                                             memory_limit_bytes=memory_limit_bytes, scale_rungs=scale_rungs)
+        super().__init__(catalog, workload, scratch_dir, settle=settle, memory_limit_bytes=memory_limit_bytes,
+                         scale_rungs=scale_rungs)
         section, self.files = read_section(workload)
         self.pace, self.speed = section.pace, section.speed
         check_pace(workload, self.pace, PG_PACES)
@@ -116,8 +115,6 @@ class PostgresReplayTarget(PostgresTarget):
             if not _COLUMN.match(column):
                 raise WorkloadError(f"{workload.source}: [drivers.replay] nondeterministic names '{column}'. Fix: "
                                     "name each column as table.column or schema.table.column (table.* for all)")
-        self.check = None
-        self._ledger_rows = 0
         self._reference: dict[int, Reference] = {}
         self._columns: dict[str, list[str]] = {}  # schema.table -> its columns, as the latest data check listed
         self._run_counters: dict[str, float] = {}
@@ -137,20 +134,18 @@ class PostgresReplayTarget(PostgresTarget):
         super().check_tools()
         find_replayer()
 
-    def has_crash_check(self) -> bool:
-        return False
-
-    def reads_and_writes(self) -> tuple[bool, bool]:
-        """From the capture's mix: whether it reads (SELECT), whether it writes (anything that changes rows, or a
-        function called with SELECT, which may: TPC-C's transactions are)."""
+    def workload_facts(self) -> WorkloadFacts:
+        """From the capture: its sessions are the clients; from its mix, whether it reads (SELECT) and whether it
+        writes (anything that changes rows, or a function called with SELECT, which may: TPC-C's transactions are);
+        the loaded data's size from the dump."""
         capture = self.workload.capture
+        facts = WorkloadFacts.of(self.workload, data_bytes=self.data_bytes() or None,
+                                 clients=capture.sessions if capture else 1)
         if capture is None or not capture.mix:
-            return True, True
+            return facts
         calls = any(_CALL.match(f.text) for f in capture.fingerprints)
-        return capture.mix.get("SELECT", 0) > 0, calls or any(capture.mix.get(k, 0) for k in _WRITES)
-
-    def clients(self) -> int:
-        return self.workload.capture.sessions if self.workload.capture else 1
+        return replace(facts, reads=capture.mix.get("SELECT", 0) > 0,
+                       writes=calls or any(capture.mix.get(k, 0) for k in _WRITES))
 
     def loaded_inputs(self) -> Mapping[str, object]:
         """The server's version and the dump (its SHA-256 from the capture's summary): later studies of the same

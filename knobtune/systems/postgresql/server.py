@@ -1,6 +1,6 @@
 """What every PostgreSQL knobtune starts shares: Debian's PostgreSQL 15, the ``postgres`` user, a Unix socket only.
 
-Both the target under test (``target.py``) and the scratch storage server
+Both the server under test (``postgres.py``) and the scratch storage server
 (``storage_server.py``) start ``postgres`` in the foreground as the
 unprivileged ``postgres`` user (it refuses to run as root), with its data and
 its socket in a home of its own under /tmp (``listen_addresses=''``: no TCP).

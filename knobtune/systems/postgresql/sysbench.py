@@ -17,10 +17,11 @@ from typing import Any
 
 from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
-from knobtune.described.command import CommandDriver, CommandShape, read_section
+from knobtune.described.command import CommandDriver, read_section
 from knobtune.server.life import Benchmarked
+from knobtune.targets import WorkloadFacts
+from knobtune.systems.postgresql.postgres import PostgresServer
 from knobtune.systems.postgresql.server import DB_NAME, DB_USER, INSTALL_HINT, PG_BIN
-from knobtune.systems.postgresql.target import PostgresTarget
 from knobtune.workloads import Rung, Workload
 
 SYSBENCH = Path("/usr/bin/sysbench")
@@ -28,8 +29,9 @@ PLACES = ("home",)  # what the section's argv may name of the server's own
 SCHEMA = ["CREATE SCHEMA sbtest", f"ALTER ROLE {DB_USER} SET search_path = sbtest, public"]
 
 
-class PostgresSysbenchTarget(CommandShape, PostgresTarget):
-    """PostgreSQL 15 driven by sysbench (``[drivers.sysbench]``: load, run, result patterns, data check)."""
+class PostgresSysbenchTarget(PostgresServer):
+    """PostgreSQL 15 driven by sysbench (``[drivers.sysbench]``: load, run, result patterns, data check). No crash
+    check: sysbench reports no per-commit log to count acknowledged commits against (pgbench does)."""
 
     driver = "sysbench"
 
@@ -42,12 +44,9 @@ class PostgresSysbenchTarget(CommandShape, PostgresTarget):
         """
         if twin:
             raise WorkloadError(f"workload '{workload.name}' has no verifiable twin for sysbench")
-        # ServerTarget's set-up, not PostgresTarget's: that one reads a pgbench section, this driver has none
-        super(PostgresTarget, self).__init__(catalog, workload, scratch_dir, settle=settle,
-                                             memory_limit_bytes=memory_limit_bytes, scale_rungs=scale_rungs)
-        self.command = CommandDriver(workload, self.driver, PLACES)
-        self.check = None  # no pgbench invariant or ledger: the section's check is the data check
-        self._ledger_rows = 0
+        super().__init__(catalog, workload, scratch_dir, settle=settle, memory_limit_bytes=memory_limit_bytes,
+                         scale_rungs=scale_rungs)
+        self.command = CommandDriver(workload, self.driver, PLACES)  # the section's check is the data check
 
     @staticmethod
     def checks_reads(section: Mapping[str, object]) -> bool:
@@ -71,8 +70,12 @@ class PostgresSysbenchTarget(CommandShape, PostgresTarget):
         if not SYSBENCH.exists():
             raise ToolMissingError(f"sysbench is not installed ({SYSBENCH}). {INSTALL_HINT}")
 
-    def has_crash_check(self) -> bool:
-        return False  # sysbench reports no per-commit log to count acknowledged commits against (pgbench does)
+    def workload_facts(self) -> WorkloadFacts:
+        """As the workload's section says (``CommandDriver.workload_facts``)."""
+        return self.command.workload_facts()
+
+    def data_bytes(self) -> int | None:
+        return self.command.data_bytes()
 
     def loaded_inputs(self) -> Mapping[str, object]:
         return {"system": self.system, "driver": self.driver, "version": self.version(), "schema": SCHEMA,

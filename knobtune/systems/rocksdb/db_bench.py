@@ -26,7 +26,7 @@ from typing import Any
 
 from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value, render_flags
-from knobtune.targets import FailureKind, KnownConfig, Measurement, Phase, RunFailure, with_ratios
+from knobtune.targets import FailureKind, KnownConfig, Measurement, Phase, RunFailure, WorkloadFacts, with_ratios
 from knobtune.drivers.embedded import EmbeddedTarget
 from knobtune.server.process import run_logged
 from knobtune.systems.rocksdb.build import find_db_bench, rocksdb_build
@@ -168,23 +168,15 @@ class DbBenchTarget(EmbeddedTarget):
         put-get-delete here they were slower than the default (docs/findings.md), so a study does not start there."""
         return (guide_config(self.catalog),)
 
-    def reads_single_keys_only(self) -> bool:
-        """Whether every benchmark reads or writes single keys and one of them reads.
-
-        Any other benchmark, a scan or seek say, may not.
-        """
-        return set(self.benchmarks) <= _POINT_READS | _POINT_WRITES and bool(set(self.benchmarks) & _POINT_READS)
-
-    def scans_ranges(self) -> bool:
-        return bool(set(self.benchmarks) & _SCANS)
-
-    def reads_and_writes(self) -> tuple[bool, bool]:
+    def workload_facts(self) -> WorkloadFacts:
+        """From the benchmarks: it reads points only when every benchmark reads or writes single keys and one of
+        them reads (any other benchmark, a scan or seek say, may not)."""
         benchmarks = set(self.benchmarks)
         reads, only_reads = _POINT_READS | _READS | _SCANS, _POINT_READS | _READS | _SCAN_READS
-        return bool(benchmarks & reads), bool(benchmarks - only_reads)
-
-    def clients(self) -> int:
-        return self.workload_flags.threads
+        return WorkloadFacts.of(self.workload, clients=self.workload_flags.threads, reads=bool(benchmarks & reads),
+                                writes=bool(benchmarks - only_reads), scans=bool(benchmarks & _SCANS),
+                                point_reads_only=benchmarks <= _POINT_READS | _POINT_WRITES
+                                and bool(benchmarks & _POINT_READS))
 
     def version(self) -> str:
         return rocksdb_build().description

@@ -34,7 +34,7 @@ from typing import Any
 
 from knobtune.errors import ToolMissingError, WorkloadError
 from knobtune.knobs import Catalog, Value
-from knobtune.targets import FailureKind, Measurement, Phase, RunFailure, numbers, with_ratios
+from knobtune.targets import FailureKind, Measurement, Phase, RunFailure, WorkloadFacts, numbers, with_ratios
 from knobtune.drivers.embedded import EmbeddedTarget, find_kvbench, read_result
 from knobtune.drivers.kvbench import KILLED_AT_END, kvbench_options
 from knobtune.server.process import run_logged
@@ -144,31 +144,17 @@ class RocksdbReplayTarget(EmbeddedTarget):
     def settle_config(self, config: Mapping[str, Value]) -> dict[str, str]:
         return kvbench_options(self.catalog, config, self.spelling, self.spelling)
 
-    def clients(self) -> int:
-        return self.threads
-
-    def _mix(self) -> Mapping[str, int]:
-        return self.workload.capture.mix if self.workload.capture else {}
-
-    def reads_single_keys_only(self) -> bool:
-        mix = self._mix()
-        return not self.scans_ranges() and bool(mix.get("get") or mix.get("multiget"))
-
-    def scans_ranges(self) -> bool:
-        mix = self._mix()
-        return bool(mix.get("seek") or mix.get("seek_for_prev"))
-
-    def reads_and_writes(self) -> tuple[bool, bool]:
-        mix = self._mix()
-        reads = any(mix.get(kind) for kind in trace.READ_KINDS)
-        return reads, any(mix.get(kind) for kind in trace.WRITE_KINDS)
-
-    def data_set_bytes(self) -> int:
-        """The checkpoint's files plus what the trace writes (keys and values of its puts and merges)."""
+    def workload_facts(self) -> WorkloadFacts:
+        """From the capture's mix of operations; the data set is the checkpoint's files plus what the trace writes
+        (keys and values of its puts and merges)."""
+        mix = self.workload.capture.mix if self.workload.capture else {}
         checkpoint = sum(p.stat().st_size for p in self.checkpoint.rglob("*") if p.is_file()) if self.checkpoint else 0
-        mix = self._mix()
         written = (mix.get("put", 0) + mix.get("merge", 0)) * (self.workload.key_size + self.workload.value_size)
-        return checkpoint + written
+        scans = bool(mix.get("seek") or mix.get("seek_for_prev"))
+        return WorkloadFacts.of(self.workload, data_bytes=checkpoint + written, clients=self.threads,
+                                reads=any(mix.get(kind) for kind in trace.READ_KINDS),
+                                writes=any(mix.get(kind) for kind in trace.WRITE_KINDS), scans=scans,
+                                point_reads_only=not scans and bool(mix.get("get") or mix.get("multiget")))
 
     # ------------------------------------------------------------ one run
 

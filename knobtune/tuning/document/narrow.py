@@ -39,7 +39,7 @@ def _production_limit(e: Experiment, target: Target, note: Callable[[str], None]
     if e.production is None or e.planned_limit_bytes is not None:
         return e
     data, memory = e.production
-    benchmark = target.data_set_bytes()
+    benchmark = target.workload_facts().data_bytes
     default_plan = e.catalog.memory.planned_bytes(e.catalog.defaults())
     limit = max(int(benchmark * memory / data), default_plan)
     note(f"capped at production's memory-to-data ratio ({human_bytes(memory)} for {human_bytes(data)} of data, "

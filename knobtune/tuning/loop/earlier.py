@@ -2,7 +2,7 @@
 a machine of the same kind with the same build of it (``machine.KIND``), whose workload had a similar shape, and
 tries their best configs first, as ``--start-from`` does for a study named by the user.
 
-The shape is what the target says of its workload (``Target.workload_shape``: whether it reads, writes, scans or
+The shape is what the target says of its workload (``Target.workload_facts``: whether it reads, writes, scans or
 reads single keys only; key and value sizes; the data set against the machine's memory; clients), stored on each
 study when it is new (``attrs.SHAPE``). Two workloads are alike when they read, write and scan alike, their data sits
 on the same side of memory, and their sizes and clients are within ``NEAR`` of each other; the nearest come first.
@@ -29,7 +29,7 @@ MOST_CONFIGS = 3  # the configs it tries first from them (as many as --start-fro
 
 
 def stored_shape(shape: Mapping[str, Any]) -> dict[str, Any]:
-    """What a study stores of its workload's shape (``Target.workload_shape``) to be found by later studies."""
+    """What a study stores of its workload's shape (``Target.workload_facts``) to be found by later studies."""
     kept: dict[str, Any] = {k: bool(shape[k]) for k in KINDS if k in shape}
     kept |= {k: float(shape[k]) for k in SIZES if isinstance(shape.get(k), (int, float)) and shape[k] > 0}
     if shape.get("data_bytes") and shape.get("memory_bytes"):

@@ -131,7 +131,7 @@ class Tuner:
             return
         for key, value in e.facts(target.driver, target.version(), facts, workers.machine).items():
             study.set_user_attr(key, value)
-        study.set_user_attr(attrs.SHAPE, stored_shape(target.workload_shape()))
+        study.set_user_attr(attrs.SHAPE, stored_shape(target.workload_facts().shape()))
 
     def _learn_from_earlier(self, storage: optuna.storages.BaseStorage, study: optuna.Study,
                             facts: dict) -> list[tuple[str, dict]]:

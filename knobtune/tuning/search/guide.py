@@ -220,7 +220,7 @@ class Guide:
         self.study, self.catalog, self.note, self.trials = study, space.catalog, note, trials
         self.advice = Advice(space, memory_limit_bytes, note)
         self.rules = rules_of(self.catalog.system) if enabled else ()
-        self.shape = target.workload_shape() if self.rules else {}
+        self.shape = target.workload_facts().shape() if self.rules else {}
 
     @property
     def _state(self) -> dict[str, Any]:
