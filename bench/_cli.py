@@ -65,13 +65,21 @@ def result_path(out: Path | None) -> Path | None:
     return out
 
 
+def portable(text: str) -> str:
+    """``text`` without this machine's paths: the repository's own files named relative to it, the user's home
+    as ``~`` (a result is read on other machines, bench/README.md)."""
+    repo, home = str(Path(__file__).resolve().parents[1]), str(Path.home())
+    return text.replace(repo + "/", "").replace(repo, ".").replace(home + "/", "~/")
+
+
 def emit(result: dict, out: Path | None) -> None:
     """Print a benchmark's result as JSON with its provenance (``_stamp``: the commit, the machine and whether it
-    was quiet, every system's build), and write it to ``out`` when given (a folder: see ``result_path``)."""
+    was quiet, every system's build), and write it to ``out`` when given (a folder: see ``result_path``); the
+    repository's and the home folder's paths in it are written as ``portable`` says."""
     import json
 
     path = result_path(out)
-    text = json.dumps({**result, "provenance": _stamp.stamp(path)}, indent=1, default=str)
+    text = portable(json.dumps({**result, "provenance": _stamp.stamp(path)}, indent=1, default=str))
     if path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text + "\n")

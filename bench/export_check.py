@@ -125,13 +125,16 @@ def check(args: argparse.Namespace) -> dict:
     arms = {"default": base, "exported": [*base, *flags]}
     times, failures = measure(arms, args.repeats, folder, args.limit_s)
     build = rocksdb_build().description
+    arms = {label: [flag.replace(str(home), "DIR") for flag in argv] for label, argv in arms.items()}
     result: dict = {
         "question": "does the verified winner, deployed through its export and run by db_bench alone, keep its "
                     "speedup over the default?",
-        "study": args.study, "dir": str(home), "commit": git_commit(), "rocksdb_build": build,
+        "study": args.study, "dir": "DIR (the studies folder given with --dir)", "commit": git_commit(),
+        "rocksdb_build": build,
         "db_bench": find_db_bench(), "machine": machine_facts(folder, system_version=build),
         "workload": {"name": workload.name, "records": workload.full.records, "settled": settled},
-        "repeats": args.repeats, "export": {"file": str(options), "flags": flags},
+        "repeats": args.repeats, "export": {"file": str(options).replace(str(home), "DIR"),
+                                            "flags": [flag.replace(str(home), "DIR") for flag in flags]},
         "argv": {label: ["db_bench", "--db=DB", *argv] for label, argv in arms.items()},
         "times_s": times, "failures": failures, "claim": claim, "verdict": summary.get("verdict"),
         "exported_config": summary.get("result_config")}

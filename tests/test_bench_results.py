@@ -127,3 +127,15 @@ def test_the_cpu_outside_a_bench_counts_other_processes_and_not_the_benchs_own_d
     other.wait()
     time.sleep(0.3)
     assert watched.seconds >= 1.0, watched.seconds  # the other burner's 1.5 s (and whatever else the machine ran)
+
+
+def test_a_result_names_the_repositorys_files_relative_and_the_home_folder_as_a_tilde(tmp_path: Path) -> None:
+    import _cli  # noqa: E402
+
+    out = tmp_path / "result.json"
+    _cli.emit({"workload": str(ROOT / "bench" / "workloads" / "inbox-day.toml"),
+               "db_bench": str(Path.home() / ".cache" / "knobtune" / "db_bench"), "repo": str(ROOT)}, out)
+    written = json.loads(out.read_text())
+    assert written["workload"] == "bench/workloads/inbox-day.toml"
+    assert written["db_bench"] == "~/.cache/knobtune/db_bench" and written["repo"] == "."
+    assert str(ROOT) not in out.read_text() and str(Path.home()) + "/" not in out.read_text()
