@@ -93,6 +93,16 @@ def _kept_full(folder: Path) -> Iterator[Path]:
             keeper.join()
 
 
+def _while_db_bench_runs(home: Path, process: subprocess.Popen[bytes], limit_s: float = 10.0) -> bool:
+    """Wait until a db_bench of the study runs (a run lasts a tenth of a second here: the check that found a sampled
+    trial running is too slow to see one by itself); False if none did within ``limit_s`` or the study ended."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and process.poll() is None:
+        if _db_bench_under(home):
+            return True
+    return False
+
+
 def _rung_failures(trial: optuna.trial.FrozenTrial) -> dict[str, dict]:
     return {k: v for k, v in trial.user_attrs.items() if k.startswith(attrs.RUNG_PREFIX) and "failure" in v}
 
@@ -109,7 +119,7 @@ def test_a_full_scratch_disk_stops_the_study_and_blames_no_config(home: Path, tm
         trials = _study(home).get_trials(deepcopy=False)
         finished = [t for t in trials if t.state.is_finished()]
         sampled_running = [t for t in trials if t.state == TrialState.RUNNING and not attrs.is_default(t.user_attrs)]
-        if len(finished) >= 2 and sampled_running and _db_bench_under(home):
+        if len(finished) >= 2 and sampled_running and _while_db_bench_runs(home, process):
             break
     else:
         process.kill()
