@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import _stamp
@@ -65,21 +65,24 @@ def result_path(out: Path | None) -> Path | None:
     return out
 
 
-def portable(text: str) -> str:
-    """``text`` without this machine's paths: the repository's own files named relative to it, the user's home
-    as ``~`` (a result is read on other machines, bench/README.md)."""
+def portable(text: str, names: Mapping[str, str] | None = None) -> str:
+    """``text`` without this machine's paths: each folder of ``names`` by its name (a studies folder given with
+    --dir: "DIR"), the repository's own files relative to it, the user's home as ``~`` (a result is read on other
+    machines, bench/README.md)."""
+    for folder, name in (names or {}).items():
+        text = text.replace(folder, name)
     repo, home = str(Path(__file__).resolve().parents[1]), str(Path.home())
     return text.replace(repo + "/", "").replace(repo, ".").replace(home + "/", "~/")
 
 
-def emit(result: dict, out: Path | None) -> None:
+def emit(result: dict, out: Path | None, names: Mapping[str, str] | None = None) -> None:
     """Print a benchmark's result as JSON with its provenance (``_stamp``: the commit, the machine and whether it
     was quiet, every system's build), and write it to ``out`` when given (a folder: see ``result_path``); the
-    repository's and the home folder's paths in it are written as ``portable`` says."""
+    paths in it are written as ``portable`` says, ``names`` naming folders of the run's own."""
     import json
 
     path = result_path(out)
-    text = portable(json.dumps({**result, "provenance": _stamp.stamp(path)}, indent=1, default=str))
+    text = portable(json.dumps({**result, "provenance": _stamp.stamp(path)}, indent=1, default=str), names)
     if path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text + "\n")

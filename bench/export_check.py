@@ -125,7 +125,6 @@ def check(args: argparse.Namespace) -> dict:
     arms = {"default": base, "exported": [*base, *flags]}
     times, failures = measure(arms, args.repeats, folder, args.limit_s)
     build = rocksdb_build().description
-    arms = {label: [flag.replace(str(home), "DIR") for flag in argv] for label, argv in arms.items()}
     result: dict = {
         "question": "does the verified winner, deployed through its export and run by db_bench alone, keep its "
                     "speedup over the default?",
@@ -133,8 +132,7 @@ def check(args: argparse.Namespace) -> dict:
         "rocksdb_build": build,
         "db_bench": find_db_bench(), "machine": machine_facts(folder, system_version=build),
         "workload": {"name": workload.name, "records": workload.full.records, "settled": settled},
-        "repeats": args.repeats, "export": {"file": str(options).replace(str(home), "DIR"),
-                                            "flags": [flag.replace(str(home), "DIR") for flag in flags]},
+        "repeats": args.repeats, "export": {"file": str(options), "flags": flags},
         "argv": {label: ["db_bench", "--db=DB", *argv] for label, argv in arms.items()},
         "times_s": times, "failures": failures, "claim": claim, "verdict": summary.get("verdict"),
         "exported_config": summary.get("result_config")}
@@ -188,7 +186,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
-    emit(check(args), args.out)
+    emit(check(args), args.out, names={str(args.dir.resolve()): "DIR"})  # the studies folder, named
 
 
 if __name__ == "__main__":

@@ -218,21 +218,21 @@ def main() -> None:
         if args.rewrite:
             arms["replay_rewritten"] = load_workload(edited(home / "with.capture", home / "rewritten.capture",
                                                             "rewrite", "true"))
+        sides = dict(arms)  # every side a target runs: the arms, and the capture whose rungs are slices
         ladders = {"replay_with_scans": arms["replay_with_scans"].rungs[:-1] if args.rungs else ()}
         if args.rungs and args.slices > 1:
-            ladders["replay_sliced"] = load_workload(edited(home / "with.capture", home / "sliced.capture",
-                                                            "slices", str(args.slices))).rungs[:-1]
+            sides["replay_sliced"] = load_workload(edited(home / "with.capture", home / "sliced.capture",
+                                                          "slices", str(args.slices)))
+            ladders["replay_sliced"] = sides["replay_sliced"].rungs[:-1]
         seconds: dict[str, dict[str, list[float]]] = {arm: {} for arm in arms}
         rungs: dict[str, dict[str, dict[str, list[float]]]] = {
             side: {str(r.index): {} for r in ladder} for side, ladder in ladders.items()}
         steps: dict[str, float] = {}
         with contextlib.ExitStack() as stack:  # one target a side, as a study has: the replay's reference runs once
-            targets = {side: stack.enter_context(make_target(catalog, load_workload(home / "sliced.capture")
-                                                             if side == "replay_sliced" else arms[side],
-                                                             home / "scratch" / side,
+            targets = {side: stack.enter_context(make_target(catalog, side_workload, home / "scratch" / side,
                                                              "kvbench" if side == "application" else None,
                                                              settle=False))
-                       for side in [*arms, *ladders]}
+                       for side, side_workload in sides.items()}
             limits: dict[str, float] = {}
 
             def ran(arm: str, name: str, config: dict, repeat: int) -> bool:
