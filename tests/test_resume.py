@@ -111,3 +111,21 @@ def test_ctrl_c_or_sigterm_keeps_finished_trials_and_leaves_nothing_running(tmp_
     assert [t.user_attrs[attrs.RETRY_OF] for t in retries] == [t.number for t in interrupted]
     # the rest are known configs queued first that had not run yet: the resumed study runs them
     assert all(attrs.STARTED_FROM in t.user_attrs for t in waiting if t not in retries)
+
+
+def test_a_lost_trials_config_queued_after_the_last_trial_was_asked_is_named_not_run(tmp_path: Path) -> None:
+    """Two workers: one asks for the last trial --trials allows while another queues a lost trial's config again.
+    The lower trial number runs (as when two ask for the last trial at once); the re-run stays queued and the
+    study says so, with how to run it. The race is set up here by queueing the re-run into a finished study."""
+    home = tmp_path / "studies"
+    first = subprocess.run(_tune(home, 2), capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stdout + first.stderr
+    study = optuna.load_study(study_name="resume", storage=f"sqlite:///{home / 'studies.db'}")
+    lost = next(t for t in study.get_trials(deepcopy=False) if not attrs.is_default(t.user_attrs))
+    study.enqueue_trial(lost.params, user_attrs={attrs.RETRY_OF: lost.number}, skip_if_exists=False)
+    again = subprocess.run(_tune(home, 2), capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    said = [line for line in again.stdout.splitlines() if f"(the config of lost trial {lost.number}," in line]
+    assert len(said) == 1 and "a larger --trials runs it first" in said[0], again.stdout
+    waiting = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.WAITING]
+    assert [t.user_attrs.get(attrs.RETRY_OF) for t in waiting] == [lost.number]

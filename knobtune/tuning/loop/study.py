@@ -165,9 +165,21 @@ class Tuner:
                         runner.give_way(trial, "other workers' trials reached --trials first")
                         break
                     runner.run(target, trial, owned=deferred.release)
-            if self.experiment.joining or not self._await_other_workers(workers, queue) \
-                    or not budget.may_start_trial():
+            if self.experiment.joining or not self._await_other_workers(workers, queue):
                 return  # a worker leaves verifying to the study's process; nothing (more) may run
+            if not budget.may_start_trial():
+                self._note_retries_left(workers)
+                return
+
+    def _note_retries_left(self, workers: Workers) -> None:
+        """A lost trial's config queued again while another worker asked for the last trial --trials allows: the
+        lower trial number ran (``Budget.over_trial_budget``), the re-run stays queued. Said, with how to run it."""
+        for t in workers.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            if attrs.RETRY_OF in t.user_attrs:
+                self.reporter.note(f"trial {t.number} (the config of lost trial {t.user_attrs[attrs.RETRY_OF]}, queued "
+                                   f"again) did not run: another worker's trial took the last of --trials "
+                                   f"{self.experiment.budget.trials} first; the same command with a larger --trials "
+                                   "runs it first")
 
     def _tidy(self, workers: Workers, queue: Queue) -> None:
         """Before asking: dead workers' trials queued again; a sibling process measuring this machine's default
