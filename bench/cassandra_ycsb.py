@@ -1,19 +1,19 @@
-"""Benchmark: a knobtune study of Cassandra 5.0 on YCSB-A, and a knob ranking on YCSB-B beside the published top 5.
+"""Benchmark: a Cassandra verdict within two hours, ranking included, beside tuning every knob (issue 58, item 3).
 
-Runs, with the CLI a user runs:
+For each workload (YCSB-A and YCSB-B by default, at ``--records``), two arms, each given the whole budget B:
 
-1. ``knobtune tune cassandra --workload ycsb-a --time T`` (TPE; its own
-   verification of the top candidates against the default, interleaved,
-   inside the budget);
-2. ``knobtune rank cassandra --workload ycsb-b --time R`` (Latin-hypercube
-   samples at rung 0, ranked by four methods);
-3. the ranking's top knobs beside the knob-importance study's top 5 for
-   Cassandra (Kanellis et al., HotStorage'20, via a secondary source):
-   concurrent_reads, native_transport_max_threads, memtable_heap_space,
-   memtable_cleanup_threshold, compaction_throughput.
+- top-k: ``knobtune rank`` (Latin-hypercube samples at ``--rank-rung``) for R, then
+  ``knobtune tune --ranking --top-k K`` for B - R;
+- all: ``knobtune tune`` over every safe knob for B.
 
-    .venv/bin/python bench/cassandra_ycsb.py --records 20000 --time 20m --rank-time 20m \
-        --out cassandra-ycsb.json
+Each study verifies its own candidates against the default inside its budget (interleaved runs, the rounds its
+sequential test asks). The arms are bench/topk.py's (``topk.arm``), each workload in a studies folder of its own.
+Recorded per arm: the verdict, the verified speedup with its interval, the trial counts, the best full-size value
+over time and, for top-k, the ranking's top 10 beside the top five the knob-importance study names for Cassandra
+(Kanellis et al., HotStorage 2020, taken from a secondary summary of it).
+
+    .venv/bin/python bench/cassandra_ycsb.py --workloads ycsb-a ycsb-b --records 100000 --budget 2h \
+        --rank-time 2400 --rank-rung 2 --k 5 --out bench/results/cassandra-ycsb/
 """
 
 from __future__ import annotations
@@ -23,59 +23,67 @@ import json
 import tempfile
 from pathlib import Path
 
-from _cli import emit, knobtune, result_path
+import topk
+from _cli import emit, printed_table, result_arguments, result_path
+from cassandra_ranking import PUBLISHED_TOP5
 
-PUBLISHED_TOP5 = ("concurrent_reads", "native_transport_max_threads", "memtable_heap_space",
-                  "memtable_cleanup_threshold", "compaction_throughput")
+from knobtune.units import parse_duration_s
 
+
+def run(args: argparse.Namespace) -> dict:
+    home = args.dir or Path(tempfile.mkdtemp(prefix="knobtune-bench-cassandra-ycsb-"))
+    budget_s = parse_duration_s(args.budget)
+    runs = []
+    for workload in args.workloads:
+        arm_args = argparse.Namespace(system="cassandra", workload=workload, records=args.records,
+                                      rank_time=args.rank_time, rank_rung=args.rank_rung)
+        for name in (f"top{args.k}", "all"):
+            run_ = {"workload": workload, **topk.arm(arm_args, home / workload, name, args.seed, budget_s)}
+            if run_["top_knobs"]:
+                run_["published_top5"] = {k: (run_["top_knobs"].index(k) + 1 if k in run_["top_knobs"] else None)
+                                          for k in PUBLISHED_TOP5}
+            runs.append(run_)
+            if out := result_path(args.out):  # the runs so far (emit adds the provenance at the end)
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
+    return {"budget": args.budget, "records": args.records, "rank_time_s": args.rank_time,
+            "rank_rung": args.rank_rung, "k": args.k, "seed": args.seed, "runs": runs}
 
 
 def table(result: dict) -> str:
-    """A result in Markdown: the study's verdict, then the ranking's top 10 beside the published top 5."""
-    lines = []
-    if "tune" in result:
-        counts = ", ".join(f"{n} {kind}" for kind, n in result["tune"]["counts"].items() if n)
-        lines += [f"The study on ycsb-a ({result['records']:,} records): {result['tune']['verdict']} ({counts})", ""]
-    order = result["rank"]["order"]
-    lines += ["| rank | the ranking on ycsb-b | published top 5 (rank here) |", "|---|---|---|"]
-    published = list(result["published_top5"].items())
-    for index in range(max(10, len(published))):
-        knob = order[index] if index < len(order) else ""
-        other = (f"{published[index][0]} ({published[index][1] or 'not ranked'})" if index < len(published) else "")
-        lines.append(f"| {index + 1} | {knob} | {other} |")
+    """Per workload and arm: the verdict, the verified speedup, the trials, and the ranking's top 5."""
+    lines = [f"{result['records']:,} records, {result['budget']} per arm (the ranking's {result['rank_time_s']:.0f} s "
+             "inside the top-k arm's budget):", "",
+             "| workload | arm | verdict | verified speedup (95% CI) | trials "
+             "| ranking's top 5 (the paper's five: rank here) |",
+             "|---|---|---|---|---|---|"]
+    for r in result["runs"]:
+        s = r["verified_speedup"]
+        speedup = (f"{s['ratio']:.2f}x ({s['ci_low']:.2f}-{s['ci_high']:.2f}){'' if s['won'] else ' n.s.'}"
+                   if s else "none verified")
+        counts = ", ".join(f"{n} {kind}" for kind, n in r["counts"].items() if n)
+        top = (", ".join(r["top_knobs"][:5]) + " (" + ", ".join(f"{k}: {v or '-'}" for k, v in
+                                                                  r["published_top5"].items()) + ")"
+               if r.get("top_knobs") else "")
+        lines.append(f"| {r['workload']} | {r['arm']} | {r['verdict']} | {speedup} | {counts} | {top} |")
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--records", type=int, default=20000)
-    parser.add_argument("--time", default="20m", help="the tuning study's budget")
-    parser.add_argument("--rank-time", default="20m", help="the ranking's budget")
-    parser.add_argument("--samples", type=int, default=200, help="ranking samples at most (the time may end first)")
+    parser.add_argument("--workloads", nargs="+", default=["ycsb-a", "ycsb-b"])
+    parser.add_argument("--records", type=int, default=100000)
+    parser.add_argument("--budget", default="2h", help="each arm's whole budget, the ranking's included")
+    parser.add_argument("--rank-time", type=float, default=2400.0, help="seconds of the top-k arm's ranking")
+    parser.add_argument("--rank-rung", type=int, default=2, help="the rung the ranking's samples run at")
+    parser.add_argument("--k", type=int, default=5, help="the top-k arm's number of knobs")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--dir", type=Path)
-    parser.add_argument("--skip-tune", action="store_true")
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--dir", type=Path, help="studies folder (default: a new temporary one)")
+    result_arguments(parser)
     args = parser.parse_args()
-    home = args.dir or Path(tempfile.mkdtemp(prefix="knobtune-bench-cassandra-"))
-    result: dict = {"records": args.records, "seed": args.seed}
-    if not args.skip_tune:
-        result["tune"] = json.loads(knobtune("tune", "cassandra", "--workload", "ycsb-a", "--records",
-                                             str(args.records),
-                                             "--time", args.time, "--study", "cassandra-ycsb-a", "--seed",
-                                             str(args.seed), "--json", home=home))
-        if out := result_path(args.out):  # the study's part so far (emit adds the provenance at the end)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(result, indent=1) + "\n")
-    ranking = json.loads(knobtune("rank", "cassandra", "--workload", "ycsb-b", "--records", str(args.records),
-                                  "--samples", str(args.samples), "--time", args.rank_time, "--study",
-                                  "rank-cassandra-ycsb-b", "--seed", str(args.seed), "--json", home=home))
-    order = ranking["order"]
-    result["rank"] = ranking
-    result["published_top5"] = {knob: (order.index(knob) + 1 if knob in order else None) for knob in PUBLISHED_TOP5}
-    result["overlap_top5"] = sorted(set(order[:5]) & set(PUBLISHED_TOP5))
-    result["overlap_top10"] = sorted(set(order[:10]) & set(PUBLISHED_TOP5))
-    emit(result, args.out)
+    if printed_table(args, table):
+        return
+    emit(run(args), args.out, names={str(args.dir): "DIR"} if args.dir else None)
 
 
 if __name__ == "__main__":

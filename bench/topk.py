@@ -44,7 +44,7 @@ def arm(args: argparse.Namespace, home: Path, name: str, seed: int, budget_s: fl
         if not (home / f".ranked-{seed}").exists():
             started = time.monotonic()
             ranked = knobtune_json("rank", args.system, *common, "--samples", "400", "--time", f"{args.rank_time}s",
-                              "--study", ranking_study, home=home)
+                                   "--rung", str(args.rank_rung), "--study", ranking_study, home=home)
             (home / f".ranked-{seed}").write_text(json.dumps({"s": time.monotonic() - started, "ranking": ranked}))
         saved = json.loads((home / f".ranked-{seed}").read_text())
         offset, ranked = saved["s"], saved["ranking"]
@@ -150,6 +150,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=20000)
     parser.add_argument("--budget", default="4m")
     parser.add_argument("--rank-time", type=float, default=80.0, help="seconds of ranking samples")
+    parser.add_argument("--rank-rung", type=int, default=0, help="the rung the ranking's samples run at")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--arms", nargs="+", default=["all", "random", "top5", "top10"])
     parser.add_argument("--dir", type=Path)
