@@ -56,6 +56,8 @@ def _check_counters(run_counters: dict[str, float]) -> None:
     assert all(math.isfinite(value) and value >= 0 for value in run_counters.values()), run_counters
     assert run_counters["gc_pause_share"] < 1 and run_counters["key_cache_hit_ratio"] <= 1
     assert "row_cache_hit_ratio" not in run_counters, "the row cache is off by default: no ratio, not 0"
+    if "heap_used_peak_bytes_end" in run_counters:  # a node that collected at least once (it does while starting)
+        assert 2**20 < run_counters["heap_used_peak_bytes_end"] <= 2**30, "within the default's 1 GiB heap"
 
 
 @pytest.mark.slow

@@ -140,3 +140,26 @@ def test_the_searchs_pace_is_said_in_trials_a_minute() -> None:
     assert line.startswith("time: search 120 s (6 trials, 3.0 a minute), then verification 30 s of a 180 s"), line
     earlier = TimeSpent.from_record({"search_s": 120.0})  # a study stored before the count
     assert earlier is not None and earlier.trials_a_minute is None
+
+
+def test_a_systems_cost_counters_are_medians_over_the_verification_runs_shown_beside_peak_memory(
+        tmp_path: Path) -> None:
+    """Cassandra's counters.toml names GC pauses and the heap used at most as costs: a verification's costs hold
+    their medians with their names and units, and the verdict's cost line shows them."""
+    from knobtune.targets import Measurement, Phase
+    from knobtune.tuning.proof import Candidate, CandidateRuns
+    from knobtune.tuning.search import counter_meanings
+    from knobtune.report.summary_text import describe_costs
+
+    costs = {name: doc for name, doc in counter_meanings("cassandra").items() if doc.cost}
+    assert set(costs) == {"gc_pause_s", "heap_used_peak_bytes_end"}
+    runs = [Measurement(elapsed_s=10.0, phases=(Phase("run", 1000, 10.0, 100.0),), measured=("run",),
+                        log_path=tmp_path / "run.log", verified=True, peak_rss_bytes=1500 * 2**20,
+                        counters={"gc_pause_s": pause, "heap_used_peak_bytes_end": heap, "memtable_flushes": 3.0})
+            for pause, heap in ((0.4, 300 * 2**20), (0.2, 500 * 2**20), (0.3, 400 * 2**20))]
+    measured = CandidateRuns(Candidate("default", {}), values=[100.0] * 3, measurements=runs, cost_counters=costs)
+    cost = measured.costs()
+    assert cost["counters"] == {"gc_pause_s": {"name": "GC pauses", "unit": "s", "median": 0.3},
+                                "heap_used_peak_bytes_end": {"name": "heap used at most", "unit": "bytes",
+                                                             "median": 400 * 2**20}}
+    assert describe_costs(cost).endswith("peak memory 1.5 GiB; GC pauses 0.30 s; heap used at most 400.0 MiB")

@@ -256,8 +256,21 @@ def describe_costs(cost: dict[str, Any]) -> str:
         return f"{cost[key]:.2f} s" if cost.get(key) is not None else "-"
 
     memory = human_bytes(cost["peak_rss_bytes"]) if cost.get("peak_rss_bytes") else "-"
+    counters = "".join(f"; {c['name']} {counter_value(c['median'], c['unit'])}"
+                       for c in (cost.get("counters") or {}).values())
     return (f"workload {seconds('workload_s')} + settle {seconds('settle_s')}; recovery {seconds('recovery_s')}; "
-            f"peak memory {memory}")
+            f"peak memory {memory}{counters}")
+
+
+def counter_value(value: float, unit: str) -> str:
+    """A counter's value in its unit (``counters.toml``): ``1.20 s``, ``3.4 MiB``, ``12``, ``4.1%``."""
+    if unit == "s":
+        return f"{value:.2f} s"
+    if unit == "bytes":
+        return human_bytes(value)
+    if unit == "ratio":
+        return f"{value:.1%}"
+    return f"{value:,.0f}"
 
 
 def capture_lines(capture: CaptureSummary | Mapping[str, Any] | None, counters: Mapping[str, float]) -> list[str]:

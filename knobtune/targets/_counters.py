@@ -17,7 +17,7 @@ from pathlib import Path
 from knobtune import schema
 from knobtune.datafile import read_toml
 from knobtune.errors import CatalogError
-from knobtune.schema import TEXT, required, table
+from knobtune.schema import TEXT, required, setting, table
 
 UNITS = ("s", "bytes", "count", "ratio")
 
@@ -29,6 +29,8 @@ class Counter:
     meaning: str = required(**TEXT, example="seconds writes were stalled", note="what a person reads")
     unit: str = required(choices=UNITS, what="a counter's unit")
     read: str = required(**TEXT, example="ticker rocksdb.stall.micros", note="where each driver reads it")
+    cost: str = setting("", example="GC pauses", note="a cost the system pays beyond the objective, by this name: "
+                        "the verdict shows its median over the verification runs beside peak memory")
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class CounterDoc:
     meaning: str
     unit: str  # one of UNITS
     read: str
+    cost: str = ""  # the name the verdict's costs give it ("": the counter is no cost shown there)
 
 
 @cache
@@ -62,7 +65,8 @@ def described_counters(path: Path) -> Mapping[str, CounterDoc]:
         return {}
     document = schema.read(CountersFile, read_toml(path, CatalogError, "counter descriptions"),
                            schema.Where(str(path), docs="docs/diagnosis.md"), CatalogError)
-    return {name: CounterDoc(name, c.meaning.strip(), c.unit, c.read.strip()) for name, c in document.counters.items()}
+    return {name: CounterDoc(name, c.meaning.strip(), c.unit, c.read.strip(), c.cost.strip())
+            for name, c in document.counters.items()}
 
 
 def numbers(stats: Mapping[str, object]) -> dict[str, float]:

@@ -26,6 +26,10 @@ _COMPACTIONS = "SELECT count(*), sum(bytes_in) FROM system.compaction_history"
 # [1.234s][gc          ] GC(3) Pause Young (Normal) (G1 Evacuation Pause) 58M->28M(1024M) 18.690ms  (G1: tag gc)
 # [1.357s][gc,phases   ] GC(0) Pause Mark Start 0.010ms                                              (ZGC: gc,phases)
 _GC_PAUSE = re.compile(r"^\[[^\]]*\]\[gc(?:,phases)?\s*\] GC\(\d+\) Pause .* (\d+(?:\.\d+)?)ms$", re.MULTILINE)
+# the heap in use before a G1 pause, its size after and the heap's size: "58M->28M(1024M)"
+_GC_HEAP = re.compile(r"^\[[^\]]*\]\[gc\s*\] GC\(\d+\) Pause .* (\d+)([KMG])->\d+[KMG]\(\d+[KMG]\) [\d.]+ms$",
+                      re.MULTILINE)
+_HEAP_UNIT = {"K": 2**10, "M": 2**20, "G": 2**30}
 # MUTATION_REQ messages were dropped in last 5000 ms: 3 internal and 0 cross node. ...  (every 5 s, when any)
 _DROPPED = re.compile(r"(MUTATION_REQ|READ_REQ) messages were dropped in last \d+ ms: (\d+) internal and (\d+) cross")
 # Enqueuing flush of ycsb.usertable, Reason: MEMTABLE_LIMIT, Usage: ...
@@ -62,7 +66,10 @@ def read(port: int, gc_log: Path, system_log: Path) -> dict[str, float]:
         if cache in caches:
             reading[f"{cache}_hits_total"] = float(_number(caches[cache]["hit_count"]))
             reading[f"{cache}_requests_total"] = float(_number(caches[cache]["request_count"]))
-    reading["gc_pause_s_total"] = sum(float(ms) for ms in _GC_PAUSE.findall(gc_log.read_text(errors="replace"))) / 1000
+    gc_text = gc_log.read_text(errors="replace")
+    reading["gc_pause_s_total"] = sum(float(ms) for ms in _GC_PAUSE.findall(gc_text)) / 1000
+    if heaps := [int(size) * _HEAP_UNIT[unit] for size, unit in _GC_HEAP.findall(gc_text)]:
+        reading["heap_used_peak_bytes"] = float(max(heaps))  # since the node started (each run starts its own)
     reading.update(_from_system_log(system_log.read_text(errors="replace") if system_log.exists() else ""))
     return reading
 
@@ -79,6 +86,8 @@ def over_run(before: Mapping[str, float], after: Mapping[str, float]) -> dict[st
            "memtable_switches_commitlog_full": grew("commitlog_switches_total"),
            "gc_pause_s": grew("gc_pause_s_total"),
            "dropped_mutations": grew("dropped_mutations_total"), "dropped_reads": grew("dropped_reads_total")}
+    if "heap_used_peak_bytes" in after:
+        run["heap_used_peak_bytes_end"] = after["heap_used_peak_bytes"]
     if seconds > 0:
         run["gc_pause_share"] = run["gc_pause_s"] / seconds
     for cache, name in (("keys", "key_cache_hit_ratio"), ("rows", "row_cache_hit_ratio")):

@@ -19,8 +19,9 @@ from typing import Any
 from knobtune.analysis import Speedup, noise, speedup
 from knobtune.analysis.sequential import SequentialPlan, SequentialTest, judge
 from knobtune.knobs import Value
-from knobtune.targets import FailureKind, Measurement, RunFailure, Target
+from knobtune.targets import CounterDoc, FailureKind, Measurement, RunFailure, Target
 from knobtune.tuning.document import relative_limit_s
+from knobtune.tuning.search import counter_meanings
 from knobtune.workloads import Objective, Rung
 
 
@@ -66,6 +67,7 @@ class CandidateRuns:
     measurements: list[Measurement] = field(default_factory=list)
     failure: RunProblem | None = None
     retries: int = 0  # runs repeated because the machine or knobtune failed them
+    cost_counters: Mapping[str, CounterDoc] = field(default_factory=dict)  # the system's counters that are costs
 
     @property
     def median(self) -> float | None:
@@ -83,18 +85,24 @@ class CandidateRuns:
                         table.setdefault(phase.name, {}).setdefault(name, []).append(value)
         return {phase: {k: statistics.median(v) for k, v in values.items()} for phase, values in table.items()}
 
-    def costs(self) -> dict[str, float | None]:
-        """Medians over runs of what the runs cost besides the objective: settle, recovery, peak memory."""
+    def costs(self) -> dict[str, Any]:
+        """Medians over runs of what the runs cost besides the objective: settle, recovery, peak memory, and the
+        system's counters that are costs (``cost`` in its counters.toml: Cassandra's GC pauses), each with its
+        name and unit."""
         def median_of(values: list[float | None]) -> float | None:
             known = [v for v in values if v is not None]
             return statistics.median(known) if known else None
 
         runs = self.measurements
+        counters = {name: {"name": doc.cost, "unit": doc.unit, "median": median}
+                    for name, doc in self.cost_counters.items()
+                    if (median := median_of([m.counters.get(name) for m in runs])) is not None}
         return {
             "workload_s": median_of([m.workload_s for m in runs]),
             "settle_s": median_of([m.settle.settle_s if m.settle else None for m in runs]),
             "recovery_s": median_of([m.recovery_s for m in runs]),
             "peak_rss_bytes": median_of([m.peak_rss_bytes for m in runs]),
+            **({"counters": counters} if counters else {}),
         }
 
 
@@ -250,7 +258,8 @@ def run_sequential(target: Target, candidates: Sequence[tuple[Candidate, Mapping
 
 def _planned(target: Target, candidates: Sequence[tuple[Candidate, Mapping[str, Value]]]) -> list[CandidateRuns]:
     """A record per candidate; one planned above the target's memory limit starts failed (it is never run)."""
-    runs = [CandidateRuns(candidate) for candidate, _ in candidates]
+    costs = {name: doc for name, doc in counter_meanings(target.catalog.system).items() if doc.cost}
+    runs = [CandidateRuns(candidate, cost_counters=costs) for candidate, _ in candidates]
     for (_, config), record in zip(candidates, runs):
         over = target.catalog.memory.over_limit(config, target.memory_limit_bytes)
         record.failure = None if over is None else RunProblem(FailureKind.MEMORY, over)
