@@ -45,6 +45,18 @@ def result_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table", type=Path, metavar="RESULT", help="print a result file as a Markdown table")
 
 
+def studies_main(parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace], dict],
+                 table: Callable[[dict], str]) -> None:
+    """The end of a bench script that runs studies: ``--seed``, ``--dir`` (its studies folder, named ``DIR`` in the
+    result), ``--out`` and ``--table``; then either the table of a result, or ``run`` emitted."""
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--dir", type=Path, help="studies folder (default: a new temporary one)")
+    result_arguments(parser)
+    args = parser.parse_args()
+    if not printed_table(args, table):
+        emit(run(args), args.out, names={str(args.dir): "DIR"} if args.dir else None)
+
+
 def printed_table(args: argparse.Namespace, table: Callable[[dict], str]) -> bool:
     """With ``--table RESULT``: that result printed by ``table`` (True: the script has nothing more to do)."""
     if not args.table:

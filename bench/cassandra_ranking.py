@@ -25,7 +25,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from _cli import emit, knobtune_json, printed_table, result_arguments
+from _cli import knobtune_json, studies_main
 
 from knobtune.storage import open_store
 from knobtune.tuning.records import records
@@ -123,13 +123,7 @@ def main() -> None:
     parser.add_argument("--rung", type=int, default=2, help="the rung every sample runs at (2: full size)")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved full-size runs of the top-5 share "
                         "(0: no share)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--dir", type=Path, help="studies folder (default: a new temporary one)")
-    result_arguments(parser)
-    args = parser.parse_args()
-    if printed_table(args, table):
-        return
-    emit(run(args), args.out, names={str(args.dir): "DIR"} if args.dir else None)
+    studies_main(parser, run, table)
 
 
 if __name__ == "__main__":

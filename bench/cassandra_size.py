@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _cli import emit, knobtune_json, printed_table, result_arguments
+from _cli import knobtune_json, studies_main
 
 from knobtune.storage import open_store
 from knobtune.tuning.records import records
@@ -130,13 +130,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, nargs="+", default=[20000, 100000, 300000])
     parser.add_argument("--samples", type=int, default=8, help="Latin-hypercube samples per size (8 or more)")
     parser.add_argument("--rung", type=int, default=2, help="the rung every sample runs at (2: full size)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--dir", type=Path, help="studies folder (default: a new temporary one)")
-    result_arguments(parser)
-    args = parser.parse_args()
-    if printed_table(args, table):
-        return
-    emit(run(args), args.out, names={str(args.dir): "DIR"} if args.dir else None)
+    studies_main(parser, run, table)
 
 
 if __name__ == "__main__":

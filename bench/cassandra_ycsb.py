@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 import topk
-from _cli import emit, printed_table, result_arguments, result_path
+from _cli import result_path, studies_main
 from cassandra_ranking import PUBLISHED_TOP5
 
 from knobtune.units import parse_duration_s
@@ -77,13 +77,7 @@ def main() -> None:
     parser.add_argument("--rank-time", type=float, default=2400.0, help="seconds of the top-k arm's ranking")
     parser.add_argument("--rank-rung", type=int, default=2, help="the rung the ranking's samples run at")
     parser.add_argument("--k", type=int, default=5, help="the top-k arm's number of knobs")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--dir", type=Path, help="studies folder (default: a new temporary one)")
-    result_arguments(parser)
-    args = parser.parse_args()
-    if printed_table(args, table):
-        return
-    emit(run(args), args.out, names={str(args.dir): "DIR"} if args.dir else None)
+    studies_main(parser, run, table)
 
 
 if __name__ == "__main__":
