@@ -20,6 +20,7 @@ run, killed, recovered, settled). From the study it reads, per size:
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import tempfile
 import time
@@ -28,6 +29,7 @@ from pathlib import Path
 from _cli import knobtune_json, studies_main
 
 from knobtune.storage import open_store
+from knobtune.workloads.spec import DATA_DIR
 from knobtune.tuning.records import records
 
 PRESSURE = ("memtable_flushes", "memtable_switches_commitlog_full", "compactions_completed", "compacted_bytes",
@@ -39,12 +41,30 @@ def _median(values: list[float]) -> float | None:
     return round(statistics.median(values), 4) if values else None
 
 
+def workload_file(home: Path, name: str, value_size: int | None) -> str:
+    """The workload to run: the shipped one by name, or a copy of its file with another ``value_size`` (written into
+    the studies folder, named for its size)."""
+    if value_size is None:
+        return name
+    text = (DATA_DIR / f"{name}.toml").read_text()
+    size_line = re.compile(r"^value_size = \d+$", re.MULTILINE)
+    if not size_line.search(text):
+        raise SystemExit(f"{name}: no value_size line to change")
+    text = size_line.sub(f"value_size = {value_size}", text)
+    text = re.sub(r'^name = "[^"]+"$', f'name = "{name}-{value_size}b"', text, count=1, flags=re.MULTILINE)
+    path = home / f"{name}-{value_size}b.toml"
+    home.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return str(path)
+
+
 def one_size(args: argparse.Namespace, home: Path, records_: int) -> dict:
     """Rank at full size ``records_``; what the study's trials say about that size."""
-    study = f"size-{records_}"
+    study = f"size-{records_}" + (f"-{args.value_size}b" if args.value_size else "")
     started = time.monotonic()
     try:
-        ranked = knobtune_json("rank", "cassandra", "--workload", args.workload, "--records", str(records_),
+        ranked = knobtune_json("rank", "cassandra", "--workload", workload_file(home, args.workload, args.value_size),
+                               "--records", str(records_),
                                "--samples", str(args.samples), "--rung", str(args.rung), "--study", study,
                                "--seed", str(args.seed), home=home)
     except SystemExit as refused:  # fewer than 8 samples measured: no ranking, the runs still say what they cost
@@ -62,7 +82,8 @@ def one_size(args: argparse.Namespace, home: Path, records_: int) -> dict:
     default = _median([v for v in defaults if v is not None])
     best, worst = (max(samples), min(samples)) if samples else (None, None)
     return {
-        "records": records_, "samples_asked": args.samples, "samples_measured": len(samples), "failed": failed,
+        "records": records_, "value_size": args.value_size, "samples_asked": args.samples,
+        "samples_measured": len(samples), "failed": failed,
         "default_ops_per_s": default, "default_runs": defaults, "samples_ops_per_s": sorted(samples),
         "best_over_worst": round(best / worst, 3) if samples else None,
         "best_over_default": round(best / default, 3) if samples and default else None,
@@ -86,8 +107,8 @@ def run(args: argparse.Namespace) -> dict:
     for records_ in args.records:
         sizes.append(one_size(args, home, records_))
         print(table({"workload": args.workload, "sizes": sizes}), flush=True)
-    return {"workload": args.workload, "samples": args.samples, "seed": args.seed, "rung": args.rung,
-            "sizes": sizes}
+    return {"workload": args.workload, "value_size": args.value_size, "samples": args.samples, "seed": args.seed,
+            "rung": args.rung, "sizes": sizes}
 
 
 def _mib(value: float | None) -> str:
@@ -100,7 +121,8 @@ def _n(value: float | None, form: str = "{:,.0f}") -> str:
 
 def table(result: dict) -> str:
     """Per size: what the knobs change, the pressure the counters show (medians over the runs), what a run costs."""
-    lines = [f"{result['workload']}, Latin-hypercube samples at full size (medians over the runs):", "",
+    size = f", {result['value_size']:,}-byte values" if result.get("value_size") else ""
+    lines = [f"{result['workload']}{size}, Latin-hypercube samples at full size (medians over the runs):", "",
              "| records | default | samples: worst - best | best / worst | best / default | flushes "
              "(commit log full) | compactions | left at end | GC pauses | trial | run, recovery, settle | "
              "peak memory | command |",
@@ -128,6 +150,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workload", default="ycsb-a")
     parser.add_argument("--records", type=int, nargs="+", default=[20000, 100000, 300000])
+    parser.add_argument("--value-size", type=int, help="bytes a record holds (default: the workload's)")
     parser.add_argument("--samples", type=int, default=8, help="Latin-hypercube samples per size (8 or more)")
     parser.add_argument("--rung", type=int, default=2, help="the rung every sample runs at (2: full size)")
     studies_main(parser, run, table)
