@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Iterator
+import signal
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -62,3 +64,26 @@ def tiny(name: str, records: int) -> Workload:
 @pytest.fixture()
 def tiny_pgd() -> Workload:
     return tiny("put-get-delete", 4000)
+
+
+def kill_while(pid: int, holds: Callable[[], object], limit_s: float) -> object:
+    """SIGKILL process ``pid`` at a moment ``holds()`` is true (what it returned then), waiting up to ``limit_s``.
+
+    A run of a small rung lasts a fraction of a second: between a look that finds it and a kill it may end. The
+    process is paused (SIGSTOP: it can start and end nothing of its own) and looked at again; only if ``holds()``
+    is still true is it killed, else it is resumed and looked at again. Returns a false value if ``holds`` never
+    held or the process ended first."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if holds():
+            os.kill(pid, signal.SIGSTOP)
+            if seen := holds():
+                os.kill(pid, signal.SIGKILL)
+                return seen
+            os.kill(pid, signal.SIGCONT)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        time.sleep(0.05)
+    return None

@@ -4,9 +4,7 @@ through RocksDB's Replayer under real configs, the store's digest as the data ch
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -22,6 +20,8 @@ from knobtune.systems import make_target
 from knobtune.systems.rocksdb.capture import from_files, from_workload
 from knobtune.workloads import load_workload
 from knobtune.workloads.capture import spread_windows
+
+from conftest import kill_while
 
 RECORDS = 3000  # ycsb-a at 3,000 records: a 3 MB checkpoint and 6,000 traced operations
 
@@ -207,16 +207,8 @@ def test_sigkill_mid_replay_leaves_no_process_and_its_scratch_is_reclaimed(captu
     process = subprocess.Popen([sys.executable, "-m", "knobtune.cli", "tune", "rocksdb", "--workload", str(capture),
                                 "--trials", "50", "--dir", str(home), "--study", "killed"],
                                stdout=log.open("w"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and process.poll() is None:  # a replay of a rung lasts a fraction of a second:
-        if "rung" in log.read_text() and _kvbench_under(home):   # knobtune is paused (it can start and end nothing)
-            os.kill(process.pid, signal.SIGSTOP)                 # and killed only while the replay it began runs
-            if _kvbench_under(home):
-                break
-            os.kill(process.pid, signal.SIGCONT)
-        time.sleep(0.05)
-    assert _kvbench_under(home), "no replay started: " + log.read_text()
-    os.kill(process.pid, signal.SIGKILL)
+    killed = kill_while(process.pid, lambda: "rung" in log.read_text() and _kvbench_under(home), limit_s=180)
+    assert killed, "no replay started: " + log.read_text()
     process.wait()
     gone_by = time.monotonic() + 2  # the kernel's SIGKILL to the children (PR_SET_PDEATHSIG) lands at once
     while _kvbench_under(home) and time.monotonic() < gone_by:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -11,10 +10,13 @@ from pathlib import Path
 
 import optuna
 import pytest
+import sqlalchemy.exc
 from optuna.trial import TrialState
 
 from knobtune.storage import open_store
 from knobtune.tuning import attrs
+
+from conftest import kill_while
 
 pytestmark = pytest.mark.slow
 
@@ -36,23 +38,27 @@ def test_sigkill_then_resume(tmp_path: Path) -> None:
                                stderr=subprocess.STDOUT)
     storage_url = f"sqlite:///{home / 'studies.db'}"
     deadline = time.monotonic() + 120
-    finished: list[optuna.trial.FrozenTrial] = []
     log = tmp_path / "out.log"
     while "rung" not in log.read_text() and time.monotonic() < deadline:  # opening the SQLite file before
         time.sleep(0.2)  # knobtune has made its tables would race it for the schema
-    while time.monotonic() < deadline:
-        time.sleep(0.2)
-        study = optuna.load_study(study_name="resume", storage=storage_url)
-        trials = study.get_trials(deepcopy=False)
+
+    def mid_trial() -> tuple[list[optuna.trial.FrozenTrial], list[optuna.trial.FrozenTrial]] | None:
+        """(finished, running) trials once 3 have finished and one runs db_bench; None before (or while the paused
+        process holds SQLite's write lock)."""
+        try:
+            trials = optuna.load_study(study_name="resume", storage=storage_url).get_trials(deepcopy=False)
+        except (sqlalchemy.exc.OperationalError, optuna.exceptions.StorageInternalError):
+            return None
         finished = [t for t in trials if t.state.is_finished()]
         running = [t for t in trials if t.state == TrialState.RUNNING]
-        if len(finished) >= 3 and running and _db_bench_under(home):
-            break
-    else:
+        return (finished, running) if len(finished) >= 3 and running and _db_bench_under(home) else None
+
+    seen = kill_while(process.pid, mid_trial, limit_s=max(deadline - time.monotonic(), 1))
+    if not seen:
         process.kill()
         pytest.fail("the study never reached a running trial with db_bench")
-    os.kill(process.pid, signal.SIGKILL)
     process.wait()
+    finished, running = seen
     interrupted = running[0].number
     time.sleep(0.5)
     assert _db_bench_under(home) == [], "db_bench outlived the killed knobtune"

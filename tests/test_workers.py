@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -26,6 +25,8 @@ from knobtune.errors import StorageError
 from knobtune.storage import StudyStore
 from knobtune.systems.postgresql.storage_server import StorageServer
 from knobtune.tuning import attrs
+
+from conftest import kill_while
 
 pytestmark = pytest.mark.slow
 
@@ -153,10 +154,9 @@ def test_a_killed_workers_trial_is_run_again_by_the_other(storage_url: str, stud
                 if t.user_attrs.get(attrs.WORKER, "").endswith(f":{second.pid}")
                 and not attrs.is_default(t.user_attrs) and attrs.CONFIG_HASH in t.user_attrs]
 
-    _await(lambda: bool(worker_mid_trial()) and _left_behind(home, second.pid),
-           "the worker to run db_bench in a sampled trial")
-    killed = worker_mid_trial()[0].number  # taken before the kill: the other process may recover it at once
-    os.kill(second.pid, signal.SIGKILL)
+    mid = kill_while(second.pid, lambda: _left_behind(home, second.pid) and worker_mid_trial(), limit_s=90)
+    assert mid, "the worker never ran db_bench in a sampled trial: " + (tmp_path / "b.log").read_text()[-2000:]
+    killed = mid[0].number  # taken before the kill: the other process may recover it at once
     second.wait()
     assert first.wait(timeout=300) == 0, (tmp_path / "a.log").read_text()[-3000:]
 
