@@ -158,10 +158,12 @@ def _whole(study: Study, trials: int, lost: tuple[int, ...] = ()) -> None:
                        f"trial {again[0].number} (the config of lost trial {number}, queued again) did not run")
         else:
             assert again[0].state in (TrialState.COMPLETE, TrialState.PRUNED), again[0].user_attrs
-        # the same config; a trial lost while its config was being drawn (some params stored) keeps those
-        assert again[0].params.items() >= by_number[number].params.items()
+        # the same config (a queued trial holds it as Optuna's fixed params until it runs); a trial lost while its
+        # config was being drawn (some params stored) keeps those
+        params = again[0].params or again[0].system_attrs.get("fixed_params", {})
+        assert params.items() >= by_number[number].params.items()
         if attrs.CONFIG in by_number[number].user_attrs:
-            assert again[0].params == by_number[number].params
+            assert params == by_number[number].params
     sampled = [t for t in frozen if not attrs.is_default(t.user_attrs) and t.state != TrialState.WAITING]
     counted = [t for t in sampled if t.state.is_finished() and attrs.CONFIG in t.user_attrs
                and t.user_attrs.get(attrs.OUTCOME) not in (None, "interrupted", "tool")]
