@@ -77,7 +77,12 @@ def kill_while(pid: int, holds: Callable[[], object], limit_s: float) -> object:
     while time.monotonic() < deadline:
         if holds():
             os.kill(pid, signal.SIGSTOP)
-            if seen := holds():
+            try:
+                seen = holds()
+            except BaseException:  # a look that fails leaves no paused process behind
+                os.kill(pid, signal.SIGCONT)
+                raise
+            if seen:
                 os.kill(pid, signal.SIGKILL)
                 return seen
             os.kill(pid, signal.SIGCONT)
