@@ -147,7 +147,8 @@ def test_time_budget_is_kept(rocksdb, store) -> None:
 
 def test_a_time_budget_is_spent_on_search_and_verification_together(rocksdb, store) -> None:
     """The reserve for verification grows with the candidates found, and no trial starts that cannot reach
-    full size: the study ends near --time, not a reserve's worth before it, with at most one trial cut short.
+    full size: the study ends near --time (less only what was kept back for verifying and not needed), with at
+    most one trial cut short.
 
     A known start (never pruned) makes sure one candidate reaches full size: whether a random config survives
     successive halving at these tiny rungs is the machine's noise, and a slow CI machine may see none."""
@@ -160,12 +161,16 @@ def test_a_time_budget_is_spent_on_search_and_verification_together(rocksdb, sto
     elapsed = time.monotonic() - started
     full_limit = 3 * study.user_attrs[attrs.DEFAULT_BY_RUNG]["2"]["elapsed_s"]
     assert "candidates" in study.user_attrs[attrs.VERIFICATION]  # verified inside the budget
-    assert 30 * 0.5 < elapsed < 30 + max(full_limit, 2.0) + 3, elapsed
+    assert elapsed < 30 + max(full_limit, 2.0) + 3, elapsed
     cut = [t for t in study.trials if t.user_attrs.get(attrs.OUTCOME) == "budget"]
     assert len(cut) <= 1, [t.user_attrs.get(attrs.REASON) for t in cut]
     spent = study.user_attrs[attrs.TIME_SPENT]
     assert spent["budget_s"] == 30 and spent["reserved_s"] > 0 and spent["verification_s"] > 0
     ladder = sum(study.user_attrs[attrs.DEFAULT_BY_RUNG][str(r)]["elapsed_s"] + 0.5 for r in range(3))
+    # time left unspent is only what was kept back for verifying and not needed: the rounds kept for a close
+    # candidate (up to two thirds of --time) go unused when its first look settles it (seen: 19 s kept, 4 s used)
+    unused = max(spent["reserved_s"] - spent["verification_s"], 0.0)
+    assert 30 - elapsed <= unused + ladder + max(full_limit, 2.0) + 1, (elapsed, spent)
     # the search stops once a trial could no longer climb at the default's pace, plus the trial it was in
     assert spent["search_s"] >= 30 - spent["reserved_s"] - ladder - max(full_limit, 2.0) - 1, spent
 
