@@ -328,7 +328,7 @@ def test_a_stop_that_cuts_a_storage_write_leaves_the_trial_markable(tmp_path: Pa
     previous = signal.signal(signal.SIGTERM, interrupt)
     cuts, rng = 0, random.Random(1)
     try:
-        for _ in range(100):
+        for _ in range(50):  # about 4 cuts that kept the lock, at 1 in 12
             trial = study.ask()
             timer = threading.Timer(rng.uniform(0, 0.015), os.kill, (os.getpid(), signal.SIGTERM))
             armed.set()
@@ -346,5 +346,5 @@ def test_a_stop_that_cuts_a_storage_write_leaves_the_trial_markable(tmp_path: Pa
                 study.tell(trial, state=TrialState.FAIL)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    assert cuts >= 60  # most stops landed inside a write
+    assert cuts >= 30  # most stops landed inside a write
     assert [t.number for t in study.get_trials(deepcopy=False) if t.state == TrialState.RUNNING] == []
