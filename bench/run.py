@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -44,11 +45,30 @@ def run_question(question: suite.Question, studies: Path | None) -> int:
     env = os.environ | {_stamp.QUESTION_ENV: question.name,
                         _stamp.COMMAND_ENV: question.command + (" --dir DIR" if studies else "")}
     print(f"$ {' '.join([question.script_command(), *extra, '--out', shown(out)])}", flush=True)
-    ran = subprocess.run([sys.executable, str(question.script), *question.run[1:], *extra, "--out", str(out)],
-                         env=env, check=False)
-    if ran.returncode == 0 and out.exists():
+    returncode = run_whole([sys.executable, str(question.script), *question.run[1:], *extra, "--out", str(out)], env)
+    if returncode == 0 and out.exists():
         print(f"wrote {shown(suite.write_results_md())}")
-    return ran.returncode
+    return returncode
+
+
+def run_whole(argv: list[str], env: dict[str, str]) -> int:
+    """Run a bench script in a process group of its own; its exit status. When the runner is stopped (SIGTERM,
+    SIGINT), the group gets SIGTERM, so the script and what it started (knobtune, which stops its servers) end
+    with it instead of running on unseen."""
+    process = subprocess.Popen(argv, env=env, start_new_session=True)
+
+    def stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = {signum: signal.signal(signum, stop) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        return process.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait()
 
 
 def adopted_stamp(source: Path, commit: str, note: str, quiet: bool | None) -> dict:
@@ -69,6 +89,12 @@ def note_command(note: str) -> str | None:
     """The command a note quotes between backticks, if any."""
     parts = note.split("`")
     return parts[1] if len(parts) >= 3 else None
+
+
+def takes_dir(script: Path) -> bool:
+    """Whether a bench script takes --dir, as its own --help says (its text may name --dir for a command it runs)."""
+    usage = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, check=False)
+    return "--dir" in usage.stdout
 
 
 def main() -> None:
@@ -113,7 +139,7 @@ def main() -> None:
         print(f"wrote {shown(path)}")
         print(f"wrote {shown(suite.write_results_md())}")
         return
-    if args.dir and "--dir" not in Path(question.script).read_text():
+    if args.dir and not takes_dir(question.script):
         raise SystemExit(f"bench/{question.run[0]} takes no --dir. Fix: run {question.name} without it")
     raise SystemExit(run_question(question, args.dir))
 
