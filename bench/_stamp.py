@@ -125,7 +125,9 @@ STARTED = {"at": datetime.datetime.now(datetime.timezone.utc), "monotonic": time
            "load": os.getloadavg(), "cpu": _cpu_ticks(), "own_cpu_s": _own_cpu_s(),
            # the code state the runs start from (each knobtune command a bench runs imports it afresh)
            "commit": _git("rev-parse", "--short=7", "HEAD") or "unknown",
-           "dirty": bool(_git("status", "--porcelain", "--untracked-files=no"))}
+           # results are not code: an earlier question's result (and RESULTS.md) left uncommitted does not count
+           "dirty": bool(_git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)bench/results",
+                              ":(exclude)bench/RESULTS.md"))}
 
 
 def result_name() -> str:
