@@ -25,6 +25,9 @@ from pathlib import Path
 
 import _stamp
 import suite
+from knobtune.server.process import stop_group
+
+STOP_WAIT_S = 60.0  # a stopped study ends its run and stops its servers first
 
 
 def shown(path: Path) -> str:
@@ -54,7 +57,7 @@ def run_question(question: suite.Question, studies: Path | None) -> int:
 def run_whole(argv: list[str], env: dict[str, str]) -> int:
     """Run a bench script in a process group of its own; its exit status. When the runner is stopped (SIGTERM,
     SIGINT), the group gets SIGTERM, so the script and what it started (knobtune, which stops its servers) end
-    with it instead of running on unseen."""
+    with it instead of running on unseen (SIGKILL after ``STOP_WAIT_S``)."""
     process = subprocess.Popen(argv, env=env, start_new_session=True)
 
     def stop(signum: int, frame: object) -> None:
@@ -66,9 +69,7 @@ def run_whole(argv: list[str], env: dict[str, str]) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait()
+        stop_group(process, signal.SIGTERM, wait_s=STOP_WAIT_S)  # nothing when it ended by itself
 
 
 def adopted_stamp(source: Path, commit: str, note: str, quiet: bool | None) -> dict:
