@@ -35,6 +35,7 @@ from pathlib import Path
 import optuna
 
 from _cli import emit, knobtune_json, printed_table, result_arguments, verified_speedup
+from knobtune.report.sections import TimeSpent
 from knobtune.tuning.records import attrs, records
 from knobtune.units import parse_duration_s
 from knobtune.workloads import load_workload
@@ -108,22 +109,23 @@ def compared(args: argparse.Namespace, home: Path, workload: dict, studies: list
 
 
 def time_spent(home: Path, study_name_: str) -> dict:
-    """Where a study's time went, from its trials' records (seconds), and its trials a minute of search."""
+    """Where a study's time went, from its trials' records (seconds); its search, verification and trials a minute
+    as `show` reports them (``TimeSpent``)."""
     study = optuna.load_study(study_name=study_name_, storage=f"sqlite:///{home / 'studies.db'}")
-    spent = study.user_attrs.get(attrs.TIME_SPENT) or {}
+    spent = TimeSpent.from_record(study.user_attrs.get(attrs.TIME_SPENT))
     rows = [r for r in records(study) if r.seconds is not None]
     window = settle = 0.0
     for record in rows:
         for run in record.runs.values() if record.reused_from is None else ():  # a reused run ran in another trial
-            window += float(run.summary.get("workload_s") or 0.0)
-            settle += float(run.summary.get("settle_s") or 0.0)
+            costs = run.costs()
+            window += float(costs.get("workload_s") or 0.0)
+            settle += float(costs.get("settle_s") or 0.0)
     trials_s = sum(r.seconds or 0.0 for r in rows)
-    search_s = float(spent.get("search_s") or trials_s)
-    sampled = [r for r in rows if not r.is_default]
-    return {"search_s": search_s, "verification_s": spent.get("verification_s"), "window_s": window,
+    search_s = spent.search_s if spent else trials_s
+    return {"search_s": search_s, "verification_s": spent.verification_s if spent else None, "window_s": window,
             "settle_s": settle, "rest_of_trials_s": max(trials_s - window - settle, 0.0),
-            "between_trials_s": max(search_s - trials_s, 0.0), "trials": len(sampled),
-            "trials_per_min": len(sampled) / (search_s / 60) if search_s > 0 else None}
+            "between_trials_s": max(search_s - trials_s, 0.0), "trials": spent.trials if spent else len(rows),
+            "trials_per_min": spent.trials_a_minute if spent else None}
 
 
 def share(gain: dict | None, reference: dict | None) -> float | None:
