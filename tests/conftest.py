@@ -50,13 +50,16 @@ TEST_TABLE_ROWS = 2000  # a sysbench workload's rows per table
 
 def tiny(name: str, records: int) -> Workload:
     """A shipped workload shrunk to ``records`` at full size (seconds, not minutes); a server workload's data
-    (its driver's ``scale``) and clients shrunk too: the shipped sizes are for settings to matter, not for tests."""
+    (its driver's ``scale``), clients and a warm-up (never longer than the run) shrunk too: the shipped sizes are for
+    settings to matter, not for tests."""
     workload = load_workload(name).scaled(records)
     drivers = {driver: {**section, **({"scale": min(int(section["scale"]), TEST_DATA_SCALE)} if "scale" in section
                                       else {}),
                         **({"clients": min(int(section["clients"]), TEST_CLIENTS)} if "clients" in section else {}),
                         **({"table_size": min(int(section["table_size"]), TEST_TABLE_ROWS)} if "table_size" in section
-                           else {})}
+                           else {}),
+                        **({"warm_up_operations": min(int(section["warm_up_operations"]), workload.operations)}
+                           if "warm_up_operations" in section else {})}
                for driver, section in workload.drivers.items()}
     return dataclasses.replace(workload, drivers=drivers)
 
