@@ -228,7 +228,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--system", default="rocksdb")
     parser.add_argument("--driver", default="kvbench", help="the driver of the --workloads (not of a capture)")
-    parser.add_argument("--workloads", nargs="+", default=["put-get-delete"])
+    parser.add_argument("--workloads", nargs="*", default=["put-get-delete"],
+                        help="workloads tuned as they are (none: only the --capture ones)")
     parser.add_argument("--capture", nargs="*", default=[], help="kvbench workload files captured, then replayed")
     parser.add_argument("--records", type=int, default=None, help="every workload's full size (default: its own)")
     parser.add_argument("--reference-arms", nargs="+", default=list(REFERENCE_ARMS), metavar="SAMPLER:SEED")
