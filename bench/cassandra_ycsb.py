@@ -1,6 +1,7 @@
 """Benchmark: a Cassandra verdict within two hours, ranking included, beside tuning every knob (issue 58, item 3).
 
-For each workload (YCSB-A and YCSB-B by default, at ``--records``), two arms, each given the whole budget B:
+For each workload (YCSB-A and YCSB-B by default, at ``--records``), two arms (``--arms``), each given the whole
+budget B:
 
 - top-k: ``knobtune rank`` (Latin-hypercube samples at ``--rank-rung``) for R, then
   ``knobtune tune --ranking --top-k K`` for B - R;
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> dict:
     for workload in args.workloads:
         arm_args = argparse.Namespace(system="cassandra", workload=workload, records=args.records,
                                       rank_time=args.rank_time, rank_rung=args.rank_rung)
-        for name in (f"top{args.k}", "all"):
+        for name in [f"top{args.k}" if arm == "top-k" else arm for arm in args.arms]:
             run_ = {"workload": workload, **topk.arm(arm_args, home / workload, name, args.seed, budget_s)}
             if run_["top_knobs"]:
                 run_["published_top5"] = {k: (run_["top_knobs"].index(k) + 1 if k in run_["top_knobs"] else None)
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> dict:
             if out := result_path(args.out):  # the runs so far (emit adds the provenance at the end)
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
-    return {"budget": args.budget, "records": args.records, "rank_time_s": args.rank_time,
+    return {"budget": args.budget, "records": args.records, "arms": args.arms, "rank_time_s": args.rank_time,
             "rank_rung": args.rank_rung, "k": args.k, "seed": args.seed, "runs": runs}
 
 
@@ -77,6 +78,8 @@ def main() -> None:
     parser.add_argument("--rank-time", type=float, default=2400.0, help="seconds of the top-k arm's ranking")
     parser.add_argument("--rank-rung", type=int, default=2, help="the rung the ranking's samples run at")
     parser.add_argument("--k", type=int, default=5, help="the top-k arm's number of knobs")
+    parser.add_argument("--arms", nargs="+", choices=["top-k", "all"], default=["top-k", "all"],
+                        help="the arms run per workload (one: a question that fits a sitting of the machine)")
     studies_main(parser, run, table)
 
 
