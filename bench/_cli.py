@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import _stamp
+import _steps
 
 KNOBTUNE = str(Path(sys.executable).with_name("knobtune"))  # the entry point installed beside this Python
 # research.earlier_studies = false: each study on its own (tuning/loop/earlier.py)
 EARLIER_OFF = ("--no-earlier-studies",)
+_LAST_STEP_S = 0.0  # the time of the last command run (``last_step_s``)
 
 
 def knobtune(*args: str, home: Path | None = None, earlier_studies: bool = False) -> str:
@@ -23,13 +26,30 @@ def knobtune(*args: str, home: Path | None = None, earlier_studies: bool = False
     Raises:
         SystemExit: the command failed; its status and the end of its output say why.
     """
+    global _LAST_STEP_S
     off = args[:1] == ("tune",) and not earlier_studies
     argv = [KNOBTUNE, *args, *(["--dir", str(home)] if home else []), *(EARLIER_OFF if off else ())]
+    if home is not None and (kept := _steps.reused(home, args)) is not None:
+        print("$ knobtune", " ".join(args), "(ended in an earlier sitting: its output reused)", flush=True)
+        _LAST_STEP_S = kept[1]
+        return kept[0]
     print("$ knobtune", " ".join(args), flush=True)
+    if home is not None and _steps.resuming() and args[:1] == ("tune",) and "--study" in args \
+            and _steps.forget_study(home, args[args.index("--study") + 1]):
+        print("  (its study, left half-searched by a stopped sitting, removed: it runs anew)", flush=True)
+    started = time.monotonic()
     result = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
+    _LAST_STEP_S = time.monotonic() - started
     if result.returncode != 0:
         raise SystemExit(f"knobtune {args[0]} failed (status {result.returncode}): {result.stdout[-2000:]}")
+    if home is not None:
+        _steps.record(home, args, result.stdout, _LAST_STEP_S)
     return result.stdout
+
+
+def last_step_s() -> float:
+    """The seconds the last knobtune command took, run now or in the earlier sitting whose output was reused."""
+    return _LAST_STEP_S
 
 
 def knobtune_json(*args: str, home: Path | None = None, earlier_studies: bool = False) -> dict:
@@ -54,7 +74,8 @@ def studies_main(parser: argparse.ArgumentParser, run: Callable[[argparse.Namesp
     result_arguments(parser)
     args = parser.parse_args()
     if not printed_table(args, table):
-        emit(run(args), args.out, names={str(args.dir): "DIR"} if args.dir else None)
+        emit(run(args), args.out, names={str(args.dir): "DIR"} if args.dir else None,
+             earlier=_steps.earlier_sittings(args.dir))
 
 
 def printed_table(args: argparse.Namespace, table: Callable[[dict], str]) -> bool:
@@ -87,14 +108,17 @@ def portable(text: str, names: Mapping[str, str] | None = None) -> str:
     return text.replace(repo + "/", "").replace(repo, ".").replace(home + "/", "~/")
 
 
-def emit(result: dict, out: Path | None, names: Mapping[str, str] | None = None) -> None:
+def emit(result: dict, out: Path | None, names: Mapping[str, str] | None = None,
+         earlier: list[dict] | None = None) -> None:
     """Print a benchmark's result as JSON with its provenance (``_stamp``: the commit, the machine and whether it
     was quiet, every system's build), and write it to ``out`` when given (a folder: see ``result_path``); the
-    paths in it are written as ``portable`` says, ``names`` naming folders of the run's own."""
+    paths in it are written as ``portable`` says, ``names`` naming folders of the run's own; ``earlier``: the
+    sittings before this one whose steps the result reused (``_steps.earlier_sittings``)."""
     import json
 
     path = result_path(out)
-    text = portable(json.dumps({**result, "provenance": _stamp.stamp(path)}, indent=1, default=str), names)
+    text = portable(json.dumps({**result, "provenance": _stamp.stamp(path, earlier or [])}, indent=1, default=str),
+                    names)
     if path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text + "\n")

@@ -198,10 +198,19 @@ def quiet() -> dict[str, Any]:
                       "quiet": outside < QUIET_OTHERS_SHARE and steal < QUIET_STEAL_SHARE}
 
 
-def stamp(out: Path | None) -> dict[str, Any]:
-    """The provenance of a result written now to ``out`` (None: printed only)."""
-    return {"recorded": True, "question": question(out), "command": command(),
-            "commit": STARTED["commit"], "dirty": STARTED["dirty"],
-            "started": STARTED["at"].isoformat(timespec="seconds"),
-            "ended": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": machine(), "quiet": quiet(), "systems": systems()}
+def stamp(out: Path | None, earlier: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The provenance of a result written now to ``out`` (None: printed only); ``earlier``: the sittings before
+    this one whose steps it reused (bench/_steps.py), each with its commit and quietness. Its start is the first
+    sitting's; the machine was quiet only if it was in every sitting."""
+    measured = quiet()
+    stamped = {"recorded": True, "question": question(out), "command": command(),
+               "commit": STARTED["commit"], "dirty": STARTED["dirty"] or any(s.get("dirty") for s in earlier or []),
+               "started": min([STARTED["at"].isoformat(timespec="seconds"), *(s["started"] for s in earlier or [])]),
+               "ended": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "machine": machine(), "quiet": measured, "systems": systems()}
+    if earlier:
+        each = [measured.get("quiet"), *((s.get("quiet") or {}).get("quiet") for s in earlier)]
+        stamped["quiet"] = measured | {"quiet": False if False in each else None if None in each else True,
+                                       "this_sitting": measured.get("quiet")}
+        stamped["sittings"] = earlier
+    return stamped

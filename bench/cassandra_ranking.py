@@ -30,6 +30,8 @@ from _cli import knobtune_json, studies_main
 from knobtune.storage import open_store
 from knobtune.tuning.records import records
 
+RESUMES = True  # its figures are its steps' outputs and the studies' records (bench/_steps.py)
+
 PUBLISHED_TOP5 = ("concurrent_reads", "native_transport_max_threads", "memtable_heap_space",
                   "memtable_cleanup_threshold", "compaction_throughput")
 STABLE = 0.5  # the share of bootstrap resamples whose top 5 is the consensus top 5 that the issue asks for

@@ -30,6 +30,8 @@ from cassandra_ranking import PUBLISHED_TOP5
 
 from knobtune.units import parse_duration_s
 
+RESUMES = True  # its figures are its steps' outputs and the studies' records (bench/_steps.py)
+
 
 def run(args: argparse.Namespace) -> dict:
     home = args.dir or Path(tempfile.mkdtemp(prefix="knobtune-bench-cassandra-ycsb-"))

@@ -29,17 +29,20 @@ Workloads are shipped names or files (bench/workloads/); --capture FILE also cap
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 from pathlib import Path
 
 import optuna
 
+import _steps
 from _cli import emit, knobtune_json, printed_table, result_arguments, verified_speedup
 from knobtune.report.sections import TimeSpent
 from knobtune.tuning.records import attrs, records
 from knobtune.units import parse_duration_s
 from knobtune.workloads import load_workload
 
+RESUMES = True  # its figures are its steps' outputs and the studies' records (bench/_steps.py)
 REFERENCE_ARMS = ("tpe:1", "tpe:2", "random:3")  # sampler:seed; three of 20 minutes: an hour in all
 GOAL = 0.9  # the share of the reference's gain the issue asks 10 minutes to reach
 
@@ -174,8 +177,11 @@ def prepared(args: argparse.Namespace, home: Path) -> list[dict]:
     for source in args.capture:
         workload = load_workload(source)
         folder = home / f"{workload.name}.capture"
-        if not folder.exists():
-            from_workload(workload, folder, workload.name, args.records)
+        if not folder.exists():  # made whole, then renamed: a run stopped while capturing leaves no half capture
+            partial = home / f".{workload.name}.capture-partial"
+            shutil.rmtree(partial, ignore_errors=True)
+            from_workload(workload, partial, workload.name, args.records)
+            partial.rename(folder)
         shown.append({"name": f"{workload.name}-capture", "args": ["--workload", str(folder)]})
     return shown
 
@@ -246,12 +252,13 @@ def main() -> None:
     for arm in args.reference_arms:
         if arm.count(":") != 1 or not arm.split(":")[1].isdigit():
             parser.error(f"--reference-arms {arm}: not SAMPLER:SEED. Fix: e.g. tpe:1")
-    if args.dir and args.dir.exists() and any(args.dir.iterdir()):
+    if args.dir and args.dir.exists() and any(args.dir.iterdir()) and not _steps.resuming():
         raise SystemExit(f"--dir {args.dir} is not empty: a study of the same name there would be resumed, not run "
                          "afresh. Fix: give an empty or new folder")
     with tempfile.TemporaryDirectory(prefix="knobtune-bench-headroom-") as folder:
         result = run(args, args.dir or Path(folder))
-    emit(result, args.out, names={str(args.dir): "DIR"} if args.dir else None)
+    emit(result, args.out, names={str(args.dir): "DIR"} if args.dir else None,
+         earlier=_steps.earlier_sittings(args.dir))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
     .venv/bin/python bench/run.py --list                 # the questions, what each asks and how long it takes
     .venv/bin/python bench/run.py peers                  # run one: bench/results/peers/DAY-COMMIT.json, RESULTS.md
     .venv/bin/python bench/run.py peers --dir STUDIES    # keep its studies in STUDIES (default: a temporary folder)
+    .venv/bin/python bench/run.py peers --dir STUDIES --resume   # go on after a run there stopped (bench/_steps.py)
     .venv/bin/python bench/run.py --results              # regenerate bench/RESULTS.md from the stored results
     .venv/bin/python bench/run.py --adopt peers FILE --commit ccf6e1e --quiet yes --note "..."   # made outside it
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import signal
 import subprocess
@@ -24,6 +26,7 @@ import sys
 from pathlib import Path
 
 import _stamp
+import _steps
 import suite
 from knobtune.server.process import stop_group
 
@@ -35,10 +38,13 @@ def shown(path: Path) -> str:
     return str(path.relative_to(suite.BENCH.parent)) if path.is_relative_to(suite.BENCH.parent) else str(path)
 
 
-def run_question(question: suite.Question, studies: Path | None) -> int:
-    """Run the question's script; its exit status. Its result goes to bench/results/QUESTION/DAY-COMMIT.json."""
+def run_question(question: suite.Question, studies: Path | None, resume: bool = False) -> int:
+    """Run the question's script; its exit status. Its result goes to bench/results/QUESTION/DAY-COMMIT.json.
+    ``resume``: the steps a stopped run ended in ``studies`` are not run again (bench/_steps.py)."""
     folder = suite.RESULTS / question.name
     folder.mkdir(parents=True, exist_ok=True)
+    for partial in filter(stopped_partial, folder.glob("*.json") if resume else ()):
+        partial.unlink()  # the stopped run's runs so far: this run writes them again, with the rest
     out = folder / _stamp.result_name()
     for n in range(2, 100):
         if not out.exists():
@@ -47,11 +53,22 @@ def run_question(question: suite.Question, studies: Path | None) -> int:
     extra = ["--dir", str(studies)] if studies else []
     env = os.environ | {_stamp.QUESTION_ENV: question.name,
                         _stamp.COMMAND_ENV: question.command + (" --dir DIR" if studies else "")}
+    if resume:
+        env[_steps.RESUME_ENV] = "1"
     print(f"$ {' '.join([question.script_command(), *extra, '--out', shown(out)])}", flush=True)
     returncode = run_whole([sys.executable, str(question.script), *question.run[1:], *extra, "--out", str(out)], env)
     if returncode == 0 and out.exists():
         print(f"wrote {shown(suite.write_results_md())}")
     return returncode
+
+
+def stopped_partial(path: Path) -> bool:
+    """Whether a result file is the runs so far of a run that stopped (scripts write those as they go; a result
+    gets its provenance at its end)."""
+    try:
+        return "provenance" not in json.loads(path.read_text())
+    except (OSError, ValueError):
+        return True
 
 
 def run_whole(argv: list[str], env: dict[str, str]) -> int:
@@ -102,6 +119,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("question", nargs="?", help="the question to run (bench/questions/QUESTION.toml)")
     parser.add_argument("--dir", type=Path, help="the studies folder given to the script (default: its own)")
+    parser.add_argument("--resume", action="store_true", help="with --dir: go on from the steps a stopped run of "
+                        "the question ended there (a sitting that ended first), instead of running them again")
     parser.add_argument("--list", action="store_true", help="list the questions")
     parser.add_argument("--results", action="store_true", help="regenerate bench/RESULTS.md")
     parser.add_argument("--adopt", nargs=2, metavar=("QUESTION", "FILE"),
@@ -142,7 +161,12 @@ def main() -> None:
         return
     if args.dir and not takes_dir(question.script):
         raise SystemExit(f"bench/{question.run[0]} takes no --dir. Fix: run {question.name} without it")
-    raise SystemExit(run_question(question, args.dir))
+    if args.resume and not args.dir:
+        raise SystemExit("--resume goes on from the steps kept in a studies folder. Fix: add --dir DIR, the folder "
+                         "of the stopped run")
+    if args.dir and (problem := _steps.resume_problem(args.dir, args.resume, question.script)):
+        raise SystemExit(problem)
+    raise SystemExit(run_question(question, args.dir, args.resume))
 
 
 if __name__ == "__main__":

@@ -176,6 +176,17 @@ def quiet_line(stamp: dict[str, Any]) -> str:
     return f"{verdict} ({q['said']})" if q.get("said") else verdict
 
 
+def sittings_line(stamp: dict[str, Any]) -> str:
+    """The earlier sittings a resumed run reused steps of (bench/_steps.py): when each started, on which commit,
+    and whether the machine was quiet in it."""
+    said = {True: "quiet", False: "NOT quiet", None: "quietness not measured"}
+    each = [f"{s['started'][:16].replace('T', ' ')} on `{s['commit']}`, {said[(s.get('quiet') or {}).get('quiet')]}"
+            for s in stamp["sittings"]]
+    mine = said[(stamp.get("quiet") or {}).get("this_sitting")]
+    return (f"resumed: steps of {len(each)} earlier sitting{'s' * (len(each) > 1)} reused ({'; '.join(each)}); "
+            f"the last sitting {mine}")
+
+
 def builds_line(stamp: dict[str, Any], system: str) -> str:
     """The builds of the question's system the result ran (one per build, with the drivers that use it)."""
     builds: dict[str, list[str]] = {}
@@ -210,6 +221,7 @@ def section(question: Question) -> str:
     lines += ["", f"Latest result: [{relative}]({relative}), made by `{made}`", "",
               f"- commit {commit}{started_from}, {str(stamp.get('started') or stamp.get('ended') or '')[:10]}; "
               f"stamp {how}",
+              *([f"- {sittings_line(stamp)}"] if stamp.get("sittings") else []),
               f"- machine: {machine_line(stamp)}", f"- {quiet_line(stamp)}",
               f"- {question.system}: {builds_line(stamp, question.system)}", "",
               question.renderer()(result)]

@@ -28,11 +28,13 @@ import argparse
 import json
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
-from _cli import as_speedups, emit, knobtune_json, result_path, study_timeline, verified_speedup
+import _steps
+from _cli import as_speedups, emit, knobtune_json, last_step_s, result_path, study_timeline, verified_speedup
 from knobtune.units import parse_duration_s
+
+RESUMES = True  # its figures are its steps' outputs and the studies' records (bench/_steps.py)
 
 
 def arm(args: argparse.Namespace, home: Path, name: str, seed: int, budget_s: float) -> dict:
@@ -41,22 +43,19 @@ def arm(args: argparse.Namespace, home: Path, name: str, seed: int, budget_s: fl
     extra: list[str] = []
     if name.startswith("top"):
         ranking_study = f"rank-s{seed}"
-        if not (home / f".ranked-{seed}").exists():
-            started = time.monotonic()
+        if not (home / f".ranked-{seed}").exists():  # one ranking a seed, shared by the top-k arms
             ranked = knobtune_json("rank", args.system, *common, "--samples", "400", "--time", f"{args.rank_time}s",
                                    "--rung", str(args.rank_rung), "--study", ranking_study, home=home)
-            (home / f".ranked-{seed}").write_text(json.dumps({"s": time.monotonic() - started, "ranking": ranked}))
+            (home / f".ranked-{seed}").write_text(json.dumps({"s": last_step_s(), "ranking": ranked}))
         saved = json.loads((home / f".ranked-{seed}").read_text())
         offset, ranked = saved["s"], saved["ranking"]
         extra = ["--ranking", ranking_study, "--top-k", name.removeprefix("top")]
     if name == "random":
         extra = ["--sampler", "random"]
     study = f"{name}-s{seed}"
-    started = time.monotonic()
     summary = knobtune_json("tune", args.system, *common, "--time", f"{max(budget_s - offset, 30):.0f}s", "--study",
-                            study,
-                       *extra, home=home)
-    wall = time.monotonic() - started + offset
+                            study, *extra, home=home)
+    wall = last_step_s() + offset
     maximize = summary["objective"] == "ops_per_s"
     verified = verified_speedup(summary)
     return {"arm": name, "seed": seed, "study": study, "wall_s": round(wall, 1), "ranking_s": round(offset, 1),
@@ -182,7 +181,7 @@ def main() -> None:
     mark_reached(runs)
     result = {"budget": args.budget, "rank_time_s": args.rank_time, "records": args.records, "runs": runs,
               "rung_agreement": [rung_agreement(args, home, seed) for seed in args.seeds if "all" in args.arms]}
-    emit(result, args.out)
+    emit(result, args.out, earlier=_steps.earlier_sittings(home))
 
 
 if __name__ == "__main__":

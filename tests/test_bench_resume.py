@@ -1,0 +1,112 @@
+"""A bench stopped before its end goes on where it stopped (bench/_steps.py, ``bench/run.py --dir DIR --resume``):
+the knobtune commands that ended are not run again, a `tune` a stopped sitting left half-searched runs anew, the
+result names the earlier sitting, and a folder whose steps ran on other code, or a bench that times itself, is
+refused in one line. Real `tune`s of RocksDB at a tiny size."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+from typer.testing import CliRunner
+
+from knobtune.cli import app
+from knobtune.storage import open_store
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import _cli  # noqa: E402  (bench/ holds scripts, not a package)
+import _stamp  # noqa: E402
+import _steps  # noqa: E402
+import suite  # noqa: E402
+
+TUNE = ("tune", "rocksdb", "--workload", "fillrandom", "--records", "2000", "--trials", "2", "--sampler", "random",
+        "--knobs", "write_buffer_size,bloom_bits", "--verify-top", "0")
+
+
+def _trials(home: Path, study: str) -> list[int]:
+    storage = open_store(home).storage()
+    return [t.number for t in optuna.load_study(study_name=study, storage=storage).get_trials(deepcopy=False)]
+
+
+@pytest.fixture(autouse=True)
+def keeping(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process keeps its steps, as a bench script that says ``RESUMES = True`` does."""
+    monkeypatch.setattr(_steps, "KEEPS", True)
+
+
+def _sitting(monkeypatch: pytest.MonkeyPatch, minutes: int) -> None:
+    """A new sitting of the bench: its start later, its commands asked for anew."""
+    monkeypatch.setattr(_steps, "_ASKED", {})
+    monkeypatch.setitem(_stamp.STARTED, "at", datetime.datetime.now(datetime.timezone.utc)
+                        + datetime.timedelta(minutes=minutes))
+
+
+@pytest.mark.slow
+def test_a_resumed_bench_reuses_the_steps_that_ended_and_runs_a_half_searched_tune_anew(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "studies"
+    monkeypatch.delenv(_steps.RESUME_ENV, raising=False)
+    tuned = json.loads(_cli.knobtune(*TUNE, "--seed", "1", "--study", "a", "--json", home=home))
+    took_s = _cli.last_step_s()
+    assert took_s > 0 and len(_trials(home, "a")) == 3  # the default and two samples
+    # the sitting stops while `tune b` searches: its study is there, its step is not
+    half = CliRunner().invoke(app, [*TUNE[:7], "1", *TUNE[8:], "--seed", "2", "--study", "b", "--no-earlier-studies",
+                                    "--dir", str(home)])
+    assert half.exit_code == 0, half.output
+    assert len(_trials(home, "b")) == 2
+
+    _sitting(monkeypatch, 60)
+    monkeypatch.setenv(_steps.RESUME_ENV, "1")
+    again = json.loads(_cli.knobtune(*TUNE, "--seed", "1", "--study", "a", "--json", home=home))
+    assert again == tuned and _cli.last_step_s() == round(took_s, 1), "its output and its time, as they were"
+    assert len(_trials(home, "a")) == 3, "a step that ended is not run again"
+    _cli.knobtune(*TUNE, "--seed", "2", "--study", "b", "--json", home=home)
+    assert len(_trials(home, "b")) == 3, "the half-searched study was removed and run anew, whole"
+
+    [earlier] = _steps.earlier_sittings(home)
+    assert earlier["commit"] == _stamp.STARTED["commit"] and earlier["quiet"]["quiet"] in (True, False)
+    stamp = _stamp.stamp(None, [earlier])
+    assert stamp["sittings"] == [earlier] and stamp["started"] == earlier["started"]
+    assert stamp["quiet"]["quiet"] == (stamp["quiet"]["this_sitting"] and earlier["quiet"]["quiet"])
+    assert suite.sittings_line(stamp).startswith("resumed: steps of 1 earlier sitting reused (")
+
+
+def test_a_command_run_twice_is_two_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bench that runs one command more than once (repeats) gets each run's own output back, in order."""
+    monkeypatch.setattr(_steps, "_ASKED", {})
+    monkeypatch.delenv(_steps.RESUME_ENV, raising=False)
+    for output in ("first", "second"):
+        assert _steps.reused(tmp_path, ("compare", "x")) is None
+        _steps.record(tmp_path, ("compare", "x"), output, 1.0)
+    _sitting(monkeypatch, 60)
+    monkeypatch.setenv(_steps.RESUME_ENV, "1")
+    assert [_steps.reused(tmp_path, ("compare", "x")) for _ in range(3)] == [("first", 1.0), ("second", 1.0), None]
+
+
+def test_resuming_is_refused_in_one_line_where_it_would_mix_code_or_clocks(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    headroom, timed = BENCH / "headroom.py", BENCH / "peers.py"
+    assert _steps.resumes(headroom) and not _steps.resumes(timed)
+    assert not _steps.resumes(Path(sys.argv[0])), "pytest is no bench script: its steps are kept only by the fixture"
+    assert _steps.resume_problem(tmp_path, False, headroom) is None, "a new folder runs"
+    _steps.record(tmp_path, ("show", "a"), "{}", 1.0)
+    refused = _steps.resume_problem(tmp_path, False, headroom)
+    assert refused is not None and "Fix: add --resume" in refused
+    refused = _steps.resume_problem(tmp_path, True, timed)
+    assert refused is not None and "cannot resume" in refused and "Fix: run it without --resume" in refused
+    first = subprocess.run(["git", "-C", str(BENCH), "rev-list", "--max-parents=0", "HEAD"], capture_output=True,
+                           text=True).stdout.split()[0]
+    kept = json.loads((tmp_path / _steps.FILE).read_text())
+    for sitting in kept["sittings"].values():
+        sitting["commit"] = first[:7]
+    (tmp_path / _steps.FILE).write_text(json.dumps(kept))
+    refused = _steps.resume_problem(tmp_path, True, headroom)
+    assert refused is not None and f"ran on commit {first[:7]}" in refused and "Fix: resume from a checkout" in refused
+    assert "\n" not in refused
