@@ -162,10 +162,13 @@ def machine_line(stamp: dict[str, Any]) -> str:
     return (", ".join(p for p in parts if p) or "not recorded") + said
 
 
+QUIET_WORDS = {True: "quiet", False: "NOT quiet", None: "quietness not measured"}  # a stamp's quiet, in words
+
+
 def quiet_line(stamp: dict[str, Any]) -> str:
     """Whether the machine was quiet: as measured by the run, or as said when it was not measured."""
     q = stamp.get("quiet") or {}
-    verdict = {True: "quiet", False: "NOT quiet", None: "quietness not measured"}[q.get("quiet")]
+    verdict = QUIET_WORDS[q.get("quiet")]
     if "outside_cpu_share" in q:
         return (f"{verdict}: processes outside the bench used {q['outside_cpu_share']:.0%} of the machine's CPU while "
                 f"it ran (busy time less the bench's waited-for processes: {q['others_cpu_share']:.0%}), the "
@@ -179,10 +182,9 @@ def quiet_line(stamp: dict[str, Any]) -> str:
 def sittings_line(stamp: dict[str, Any]) -> str:
     """The earlier sittings a resumed run reused steps of (bench/_steps.py): when each started, on which commit,
     and whether the machine was quiet in it."""
-    said = {True: "quiet", False: "NOT quiet", None: "quietness not measured"}
-    each = [f"{s['started'][:16].replace('T', ' ')} on `{s['commit']}`, {said[(s.get('quiet') or {}).get('quiet')]}"
-            for s in stamp["sittings"]]
-    mine = said[(stamp.get("quiet") or {}).get("this_sitting")]
+    each = [f"{s['started'][:16].replace('T', ' ')} on `{s['commit']}`, "
+            f"{QUIET_WORDS[(s.get('quiet') or {}).get('quiet')]}" for s in stamp["sittings"]]
+    mine = QUIET_WORDS[(stamp.get("quiet") or {}).get("this_sitting")]
     return (f"resumed: steps of {len(each)} earlier sitting{'s' * (len(each) > 1)} reused ({'; '.join(each)}); "
             f"the last sitting {mine}")
 
