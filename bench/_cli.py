@@ -74,8 +74,7 @@ def studies_main(parser: argparse.ArgumentParser, run: Callable[[argparse.Namesp
     result_arguments(parser)
     args = parser.parse_args()
     if not printed_table(args, table):
-        emit(run(args), args.out, names={str(args.dir): "DIR"} if args.dir else None,
-             earlier=_steps.earlier_sittings(args.dir))
+        emit(run(args), args.out, names={str(args.dir): "DIR"} if args.dir else None)
 
 
 def printed_table(args: argparse.Namespace, table: Callable[[dict], str]) -> bool:
@@ -108,17 +107,16 @@ def portable(text: str, names: Mapping[str, str] | None = None) -> str:
     return text.replace(repo + "/", "").replace(repo, ".").replace(home + "/", "~/")
 
 
-def emit(result: dict, out: Path | None, names: Mapping[str, str] | None = None,
-         earlier: list[dict] | None = None) -> None:
+def emit(result: dict, out: Path | None, names: Mapping[str, str] | None = None) -> None:
     """Print a benchmark's result as JSON with its provenance (``_stamp``: the commit, the machine and whether it
     was quiet, every system's build), and write it to ``out`` when given (a folder: see ``result_path``); the
-    paths in it are written as ``portable`` says, ``names`` naming folders of the run's own; ``earlier``: the
-    sittings before this one whose steps the result reused (``_steps.earlier_sittings``)."""
+    paths in it are written as ``portable`` says, ``names`` naming folders of the run's own. A resumed run's stamp
+    names the earlier sittings whose steps it reused (``_steps.earlier_sittings``)."""
     import json
 
     path = result_path(out)
-    text = portable(json.dumps({**result, "provenance": _stamp.stamp(path, earlier or [])}, indent=1, default=str),
-                    names)
+    stamp = _stamp.stamp(path, _steps.earlier_sittings())
+    text = portable(json.dumps({**result, "provenance": stamp}, indent=1, default=str), names)
     if path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text + "\n")

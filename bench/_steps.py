@@ -40,6 +40,7 @@ def _load(home: Path) -> dict[str, Any]:
 
 
 _ASKED: dict[str, int] = {}  # how many times this run asked for each command so far
+_REUSED: dict[str, dict[str, Any]] = {}  # the earlier sittings whose steps this run reused, by their start
 
 
 def _key(args: tuple[str, ...], ask: bool = False) -> str:
@@ -77,8 +78,12 @@ def reused(home: Path, args: tuple[str, ...]) -> tuple[str, float] | None:
     key = _key(args, ask=True)
     if not resuming():
         return None
-    step = _load(home)["steps"].get(key)
-    return None if step is None else (step["stdout"], step["elapsed_s"])
+    kept = _load(home)
+    step = kept["steps"].get(key)
+    if step is None:
+        return None
+    _REUSED[step["sitting"]] = kept["sittings"].get(step["sitting"], {})
+    return step["stdout"], step["elapsed_s"]
 
 
 def record(home: Path, args: tuple[str, ...], stdout: str, elapsed_s: float) -> None:
@@ -96,14 +101,9 @@ def record(home: Path, args: tuple[str, ...], stdout: str, elapsed_s: float) -> 
     os.replace(temporary, home / FILE)  # whole or not at all: a sitting may end at any moment
 
 
-def earlier_sittings(home: Path | None) -> list[dict[str, Any]]:
-    """The sittings before this one whose steps this run reused: when each started, its commit, its quietness."""
-    if home is None or not resuming():
-        return []
-    kept = _load(home)
-    used = {step["sitting"] for step in kept["steps"].values()} - {_sitting()}
-    return [{"started": started, **kept["sittings"][started]} for started in sorted(used)
-            if started in kept["sittings"]]
+def earlier_sittings() -> list[dict[str, Any]]:
+    """The earlier sittings whose steps this run reused: when each started, its commit, its quietness."""
+    return [{"started": started, **sitting} for started, sitting in sorted(_REUSED.items())]
 
 
 def resume_problem(home: Path, resume: bool, script: Path) -> str | None:

@@ -257,8 +257,7 @@ def main() -> None:
                          "afresh. Fix: give an empty or new folder")
     with tempfile.TemporaryDirectory(prefix="knobtune-bench-headroom-") as folder:
         result = run(args, args.dir or Path(folder))
-    emit(result, args.out, names={str(args.dir): "DIR"} if args.dir else None,
-         earlier=_steps.earlier_sittings(args.dir))
+    emit(result, args.out, names={str(args.dir): "DIR"} if args.dir else None)
 
 
 if __name__ == "__main__":

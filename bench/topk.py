@@ -30,7 +30,6 @@ import statistics
 import tempfile
 from pathlib import Path
 
-import _steps
 from _cli import as_speedups, emit, knobtune_json, last_step_s, result_path, study_timeline, verified_speedup
 from knobtune.units import parse_duration_s
 
@@ -181,7 +180,7 @@ def main() -> None:
     mark_reached(runs)
     result = {"budget": args.budget, "rank_time_s": args.rank_time, "records": args.records, "runs": runs,
               "rung_agreement": [rung_agreement(args, home, seed) for seed in args.seeds if "all" in args.arms]}
-    emit(result, args.out, earlier=_steps.earlier_sittings(home))
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

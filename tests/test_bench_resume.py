@@ -39,6 +39,7 @@ def _trials(home: Path, study: str) -> list[int]:
 def keeping(monkeypatch: pytest.MonkeyPatch) -> None:
     """This process keeps its steps, as a bench script that says ``RESUMES = True`` does."""
     monkeypatch.setattr(_steps, "KEEPS", True)
+    monkeypatch.setattr(_steps, "_REUSED", {})
 
 
 def _sitting(monkeypatch: pytest.MonkeyPatch, minutes: int) -> None:
@@ -70,7 +71,7 @@ def test_a_resumed_bench_reuses_the_steps_that_ended_and_runs_a_half_searched_tu
     _cli.knobtune(*TUNE, "--seed", "2", "--study", "b", "--json", home=home)
     assert len(_trials(home, "b")) == 3, "the half-searched study was removed and run anew, whole"
 
-    [earlier] = _steps.earlier_sittings(home)
+    [earlier] = _steps.earlier_sittings()
     assert earlier["commit"] == _stamp.STARTED["commit"] and earlier["quiet"]["quiet"] in (True, False)
     stamp = _stamp.stamp(None, [earlier])
     assert stamp["sittings"] == [earlier] and stamp["started"] == earlier["started"]
