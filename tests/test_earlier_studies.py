@@ -43,14 +43,15 @@ def test_workloads_are_alike_when_they_read_write_and_scan_alike_and_their_sizes
     assert "cores" not in mine and "memory_bytes" not in mine  # the machine is compared as a machine, apart
 
 
-def _tune(home: str, study: str, workload: str, records: str, *more: str, known: bool = False) -> str:
+def _tune(home: str, study: str, workload: str, records: str, *more: str, known: bool = False,
+          sampler: str = "random") -> str:
     """A short study; without the system's known configs unless ``known`` (the RocksDB guide's config is never
     pruned, so a study that tries it has a complete config to learn from)."""
     experiment = Path(home).parent / f"{study}.toml"
     experiment.write_text(f'system = "rocksdb"\n[workload]\nname = "{workload}"\n[research]\n'
                           f'try_known_configs = {str(known).lower()}\n')
     return _ok("tune", "--experiment", str(experiment), "--records", records, "--trials", "4", "--study", study,
-               "--dir", home, "--sampler", "random", "--verify-top", "0", "--no-warm-up", "--no-rules",
+               "--dir", home, "--sampler", sampler, "--verify-top", "0", "--no-warm-up", "--no-rules",
                "--timeout-factor", "20", *more)
 
 
@@ -79,6 +80,23 @@ def test_a_new_study_tries_the_best_configs_of_an_earlier_study_alike_first_and_
 
     said = _tune(home, "writes-only", "fillrandom", "4000")  # another shape: it never reads
     assert "earlier stud" not in said and _started_from(home, "writes-only") == []
+
+
+def test_tpe_learns_from_the_trials_of_an_earlier_study_alike_which_stay_its_own(tmp_path: Path) -> None:
+    """TPE (the default sampler) is shown the earlier study's trials from its first sampled config on (their
+    number is more than the random configs it starts with): the study runs through it, says so, and keeps only the
+    trials it ran itself."""
+    home = str(tmp_path / "studies")
+    _tune(home, "first", "put-get-delete", "3000", "--trials", "8", known=True, sampler="tpe")
+    first = optuna.load_study(study_name="first", storage=f"sqlite:///{home}/studies.db")
+    theirs = [t for t in first.trials if t.state.name in ("COMPLETE", "PRUNED") and not attrs.is_default(t.user_attrs)]
+    assert len(theirs) >= 4, [t.state for t in first.trials]  # TPE's random start for --trials 6 is 4 configs
+    said = _tune(home, "second", "put-get-delete", "4000", "--trials", "6", sampler="tpe")
+    assert f"go first, and the sampler learns from their {len(theirs)} trials" in said, said
+    second = optuna.load_study(study_name="second", storage=f"sqlite:///{home}/studies.db")
+    assert len(second.trials) == 6 and all(t.number >= 0 for t in second.trials)
+    assert json.loads(_ok("show", "second", "--dir", home, "--json"))["earlier_trials"] == len(theirs)
+    assert f"the sampler shown their {len(theirs)} trials" in _ok("show", "second", "--dir", home)
 
 
 def test_a_study_of_another_build_or_a_ranking_is_never_learned_from(tmp_path: Path) -> None:

@@ -67,7 +67,8 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
             counts=count_outcomes(trials), time_s=time_by_outcome(trials),
             time_spent=TimeSpent.from_record(user.get(attrs.TIME_SPENT)),
             rung_agreement=rung_agreement([_rung_values(r) for r in map(record_of, trials) if not r.is_default]),
-            rungs_run_scaled=bool(attrs.rungs_run_scaled(user)), earlier_studies=list(user.get(attrs.EARLIER) or [])),
+            rungs_run_scaled=bool(attrs.rungs_run_scaled(user)), earlier_studies=list(user.get(attrs.EARLIER) or []),
+            earlier_trials=int(user.get(attrs.EARLIER_TRIALS) or 0)),
         default=Default(
             default_value=default_trial.value if default_trial else None,
             default_warm_up=(default_trial.user_attrs.get(attrs.WARM_UP) or {}).get("value") if default_trial else None,

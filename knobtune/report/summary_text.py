@@ -69,7 +69,8 @@ def trials_lines(trials: Trials) -> list[RenderableType]:
     lines = [f"trials: {counts or 'none yet'}"]
     if earlier := trials.earlier_studies:
         lines.append(f"started from {len(earlier)} earlier stud{'ies' if len(earlier) > 1 else 'y'} of a workload "
-                     f"alike: {', '.join(earlier)} (their best configs tried first)")
+                     f"alike: {', '.join(earlier)} (their best configs tried first"
+                     + (f"; the sampler shown their {trials.earlier_trials} trials)" if trials.earlier_trials else ")"))
     failed = {k: v for k, v in trials.time_s.items() if k not in ("all", "complete", "pruned", "budget")}
     if sum(failed.values()) >= 1:
         lines.append(f"time in failed trials: {sum(failed.values()):.0f} s of {trials.time_s['all']:.0f} s in trials ("

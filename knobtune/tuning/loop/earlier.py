@@ -1,6 +1,7 @@
 """Studies that learn from earlier ones: a new study looks in its storage for earlier studies of the same system, on
 a machine of the same kind with the same build of it (``machine.KIND``), whose workload had a similar shape, and
-tries their best configs first, as ``--start-from`` does for a study named by the user.
+tries their best configs first, as ``--start-from`` does for a study named by the user; a sampler that models the
+study's trials is also shown theirs (``tuning.search.prior``).
 
 The shape is what the target says of its workload (``Target.workload_facts``: whether it reads, writes, scans or
 reads single keys only; key and value sizes; the data set against the machine's memory; clients), stored on each
@@ -12,7 +13,7 @@ Nothing here runs a config: what an earlier study measured is a guess for this o
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +101,13 @@ def find_earlier(storage: optuna.storages.BaseStorage, name: str, system: str, m
             seen.add(digest)
             starts.append((f"earlier study {other} trial {trial.number}", dict(trial.user_attrs[attrs.CONFIG])))
     return Earlier(tuple(studies), tuple(starts))
+
+
+def still_stored(storage: optuna.storages.BaseStorage, names: Sequence[str]) -> list[optuna.Study]:
+    """The studies called ``names`` (in their order) that are still in ``storage``: one may have been removed since a
+    study learned from it."""
+    kept = {s.study_name for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
+    return [optuna.load_study(study_name=name, storage=storage) for name in names if name in kept]
 
 
 def _ratio(trial: optuna.trial.FrozenTrial) -> float:

@@ -26,8 +26,9 @@ from knobtune.tuning.records import attrs, records
 from knobtune.tuning.loop.budget import Budget
 from knobtune.tuning.document import Experiment, narrowed, stored_document
 from knobtune.tuning.proof import name_lead, verify_study
-from knobtune.tuning.search import Guide, make_sampler, removed_note
-from knobtune.tuning.loop.earlier import find_earlier, stored_shape
+from knobtune.tuning.search import (
+    LEARNS_FROM_TRIALS, Guide, LearnsFromEarlier, given_at_most, make_sampler, removed_note)
+from knobtune.tuning.loop.earlier import find_earlier, still_stored, stored_shape
 from knobtune.tuning.loop.owner import running
 from knobtune.tuning.loop.progress import Progress, Reporter
 from knobtune.tuning.loop.pruning import DefaultAwareHalvingPruner
@@ -90,6 +91,7 @@ class Tuner:
             self._record(study, budget, target, facts, workers)
             queue.plan_known_configs(known)
             queue.plan(self._learn_from_earlier(storage, study, facts))
+            self._sampler_learns_from_earlier(storage, study)
             guide = Guide(study, e.space, target, self.reporter.note, memory_limit_bytes=e.planned_memory_limit(),
                           trials=e.budget.trials, enabled=e.research.rules and not e.joining)
             runner = TrialRunner(workers, budget, queue, self.reporter, self.store, guide)
@@ -143,12 +145,26 @@ class Tuner:
             return []
         found = find_earlier(storage, e.study_name, e.catalog.system, facts, study.user_attrs[attrs.SHAPE])
         study.set_user_attr(attrs.EARLIER, list(found.studies))
+        shown = given_at_most(still_stored(storage, found.studies)) \
+            if found.studies and e.search.sampler in LEARNS_FROM_TRIALS else 0
+        study.set_user_attr(attrs.EARLIER_TRIALS, shown)
         if found.studies:
             many = len(found.studies) > 1
             self.reporter.note(f"started from {len(found.studies)} earlier stud{'ies' if many else 'y'} of a "
                                f"workload alike ({', '.join(found.studies)}): their {len(found.starts)} best "
-                               "config(s) go first (--no-earlier-studies: none)")
+                               f"config(s) go first" + (f", and the sampler learns from their {shown} trials"
+                                                        if shown else "") + " (--no-earlier-studies: none)")
         return list(found.starts)
+
+    def _sampler_learns_from_earlier(self, storage: optuna.storages.BaseStorage, study: optuna.Study) -> None:
+        """A sampler that models the study's trials also shown the trials of the earlier studies the study started
+        from (``tuning.search.prior``), in a new study, its resumes and its workers alike."""
+        e = self.experiment
+        if not e.research.earlier_studies or e.search.sampler not in LEARNS_FROM_TRIALS \
+                or not study.user_attrs.get(attrs.EARLIER_TRIALS):
+            return
+        if earlier := still_stored(storage, study.user_attrs.get(attrs.EARLIER) or []):
+            study.sampler = LearnsFromEarlier(study.sampler, earlier)
 
     def _search(self, target: Target, workers: Workers, budget: Budget, queue: Queue, runner: TrialRunner) -> None:
         """Ask for trials and run them while the budget allows; then wait for other workers' trials to end."""
