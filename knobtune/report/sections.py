@@ -76,7 +76,7 @@ class Trials:
     rung_agreement: list[dict[str, float]] = field(default_factory=list)  # Spearman's rho of each rung with the next
     rungs_run_scaled: bool = False  # small rungs ran configs with their data-sized knobs scaled to the rung's share
     earlier_studies: list[str] = field(default_factory=list)  # earlier studies alike it tried the best configs of
-    earlier_trials: int = 0  # how many of their trials its sampler was shown (0: none)
+    earlier_trials: int = 0  # their trials offered to its sampler, those that fit its space shown (0: none)
 
 
 @dataclass(frozen=True)

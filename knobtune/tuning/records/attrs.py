@@ -36,7 +36,7 @@ DIAGNOSIS = "diagnosis"  # the rules read over the default's full-size run, what
 # (tuning.search.guide)
 SHAPE = "shape"  # the workload's shape as later studies compare it (tuning.loop.earlier.stored_shape)
 EARLIER = "earlier_studies"  # the earlier studies alike a new study learned from (tuning.loop.earlier), nearest first
-EARLIER_TRIALS = "earlier_trials"  # how many of their trials its sampler was shown (tuning.search.prior); 0: none
+EARLIER_TRIALS = "earlier_trials"  # their trials offered to its sampler (tuning.search.prior.given_at_most); 0: none
 MACHINE_PREFIX = "machine:"  # "machine:<name>" -> that machine's facts (tuning.loop.machine), one key per machine
 # study: the flat spelling of earlier releases, now fields of EXPERIMENT; read by tuning.document.sections only
 OLD_DRIVER = "driver"
