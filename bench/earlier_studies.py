@@ -1,7 +1,7 @@
 """Benchmark: does a study that starts from an earlier study of a workload alike reach its gain sooner (issue 57)?
 
-A new study looks in its storage for earlier studies of a workload alike (knobtune/tuning/loop/earlier.py) and tries
-their best configs first. For each pair of workloads of one family (the earlier, E, and the later, L: alike as
+A new study looks in its storage for earlier studies of a workload alike (knobtune/tuning/loop/earlier.py), tries
+their best configs first and shows its sampler (TPE) their trials (knobtune/tuning/search/prior.py). For each pair of workloads of one family (the earlier, E, and the later, L: alike as
 knobtune compares them) and each seed, `tune` runs as a user runs it (diagnosis rules on, verification inside
 --time), four times:
 

@@ -1,6 +1,6 @@
 """A new study learns from earlier studies alike in its storage: same system, a machine of the same kind with the
-same build, a workload of a similar shape; their best configs go first. Off with --no-earlier-studies; never from a
-study of another shape, build or kind."""
+same build, a workload of a similar shape; their best configs go first, and TPE is shown their trials. Off with
+--no-earlier-studies; never from a study of another shape, build or kind."""
 
 from __future__ import annotations
 
@@ -62,17 +62,23 @@ def _started_from(home: str, study: str) -> list[str]:
 
 
 def test_a_new_study_tries_the_best_configs_of_an_earlier_study_alike_first_and_only_those(tmp_path: Path) -> None:
+    """... and TPE (the default sampler) is shown the earlier study's trials, which stay that study's own."""
     home = str(tmp_path / "studies")
-    _tune(home, "first", "put-get-delete", "3000", known=True)
-    said = _tune(home, "second", "put-get-delete", "4000")  # the same shape, a little more data
+    _tune(home, "first", "put-get-delete", "3000", known=True, sampler="tpe")
+    first = optuna.load_study(study_name="first", storage=f"sqlite:///{home}/studies.db")
+    theirs = [t for t in first.trials if t.state.name in ("COMPLETE", "PRUNED") and not attrs.is_default(t.user_attrs)]
+    said = _tune(home, "second", "put-get-delete", "4000", sampler="tpe")  # the same shape, a little more data
     assert "started from 1 earlier study of a workload alike (first)" in said, said
+    assert f"go first, and the sampler learns from their {len(theirs)} trials" in said, said
     tried = _started_from(home, "second")
     assert tried and all(label.startswith("earlier study first trial ") for label in tried)
-    first = optuna.load_study(study_name="first", storage=f"sqlite:///{home}/studies.db")
     assert int(tried[0].rsplit(" ", 1)[1]) in [t.number for t in first.trials if t.state.name == "COMPLETE"]
+    second = optuna.load_study(study_name="second", storage=f"sqlite:///{home}/studies.db")
+    assert len(second.trials) == 4 and all(t.number >= 0 for t in second.trials)  # the earlier trials not among them
     shown = json.loads(_ok("show", "second", "--dir", home, "--json"))
-    assert shown["earlier_studies"] == ["first"]
-    assert "started from 1 earlier study of a workload alike: first" in _ok("show", "second", "--dir", home)
+    assert shown["earlier_studies"] == ["first"] and shown["earlier_trials"] == len(theirs) > 0
+    assert (f"started from 1 earlier study of a workload alike: first (their best configs tried first; the sampler "
+            f"shown their {len(theirs)} trials)") in _ok("show", "second", "--dir", home)
 
     _tune(home, "off", "put-get-delete", "4000", "--no-earlier-studies")
     assert _started_from(home, "off") == []
@@ -80,23 +86,6 @@ def test_a_new_study_tries_the_best_configs_of_an_earlier_study_alike_first_and_
 
     said = _tune(home, "writes-only", "fillrandom", "4000")  # another shape: it never reads
     assert "earlier stud" not in said and _started_from(home, "writes-only") == []
-
-
-def test_tpe_learns_from_the_trials_of_an_earlier_study_alike_which_stay_its_own(tmp_path: Path) -> None:
-    """TPE (the default sampler) is shown the earlier study's trials from its first sampled config on (their
-    number is more than the random configs it starts with): the study runs through it, says so, and keeps only the
-    trials it ran itself."""
-    home = str(tmp_path / "studies")
-    _tune(home, "first", "put-get-delete", "3000", "--trials", "8", known=True, sampler="tpe")
-    first = optuna.load_study(study_name="first", storage=f"sqlite:///{home}/studies.db")
-    theirs = [t for t in first.trials if t.state.name in ("COMPLETE", "PRUNED") and not attrs.is_default(t.user_attrs)]
-    assert len(theirs) >= 4, [t.state for t in first.trials]  # TPE's random start for --trials 6 is 4 configs
-    said = _tune(home, "second", "put-get-delete", "4000", "--trials", "6", sampler="tpe")
-    assert f"go first, and the sampler learns from their {len(theirs)} trials" in said, said
-    second = optuna.load_study(study_name="second", storage=f"sqlite:///{home}/studies.db")
-    assert len(second.trials) == 6 and all(t.number >= 0 for t in second.trials)
-    assert json.loads(_ok("show", "second", "--dir", home, "--json"))["earlier_trials"] == len(theirs)
-    assert f"the sampler shown their {len(theirs)} trials" in _ok("show", "second", "--dir", home)
 
 
 def test_a_study_of_another_build_or_a_ranking_is_never_learned_from(tmp_path: Path) -> None:
