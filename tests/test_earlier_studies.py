@@ -67,14 +67,15 @@ def test_a_new_study_tries_the_best_configs_of_an_earlier_study_alike_first_and_
     _tune(home, "first", "put-get-delete", "3000", known=True, sampler="tpe")
     first = optuna.load_study(study_name="first", storage=f"sqlite:///{home}/studies.db")
     theirs = [t for t in first.trials if t.state.name in ("COMPLETE", "PRUNED") and not attrs.is_default(t.user_attrs)]
-    said = _tune(home, "second", "put-get-delete", "4000", sampler="tpe")  # the same shape, a little more data
+    # the same shape, a little more data; beyond the default and up to 3 earlier configs, sampled ones
+    said = _tune(home, "second", "put-get-delete", "4000", "--trials", "6", sampler="tpe")
     assert "started from 1 earlier study of a workload alike (first)" in said, said
     assert f"go first, and the sampler learns from their {len(theirs)} trials" in said, said
     tried = _started_from(home, "second")
     assert tried and all(label.startswith("earlier study first trial ") for label in tried)
     assert int(tried[0].rsplit(" ", 1)[1]) in [t.number for t in first.trials if t.state.name == "COMPLETE"]
     second = optuna.load_study(study_name="second", storage=f"sqlite:///{home}/studies.db")
-    assert len(second.trials) == 4 and all(t.number >= 0 for t in second.trials)  # the earlier trials not among them
+    assert len(second.trials) == 6 and all(t.number >= 0 for t in second.trials)  # the earlier trials not among them
     shown = json.loads(_ok("show", "second", "--dir", home, "--json"))
     assert shown["earlier_studies"] == ["first"] and shown["earlier_trials"] == len(theirs) > 0
     assert (f"started from 1 earlier study of a workload alike: first (their best configs tried first; the sampler "
