@@ -64,26 +64,27 @@ def test_earlier_trials_are_given_in_this_studys_units_once_its_default_ran() ->
     assert [t.number for t in study.trials] == [0]  # nothing was added to the study
 
 
-def test_a_pruned_trial_keeps_the_steps_both_defaults_ran_and_a_trial_of_other_choices_is_not_given() -> None:
+def test_a_pruned_trial_keeps_the_steps_both_defaults_ran_and_a_trial_that_conflicts_is_not_given() -> None:
     earlier = _earlier(0)
-    pruned = optuna.trial.create_trial(
-        state=TrialState.PRUNED, params={"x": 0.3, "y": 0.4},
-        distributions={"x": optuna.distributions.FloatDistribution(0, 1),
-                       "y": optuna.distributions.FloatDistribution(0, 1)}, intermediate_values={1: 1.5, 9: 4.0})
-    other = optuna.trial.create_trial(
-        state=TrialState.COMPLETE, value=1.0, params={"x": 0.3, "mode": "fast"},
-        distributions={"x": optuna.distributions.FloatDistribution(0, 1),
-                       "mode": optuna.distributions.CategoricalDistribution(["fast", "safe"])})
-    outside = optuna.trial.create_trial(
-        state=TrialState.COMPLETE, value=1.0, params={"x": 3.0, "y": 0.4},
-        distributions={"x": optuna.distributions.FloatDistribution(0, 4),
-                       "y": optuna.distributions.FloatDistribution(0, 1)})
-    earlier.add_trials([pruned, other, outside])
+    x, y = optuna.distributions.FloatDistribution(0, 1), optuna.distributions.FloatDistribution(0, 1)
+    pruned = optuna.trial.create_trial(state=TrialState.PRUNED, params={"x": 0.3, "y": 0.4},
+                                       distributions={"x": x, "y": y}, intermediate_values={1: 1.5, 9: 4.0})
+    unsearched = optuna.trial.create_trial(  # "mode" is a knob this study has not suggested yet: left out of it
+        state=TrialState.COMPLETE, value=2.0, params={"x": 0.6, "mode": "fast"},
+        distributions={"x": x, "mode": optuna.distributions.CategoricalDistribution(["fast", "safe"])})
+    other_kind = optuna.trial.create_trial(
+        state=TrialState.COMPLETE, value=1.0, params={"x": "low", "y": 0.4},
+        distributions={"x": optuna.distributions.CategoricalDistribution(["low", "high"]), "y": y})
+    outside = optuna.trial.create_trial(state=TrialState.COMPLETE, value=1.0, params={"x": 3.0, "y": 0.4},
+                                        distributions={"x": optuna.distributions.FloatDistribution(0, 4), "y": y})
+    earlier.add_trials([pruned, unsearched, other_kind, outside])
     sampler = LearnsFromEarlier(make_sampler("tpe", 1, 20), [earlier])
     study = _study(sampler)
     _with_default(study, scale=1.0)
     given = sampler.given(study)
-    assert [(t.state, t.intermediate_values) for t in given] == [(TrialState.PRUNED, {1: 1.5})]
+    assert [(t.state, t.intermediate_values, t.params) for t in given] == [
+        (TrialState.PRUNED, {1: 1.5}, {"x": 0.3, "y": 0.4}), (TrialState.COMPLETE, {}, {"x": 0.6})]
+    assert given[1].distributions == {"x": study.trials[0].distributions["x"]}
 
 
 def _best_of_first(n: int, seed: int, earlier: optuna.Study | None) -> float:

@@ -12,9 +12,10 @@ budget, and are never reported or verified as its results.
 Optuna's model-based samplers read a study's trials through ``Study._get_trials`` (``TPESampler``, ``GPSampler``
 and the group decomposed search space), so the wrapped sampler sees a view of the study whose trial lists end with
 the earlier ones; every other attribute is the study's own. tests/test_prior_trials.py holds that TPE learns
-through it. An earlier trial is given only when each of its params is one this study has suggested with a
-distribution of the same kind (the same choices; int or float, log or not alike) whose range holds its value, and
-before this study's own default has run none is.
+through it. An earlier trial is given with the params this study has suggested so far (a knob it has not
+searched yet is left out of it), each with this study's distribution; a trial one of whose params conflicts (other
+choices; int against float, log against not; a value outside this study's range) is not given; and before this
+study's own default has run none is.
 """
 
 from __future__ import annotations
@@ -72,9 +73,12 @@ class LearnsFromEarlier(BaseSampler):
             for trial in theirs:
                 if len(given) >= MOST_TRIALS:
                     return given
-                if trial.state in _GIVEN and not attrs.is_default(trial.user_attrs) and _fits(trial, known):
-                    if (moved := _in_units_of(trial, their_default, default, number=-1 - len(given))) is not None:
-                        given.append(moved)
+                if trial.state not in _GIVEN or attrs.is_default(trial.user_attrs) \
+                        or (params := _fitted(trial, known)) is None:
+                    continue
+                if (moved := _in_units_of(trial, their_default, default, number=-1 - len(given))) is not None:
+                    moved.params, moved.distributions = params, {k: known[k] for k in params}
+                    given.append(moved)
         return given
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
@@ -136,14 +140,22 @@ def _distributions(trials: Sequence[FrozenTrial]) -> dict[str, BaseDistribution]
     return known
 
 
-def _fits(trial: FrozenTrial, known: dict[str, BaseDistribution]) -> bool:
-    """Whether every param of an earlier ``trial`` is one this study suggests, with a distribution of its kind
-    (the same choices; int or float, log or not alike) and its value inside this study's range."""
-    return all(name in known and _alike(distribution, known[name], trial.params[name])
-               for name, distribution in trial.distributions.items())
+def _fitted(trial: FrozenTrial, known: dict[str, BaseDistribution]) -> dict[str, Any] | None:
+    """The params of an earlier ``trial`` this study has suggested (those it has not are left out: this study
+    has not searched them yet), or None when one of them conflicts with this study's (``_alike``) or none is left."""
+    params = {}
+    for name, distribution in trial.distributions.items():
+        if name not in known:
+            continue
+        if not _alike(distribution, known[name], trial.params[name]):
+            return None
+        params[name] = trial.params[name]
+    return params or None
 
 
 def _alike(theirs: BaseDistribution, mine: BaseDistribution, value: Any) -> bool:
+    """The same choices; or int or float alike, log or not alike, with ``value`` inside this study's range (a
+    narrowed or capped range within one study differs the same way)."""
     if isinstance(mine, CategoricalDistribution) or isinstance(theirs, CategoricalDistribution):
         return theirs == mine
     return (type(theirs) is type(mine) and getattr(theirs, "log", False) == getattr(mine, "log", False)
