@@ -1,13 +1,13 @@
 """Benchmark: does a study that starts from an earlier study of a workload alike reach its gain sooner (issue 57)?
 
 A new study looks in its storage for earlier studies of a workload alike (knobtune/tuning/loop/earlier.py), tries
-their best configs first and shows its sampler (TPE) their trials (knobtune/tuning/search/prior.py). For each pair of workloads of one family (the earlier, E, and the later, L: alike as
-knobtune compares them) and each seed, `tune` runs as a user runs it (diagnosis rules on, verification inside
---time), four times:
+their best configs first and shows its sampler (TPE) their trials (knobtune/tuning/search/prior.py). For each pair
+of workloads of one family (the earlier, E, and the later, L: alike as knobtune compares them) and each seed, `tune`
+runs as a user runs it (diagnosis rules on, verification inside --time), four times:
 
 1. E in a fresh studies folder;
-2. warm: L in the same folder, learning from earlier studies (`tune`'s default): it finds E and tries E's best
-   configs first;
+2. warm: L in the same folder, learning from earlier studies (`tune`'s default): it finds E, tries E's best
+   configs first and its TPE is shown E's trials;
 3. cold: L in a fresh folder with --no-earlier-studies;
 4. unrelated: L learning from earlier studies in a fresh folder holding only a study of an unrelated workload
    (--unrelated: it scans ranges, which neither pair does), run once per bench and copied in; nothing should be
