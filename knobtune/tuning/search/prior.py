@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution
@@ -81,16 +81,20 @@ class LearnsFromEarlier(BaseSampler):
                     given.append(moved)
         return given
 
+    def _view(self, study: optuna.Study) -> optuna.Study:
+        """``study`` with the earlier trials given now; a ``_View`` stands in for the study the sampler reads."""
+        return cast(optuna.Study, _View(study, self.given(study)))
+
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        return self.base.infer_relative_search_space(_View(study, self.given(study)), trial)
+        return self.base.infer_relative_search_space(self._view(study), trial)
 
     def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
-        return self.base.sample_relative(_View(study, self.given(study)), trial, search_space)
+        return self.base.sample_relative(self._view(study), trial, search_space)
 
     def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
                            param_distribution: BaseDistribution) -> Any:
-        return self.base.sample_independent(_View(study, self.given(study)), trial, param_name, param_distribution)
+        return self.base.sample_independent(self._view(study), trial, param_name, param_distribution)
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self.base.before_trial(study, trial)
