@@ -53,7 +53,7 @@ class LearnsFromEarlier(BaseSampler):
 
     def given(self, study: optuna.Study) -> list[FrozenTrial]:
         """The earlier trials the sampler is shown now, in ``study``'s units (empty before its default ran)."""
-        own = study._get_trials(deepcopy=False, states=None, use_cache=False)
+        own = study.get_trials(deepcopy=False)
         default = _latest_default(own)
         if default is None:
             return []
