@@ -1,0 +1,91 @@
+"""Benchmark: Cassandra's ceiling: do the knobs a ranking put first, each swept over its range with the others at their
+defaults, beat the default anywhere (issue 58, item 3: "a measured ceiling (a sweep of the ranked knobs showing none
+ahead) when there is none")?
+
+The knobs are the first ``--knobs`` of the ranking a cassandra-ycsb top-k result recorded (``--ranked-from RESULT``,
+a result file of the repository: its top-k run's ``top_knobs``), so the sweep asks of exactly the knobs that arm
+tuned, at its workload and size. Each knob: ``knobtune sweep cassandra --knob K --points P --repeats N`` (the default,
+P points over the knob's range and its special values, each run N times, interleaved, at full size). A point is
+ahead when its interval over the default lies above 1 (the sweep's own bootstrap interval); the ceiling holds when no
+point of any knob is.
+
+    .venv/bin/python bench/cassandra_ceiling.py --ranked-from bench/results/cassandra-ycsb-a-top5/RESULT.json \
+        --knobs 5 --points 3 --repeats 3 --out bench/results/cassandra-ceiling-a/
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from _cli import knobtune_json, studies_main
+
+RESUMES = True  # its figures are its steps' outputs (bench/_steps.py)
+
+
+def run(args: argparse.Namespace) -> dict:
+    home = args.dir or Path(tempfile.mkdtemp(prefix="knobtune-bench-cassandra-ceiling-"))
+    source = json.loads(args.ranked_from.read_text())
+    ranked = next((r for r in source["runs"] if r.get("top_knobs")), None)
+    if ranked is None:
+        raise SystemExit(f"{args.ranked_from} holds no ranking (no run with top_knobs). Fix: name a cassandra-ycsb "
+                         "result of a top-k arm")
+    knobs = ranked["top_knobs"][:args.knobs]
+    sweeps = [swept(args, home, ranked["workload"], source["records"], knob) for knob in knobs]
+    return {"ranked_from": str(args.ranked_from), "workload": ranked["workload"], "records": source["records"],
+            "ranking_samples": ranked.get("ranking_samples"), "knobs": knobs, "points": args.points,
+            "repeats": args.repeats, "seed": args.seed, "sweeps": sweeps,
+            "ceiling": all("error" not in s and not s["ahead"] for s in sweeps)}
+
+
+def swept(args: argparse.Namespace, home: Path, workload: str, records: int, knob: str) -> dict:
+    """One knob swept with the others at their defaults: its points against the default, and those ahead of it."""
+    try:
+        data = knobtune_json("sweep", "cassandra", "--workload", workload, "--records", str(records), "--knob", knob,
+                             "--points", str(args.points), "--repeats", str(args.repeats), "--seed", str(args.seed),
+                             home=home)
+    except SystemExit as exc:
+        return {"knob": knob, "error": str(exc)[:500]}
+    points = [p for p in data["points"] if not p["default"]]
+    measured = [p for p in points if p["versus_default"]]
+    best = max(measured, key=lambda p: p["versus_default"]["ratio"], default=None)
+    return {"knob": knob, "points": len(points), "failed": sum(1 for p in points if p["failure"]),
+            "noise_cv": data["noise_cv"],
+            "best": None if best is None else {"label": best["label"], **{k: best["versus_default"][k] for k in
+                                                                        ("ratio", "ci_low", "ci_high")}},
+            "ahead": [p["label"] for p in measured if p["versus_default"]["significant"]],
+            "behind": [p["label"] for p in measured if p["versus_default"]["ci_high"] < 1.0]}
+
+
+def table(result: dict) -> str:
+    """Per knob: its best point over the default with the interval, the points ahead and behind, the failures."""
+    lines = [f"{result['workload']} at {result['records']:,} records: the first {len(result['knobs'])} knobs of the "
+             f"ranking in {result['ranked_from']}, each swept with the others at their defaults ({result['points']} "
+             f"points and its special values, {result['repeats']} interleaved runs a point); "
+             + ("**no point ahead of the default**" if result["ceiling"] else "a point ahead of the default"), "",
+             "| knob | points (failed) | best point over the default (95% CI) | ahead | behind | noise |",
+             "|---|---|---|---|---|---|"]
+    for s in result["sweeps"]:
+        if "error" in s:
+            lines.append(f"| {s['knob']} | did not run: {s['error'][:120]} | | | | |")
+            continue
+        b = s["best"]
+        best = f"{b['label']}: {b['ratio']:.2f}x ({b['ci_low']:.2f}-{b['ci_high']:.2f})" if b else "none measured"
+        lines.append(f"| {s['knob']} | {s['points']} ({s['failed']}) | {best} | {', '.join(s['ahead']) or '-'} | "
+                     f"{len(s['behind'])} | {s['noise_cv']:.1%} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--ranked-from", type=Path, required=True, help="a cassandra-ycsb result of a top-k arm")
+    parser.add_argument("--knobs", type=int, default=5, help="how many of its ranked knobs to sweep")
+    parser.add_argument("--points", type=int, default=3, help="points over each knob's range")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved runs a point")
+    studies_main(parser, run, table)
+
+
+if __name__ == "__main__":
+    main()
