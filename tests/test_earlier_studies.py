@@ -44,13 +44,13 @@ def test_workloads_are_alike_when_they_read_write_and_scan_alike_and_their_sizes
 
 
 def _tune(home: str, study: str, workload: str, records: str, *more: str, known: bool = False,
-          sampler: str = "random") -> str:
+          sampler: str = "random", trials: int = 4) -> str:
     """A short study; without the system's known configs unless ``known`` (the RocksDB guide's config is never
     pruned, so a study that tries it has a complete config to learn from)."""
     experiment = Path(home).parent / f"{study}.toml"
     experiment.write_text(f'system = "rocksdb"\n[workload]\nname = "{workload}"\n[research]\n'
                           f'try_known_configs = {str(known).lower()}\n')
-    return _ok("tune", "--experiment", str(experiment), "--records", records, "--trials", "4", "--study", study,
+    return _ok("tune", "--experiment", str(experiment), "--records", records, "--trials", str(trials), "--study", study,
                "--dir", home, "--sampler", sampler, "--verify-top", "0", "--no-warm-up", "--no-rules",
                "--timeout-factor", "20", *more)
 
@@ -68,14 +68,16 @@ def test_a_new_study_tries_the_best_configs_of_an_earlier_study_alike_first_and_
     first = optuna.load_study(study_name="first", storage=f"sqlite:///{home}/studies.db")
     theirs = [t for t in first.trials if t.state.name in ("COMPLETE", "PRUNED") and not attrs.is_default(t.user_attrs)]
     # the same shape, a little more data; beyond the default and up to 3 earlier configs, sampled ones
-    said = _tune(home, "second", "put-get-delete", "4000", "--trials", "6", sampler="tpe")
+    said = _tune(home, "second", "put-get-delete", "4000", sampler="tpe", trials=6)
     assert "started from 1 earlier study of a workload alike (first)" in said, said
     assert f"go first, and the sampler learns from their {len(theirs)} trials" in said, said
     tried = _started_from(home, "second")
     assert tried and all(label.startswith("earlier study first trial ") for label in tried)
     assert int(tried[0].rsplit(" ", 1)[1]) in [t.number for t in first.trials if t.state.name == "COMPLETE"]
     second = optuna.load_study(study_name="second", storage=f"sqlite:///{home}/studies.db")
-    assert len(second.trials) == 6 and all(t.number >= 0 for t in second.trials)  # the earlier trials not among them
+    # its own trials only: the default and the 6 configs of --trials, numbered from 0, none of the earlier ones
+    assert [t.number for t in second.trials] == list(range(len(second.trials)))
+    assert sum(not attrs.is_default(t.user_attrs) for t in second.trials) == 6
     shown = json.loads(_ok("show", "second", "--dir", home, "--json"))
     assert shown["earlier_studies"] == ["first"] and shown["earlier_trials"] == len(theirs) > 0
     assert (f"started from 1 earlier study of a workload alike: first (their best configs tried first; the sampler "
