@@ -62,8 +62,12 @@ def distance(mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> float | None
 class Earlier:
     """The earlier studies a new one learns from, nearest first, and the configs it tries first from them."""
 
-    studies: tuple[str, ...]
+    studies: tuple[optuna.Study, ...]  # loaded
     starts: tuple[tuple[str, dict], ...]  # (label, changed knobs), as ``records.starting_configs`` gives them
+
+    @property
+    def names(self) -> list[str]:
+        return [study.study_name for study in self.studies]
 
 
 def find_earlier(storage: optuna.storages.BaseStorage, name: str, system: str, machine: Mapping[str, Any],
@@ -83,14 +87,14 @@ def find_earlier(storage: optuna.storages.BaseStorage, name: str, system: str, m
             continue
         if (far := distance(shape, theirs[attrs.SHAPE])) is not None:
             alike.append((far, summary.study_name))
-    studies: list[str] = []
+    studies: list[optuna.Study] = []
     candidates: list[tuple[bool, float, str, optuna.trial.FrozenTrial]] = []
     for _, other in sorted(alike)[:MOST_STUDIES]:
         study = optuna.load_study(study_name=other, storage=storage)
         winner = winner_trial(study)
         best = sorted(top_trials(study, MOST_CONFIGS), key=lambda t: t.number != winner)
         if best:
-            studies.append(other)
+            studies.append(study)
             candidates += [(t.number == winner, _ratio(t), other, t) for t in best]
     candidates.sort(key=lambda c: (not c[0], -c[1]))  # verified winners first, then the best ratio to its default
     starts: list[tuple[str, dict]] = []

@@ -144,14 +144,13 @@ class Tuner:
                 or attrs.SHAPE not in study.user_attrs or any(not r.is_default for r in records(study)):
             return []
         found = find_earlier(storage, e.study_name, e.catalog.system, facts, study.user_attrs[attrs.SHAPE])
-        study.set_user_attr(attrs.EARLIER, list(found.studies))
-        shown = given_at_most(still_stored(storage, found.studies)) \
-            if found.studies and e.search.sampler in LEARNS_FROM_TRIALS else 0
+        study.set_user_attr(attrs.EARLIER, found.names)
+        shown = given_at_most(found.studies) if e.search.sampler in LEARNS_FROM_TRIALS else 0
         study.set_user_attr(attrs.EARLIER_TRIALS, shown)
         if found.studies:
             many = len(found.studies) > 1
             self.reporter.note(f"started from {len(found.studies)} earlier stud{'ies' if many else 'y'} of a "
-                               f"workload alike ({', '.join(found.studies)}): their {len(found.starts)} best "
+                               f"workload alike ({', '.join(found.names)}): their {len(found.starts)} best "
                                f"config(s) go first" + (f", and the sampler learns from their {shown} trials"
                                                         if shown else "") + " (--no-earlier-studies: none)")
         return list(found.starts)

@@ -41,8 +41,7 @@ _GIVEN = (TrialState.COMPLETE, TrialState.PRUNED)
 def given_at_most(earlier: Sequence[optuna.Study]) -> int:
     """How many trials of ``earlier`` a ``LearnsFromEarlier`` may show its sampler: those completed or pruned,
     the defaults' runs left out, ``MOST_TRIALS`` at most (fewer when some do not fit this study's space)."""
-    return min(MOST_TRIALS, sum(1 for study in earlier for t in study.get_trials(deepcopy=False, states=_GIVEN)
-                                if not attrs.is_default(t.user_attrs)))
+    return min(MOST_TRIALS, sum(1 for study in earlier for t in study.get_trials(deepcopy=False) if _offered(t)))
 
 
 class LearnsFromEarlier(BaseSampler):
@@ -75,8 +74,7 @@ class LearnsFromEarlier(BaseSampler):
             for trial in theirs:
                 if len(given) >= MOST_TRIALS:
                     return given
-                if trial.state not in _GIVEN or attrs.is_default(trial.user_attrs) \
-                        or (params := _fitted(trial, known)) is None:
+                if not _offered(trial) or (params := _fitted(trial, known)) is None:
                     continue
                 if (moved := _in_units_of(trial, their_default, default, number=-1 - len(given))) is not None:
                     moved.params, moved.distributions = params, {k: known[k] for k in params}
@@ -130,6 +128,11 @@ class _View:
     @property
     def trials(self) -> list[FrozenTrial]:
         return self.get_trials()
+
+
+def _offered(trial: FrozenTrial) -> bool:
+    """Whether an earlier study's trial is one a sampler may be shown: a config's, completed or pruned."""
+    return trial.state in _GIVEN and not attrs.is_default(trial.user_attrs)
 
 
 def _latest_default(trials: Sequence[FrozenTrial]) -> FrozenTrial | None:
