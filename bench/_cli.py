@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -75,6 +76,19 @@ def studies_main(parser: argparse.ArgumentParser, run: Callable[[argparse.Namesp
     args = parser.parse_args()
     if not printed_table(args, table):
         emit(run(args), args.out, names={str(args.dir): "DIR"} if args.dir else None)
+
+
+def emit_in_studies_folder(args: argparse.Namespace, run: Callable[[argparse.Namespace, Path], dict], prefix: str,
+                           resumes: bool = False) -> None:
+    """Run ``run`` in the studies folder ``args.dir`` (named ``DIR`` in the result), or in a new temporary one, and
+    emit its result to ``args.out``. A ``--dir`` that holds anything is refused, as a study of the same name there
+    would be resumed rather than run afresh, unless the bench ``resumes`` and is being resumed."""
+    if args.dir and args.dir.exists() and any(args.dir.iterdir()) and not (resumes and _steps.resuming()):
+        raise SystemExit(f"--dir {args.dir} is not empty: a study of the same name there would be resumed, not run "
+                         "afresh. Fix: give an empty or new folder")
+    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
+        result = run(args, args.dir or Path(folder))
+    emit(result, args.out, names={str(args.dir): "DIR"} if args.dir else None)
 
 
 def printed_table(args: argparse.Namespace, table: Callable[[dict], str]) -> bool:

@@ -26,14 +26,13 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
-import tempfile
 import time
 from pathlib import Path
 
 import optuna
 
-from _cli import (as_speedups, emit, knobtune_json, printed_table, result_arguments, study_timeline,
-                  verified_speedup)
+from _cli import (as_speedups, emit_in_studies_folder, knobtune_json, printed_table, result_arguments,
+                  study_timeline, verified_speedup)
 from knobtune.tuning import attrs
 from knobtune.workloads import load_workload
 
@@ -239,12 +238,7 @@ def main() -> None:
     args = parser.parse_args()
     if printed_table(args, table):
         return
-    if args.dir and args.dir.exists() and any(args.dir.iterdir()):
-        raise SystemExit(f"--dir {args.dir} is not empty: a study of the same name there would be resumed, not run "
-                         "afresh. Fix: give an empty or new folder")
-    with tempfile.TemporaryDirectory(prefix="knobtune-bench-earlier-") as folder:
-        result = run(args, args.dir or Path(folder))
-    emit(result, args.out)
+    emit_in_studies_folder(args, run, "knobtune-bench-earlier-")
 
 
 if __name__ == "__main__":

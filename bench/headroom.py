@@ -30,13 +30,11 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import tempfile
 from pathlib import Path
 
 import optuna
 
-import _steps
-from _cli import emit, knobtune_json, printed_table, result_arguments, verified_speedup
+from _cli import emit_in_studies_folder, knobtune_json, printed_table, result_arguments, verified_speedup
 from knobtune.report.sections import TimeSpent
 from knobtune.tuning.records import attrs, records
 from knobtune.units import parse_duration_s
@@ -52,9 +50,11 @@ def study_name(*parts: object) -> str:
 
 
 def tune(args: argparse.Namespace, home: Path, workload: dict, study: str, time_s: float, sampler: str | None,
-         seed: int) -> dict:
-    """One `tune` as a user runs it, its verification inside --time; what the study claims."""
-    argv = ["tune", args.system, *workload["args"], "--time", f"{time_s:.0f}s", "--seed", str(seed), "--study", study]
+         seed: int, extra: tuple[str, ...] = ()) -> dict:
+    """One `tune` as a user runs it (and ``extra`` arguments), its verification inside --time; what the study
+    claims."""
+    argv = ["tune", args.system, *workload["args"], "--time", f"{time_s:.0f}s", "--seed", str(seed), "--study", study,
+            *extra]
     summary = knobtune_json(*argv, *(["--sampler", sampler] if sampler else []), home=home)
     return {"study": study, "sampler": sampler or "tpe (the default)", "seed": seed, "time_s": time_s,
             "claimed": verified_speedup(summary), "result_trial": summary.get("result_trial")}
@@ -252,12 +252,7 @@ def main() -> None:
     for arm in args.reference_arms:
         if arm.count(":") != 1 or not arm.split(":")[1].isdigit():
             parser.error(f"--reference-arms {arm}: not SAMPLER:SEED. Fix: e.g. tpe:1")
-    if args.dir and args.dir.exists() and any(args.dir.iterdir()) and not _steps.resuming():
-        raise SystemExit(f"--dir {args.dir} is not empty: a study of the same name there would be resumed, not run "
-                         "afresh. Fix: give an empty or new folder")
-    with tempfile.TemporaryDirectory(prefix="knobtune-bench-headroom-") as folder:
-        result = run(args, args.dir or Path(folder))
-    emit(result, args.out, names={str(args.dir): "DIR"} if args.dir else None)
+    emit_in_studies_folder(args, run, "knobtune-bench-headroom-", resumes=RESUMES)
 
 
 if __name__ == "__main__":

@@ -191,6 +191,9 @@ class ResearchSection:
     warm_up: bool = setting(True, option="--no-warm-up", sets=False, example=False,
                             help="Count the default's first full-size run.")
     try_known_configs: bool = setting(True, example=False)  # false: a new study does not start from known configs
+    # false: a config beating the default at a small rung always climbs, however many configs the study already has
+    # ahead of the default (the pruner of releases up to 0.4.0; tuning.loop.pruning)
+    halving_after_gains: bool = setting(True, example=False)
     # false: a new study does not look for earlier studies alike to learn from (--no-earlier-studies;
     # tuning.loop.earlier)
     earlier_studies: bool = setting(True, option="--no-earlier-studies", sets=False, example=False,

@@ -114,7 +114,8 @@ class Tuner:
                                param_names=e.space.param_names())
         with optuna_warnings_silenced():
             study = optuna.create_study(study_name=e.study_name, storage=storage, sampler=sampler,
-                                        pruner=DefaultAwareHalvingPruner(e.search.reduction_factor),
+                                        pruner=DefaultAwareHalvingPruner(e.search.reduction_factor,
+                                                                         e.research.halving_after_gains),
                                         direction="maximize" if e.objective.maximize else "minimize",
                                         load_if_exists=True)
         e.check_matches(study.user_attrs)
