@@ -41,6 +41,7 @@ def outcomes(home: Path, study: str) -> dict[str, int]:
 
 def one_seed(args: argparse.Namespace, home: Path, seed: int) -> dict:
     workload = {"name": args.workload, "args": ["--workload", args.workload, "--driver", args.driver]}
+    home.mkdir(parents=True, exist_ok=True)
     before = home / "before.toml"
     before.write_text(BEFORE)
     arms = ARMS if seed % 2 else ARMS[::-1]
