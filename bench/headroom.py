@@ -12,8 +12,9 @@ Gains have plateaued near 1.2x at 10 minutes. Is that the space (no config does 
 2. The short studies: `tune` as a user runs it (the default sampler) for each of --budgets.
 3. One interleaved comparison (`compare`, --repeats runs a config) of the default, the reference's result and
    each short study's result: each one's gain over the default, and each short study's share of the reference's
-   gain, (r - 1) / (R - 1) (the issue's goal: 10 minutes reach 90% or more). A study that kept the default has
-   gain 1.0.
+   gain, (r - 1) / (R - 1) (the issue's goal: 10 minutes reach 90% or more), and the reference's result over each
+   short study's measured directly from their runs (the default's noisier runs widen the shares' intervals). A
+   study that kept the default has gain 1.0.
 4. Where each short study's time went, from its trials' records: the measured runs (the workload's window, the
    settle: flush, compaction and the crash check's restart), the rest of each trial (load, open, copy, read-back,
    the runs a trial cut short), the time between trials, and the verification; trials a minute.
@@ -35,6 +36,7 @@ from pathlib import Path
 import optuna
 
 from _cli import emit_in_studies_folder, knobtune_json, printed_table, result_arguments, verified_speedup
+from knobtune.analysis import stats
 from knobtune.report.sections import TimeSpent
 from knobtune.tuning.records import attrs, records
 from knobtune.units import parse_duration_s
@@ -72,9 +74,11 @@ def explained(args: argparse.Namespace, home: Path, study: str) -> dict:
 
 
 def top_knobs(explanation: dict, count: int) -> list[str]:
-    """The knobs of the steps that earned the largest shares of the gain, ``count`` at most (one per step)."""
-    steps = [s for s in explanation.get("steps", []) if s.get("share") is not None and len(s["knobs"]) == 1]
-    return [s["knobs"][0] for s in sorted(steps, key=lambda s: -s["share"])[:count]]
+    """The knobs of the steps that earned the largest shares of the gain, ``count`` at most: a step of several knobs
+    (knobs that go together, as a bucket count with the buffer it hashes) gives each of its knobs in turn."""
+    steps = [s for s in explanation.get("steps", []) if s.get("share") is not None]
+    knobs = [knob for s in sorted(steps, key=lambda s: -s["share"]) for knob in s["knobs"]]
+    return list(dict.fromkeys(knobs))[:count]
 
 
 def swept(args: argparse.Namespace, home: Path, workload: dict, study: str, knob: str) -> dict:
@@ -100,7 +104,7 @@ def compared(args: argparse.Namespace, home: Path, workload: dict, studies: list
                              str(args.seed), "--config", "default", *configs, home=home)
     except SystemExit as exc:
         return {"error": str(exc)[:500]}
-    gains = {}
+    gains, values = {}, {}
     for candidate in data["candidates"]:
         label = candidate["label"].removeprefix("study:")
         if label in studies:
@@ -108,7 +112,20 @@ def compared(args: argparse.Namespace, home: Path, workload: dict, studies: list
             gains[label] = ({"failure": candidate.get("failure") or "no speedup measured"} if not speedup else
                             {k: speedup[k] for k in ("ratio", "ci_low", "ci_high")}
                             | {"significant": candidate.get("significant")})
-    return {"noise_cv": data.get("noise_cv"), "repeats": args.repeats, "gains": gains}
+            values[label] = candidate.get("values") or []
+    return {"noise_cv": data.get("noise_cv"), "repeats": args.repeats, "objective": data.get("objective"),
+            "gains": gains, "values": values}
+
+
+def reference_over(comparison: dict, reference: str | None, study: str) -> dict | None:
+    """How much faster the reference's result ran than ``study``'s in the same comparison, with its interval: the
+    short study measured against the reference directly, not through the default's noisier runs. None when either
+    has no runs."""
+    runs = comparison.get("values", {})
+    if reference is None or not runs.get(reference) or not runs.get(study):
+        return None
+    versus = stats.speedup(runs[study], runs[reference], comparison.get("objective") == "ops_per_s")
+    return {"ratio": versus.ratio, "ci_low": versus.ci_low, "ci_high": versus.ci_high}
 
 
 def time_spent(home: Path, study_name_: str) -> dict:
@@ -162,10 +179,11 @@ def one_workload(args: argparse.Namespace, home: Path, workload: dict) -> dict:
     for study in short:
         study["gain"] = comparison["gains"].get(study["study"])
         study["share_of_reference"] = share(study["gain"], reference_gain)
+        study["reference_over"] = reference_over(comparison, best["study"] if best else None, study["study"])
         study["time"] = time_spent(home, study["study"])
     return {"workload": name, "reference": {"arms": reference, "best": best["study"] if best else None,
                                             "gain": reference_gain, "explain": explanation, "sweeps": sweeps},
-            "short": short, "comparison": {k: v for k, v in comparison.items() if k != "gains"}}
+            "short": short, "comparison": {k: v for k, v in comparison.items() if k not in ("gains", "values")}}
 
 
 def prepared(args: argparse.Namespace, home: Path) -> list[dict]:
@@ -205,17 +223,24 @@ def _share(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.0f}%"
 
 
+def _over(versus: dict | None) -> str:
+    return "-" if not versus else f"{versus['ratio']:.2f}x ({versus['ci_low']:.2f}-{versus['ci_high']:.2f})"
+
+
 def table(data: dict) -> str:
+    over = any(s.get("reference_over") for w in data["workloads"] for s in w["short"])  # results before 2026-11-29's
     rows = [f"{data['system']}, reference: {', '.join(data['reference_arms'])} of {data['reference_time']} each, "
             f"then `explain` and sweeps of its top {data['sweep_knobs']} knobs; every result compared in one "
             f"interleaved run, {data['repeats']} runs a config.", "",
-            "| workload | reference | sweeps beyond it | " + " | ".join(f"{b}: gain, share" for b in data["budgets"])
-            + " |", "|---|---|---|" + "---|" * len(data["budgets"])]
+            "| workload | reference | sweeps beyond it | "
+            + " | ".join(f"{b}: gain, share{', reference over it' if over else ''}" for b in data["budgets"]) + " |",
+            "|---|---|---|" + "---|" * len(data["budgets"])]
     for w in data["workloads"]:
         ref = w["reference"]
         beyond = [s["knob"] for s in ref["sweeps"] if s.get("beaten")]
         sweeps = ("none of " + str(len(ref["sweeps"])) if not beyond else ", ".join(beyond)) if ref["sweeps"] else "-"
-        cells = [f"{_ratio(s.get('gain'))}, {_share(s.get('share_of_reference'))}" for s in w["short"]]
+        cells = [f"{_ratio(s.get('gain'))}, {_share(s.get('share_of_reference'))}"
+                 + (f", {_over(s.get('reference_over'))}" if over else "") for s in w["short"]]
         rows.append(f"| {w['workload']} | {_ratio(ref['gain'])} | {sweeps} | " + " | ".join(cells) + " |")
     rows += ["", "Where the short studies' time went (seconds; trials a minute of search):", "",
              "| workload | budget | window | settle | rest of trials | between trials | verification | trials/min |",
