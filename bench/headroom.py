@@ -228,7 +228,8 @@ def _over(versus: dict | None) -> str:
 
 
 def table(data: dict) -> str:
-    over = any(s.get("reference_over") for w in data["workloads"] for s in w["short"])  # results before 2026-11-29's
+    # the reference over each short study: a result made before commit 78315f5 has none
+    over = any(s.get("reference_over") for w in data["workloads"] for s in w["short"])
     rows = [f"{data['system']}, reference: {', '.join(data['reference_arms'])} of {data['reference_time']} each, "
             f"then `explain` and sweeps of its top {data['sweep_knobs']} knobs; every result compared in one "
             f"interleaved run, {data['repeats']} runs a config.", "",
