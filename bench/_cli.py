@@ -139,6 +139,11 @@ def emit(result: dict, out: Path | None, names: Mapping[str, str] | None = None)
         print(f"wrote {path}", flush=True)
 
 
+def interval(figure: dict | None, missing: str = "-") -> str:
+    """A ratio with its 95% interval as the tables show it, ``1.23x (1.10-1.36)``; ``missing`` when there is none."""
+    return f"{figure['ratio']:.2f}x ({figure['ci_low']:.2f}-{figure['ci_high']:.2f})" if figure else missing
+
+
 def verified_speedup(summary: dict) -> dict | None:
     """The verified speedup of a study's result from ``tune --json`` or ``show --json``: its ratio to the default,
     95% CI and p-value, and ``won`` (beyond the noise: the study's result); when nothing won, the best candidate's

@@ -20,7 +20,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from _cli import knobtune_json, studies_main
+from _cli import interval, knobtune_json, studies_main
 
 RESUMES = True  # its figures are its steps' outputs (bench/_steps.py)
 
@@ -80,7 +80,7 @@ def table(result: dict) -> str:
             lines.append(f"| {s['knob']} | did not run: {s['error'][:120]} | | | | |")
             continue
         b = s["best"]
-        best = f"{b['label']}: {b['ratio']:.2f}x ({b['ci_low']:.2f}-{b['ci_high']:.2f})" if b else "none measured"
+        best = f"{b['label']}: {interval(b)}" if b else "none measured"
         lines.append(f"| {s['knob']} | {s['points']} ({s['failed']}) | {best} | {', '.join(s['ahead']) or '-'} | "
                      f"{len(s['behind'])} | {s['noise_cv']:.1%} |")
     return "\n".join(lines)

@@ -25,7 +25,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from _cli import knobtune_json, studies_main
+from _cli import interval, knobtune_json, studies_main
 
 from knobtune.storage import open_store
 from knobtune.tuning.records import records
@@ -89,10 +89,6 @@ def run(args: argparse.Namespace) -> dict:
     return result
 
 
-def _gain(gain: dict | None) -> str:
-    return "-" if not gain else f"{gain['ratio']:.2f}x ({gain['ci_low']:.2f}-{gain['ci_high']:.2f})"
-
-
 def table(result: dict) -> str:
     """The ranking's top 10 beside the paper's top 5, its stability as samples grew, and the top-5 share."""
     lines = [f"{result['workload']} at {result['records']:,} records, samples at rung {result['rung']}:", "",
@@ -107,9 +103,9 @@ def table(result: dict) -> str:
         lines.append(f"| {index + 1} | {order[index] if index < len(order) else ''} | {other} |")
     if share := result.get("top5_share"):
         lines += ["", f"The best sample (trial {share['trial']}, {len(share['config'])} knobs changed) at full size: "
-                      f"{_gain(share['gains']['best'])} over the default; its top-5 knobs alone "
+                      f"{interval(share['gains']['best'])} over the default; its top-5 knobs alone "
                       f"({', '.join(f'{k}={v}' for k, v in share['top5_part'].items()) or 'none changed'}): "
-                      f"{_gain(share['gains']['top5'])}; share of the gain the top 5 keep: "
+                      f"{interval(share['gains']['top5'])}; share of the gain the top 5 keep: "
                       f"{'-' if share['share'] is None else format(share['share'], '.0%')} "
                       f"(noise {share['noise_cv'] or 0:.1%})."]
     return "\n".join(lines)

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 import topk
-from _cli import result_path, studies_main
+from _cli import interval, result_path, studies_main
 from cassandra_ranking import PUBLISHED_TOP5
 
 from knobtune.units import parse_duration_s
@@ -62,8 +62,7 @@ def table(result: dict) -> str:
              "|---|---|---|---|---|---|"]
     for r in result["runs"]:
         s = r["verified_speedup"]
-        speedup = (f"{s['ratio']:.2f}x ({s['ci_low']:.2f}-{s['ci_high']:.2f}){'' if s['won'] else ' n.s.'}"
-                   if s else "none verified")
+        speedup = f"{interval(s)}{'' if s['won'] else ' n.s.'}" if s else "none verified"
         counts = ", ".join(f"{n} {kind}" for kind, n in r["counts"].items() if n)
         top = (", ".join(r["top_knobs"][:5]) + " (" + ", ".join(f"{k}: {v or '-'}" for k, v in
                                                                   r["published_top5"].items()) + ")"

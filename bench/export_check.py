@@ -26,7 +26,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from _cli import emit, knobtune, knobtune_json, verified_speedup
+from _cli import emit, interval, knobtune, knobtune_json, verified_speedup
 
 from knobtune.analysis import speedup
 from knobtune.knobs import load_catalog
@@ -154,10 +154,6 @@ def check(args: argparse.Namespace) -> dict:
 
 
 
-def _ratio(figure: dict | None) -> str:
-    return f"{figure['ratio']:.2f}x ({figure['ci_low']:.2f}-{figure['ci_high']:.2f})" if figure else "-"
-
-
 def table(result: dict) -> str:
     """A result as a Markdown table: the study's claim beside the figure measured outside knobtune."""
     workload = result["workload"]
@@ -168,8 +164,8 @@ def table(result: dict) -> str:
         f"{'settled' if workload['settled'] else 'unsettled'}), {result['repeats']} interleaved db_bench runs a side:",
         "", "| the study's verified claim | db_bench alone, whole process | less waitforcompaction's 5 s sleep "
         "| of the claim | holds (>= 90%) | db_bench's median: default / exported |", "|---|---|---|---|---|---|",
-        f"| {_ratio(result.get('claim'))} | {_ratio(result.get('speedup'))} "
-        f"| {_ratio(result.get('speedup_without_sleep'))} | {of_claim} | {'yes' if result.get('holds') else 'no'} "
+        f"| {interval(result.get('claim'))} | {interval(result.get('speedup'))} "
+        f"| {interval(result.get('speedup_without_sleep'))} | {of_claim} | {'yes' if result.get('holds') else 'no'} "
         f"| {' / '.join(f'{medians[label]:.2f} s' for label in ('default', 'exported') if label in medians)} |"])
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import optuna
 
-from _cli import emit_in_studies_folder, knobtune_json, printed_table, result_arguments, verified_speedup
+from _cli import emit_in_studies_folder, interval, knobtune_json, printed_table, result_arguments, verified_speedup
 from knobtune.analysis import stats
 from knobtune.report.sections import TimeSpent
 from knobtune.tuning.records import attrs, records
@@ -216,15 +216,11 @@ def _ratio(gain: dict | None) -> str:
         return "1.00x (kept the default)"
     if "ratio" not in gain:
         return f"failed: {gain.get('failure')}"
-    return f"{gain['ratio']:.2f}x ({gain['ci_low']:.2f}-{gain['ci_high']:.2f})"
+    return interval(gain)
 
 
 def _share(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.0f}%"
-
-
-def _over(versus: dict | None) -> str:
-    return "-" if not versus else f"{versus['ratio']:.2f}x ({versus['ci_low']:.2f}-{versus['ci_high']:.2f})"
 
 
 def table(data: dict) -> str:
@@ -241,7 +237,7 @@ def table(data: dict) -> str:
         beyond = [s["knob"] for s in ref["sweeps"] if s.get("beaten")]
         sweeps = ("none of " + str(len(ref["sweeps"])) if not beyond else ", ".join(beyond)) if ref["sweeps"] else "-"
         cells = [f"{_ratio(s.get('gain'))}, {_share(s.get('share_of_reference'))}"
-                 + (f", {_over(s.get('reference_over'))}" if over else "") for s in w["short"]]
+                 + (f", {interval(s.get('reference_over'))}" if over else "") for s in w["short"]]
         rows.append(f"| {w['workload']} | {_ratio(ref['gain'])} | {sweeps} | " + " | ".join(cells) + " |")
     rows += ["", "Where the short studies' time went (seconds; trials a minute of search):", "",
              "| workload | budget | window | settle | rest of trials | between trials | verification | trials/min |",

@@ -19,7 +19,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from _cli import emit, knobtune, knobtune_json, verified_speedup
+from _cli import emit, interval, knobtune, knobtune_json, verified_speedup
 
 
 def winner_file(home: Path, study: str) -> Path | None:
@@ -33,12 +33,6 @@ def winner_file(home: Path, study: str) -> Path | None:
 
 
 
-def _figure(verified: dict | None) -> str:
-    if not verified:
-        return "none verified"
-    return f"{verified['ratio']:.2f}x ({verified['ci_low']:.2f}-{verified['ci_high']:.2f})"
-
-
 def table(result: dict) -> str:
     """A result as a Markdown table: each study's own verdict, then the winners side by side."""
     side = result["side_by_side"]
@@ -47,11 +41,12 @@ def table(result: dict) -> str:
     own = {"runtime": result["runtime"]["verified"], "constants": result["constants"]["verified"]}
     for row in side["speedups"]:
         label = row["config"]
-        vs = "-" if label == "default" else _figure(row if "ratio" in row else None)
-        rows.append(f"| {label} | {row['median']:,.0f} | {vs} | {_figure(own[label]) if label in own else '-'} |")
+        vs = "-" if label == "default" else interval(row if "ratio" in row else None, "none verified")
+        its_own = interval(own[label], "none verified") if label in own else "-"
+        rows.append(f"| {label} | {row['median']:,.0f} | {vs} | {its_own} |")
     notebook = result["notebook_study"]
-    rows += ["", f"write_buffer_size alone, 10 trials (the notebook's study): {_figure(notebook['verified'])} "
-                 f"({notebook['verdict']})"]
+    rows += ["", "write_buffer_size alone, 10 trials (the notebook's study): "
+                 f"{interval(notebook['verified'], 'none verified')} ({notebook['verdict']})"]
     return "\n".join(rows)
 
 

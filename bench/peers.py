@@ -60,7 +60,8 @@ from optuna.trial import TrialState
 
 import handwritten_optuna
 from _cli import (
-    as_speedups, best_so_far, emit, first_reached_s, knobtune_json, result_path, study_timeline, verified_speedup,
+    as_speedups, best_so_far, emit, first_reached_s, interval, knobtune_json, result_path, study_timeline,
+    verified_speedup,
 )
 from knobtune.analysis import speedup
 from knobtune.analysis.diagnosis import diagnose
@@ -668,7 +669,7 @@ def table(data: dict[str, Any]) -> str:
     for seed in data["verification"]:
         for name, s in (seed.get("pairwise") or {}).items():
             pairs.setdefault(name, []).append(
-                f"seed {seed['seed']}: {s['ratio']:.2f}x ({s['ci_low']:.2f}-{s['ci_high']:.2f})")
+                f"seed {seed['seed']}: {interval(s)}")
     lines = [f"- {' over '.join(map(_shown, name.split(' over ')))}: {'; '.join(v)}" for name, v in pairs.items()]
     starts = [line for r in data["results"] if (line := _starts(r))]
     return "\n".join(rows + ([""] + ["Side by side, same interleaved runs:"] + lines if lines else [])
@@ -709,7 +710,7 @@ def _verified(record: dict[str, Any]) -> str:
         return f"seed {record['seed']}: failed ({verified['failure'][:60]})"
     mark = "" if verified["significant"] else (" worse" if verified["ci_high"] < 1 else " n.s.")
     kept = ", the default again (A/A)" if record.get("winner") == {} else ""
-    return f"{verified['ratio']:.2f}x ({verified['ci_low']:.2f}-{verified['ci_high']:.2f}){mark}{kept}"
+    return f"{interval(verified)}{mark}{kept}"
 
 
 def plot(path: Path, out: Path) -> None:

@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _cli import emit, knobtune
+from _cli import emit, interval, knobtune
 
 def run(args: argparse.Namespace) -> dict:
     home = Path(args.dir or tempfile.mkdtemp(prefix="knobtune-bench-pg-"))
@@ -66,8 +66,7 @@ def table(*results: dict) -> str:
         for row, name in zip(data["compare"]["candidates"], ("default", f"PGTune ({data['pgtune_profile']})",
                                                              f"the study's result ({data['study']})")):
             speedup = row.get("speedup") or {}
-            ci = (f"{speedup['ratio']:.2f}x ({speedup['ci_low']:.2f}-{speedup['ci_high']:.2f})" if speedup
-                  else "the default")
+            ci = interval(speedup, "the default")
             p = f"{speedup['p_value']:.3f}" if speedup.get("p_value") is not None else ""
             costs = row.get("costs") or {}
             recovery = costs.get("recovery_s")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import optuna
 
-from _cli import emit_in_studies_folder, printed_table, result_arguments
+from _cli import emit_in_studies_folder, interval, printed_table, result_arguments
 from headroom import compared, time_spent, tune
 from knobtune.units import parse_duration_s
 
@@ -74,14 +74,12 @@ def _gain(r: dict) -> str:
         return "kept the default" if not (r["claimed"] and r["claimed"]["won"]) else "not compared"
     if "ratio" not in gain:
         return f"failed: {gain.get('failure')}"
-    return f"{gain['ratio']:.2f}x ({gain['ci_low']:.2f}-{gain['ci_high']:.2f})"
+    return interval(gain)
 
 
 def _claimed(r: dict) -> str:
     c = r["claimed"]
-    if not c:
-        return "none verified"
-    return f"{c['ratio']:.2f}x ({c['ci_low']:.2f}-{c['ci_high']:.2f}){'' if c['won'] else ', kept the default'}"
+    return interval(c, "none verified") + ("" if not c or c["won"] else ", kept the default")
 
 
 def table(data: dict) -> str:

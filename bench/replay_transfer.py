@@ -36,7 +36,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from _cli import emit, knobtune, knobtune_json, verified_speedup
+from _cli import emit, interval, knobtune, knobtune_json, verified_speedup
 
 from knobtune.systems.rocksdb.build import rocksdb_build
 
@@ -99,12 +99,6 @@ def one_seed(args: argparse.Namespace, seed: int, home: Path) -> dict:
                          "original": compared.get("noise_cv")}}
 
 
-def _ci(figure: dict | None) -> str:
-    if not figure:
-        return "n/a"
-    return f"{figure['ratio']:.2f}x ({figure['ci_low']:.2f}-{figure['ci_high']:.2f})"
-
-
 def table(result: dict) -> str:
     """A result file as a Markdown table, one row per seed (bench/RESULTS.md shows it)."""
     build = f", RocksDB {result['machine']['rocksdb']}" if result.get("system", "rocksdb") == "rocksdb" else ""
@@ -116,7 +110,8 @@ def table(result: dict) -> str:
         runs = seed.get("default_run_s") or {}
         trials = ", ".join(f"{n} {k}" for k, n in (seed.get("trials") or {}).items() if n)
         rows.append(f"| {seed['seed']} | {seed.get('winner', '-')}{'' if seed.get('won_on_replay') else ' (not won)'} "
-                    f"| {_ci(seed.get('on_replay'))} | {_ci(seed.get('on_original'))} | {seed.get('held')} "
+                    f"| {interval(seed.get('on_replay'), 'n/a')} | {interval(seed.get('on_original'), 'n/a')} "
+                    f"| {seed.get('held')} "
                     f"| {runs.get('replay')} s / {runs.get('original')} s | {trials} |")
     return "\n".join(rows)
 

@@ -23,7 +23,7 @@ import json
 import time
 from pathlib import Path
 
-from _cli import emit
+from _cli import emit, interval
 
 from knobtune.analysis import speedup
 from knobtune.knobs import load_catalog
@@ -111,12 +111,6 @@ def db_bench_harness(ctx: dict, args: argparse.Namespace, store) -> dict:  # noq
             "speedup_without_sleep": vars(speedup(minus["default"], minus["winner"], False))}
 
 
-def _ratio(speedup: dict | None) -> str:
-    if not speedup:
-        return "-"
-    return f"{speedup['ratio']:.2f}x ({speedup['ci_low']:.2f}-{speedup['ci_high']:.2f})"
-
-
 def _costs(costs: dict) -> str:
     settle = f"{costs['settle_s']:.2f} s" if costs.get("settle_s") is not None else "-"
     recovery = f"{costs['recovery_s']:.2f} s" if costs.get("recovery_s") is not None else "-"
@@ -136,13 +130,13 @@ def table(*results: dict) -> str:
         if harness.get("failures"):
             harness_text = "; ".join(f"{k}: {v}" for k, v in harness["failures"].items())
         elif harness:
-            harness_text = f"{_ratio(harness['speedup'])}; {_ratio(harness['speedup_without_sleep'])}"
+            harness_text = f"{interval(harness['speedup'])}; {interval(harness['speedup_without_sleep'])}"
         else:
             harness_text = "(not db_bench)"
         settled = r.get("settled", {})
         rows.append(f"| {args['workload']} | {'settled' if r['settled_study'] else 'unsettled'}, {args['time']} "
                     f"| {counts['complete']} / {counts['pruned']} / {counts['timeout']} | {r['verdict']} "
-                    f"| {_ratio(settled.get('speedup'))} | {_ratio(r.get('unsettled', {}).get('speedup'))} "
+                    f"| {interval(settled.get('speedup'))} | {interval(r.get('unsettled', {}).get('speedup'))} "
                     f"| {harness_text} | {_costs(settled['default']['costs']) if settled else '-'} "
                     f"| {_costs(settled['winner']['costs']) if settled.get('winner', {}).get('values') else '-'} |")
     return "\n".join(rows)

@@ -30,7 +30,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from _cli import as_speedups, emit, knobtune_json, last_step_s, result_path, study_timeline, verified_speedup
+from _cli import as_speedups, emit, interval, knobtune_json, last_step_s, result_path, study_timeline, verified_speedup
 from knobtune.units import parse_duration_s
 
 RESUMES = True  # its figures are its steps' outputs and the studies' records (bench/_steps.py)
@@ -91,8 +91,7 @@ def table(data: dict) -> str:
     arms = sorted({r["arm"] for r in data["runs"]}, key=["all", "random", "top5", "top10"].index)
     for name in arms:
         runs = [r for r in data["runs"] if r["arm"] == name]
-        verified = "; ".join(f"{s['ratio']:.2f}x "
-                             f"({s['ci_low']:.2f}-{s['ci_high']:.2f}){'' if s.get('won') else ' n.s.'}"
+        verified = "; ".join(f"{interval(s)}{'' if s.get('won') else ' n.s.'}"
                              if (s := r["verified_speedup"]) else "none verified" for r in runs)
         bests = "; ".join(f"{max(v for _, v in speedups(r)):.2f}x" if r["timeline"] else "-" for r in runs)
         reach = [r.get("reached_s") for r in runs if r.get("reached_s") is not None]
