@@ -258,6 +258,33 @@ def test_controls_rerun_the_default_and_record_drift(rocksdb, store) -> None:
             assert trial.state == TrialState.COMPLETE and attrs.REUSED_FROM not in trial.user_attrs
 
 
+def test_a_first_default_run_slower_than_its_warm_up_calls_for_a_control_at_once(rocksdb, store) -> None:
+    """A counted run the warm-up does not confirm (1.3x slower) is checked by a control before any config; within
+    the noise, the control waits for ``control_every`` full-size trials, and so it does after a slow warm-up."""
+    from knobtune.systems import make_target
+
+    workload = dataclasses.replace(tiny("put-get-delete", 3000), ladder=(1.0,))
+    study, _budget, runner = _parts(_settings(rocksdb, workload, measurement__control_every=10), store)
+    with make_target(rocksdb, workload, store.worker_scratch(), runner.experiment.driver) as target:
+        runner.run(target, runner.workers.ask_default(attrs.ROLE_DEFAULT))
+    first = study.trials[0]
+    assert first.user_attrs[attrs.ROLE] == attrs.ROLE_DEFAULT and first.user_attrs[attrs.WARM_UP]["value"] > 0
+    assert runner.workers.control_due() is None or "slower than its warm-up" in runner.workers.control_due()
+
+    def default_with_warm_up(warm_up: float) -> None:  # the same default run, stored again with another warm-up
+        study.add_trial(optuna.trial.create_trial(
+            state=TrialState.COMPLETE, value=first.value, params=first.params, distributions=first.distributions,
+            user_attrs=first.user_attrs | {attrs.WARM_UP: {"value": warm_up, "elapsed_s": warm_up}}))
+
+    full = first.user_attrs[attrs.rung_key(0)]["value"]
+    default_with_warm_up(full / 1.3)  # elapsed_s: the warm-up took 1/1.3 of the counted run's time
+    assert runner.workers.control_due() == "its first run was 1.30x slower than its warm-up: a control checks it now"
+    default_with_warm_up(full / 1.05)
+    assert runner.workers.control_due() is None
+    default_with_warm_up(full * 1.3)  # a slow warm-up is what it is for: nothing to check
+    assert runner.workers.control_due() is None
+
+
 def test_trials_that_reuse_earlier_runs_do_not_call_for_controls(rocksdb, store) -> None:
     """One bool knob: after its two values have run, every trial reuses their runs and runs nothing, so no
     control is due however many of them complete."""

@@ -213,8 +213,8 @@ class Tuner:
         if workers.own_default(full) is None:
             return workers.ask_default(attrs.ROLE_DEFAULT)
         queue.release_known_configs()
-        if workers.control_due() and budget.fits(full):
-            self.reporter.note("re-running the default as a control (drift check)")
+        if (why := workers.control_due()) and budget.fits(full):
+            self.reporter.note(f"re-running the default as a control ({why})")
             return workers.ask_default(attrs.ROLE_CONTROL)
         with optuna_warnings_silenced():
             return workers.study.ask()

@@ -132,6 +132,7 @@ class TrialRecord:
     infeasible: str | None  # why a complete run breaks a limit
     seconds: float | None  # start to end, when it ended
     warm_up_s: float | None = None  # the default's uncounted warm-up run (its elapsed time), when it had one
+    warm_up_value: float | None = None  # that run's objective value
 
     @property
     def is_default(self) -> bool:
@@ -169,7 +170,8 @@ def record_of(trial: FrozenTrial) -> TrialRecord:
         reached_rung=user.get(attrs.REACHED_RUNG), machine=user.get(attrs.TRIAL_MACHINE), worker=user.get(attrs.WORKER),
         started_from=user.get(attrs.STARTED_FROM), reused_from=user.get(attrs.REUSED_FROM),
         infeasible=user.get(attrs.INFEASIBLE), seconds=seconds,
-        warm_up_s=float(warm_up["elapsed_s"]) if warm_up.get("elapsed_s") is not None else None)
+        warm_up_s=float(warm_up["elapsed_s"]) if warm_up.get("elapsed_s") is not None else None,
+        warm_up_value=float(warm_up["value"]) if warm_up.get("value") is not None else None)
 
 
 def records(study: optuna.Study, states: tuple[optuna.trial.TrialState, ...] | None = None) -> list[TrialRecord]:
