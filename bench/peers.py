@@ -10,19 +10,19 @@ one after the other (their order rotated from seed to seed, so the machine's dri
 - SMAC3 (smac): its multi-fidelity facade (random-forest BO, Hyperband with knobtune's reduction factor 3) over
   knobtune's own search space written as a ConfigSpace; SMAC's budgets 1, 3, 9 are the ladder's rungs 0, 1, 2.
 - smac-starts: the same SMAC3 given the rules' starts as its initial design's ``additional_configs``: the starts
-  ``tune`` would queue, read from the default's full-size run in this harness (``rules_starts``). SMAC runs them
-  after its own random initial configs, inside its Hyperband brackets (it may stop them at a small rung, where
-  knobtune never prunes a start). The record lists the starts given and those its ConfigSpace cannot hold.
+  ``tune`` would queue, read from the default's full-size run in this harness (``peer_smac.rules_starts``). SMAC
+  runs them after its own random initial configs, inside its Hyperband brackets (it may stop them at a small rung,
+  where knobtune never prunes a start). The record lists the starts given and those its ConfigSpace cannot hold.
 - The hand-written Optuna script (optuna: ``handwritten_optuna.search``: random sampling, successive halving) over
   the same space.
 
-SMAC3 and the script run every config through knobtune's own target (the same settled measurement), after the
-default has run at every rung, and under knobtune's time rules: a run may take 3x the default's time at its rung,
-and none starts that cannot end inside B. A failed run (refused, crash, timeout, data loss) is a crashed trial
-for SMAC, at the cost knobtune gives it (no better than a run that used its whole time limit); the script
-prunes it, as such scripts do. Only the search differs. knobtune runs its small rungs scaled (the config's
-data-sized knobs at the rung's share of the data); the peers run them as the config is, as their users would,
-unless ``--peers-scaled-rungs``.
+SMAC3 (bench/peer_smac.py) and the script run every config through knobtune's own target (the same settled
+measurement; bench/peer_harness.py), after the default has run at every rung, and under knobtune's time rules: a
+run may take 3x the default's time at its rung, and none starts that cannot end inside B. A failed run (refused,
+crash, timeout, data loss) is a crashed trial for SMAC, at the cost knobtune gives it (no better than a run that
+used its whole time limit); the script prunes it, as such scripts do. Only the search differs. knobtune runs its
+small rungs scaled (the config's data-sized knobs at the rung's share of the data); the peers run them as the
+config is, as their users would, unless ``--peers-scaled-rungs``.
 
 Then the arms' winners and the default are measured side by side by one ``knobtune compare`` per seed (5
 interleaved full-size runs each). Recorded per tool and seed: the verified speedup with its 95% CI, the tool's
@@ -39,8 +39,6 @@ own claim, its trials and runs, when it reached 95% of its final best, and the u
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
 import functools
 import json
 import shlex
@@ -48,33 +46,25 @@ import statistics
 import tempfile
 import time
 import tomllib
-import warnings
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
 import handwritten_optuna
-from _cli import (
-    as_speedups, best_so_far, emit, first_reached_s, interval, knobtune_json, result_path, study_timeline,
-    verified_speedup,
-)
+from _cli import as_speedups, emit, interval, knobtune_json, result_path, study_timeline, verified_speedup
 from knobtune.analysis import speedup
-from knobtune.analysis.diagnosis import diagnose
-from knobtune.errors import KnobtuneError
-from knobtune.knobs import Catalog, Knob, KnobType, Value, load_catalog
+from knobtune.knobs import Value, load_catalog
 from knobtune.units import parse_duration_s
-from knobtune.storage import open_store
-from knobtune.targets import FailureKind, Machine, Measurement, RunFailure, Target
-from knobtune.systems import heuristic_config, make_target, resolve_driver
-from knobtune.tuning import ExperimentDoc, attrs, build_space
+from knobtune.targets import Machine, RunFailure
+from knobtune.systems import heuristic_config, resolve_driver
+from knobtune.tuning import attrs, build_space
 from knobtune.tuning.document import OPTIONS
-from knobtune.tuning.search import SPECIAL_SUFFIX, VALUE_CHOICE, Advice, SearchSpace, rules_of
-from knobtune.workloads import Rung, Workload, load_workload
+from knobtune.workloads import load_workload
+from peer_harness import DEFAULTS, Bench, OutOfTime, harness, tool_record
+from peer_smac import import_smac, run_smac
 
 TOOLS = ("knobtune", "knobtune-alone", "rules-random", "smac", "smac-starts", "optuna")  # every arm, the table's order
 DEFAULT_TOOLS = ("knobtune", "smac", "optuna")  # issue 17's three arms
@@ -85,174 +75,6 @@ NAMES = {"knobtune": "knobtune", "knobtune-alone": "knobtune, search alone (--no
 ARMS = Path(__file__).resolve().parent / "arms"
 KNOBTUNE_ARMS: dict[str, Path | None] = {"knobtune": None, "knobtune-alone": ARMS / "knobtune-alone.toml",
                                          "rules-random": ARMS / "rules-random.toml"}
-# knobtune's own time rules and halving, as `tune` uses them by default
-DEFAULTS = ExperimentDoc()
-SMAC_INITIAL_CONFIGS = 10  # random configs before SMAC's forest proposes any: as many as knobtune's TPE starts from
-REACHED = 0.95  # "reached its final best": came within 5% of it
-
-
-@dataclasses.dataclass(frozen=True)
-class Bench:
-    """What every tool is given: the system, the workload at its size, the search space, the budget."""
-
-    catalog: Catalog
-    workload: Workload
-    workload_arg: str  # as given on the command line: a shipped workload's name or a workload file
-    driver: str
-    space: SearchSpace
-    budget_s: float
-    repeats: int
-    home: Path  # the studies folder: knobtune's studies, every run's log, the winners' files
-    knobtune_args: tuple[str, ...] = ()  # more options for knobtune's `tune` (--knobtune-args)
-    # SMAC3 and the script also run small rungs scaled, as knobtune does (--peers-scaled-rungs)
-    peers_scaled: bool = False
-
-    @property
-    def maximize(self) -> bool:
-        return self.workload.objective.maximize
-
-    def workload_args(self) -> list[str]:
-        """The options that give knobtune's commands this bench's workload, size and driver."""
-        return ["--workload", self.workload_arg, "--records", str(self.workload.records), "--driver", self.driver]
-
-
-# ---------------------------------------------------------------- the harness SMAC3 and the script search through
-
-
-class OutOfTime(Exception):
-    """The budget has no room left for the next run: it was not started."""
-
-
-class Harness:
-    """A peer's way to the system: knobtune's own target and time rules, and a record of every run.
-
-    The budget's clock starts with the default's first run. The default runs first at every rung, inside the
-    budget (as knobtune's does); then a run may take ``timeout_factor`` times the default's time at its rung, and
-    none starts that could not end inside the budget.
-    """
-
-    def __init__(self, bench: Bench, tool: str, seed: int, target: Target) -> None:
-        self.bench, self.tool, self.seed, self.target = bench, tool, seed, target
-        self.started = time.monotonic()
-        self.rungs = bench.workload.rungs
-        self.space = bench.space.excluding({k: v for k, v in target.impossible_values().items()
-                                            if k in bench.space.knobs})
-        self.log_dir = bench.home / "artifacts" / f"{tool}-s{seed}"
-        self.default: dict[int, Measurement] = {}  # rung index -> the default's run there
-        self.runs: list[dict[str, Any]] = []  # each searched config's run: when it ended, its rung, value or failure
-
-    def measure_default(self) -> None:
-        """Start the budget's clock and run the default at every rung (the time limits and costs are relative to it).
-
-        Raises:
-            RunFailure: the default itself failed (the machine or the workload is at fault).
-        """
-        self.started = time.monotonic()
-        for rung in self.rungs:
-            self.default[rung.index] = self.target.run(self.bench.catalog.defaults(), rung,
-                                                       timeout_s=self.time_left_s(),
-                                                       log_path=self.log_dir / f"default-rung-{rung.index}.log",
-                                                       seed=self.seed)
-
-    @contextlib.contextmanager
-    def clock_stopped(self) -> Iterator[None]:
-        """The time spent inside is not the budget's: a peer's own setup (SMAC's facade, built once the default's
-        runs are known), kept out of the budget as it was when it was built before the default ran."""
-        stopped = time.monotonic()
-        try:
-            yield
-        finally:
-            self.started += time.monotonic() - stopped
-
-    def elapsed_s(self) -> float:
-        return time.monotonic() - self.started
-
-    def time_left_s(self) -> float:
-        return self.bench.budget_s - self.elapsed_s()
-
-    def limit_s(self, rung: Rung) -> float:
-        """How long a run at ``rung`` may take: knobtune's rule, a multiple of the default's time there."""
-        measurement = DEFAULTS.measurement
-        return max(measurement.timeout_factor * self.default[rung.index].elapsed_s, measurement.min_timeout_s)
-
-    def fits(self, rung: Rung) -> bool:
-        return self.time_left_s() >= self.limit_s(rung)
-
-    def config_of(self, params: dict[str, object]) -> dict[str, Value]:
-        """The full config knobtune's own ``suggest`` makes of these params (relations mended as knobtune does)."""
-        config, _ = self.space.suggest(optuna.trial.FixedTrial(params))
-        return config
-
-    def run(self, config: dict[str, Value], rung: Rung) -> float:
-        """The objective's value of ``config`` at ``rung``.
-
-        Raises:
-            RunFailure: the run failed for the config's sake (refused, crash, timeout, data loss, memory).
-            OutOfTime: the run could not end inside the budget; it was not started.
-            KnobtuneError: the machine or knobtune failed, never the config's fault.
-        """
-        if not self.fits(rung):
-            raise OutOfTime()
-        log = self.log_dir / f"run-{len(self.runs):04d}-rung-{rung.index}.log"
-        try:
-            as_run = self.bench.catalog.at_fraction(config, rung.fraction) if self.bench.peers_scaled else config
-            value = self.target.run(as_run, rung, timeout_s=self.limit_s(rung), log_path=log, seed=self.seed).value(
-                self.bench.workload.objective)
-        except RunFailure as failure:
-            self.runs.append({"at_s": self.elapsed_s(), "rung": rung.index, "failure": failure.kind.value})
-            if failure.kind is FailureKind.TOOL:
-                raise KnobtuneError(f"{self.tool}: a run failed for a reason that is not the config's: "
-                                    f"{failure.reason} (log: {failure.log_path or log})") from None
-            raise
-        self.runs.append({"at_s": self.elapsed_s(), "rung": rung.index, "value": value})
-        return value
-
-    def cost(self, value: float, rung: Rung) -> float:
-        """A value as a cost relative to the default at the same rung (1: as good; lower is better)."""
-        return 1.0 / self.bench.workload.objective.speedup(value, self.default[rung.index].value(
-            self.bench.workload.objective))
-
-    def failed_cost(self, rung: Rung) -> float:
-        """The cost of a failed run: knobtune's, no better than a run that used its whole time limit."""
-        return max(self.limit_s(rung) / self.default[rung.index].elapsed_s, 1.0)
-
-    def record(self, trials: int, winner: dict[str, Value] | None, claim_value: float | None,
-               no_winner: str | None = None) -> dict[str, Any]:
-        """What the bench keeps of a peer's search (the same fields as knobtune's record)."""
-        objective, full = self.bench.workload.objective, self.rungs[-1]
-        default = self.default[full.index].value(objective)
-        full_runs = [(r["at_s"], r["value"]) for r in self.runs if r["rung"] == full.index and "value" in r]
-        claim = None
-        if claim_value is not None:
-            ratio = objective.speedup(claim_value, default)
-            claim = {"ratio": ratio, "text": f"best single run {objective.show(claim_value)} vs the default's "
-                                             f"{objective.show(default)}: {ratio:.2f}x"}
-        return tool_record(self.bench, self.tool, self.seed, wall_s=self.elapsed_s(), default_value=default,
-                           trials=trials, runs=len(self.runs),
-                           outcomes={"runs": dict(Counter(r.get("failure", "ran") for r in self.runs))},
-                           timeline=best_so_far(full_runs, self.bench.maximize), winner=winner, claim=claim,
-                           no_winner=no_winner)
-
-
-@contextlib.contextmanager
-def harness(bench: Bench, tool: str, seed: int) -> Iterator[Harness]:
-    """A Harness around knobtune's target for the bench's system, in the studies folder's scratch; closed after."""
-    store = open_store(bench.home)
-    with make_target(bench.catalog, bench.workload, store.worker_scratch(), bench.driver) as target:
-        yield Harness(bench, tool, seed, target)
-
-
-def tool_record(bench: Bench, tool: str, seed: int, *, wall_s: float, default_value: float, trials: int, runs: int,
-                outcomes: dict[str, int], timeline: list[tuple[float, float]], winner: dict[str, Value] | None,
-                claim: dict[str, Any] | None, no_winner: str | None) -> dict[str, Any]:
-    """One tool's result for one seed, as plain data; ``outcomes`` counts knobtune's trials or a peer's runs."""
-    catalog = bench.catalog
-    return {"tool": tool, "seed": seed, "wall_s": round(wall_s, 1), "default_value": default_value,
-            "maximize": bench.maximize, "trials": trials, "runs": runs, "outcomes": outcomes,
-            "timeline": timeline, "reached_s": first_reached_s(timeline, REACHED, bench.maximize),
-            "claim": claim, "winner": catalog.changed(winner) if winner is not None else None,
-            "no_winner": no_winner,
-            "unsafe": {k: v.value for k, v in catalog.unsafe_in(winner).items()} if winner is not None else {}}
 
 
 # ---------------------------------------------------------------- knobtune
@@ -283,269 +105,6 @@ def run_knobtune(bench: Bench, seed: int, tool: str = "knobtune") -> dict[str, A
     started_from = [t.user_attrs[attrs.STARTED_FROM] for t in sampled if attrs.STARTED_FROM in t.user_attrs]
     return record | {"study": study, "tune_args": [*bench.knobtune_args, *arm_args], "started_from": started_from,
                      "time_spent": summary.get("time_spent")}
-
-
-# ---------------------------------------------------------------- SMAC3
-
-
-def import_smac() -> SimpleNamespace:
-    """The SMAC3 and ConfigSpace modules the bench needs.
-
-    Raises:
-        SystemExit: SMAC3 is not installed; says how to install it.
-    """
-    try:
-        import ConfigSpace
-        import smac
-        from smac.runhistory.dataclasses import TrialValue
-        from smac.runhistory.enumerations import StatusType
-    except ImportError:
-        raise SystemExit('SMAC3 is not installed. Fix: .venv/bin/python -m pip install -e ".[bench]"') from None
-    return SimpleNamespace(cs=ConfigSpace, smac=smac, TrialValue=TrialValue, StatusType=StatusType)
-
-
-def offered(space: SearchSpace, knob: Knob) -> list[Value]:
-    """The values knobtune's search offers a bool or enum knob: unsafe ones only if allowed, none refused here."""
-    values: list[Value] = [False, True] if knob.type is KnobType.BOOL else list(knob.choices)
-    return [v for v in values if (space.allow_unsafe or not knob.is_unsafe(v))
-            and v not in space.impossible.get(knob.name, ())]
-
-
-def configspace_of(space: SearchSpace, seed: int) -> tuple[Any, dict[str, dict[str, Value]]]:
-    """knobtune's search space as a ConfigSpace, and for each categorical hyperparameter its items' knob values.
-
-    Each Optuna param knobtune's ``suggest`` may ask for becomes a hyperparameter of the same name, range and scale
-    (a special value is a choice ``<knob>.special`` with the number conditional on ``value``). A knob's conditions
-    become conditions on the searched knobs they name; a condition on a knob that is not searched (or has one value
-    left) holds or fails once, as it does in knobtune. Relations and implications are not expressed: knobtune's own
-    ``suggest`` mends them after sampling, for SMAC as for knobtune's own sampler.
-
-    Raises:
-        SystemExit: a condition names a numeric knob (none of the shipped catalogs has one).
-    """
-    cs = import_smac().cs
-    catalog, defaults = space.catalog, space.catalog.defaults()
-    hyperparameters: dict[str, Any] = {}  # param name -> hyperparameter
-    items: dict[str, dict[str, Value]] = {}  # categorical param -> item label -> the knob's value
-    conditions: list[Any] = []
-    fixed: dict[str, Value] = {}  # knobs searched with a single value left: what knobtune's suggest returns for them
-
-    def categorical(name: str, values: list[Value], default: Value) -> Any:
-        items[name] = {str(v): v for v in values}
-        hyperparameters[name] = cs.Categorical(name, list(items[name]), default=str(default if default in values
-                                                                                      else values[0]))
-        return hyperparameters[name]
-
-    for name in space.knobs:
-        knob = catalog.knobs[name]
-        values = offered(space, knob) if knob.type in (KnobType.BOOL, KnobType.ENUM) else None
-        if values is not None and len(values) < 2:
-            fixed[name] = values[0]
-            continue
-        parents = []
-        for condition in knob.conditions:
-            if condition.knob in hyperparameters:
-                if catalog.knobs[condition.knob].is_numeric:
-                    raise SystemExit(f"knob '{name}' is conditional on numeric knob '{condition.knob}', which this "
-                                     "bench cannot express in ConfigSpace. Fix: leave one of them out")
-                labels = [label for label, value in items[condition.knob].items() if value in condition.values]
-                parents.append((condition.knob, labels))
-            elif fixed.get(condition.knob, defaults[condition.knob]) in condition.values:
-                continue  # holds whatever is sampled
-            else:
-                parents.append((condition.knob, []))  # never holds: knobtune never asks for the knob
-        if any(not labels for _, labels in parents):
-            continue
-        if values is not None:
-            first = last = categorical(name, values, knob.default)
-        else:
-            last = _numeric(cs, knob)
-            hyperparameters[name] = first = last
-            if knob.special and knob.search_special:
-                first = categorical(name + SPECIAL_SUFFIX, [VALUE_CHOICE, *map(str, knob.special)],
-                                    str(knob.default) if knob.default in knob.special else VALUE_CHOICE)
-                conditions.append(cs.EqualsCondition(last, first, VALUE_CHOICE))
-        checks = [cs.InCondition(first, hyperparameters[parent], labels) for parent, labels in parents]
-        if checks:
-            conditions.append(checks[0] if len(checks) == 1 else cs.AndConjunction(*checks))
-    space_cs = cs.ConfigurationSpace(seed=seed)
-    space_cs.add(list(hyperparameters.values()))
-    space_cs.add(conditions)
-    return space_cs, items
-
-
-def _numeric(cs: Any, knob: Knob) -> Any:
-    low, high = knob.min, knob.max
-    if knob.type in (KnobType.FLOAT, KnobType.DURATION):
-        default = float(knob.default) if low <= knob.default <= high else None
-        return cs.Float(knob.name, (float(low), float(high)), log=knob.log, default=default)
-    default = int(knob.default) if low <= knob.default <= high else None
-    return cs.Integer(knob.name, (int(low), int(high)), log=knob.log, default=default)
-
-
-def params_of(configuration: Any, items: dict[str, dict[str, Value]]) -> dict[str, object]:
-    """A SMAC configuration as the Optuna params knobtune's ``suggest`` reads (categorical labels back to values)."""
-    params: dict[str, object] = {}
-    for name, value in dict(configuration).items():
-        if name in items:
-            params[name] = items[name][str(value)]
-        else:
-            params[name] = float(value) if isinstance(value, float) else int(value)
-    return params
-
-
-def check_configspace(space: SearchSpace, space_cs: Any, items: dict[str, dict[str, Value]],
-                      samples: int = 200) -> None:
-    """Sampled SMAC configs must be exactly what knobtune's ``suggest`` asks for: the same params, all in range.
-
-    Raises:
-        SystemExit: the translation differs from knobtune's space (a bug of this bench); names the param.
-    """
-    for configuration in space_cs.sample_configuration(samples):
-        params = params_of(configuration, items)
-        trial = optuna.trial.FixedTrial(params)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # FixedTrial warns of a value outside knobtune's distribution
-            try:
-                space.suggest(trial)
-            except (ValueError, UserWarning) as exc:
-                raise SystemExit(f"the ConfigSpace differs from knobtune's space: {exc}") from None
-        if set(trial.params) != set(params):
-            raise SystemExit(f"the ConfigSpace differs from knobtune's space: it sets "
-                             f"{sorted(set(params) - set(trial.params))} where knobtune asks for "
-                             f"{sorted(set(trial.params) - set(params))}")
-
-
-def rules_starts(h: Harness) -> tuple[list[str], list[tuple[str, dict[str, Value]]]]:
-    """The rules fired on the default's full-size run in ``h`` and the starts ``tune`` would queue from them
-    (``tuning.search.guide.Advice``), each as a full config within the harness's space; as ``tune`` queues them,
-    none that the space makes the default or an earlier start (values it keeps out go back to their defaults)."""
-    catalog, full = h.bench.catalog, h.default[h.rungs[-1].index]
-    rules = rules_of(catalog.system)
-    if not rules:
-        return [], []
-    shape = {**h.target.workload_facts().shape(), "workload_s": full.workload_s}
-    found = diagnose(rules, full.counters, shape, catalog.defaults())
-    seen = [h.space.params_of(catalog.defaults())]
-    starts = []
-    for label, changed in Advice(h.space, None, print).starts(found.findings, catalog.defaults()):
-        config = h.space.within(catalog.config(changed))
-        if h.space.params_of(config) not in seen:
-            seen.append(h.space.params_of(config))
-            starts.append((label, config))
-    return [f.rule for f in found.findings], starts
-
-
-def configuration_of(space_cs: Any, items: dict[str, dict[str, Value]], params: dict[str, object]) -> Any:
-    """Optuna params knobtune's ``suggest`` reads (``SearchSpace.params_of``) as a ConfigSpace configuration: the
-    inverse of ``params_of`` above.
-
-    Raises:
-        ValueError: the ConfigSpace cannot hold a value (names the param and the value).
-    """
-    cs = import_smac().cs
-    values: dict[str, object] = {}
-    for name, value in params.items():
-        if name not in space_cs:
-            raise ValueError(f"{name} = {value!r}: SMAC's space has no {name}")
-        if name in items:
-            if str(value) not in items[name]:
-                raise ValueError(f"{name} = {value!r}: not one of SMAC's choices {list(items[name])}")
-            values[name] = str(value)
-        elif isinstance(space_cs[name], cs.hyperparameters.FloatHyperparameter):
-            values[name] = float(value)
-        else:
-            values[name] = int(value)
-    return cs.Configuration(space_cs, values=values)
-
-
-def smac_starts(h: Harness, space_cs: Any, items: dict[str, dict[str, Value]]) -> tuple[list[Any], dict[str, Any]]:
-    """The rules' starts (``rules_starts``) as configurations of SMAC's space, and what the record keeps of them:
-    the rules fired, each start given (its changed knobs as SMAC's space makes it) and each left out, with why."""
-    fired, starts = rules_starts(h)
-    given, record = [], {"fired": fired, "given": [], "left_out": [], "rungs_asked": {}}
-    for label, config in starts:
-        try:
-            configuration = configuration_of(space_cs, items, h.space.params_of(config))
-        except ValueError as exc:
-            print(f"smac-starts: start {label} is left out: {exc}", flush=True)
-            record["left_out"].append({"label": label, "changed": h.bench.catalog.changed(config), "why": str(exc)})
-            continue
-        configuration.origin = f"rules: {label}"
-        given.append(configuration)
-        record["given"].append({"label": label,
-                                "changed": h.bench.catalog.changed(h.config_of(params_of(configuration, items)))})
-    return given, record
-
-
-def _asked_and_told(config: Any, seed: int = 0, budget: float | None = None) -> float:
-    """SMAC's facade wants a target function; this bench runs SMAC by ask and tell instead."""
-    raise RuntimeError("SMAC runs through ask and tell here")
-
-
-def run_smac(bench: Bench, seed: int, tool: str = "smac") -> dict[str, Any]:
-    """SMAC3's multi-fidelity facade (random forest, Hyperband), asked and told, every run through the harness;
-    as ``smac-starts``, its initial design also holds the rules' starts (``smac_starts``).
-
-    The facade is built once the default has run at every rung (the starts are read from its full-size run), with
-    the budget's clock stopped: SMAC's setup stays outside the budget, as it was when built before the default.
-    SMAC's own clock is not used (no walltime limit; the harness decides what fits).
-
-    Its winner is its best full-size run, as for the script (and as knobtune's candidates are): SMAC's own
-    incumbent may be a config it has seen only at a smaller budget, or one whose later full-size run was worse
-    (its "highest observed budget" rule); the record says whether the two agree.
-    """
-    sm = import_smac()
-    eta = DEFAULTS.search.reduction_factor
-    with harness(bench, tool, seed) as h:
-        space_cs, items = configspace_of(h.space, seed)
-        check_configspace(h.space, space_cs, items)
-        rung_of = {float(eta ** rung.index): rung for rung in h.rungs}  # Hyperband's budgets 1, eta, eta^2, ...
-        scenario = sm.smac.Scenario(space_cs, name=f"{tool}-s{seed}", output_directory=bench.home / "smac",
-                                    deterministic=True, n_trials=1_000_000, seed=seed,
-                                    min_budget=min(rung_of), max_budget=max(rung_of))
-        h.measure_default()
-        additional, starts = smac_starts(h, space_cs, items) if tool == "smac-starts" else ([], None)
-        with h.clock_stopped():
-            facade = sm.smac.MultiFidelityFacade
-            optimizer = facade(scenario, _asked_and_told, overwrite=True, logging_level=40,
-                               initial_design=facade.get_initial_design(scenario, n_configs=SMAC_INITIAL_CONFIGS,
-                                                                        additional_configs=additional),
-                               intensifier=facade.get_intensifier(scenario, eta=eta))
-        extra = {} if starts is None else {"smac_starts": starts}
-        asked, full_values = set(), {}
-        while h.fits(h.rungs[0]):
-            with warnings.catch_warnings():  # SMAC's local search logs the mean time of an empty list of its steps
-                warnings.filterwarnings("ignore", "Mean of empty slice", RuntimeWarning)
-                warnings.filterwarnings("ignore", "invalid value encountered", RuntimeWarning)
-                info = optimizer.ask()
-            rung = rung_of.get(float(info.budget))
-            if rung is None:
-                raise SystemExit(f"SMAC asked for budget {info.budget}, not a rung of the ladder ({sorted(rung_of)})")
-            asked.add(info.config)
-            if starts is not None and str(info.config.origin).startswith("rules: "):  # which rungs each start ran
-                starts["rungs_asked"].setdefault(str(info.config.origin)[len("rules: "):], []).append(rung.index)
-            started = time.monotonic()
-            try:
-                value = h.run(h.config_of(params_of(info.config, items)), rung)
-            except RunFailure:
-                told = sm.TrialValue(cost=h.failed_cost(rung), time=time.monotonic() - started,
-                                     status=sm.StatusType.CRASHED)
-            except OutOfTime:
-                break
-            else:
-                told = sm.TrialValue(cost=h.cost(value, rung), time=time.monotonic() - started)
-                if rung is h.rungs[-1]:
-                    full_values[info.config] = value
-            optimizer.tell(info, told)
-        incumbent = optimizer.intensifier.get_incumbent()
-        if not full_values:
-            return h.record(len(asked), None, None, "no config reached full size") | extra
-        best = (max if bench.maximize else min)(full_values, key=full_values.get)
-        return h.record(len(asked), h.config_of(params_of(best, items)), full_values[best]) | extra | {
-            "smac_incumbent": "its best full-size run" if incumbent == best else
-            "another config" + (f" (full size: {bench.workload.objective.show(full_values[incumbent])})"
-                                if incumbent in full_values else ", never run at full size")}
 
 
 # ---------------------------------------------------------------- the hand-written Optuna script
