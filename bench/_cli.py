@@ -17,6 +17,17 @@ KNOBTUNE = str(Path(sys.executable).with_name("knobtune"))  # the entry point in
 # research.earlier_studies = false: each study on its own (tuning/loop/earlier.py)
 EARLIER_OFF = ("--no-earlier-studies",)
 _LAST_STEP_S = 0.0  # the time of the last command run (``last_step_s``)
+_NAMED: dict[str, str] = {}  # this run's own folders (its studies folders), by the name its result gives them
+
+
+def named_folder(folder: Path, name: str | None = None) -> Path:
+    """``folder``, which this run's result names ``name`` (the first "DIR", others "DIR2", ...) rather than by its
+    path on this machine (``portable``); a folder inside one already named needs no name of its own."""
+    paths = {str(folder), str(folder.resolve())}
+    if not any(path == known or path.startswith(known + "/") for path in paths for known in _NAMED):
+        name = name or ("DIR" if not _NAMED else f"DIR{len(set(_NAMED.values())) + 1}")
+        _NAMED.update(dict.fromkeys(paths, name))
+    return folder
 
 
 def knobtune(*args: str, home: Path | None = None, earlier_studies: bool = False) -> str:
@@ -28,6 +39,8 @@ def knobtune(*args: str, home: Path | None = None, earlier_studies: bool = False
         SystemExit: the command failed; its status and the end of its output say why.
     """
     global _LAST_STEP_S
+    if home is not None:
+        named_folder(home)
     off = args[:1] == ("tune",) and not earlier_studies
     argv = [KNOBTUNE, *args, *(["--dir", str(home)] if home else []), *(EARLIER_OFF if off else ())]
     if home is not None and (kept := _steps.reused(home, args)) is not None:
@@ -75,7 +88,9 @@ def studies_main(parser: argparse.ArgumentParser, run: Callable[[argparse.Namesp
     result_arguments(parser)
     args = parser.parse_args()
     if not printed_table(args, table):
-        emit(run(args), args.out, names={str(args.dir): "DIR"} if args.dir else None)
+        if args.dir:
+            named_folder(args.dir)  # before its steps name folders inside it
+        emit(run(args), args.out)
 
 
 def emit_in_studies_folder(args: argparse.Namespace, run: Callable[[argparse.Namespace, Path], dict], prefix: str,
@@ -87,8 +102,8 @@ def emit_in_studies_folder(args: argparse.Namespace, run: Callable[[argparse.Nam
         raise SystemExit(f"--dir {args.dir} is not empty: a study of the same name there would be resumed, not run "
                          "afresh. Fix: give an empty or new folder")
     with tempfile.TemporaryDirectory(prefix=prefix) as folder:
-        result = run(args, args.dir or Path(folder))
-    emit(result, args.out, names={str(args.dir): "DIR"} if args.dir else None)
+        result = run(args, named_folder(args.dir or Path(folder)))
+    emit(result, args.out)
 
 
 def printed_table(args: argparse.Namespace, table: Callable[[dict], str]) -> bool:
@@ -114,8 +129,9 @@ def result_path(out: Path | None) -> Path | None:
 def portable(text: str, names: Mapping[str, str] | None = None) -> str:
     """``text`` without this machine's paths: each folder of ``names`` by its name (a studies folder given with
     --dir: "DIR"), the repository's own files relative to it, the user's home as ``~`` (a result is read on other
-    machines, bench/README.md)."""
-    for folder, name in (names or {}).items():
+    machines, bench/README.md). The longest folders are named first, so a folder inside another keeps its own
+    name."""
+    for folder, name in sorted((names or {}).items(), key=lambda item: -len(item[0])):
         text = text.replace(folder, name)
     repo, home = str(Path(__file__).resolve().parents[1]), str(Path.home())
     return text.replace(repo + "/", "").replace(repo, ".").replace(home + "/", "~/")
@@ -124,13 +140,14 @@ def portable(text: str, names: Mapping[str, str] | None = None) -> str:
 def emit(result: dict, out: Path | None, names: Mapping[str, str] | None = None) -> None:
     """Print a benchmark's result as JSON with its provenance (``_stamp``: the commit, the machine and whether it
     was quiet, every system's build), and write it to ``out`` when given (a folder: see ``result_path``); the
-    paths in it are written as ``portable`` says, ``names`` naming folders of the run's own. A resumed run's stamp
+    paths in it are written as ``portable`` says, ``names`` naming folders of the run's own (every studies folder
+    a step ran in is named too: ``named_folder``). A resumed run's stamp
     names the earlier sittings whose steps it reused (``_steps.earlier_sittings``)."""
     import json
 
     path = result_path(out)
     stamp = _stamp.stamp(path, _steps.earlier_sittings())
-    text = portable(json.dumps({**result, "provenance": stamp}, indent=1, default=str), names)
+    text = portable(json.dumps({**result, "provenance": stamp}, indent=1, default=str), {**_NAMED, **(names or {})})
     if path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text + "\n")

@@ -54,7 +54,8 @@ import optuna
 from optuna.trial import TrialState
 
 import handwritten_optuna
-from _cli import as_speedups, emit, interval, knobtune_json, result_path, study_timeline, verified_speedup
+from _cli import (as_speedups, emit, interval, knobtune_json, named_folder, result_path, study_timeline,
+                  verified_speedup)
 from knobtune.analysis import speedup
 from knobtune.knobs import Value, load_catalog
 from knobtune.units import parse_duration_s
@@ -368,7 +369,7 @@ def main() -> None:
     refuse_conflicts(args.tools, shlex.split(args.knobtune_args))
     if {"smac", "smac-starts"} & set(args.tools):
         import_smac()  # before anything runs: a missing SMAC3 is said at once
-    home = args.dir or Path(tempfile.mkdtemp(prefix="knobtune-bench-peers-"))
+    home = named_folder(args.dir or Path(tempfile.mkdtemp(prefix="knobtune-bench-peers-")))
     bench = make_bench(args, home)
     result: dict[str, Any] = {
         "system": bench.catalog.system, "workload": bench.workload.name, "records": bench.workload.records,

@@ -23,7 +23,7 @@ import json
 import time
 from pathlib import Path
 
-from _cli import emit, interval
+from _cli import emit, interval, named_folder
 
 from knobtune.analysis import speedup
 from knobtune.knobs import load_catalog
@@ -159,7 +159,7 @@ def main() -> None:
     if args.table:
         print(table(*(json.loads(path.read_text()) for path in args.table)))
         return
-    store = open_store(args.dir)
+    store = open_store(named_folder(args.dir))
     result, ctx = run_study(args, store)
     print(json.dumps({k: result[k] for k in ("study", "counts", "verdict", "claimed_speedup", "config")}, default=str),
           flush=True)

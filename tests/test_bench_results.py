@@ -139,3 +139,25 @@ def test_a_result_names_the_repositorys_files_relative_and_the_home_folder_as_a_
     assert written["workload"] == "bench/workloads/inbox-day.toml"
     assert written["db_bench"] == "~/.cache/knobtune/db_bench" and written["repo"] == "."
     assert str(ROOT) not in out.read_text() and str(Path.home()) + "/" not in out.read_text()
+
+
+def test_a_result_names_the_studies_folders_its_steps_ran_in_not_their_paths(tmp_path: Path, monkeypatch) -> None:
+    import _cli  # noqa: E402
+
+    monkeypatch.setattr(_cli, "_NAMED", {})
+    studies, other = tmp_path / "studies", tmp_path / "elsewhere"
+    _cli.named_folder(studies)
+    _cli.named_folder(studies / "warm-1")  # inside the first: no name of its own
+    _cli.named_folder(other)
+    out = tmp_path / "result.json"
+    _cli.emit({"home": str(studies), "winner": str(studies / "warm-1" / "winner.json"),
+               "other": str(other / "studies.db")}, out)
+    written = json.loads(out.read_text())
+    assert (written["home"], written["winner"], written["other"]) == ("DIR", "DIR/warm-1/winner.json",
+                                                                      "DIR2/studies.db")
+
+
+def test_no_stored_result_names_a_path_of_one_machine() -> None:
+    found = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((ROOT / "bench" / "results").rglob("*.json"))
+             for n, line in enumerate(path.read_text().splitlines(), 1) if MACHINE_PATH.search(line)]
+    assert found == [], "Fix: write results through bench/_cli.py's emit (it names the run's folders DIR)"
