@@ -1,6 +1,6 @@
 """The shape of the house, held: every module imports; no import cycle; no arrow up a layer; no private module
 imported from another package; each room of tuning entered through its face; no class over 300 lines, no module
-over 500.
+over 500 (nor a native source file).
 
 Imports are read from the source with ``ast`` (every import, a function's too), so a rule holds for code no test
 runs. The layers are DESIGN.md's data path, written down below as data: a module may import its own package, and
@@ -240,4 +240,13 @@ def test_no_class_over_300_lines_and_no_module_over_500() -> None:
         for node in ast.walk(ast.parse(text)):
             if isinstance(node, ast.ClassDef) and (lines := node.end_lineno - node.lineno + 1) > MAX_CLASS_LINES:
                 found.append(f"{path.relative_to(TOP)}: class {node.name} {lines} lines (at most {MAX_CLASS_LINES})")
+    assert not found, "\n".join(found)
+
+
+def test_no_native_source_over_500_lines() -> None:
+    """The native drivers' C and C++ are read as the Python is: a file over 500 lines is split at a seam."""
+    found = [f"{path.relative_to(TOP)}: {lines} lines (at most {MAX_MODULE_LINES})"
+             for path in sorted((TOP / "native").rglob("*")) if path.suffix in (".c", ".cc", ".h")
+             and "build" not in path.relative_to(TOP / "native").parts
+             and (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES]
     assert not found, "\n".join(found)
