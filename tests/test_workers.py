@@ -307,7 +307,10 @@ def test_a_storage_restarted_under_two_workers_costs_no_trial(study_name: str, t
                "both workers to run a trial")
         running = _running_of(url, study_name, first.pid) + _running_of(url, study_name, second.pid)
         server.stop_server()
-        time.sleep(3)
+        # down until each process has found it gone (its next call: a trial's end, or its heartbeat within 10 s):
+        # a fixed 3 s once missed a process that made no call meanwhile, on a loaded machine
+        _await(lambda: all("does not answer" in (tmp_path / log).read_text() for log in ("a.log", "b.log")),
+               "both processes to find the storage gone", limit_s=30)
         server.start_server()
         assert second.wait(timeout=120) == 0, (tmp_path / "b.log").read_text()[-3000:]
         assert first.wait(timeout=120) == 0, (tmp_path / "a.log").read_text()[-3000:]
