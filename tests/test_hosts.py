@@ -11,8 +11,6 @@ verified by its `tune`. Heartbeats every 2 s here (grace 12 s; the default is
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import time
 from collections import defaultdict
@@ -23,6 +21,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from conftest import kill_while
 from hosts import PASSWORD, Hosts, NetworkStorage, knobtune_argv, missing
 from knobtune.tuning import attrs
 
@@ -279,13 +278,12 @@ def test_a_killed_worker_and_a_killed_verifier_restarted_on_another_host_lose_no
     tune = study.tune("h1", 8)
     _await(study.started, "the study to start")
     worker, other = study.worker("h2"), study.worker("h3")
-    _await(lambda: study.running_sampled("h2"), "h2 to run a sampled trial")
-    os.kill(worker.pid, signal.SIGKILL)
-    # the trial it ran, or the next one it had begun (config not yet drawn) if that one ended between look and kill;
-    # a trial not yet named at the kill is either a live process's or a dead one's: its end tells which
+    # each killed while paused mid-trial (kill_while: a small rung's trial may end between a look and a kill), so
+    # what runs on its host after the kill is what it ran at the kill; a trial not yet named at the kill is either
+    # a live process's or a dead one's: its end tells which
+    assert kill_while(worker.pid, lambda: study.running_sampled("h2"), limit_s=120), "h2 ran no sampled trial"
     lost, unnamed = study.running_on("h2"), study.running_unnamed()
-    _await(lambda: study.running_sampled("h1"), "h1 to run a sampled trial")
-    os.kill(tune.pid, signal.SIGKILL)
+    assert kill_while(tune.pid, lambda: study.running_sampled("h1"), limit_s=120), "h1 ran no sampled trial"
     lost += study.running_on("h1")
     unnamed += study.running_unnamed()
     assert attrs.VERIFICATION not in study.user_attrs()
