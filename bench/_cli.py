@@ -20,12 +20,12 @@ _LAST_STEP_S = 0.0  # the time of the last command run (``last_step_s``)
 _NAMED: dict[str, str] = {}  # this run's own folders (its studies folders), by the name its result gives them
 
 
-def named_folder(folder: Path, name: str | None = None) -> Path:
-    """``folder``, which this run's result names ``name`` (the first "DIR", others "DIR2", ...) rather than by its
-    path on this machine (``portable``); a folder inside one already named needs no name of its own."""
+def named_folder(folder: Path) -> Path:
+    """``folder``, which this run's result names by its own name (the first "DIR", others "DIR2", ...) rather than
+    by its path on this machine (``portable``); a folder inside one already named needs no name of its own."""
     paths = {str(folder), str(folder.resolve())}
     if not any(path == known or path.startswith(known + "/") for path in paths for known in _NAMED):
-        name = name or ("DIR" if not _NAMED else f"DIR{len(set(_NAMED.values())) + 1}")
+        name = "DIR" if not _NAMED else f"DIR{len(set(_NAMED.values())) + 1}"
         _NAMED.update(dict.fromkeys(paths, name))
     return folder
 
