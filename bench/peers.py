@@ -56,7 +56,7 @@ import optuna
 from optuna.trial import TrialState
 
 import handwritten_optuna
-from _cli import (as_speedups, emit, interval, knobtune_json, named_folder, result_path, study_timeline,
+from _cli import (as_speedups, emit, save_so_far, interval, knobtune_json, named_folder, study_timeline,
                   verified_speedup)
 from knobtune.analysis import speedup
 from knobtune.knobs import Value, load_catalog
@@ -398,12 +398,12 @@ def main() -> None:
                 record = {"tool": tool, "seed": seed, "error": f"{type(exc).__name__}: {exc}"}
             seed_records.append(record)
             result["results"].append(record)
-            _save(result, args.out)
+            save_so_far(result, args.out)
         earlier = [r for path in args.beside for r in earlier_winners(path, seed)]
         known = [known_config(bench.catalog.system, name, seed) for name in args.known]
         result["verification"].append(verify(bench, seed, seed_records + earlier + known))
         result["results"] += known  # with their verified figures: rows of the table
-        _save(result, args.out)
+        save_so_far(result, args.out)
     emit(result, args.out)
 
 
@@ -446,14 +446,6 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return {**first, "seeds": seeds, "home": [p["home"] for p in parts],
             "results": [r for p in parts for r in p["results"]],
             "verification": [v for p in parts for v in p["verification"]]}
-
-
-def _save(result: dict[str, Any], out: Path | None) -> None:
-    """The result so far (no provenance yet: ``emit`` adds it at the end)."""
-    path = result_path(out)
-    if path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=1, default=str) + "\n")
 
 
 if __name__ == "__main__":
