@@ -8,19 +8,23 @@ universal; readwhilewriting, the other way round from a universal start. ``Secon
 trial to a second TPE that is shown only the trials of the runner-up choice, with that choice set, so the other
 basin is refined from its own trials instead of judged beside the leader's.
 
-The knob and its choice, read anew before each such trial from the study's trials: among the choice knobs of which
-two or more choices have a complete trial (a config that ran every rung, the defaults' runs left out), each knob's
-choices are ordered by their best complete value; the runner-up is the second. The knob taken is the one whose
-runner-up has the smallest share of the knob's trials (the most neglected basin still alive: a choice whose every
-trial was pruned is left alone, as the ladder ranks as the full size does, docs/findings.md). With no such knob
-the trial is the base sampler's. A trial drawn in a basin says which in its system attribute ``BASIN``
-("compaction_style=universal"), for the reader of a study; the sampler reads its choice anew from the trials.
+Which knobs: those whose choice decides which other knobs apply (the catalog's ``conditions`` name them:
+compaction_style, memtablerep, enable_blob_files for RocksDB), since a basin is where a choice changes what the
+rest of the config means. Which choice: each such knob with two or more choices that have a complete trial (a
+config that ran every rung; the defaults' runs left out) has a runner-up, the choice with the second-best complete
+value; a choice whose every trial was pruned is left alone, as the ladder ranks as the full size does
+(docs/findings.md). The basin trials take these knobs in turn, by name. Which knob a study neglects most is no
+guide: read over the stored headroom and readwhilewriting studies, the most neglected runner-up was a minor one
+(cache_index_and_filter_blocks) more often than the compaction style whose basin cost those studies their gain.
+With no such knob the trial is the base sampler's. A trial drawn in a basin says which in its system attribute
+``BASIN`` ("compaction_style=universal"), for the reader of a study; the sampler reads its choice anew from the
+trials.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, cast
 
 import optuna
@@ -37,19 +41,22 @@ BASIN = "second_basin"  # a trial's system attribute: the basin it was drawn in,
 
 
 class SecondBasin(BaseSampler):
-    """``base``, but every ``every``-th trial is ``basin``'s, shown only the trials of the runner-up choice."""
+    """``base``, but every ``every``-th trial is ``basin``'s, shown only the trials of a runner-up choice of one of
+    the choice knobs ``among``."""
 
-    def __init__(self, base: BaseSampler, basin: BaseSampler, every: int) -> None:
+    def __init__(self, base: BaseSampler, basin: BaseSampler, every: int, among: Collection[str]) -> None:
         self.base = base
         self._basin = basin
         self._every = max(2, every)
+        self._among = frozenset(among)
         self._chosen: dict[int, Basin] = {}  # trial number -> its basin
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self.base.before_trial(study, trial)
         if trial.number % self._every == self._every - 1 and "fixed_params" not in trial.system_attrs:
-            basin = runner_up(study.get_trials(deepcopy=False), study.direction)
-            if basin is not None:
+            basins = runner_ups(study.get_trials(deepcopy=False), study.direction, self._among)
+            if basins:
+                basin = basins[trial.number // self._every % len(basins)]
                 self._chosen[trial.number] = basin
                 study._storage.set_trial_system_attr(trial._trial_id, BASIN, f"{basin[0]}={basin[1]}")
 
@@ -99,25 +106,18 @@ class SecondBasin(BaseSampler):
         self._basin.reseed_rng()
 
 
-def runner_up(trials: Sequence[FrozenTrial], direction: StudyDirection) -> Basin | None:
-    """The most neglected runner-up choice (the module's docstring says how it is chosen), or None."""
-    sampled = [t for t in trials if t.params and not attrs.is_default(t.user_attrs)]
-    complete = [t for t in sampled if t.state == TrialState.COMPLETE and t.value is not None]
+def runner_ups(trials: Sequence[FrozenTrial], direction: StudyDirection, among: Collection[str]) -> list[Basin]:
+    """The runner-up choice of each choice knob of ``among`` two or more of whose choices have a complete trial,
+    by the knob's name (the module's docstring says how)."""
+    complete = [t for t in trials if t.params and t.state == TrialState.COMPLETE and t.value is not None
+                and not attrs.is_default(t.user_attrs)]
     sign = 1.0 if direction == StudyDirection.MAXIMIZE else -1.0
     best: dict[str, dict[Any, float]] = defaultdict(dict)
     for t in complete:
-        for name, value in t.params.items():
-            if isinstance(t.distributions.get(name), CategoricalDistribution):
+        for name in among:
+            if name in t.params and isinstance(t.distributions.get(name), CategoricalDistribution):
                 score = sign * cast(float, t.value)
-                best[name][value] = max(best[name].get(value, score), score)
-    picks: list[tuple[float, str, Any]] = []
-    for name, by_choice in best.items():
-        if len(by_choice) < 2:
-            continue
-        second = sorted(by_choice, key=lambda choice: (-by_choice[choice], repr(choice)))[1]
-        tried = [t.params[name] for t in sampled if name in t.params]
-        picks.append((sum(1 for v in tried if v == second) / len(tried), name, second))
-    if not picks:
-        return None
-    _, name, choice = min(picks, key=lambda p: (p[0], p[1]))
-    return name, choice
+                choice = t.params[name]
+                best[name][choice] = max(best[name].get(choice, score), score)
+    return [(name, sorted(by_choice, key=lambda choice: (-by_choice[choice], repr(choice)))[1])
+            for name, by_choice in sorted(best.items()) if len(by_choice) >= 2]
