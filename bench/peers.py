@@ -5,8 +5,9 @@ one after the other (their order rotated from seed to seed, so the machine's dri
 
 - knobtune: ``knobtune tune --time B --seed S`` as shipped (the diagnosis rules' starts and narrowed first
   search, then TPE); its own verification (top 3 x 5 interleaved runs) is inside B.
-- knobtune-basins: the same with a fifth of its sampled trials drawn inside the runner-up choice of a choice knob
-  (bench/arms/knobtune-basins.toml: ``search.basin_share = 0.2``; knobtune/tuning/search/basins.py).
+- knobtune-basins: the same with a fifth of its sampled trials drawn inside the runner-up choice of a knob that
+  decides which others apply (bench/arms/knobtune-basins.toml: ``search.basin_share = 0.2``;
+  knobtune/tuning/search/basins.py).
 - knobtune-alone: the same with ``--no-rules``: the search alone (no starts from the rules, no narrowing).
 - rules-random: the same with ``--sampler random``: the rules' starts and narrowing, then random search.
 - SMAC3 (smac): its multi-fidelity facade (random-forest BO, Hyperband with knobtune's reduction factor 3) over
