@@ -156,6 +156,16 @@ def emit(result: dict, out: Path | None, names: Mapping[str, str] | None = None)
         print(f"wrote {path}", flush=True)
 
 
+def save_so_far(result: dict, out: Path | None) -> None:
+    """Write the result so far to ``out`` when given (a folder: see ``result_path``), its paths named as ``emit``
+    names them; no provenance yet: ``emit`` adds it at the end. A run stopped early leaves this file."""
+    import json
+
+    if path := result_path(out):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(portable(json.dumps(result, indent=1, default=str), _NAMED) + "\n")
+
+
 def interval(figure: dict | None, missing: str = "-") -> str:
     """A ratio with its 95% interval as the tables show it, ``1.23x (1.10-1.36)``; ``missing`` when there is none."""
     return f"{figure['ratio']:.2f}x ({figure['ci_low']:.2f}-{figure['ci_high']:.2f})" if figure else missing

@@ -20,12 +20,11 @@ over time and, for top-k, the ranking's top 10 beside the top five the knob-impo
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 
 import topk
-from _cli import interval, result_path, studies_main
+from _cli import interval, save_so_far, studies_main
 from cassandra_ranking import PUBLISHED_TOP5
 
 from knobtune.units import parse_duration_s
@@ -46,9 +45,7 @@ def run(args: argparse.Namespace) -> dict:
                 run_["published_top5"] = {k: (run_["top_knobs"].index(k) + 1 if k in run_["top_knobs"] else None)
                                           for k in PUBLISHED_TOP5}
             runs.append(run_)
-            if out := result_path(args.out):  # the runs so far (emit adds the provenance at the end)
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
+            save_so_far({"runs": runs}, args.out)
     return {"budget": args.budget, "records": args.records, "arms": args.arms, "rank_time_s": args.rank_time,
             "rank_rung": args.rank_rung, "k": args.k, "seed": args.seed, "runs": runs}
 

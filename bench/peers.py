@@ -5,6 +5,9 @@ one after the other (their order rotated from seed to seed, so the machine's dri
 
 - knobtune: ``knobtune tune --time B --seed S`` as shipped (the diagnosis rules' starts and narrowed first
   search, then TPE); its own verification (top 3 x 5 interleaved runs) is inside B.
+- knobtune-basins: the same with a fifth of its sampled trials drawn inside the runner-up choice of a knob that
+  decides which others apply (bench/arms/knobtune-basins.toml: ``search.basin_share = 0.2``;
+  knobtune/tuning/search/basins.py).
 - knobtune-alone: the same with ``--no-rules``: the search alone (no starts from the rules, no narrowing).
 - rules-random: the same with ``--sampler random``: the rules' starts and narrowing, then random search.
 - SMAC3 (smac): its multi-fidelity facade (random-forest BO, Hyperband with knobtune's reduction factor 3) over
@@ -54,7 +57,7 @@ import optuna
 from optuna.trial import TrialState
 
 import handwritten_optuna
-from _cli import (as_speedups, emit, interval, knobtune_json, named_folder, result_path, study_timeline,
+from _cli import (as_speedups, emit, save_so_far, interval, knobtune_json, named_folder, study_timeline,
                   verified_speedup)
 from knobtune.analysis import speedup
 from knobtune.knobs import Value, load_catalog
@@ -67,14 +70,17 @@ from knobtune.workloads import load_workload
 from peer_harness import DEFAULTS, Bench, OutOfTime, harness, tool_record
 from peer_smac import import_smac, run_smac
 
-TOOLS = ("knobtune", "knobtune-alone", "rules-random", "smac", "smac-starts", "optuna")  # every arm, the table's order
+TOOLS = ("knobtune", "knobtune-basins", "knobtune-alone", "rules-random", "smac", "smac-starts",
+         "optuna")  # every arm, the table's order
 DEFAULT_TOOLS = ("knobtune", "smac", "optuna")  # issue 17's three arms
-NAMES = {"knobtune": "knobtune", "knobtune-alone": "knobtune, search alone (--no-rules)",
+NAMES = {"knobtune": "knobtune", "knobtune-basins": "knobtune, a fifth of its trials in the second basin",
+         "knobtune-alone": "knobtune, search alone (--no-rules)",
          "rules-random": "knobtune's rules, then random search", "smac": "SMAC3",
          "smac-starts": "SMAC3 with the rules' starts", "optuna": "hand-written Optuna"}
 # an arm of knobtune is a partial experiment document beside the bench's own options (docs/experiment.md)
 ARMS = Path(__file__).resolve().parent / "arms"
-KNOBTUNE_ARMS: dict[str, Path | None] = {"knobtune": None, "knobtune-alone": ARMS / "knobtune-alone.toml",
+KNOBTUNE_ARMS: dict[str, Path | None] = {"knobtune": None, "knobtune-basins": ARMS / "knobtune-basins.toml",
+                                         "knobtune-alone": ARMS / "knobtune-alone.toml",
                                          "rules-random": ARMS / "rules-random.toml"}
 
 
@@ -298,7 +304,8 @@ def plot(path: Path, out: Path) -> None:
 
 
 RUNNERS: dict[str, Callable[[Bench, int], dict[str, Any]]] = {
-    "knobtune": run_knobtune, "knobtune-alone": functools.partial(run_knobtune, tool="knobtune-alone"),
+    "knobtune": run_knobtune, "knobtune-basins": functools.partial(run_knobtune, tool="knobtune-basins"),
+    "knobtune-alone": functools.partial(run_knobtune, tool="knobtune-alone"),
     "rules-random": functools.partial(run_knobtune, tool="rules-random"), "smac": run_smac,
     "smac-starts": functools.partial(run_smac, tool="smac-starts"), "optuna": run_optuna}
 
@@ -392,12 +399,12 @@ def main() -> None:
                 record = {"tool": tool, "seed": seed, "error": f"{type(exc).__name__}: {exc}"}
             seed_records.append(record)
             result["results"].append(record)
-            _save(result, args.out)
+            save_so_far(result, args.out)
         earlier = [r for path in args.beside for r in earlier_winners(path, seed)]
         known = [known_config(bench.catalog.system, name, seed) for name in args.known]
         result["verification"].append(verify(bench, seed, seed_records + earlier + known))
         result["results"] += known  # with their verified figures: rows of the table
-        _save(result, args.out)
+        save_so_far(result, args.out)
     emit(result, args.out)
 
 
@@ -440,14 +447,6 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return {**first, "seeds": seeds, "home": [p["home"] for p in parts],
             "results": [r for p in parts for r in p["results"]],
             "verification": [v for p in parts for v in p["verification"]]}
-
-
-def _save(result: dict[str, Any], out: Path | None) -> None:
-    """The result so far (no provenance yet: ``emit`` adds it at the end)."""
-    path = result_path(out)
-    if path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=1, default=str) + "\n")
 
 
 if __name__ == "__main__":

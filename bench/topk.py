@@ -30,7 +30,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from _cli import as_speedups, emit, interval, knobtune_json, last_step_s, result_path, study_timeline, verified_speedup
+from _cli import (as_speedups, emit, interval, knobtune_json, last_step_s, save_so_far, study_timeline,
+                  verified_speedup)
 from knobtune.units import parse_duration_s
 
 RESUMES = True  # its figures are its steps' outputs and the studies' records (bench/_steps.py)
@@ -173,9 +174,7 @@ def main() -> None:
     for seed in args.seeds:  # arms of one seed one after the other: drift spreads over every arm alike
         for name in args.arms:
             runs.append(arm(args, home, name, seed, budget_s))
-            if out := result_path(args.out):  # the runs so far (emit adds the provenance at the end)
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(json.dumps({"runs": runs}, indent=1) + "\n")
+            save_so_far({"runs": runs}, args.out)
     mark_reached(runs)
     result = {"budget": args.budget, "rank_time_s": args.rank_time, "records": args.records, "runs": runs,
               "rung_agreement": [rung_agreement(args, home, seed) for seed in args.seeds if "all" in args.arms]}

@@ -155,6 +155,8 @@ def test_a_result_names_the_studies_folders_its_steps_ran_in_not_their_paths(tmp
     written = json.loads(out.read_text())
     assert (written["home"], written["winner"], written["other"]) == ("DIR", "DIR/warm-1/winner.json",
                                                                       "DIR2/studies.db")
+    _cli.save_so_far({"runs": [{"home": str(studies)}]}, out)  # a long run's result so far, as a stop leaves it
+    assert json.loads(out.read_text()) == {"runs": [{"home": "DIR"}]}
 
 
 def test_no_stored_result_names_a_path_of_one_machine() -> None:

@@ -111,7 +111,8 @@ class Tuner:
         e = self.experiment
         s = e.search
         sampler = make_sampler(s.sampler, s.seed if e.sampler_seed is None else e.sampler_seed, e.budget.trials,
-                               param_names=e.space.param_names())
+                               param_names=e.space.param_names(), basin_share=s.basin_share,
+                               basin_knobs=e.space.deciding_knobs())
         with optuna_warnings_silenced():
             study = optuna.create_study(study_name=e.study_name, storage=storage, sampler=sampler,
                                         pruner=DefaultAwareHalvingPruner(e.search.reduction_factor,

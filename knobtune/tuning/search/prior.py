@@ -10,8 +10,8 @@ not given. Nothing here is stored: the earlier trials never become this study's 
 budget, and are never reported or verified as its results.
 
 Optuna's TPE reads a study's trials through ``Study._get_trials`` (``TPESampler`` and its group decomposed search
-space), so the wrapped sampler sees a view of the study whose trial lists end with
-the earlier ones; every other attribute is the study's own. tests/test_prior_trials.py holds that TPE learns
+space), so the wrapped sampler sees a view of the study (``StudyView``) whose trial lists end
+with the earlier ones; every other attribute is the study's own. tests/test_prior_trials.py holds that TPE learns
 through it. An earlier trial is given with the params this study has suggested so far (a knob it has not
 searched yet is left out of it), each with this study's distribution; a trial one of whose params conflicts (other
 choices; int against float, log against not; a value outside this study's range) is not given; and before this
@@ -21,7 +21,7 @@ study's own default has run none is.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import optuna
@@ -82,8 +82,8 @@ class LearnsFromEarlier(BaseSampler):
         return given
 
     def _view(self, study: optuna.Study) -> optuna.Study:
-        """``study`` with the earlier trials given now; a ``_View`` stands in for the study the sampler reads."""
-        return cast(optuna.Study, _View(study, self.given(study)))
+        """``study`` with the earlier trials given now; a ``StudyView`` stands in for the study the sampler reads."""
+        return cast(optuna.Study, StudyView(study, self.given(study)))
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         return self.base.infer_relative_search_space(self._view(study), trial)
@@ -107,12 +107,15 @@ class LearnsFromEarlier(BaseSampler):
         self.base.reseed_rng()
 
 
-class _View:
-    """``study`` as the wrapped sampler sees it: its trial lists end with ``given``; all else is the study's."""
+class StudyView:
+    """``study`` as a wrapped sampler sees it: its own trials (those ``keep`` keeps, when given), then ``given``;
+    all else is the study's."""
 
-    def __init__(self, study: optuna.Study, given: list[FrozenTrial]) -> None:
+    def __init__(self, study: optuna.Study, given: Sequence[FrozenTrial] = (),
+                 keep: Callable[[FrozenTrial], bool] | None = None) -> None:
         self._study = study
         self._given = given
+        self._keep = keep
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._study, name)
@@ -120,6 +123,8 @@ class _View:
     def _get_trials(self, deepcopy: bool = True, states: Sequence[TrialState] | None = None,
                     use_cache: bool = False) -> list[FrozenTrial]:
         own = self._study._get_trials(deepcopy=deepcopy, states=states, use_cache=use_cache)
+        if self._keep is not None:
+            own = [t for t in own if self._keep(t)]
         return own + [t for t in self._given if states is None or t.state in states]
 
     def get_trials(self, deepcopy: bool = True, states: Sequence[TrialState] | None = None) -> list[FrozenTrial]:

@@ -13,6 +13,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.trial import FrozenTrial
 
 from knobtune.errors import UsageError
+from knobtune.tuning.search.basins import SecondBasin
 
 
 SAMPLERS = ("tpe", "random", "qmc", "cmaes", "gp", "lhs")
@@ -26,10 +27,13 @@ LHS_ROW = "lhs_row"  # trial system attribute: the row of the Latin hypercube de
 
 
 def make_sampler(name: str, seed: int | None, expected_trials: int | None = None,
-                 param_names: Sequence[str] = ()) -> optuna.samplers.BaseSampler:
+                 param_names: Sequence[str] = (), basin_share: float = 0.0,
+                 basin_knobs: Sequence[str] = ()) -> optuna.samplers.BaseSampler:
     """The sampler called ``name`` (see ``_make``); Optuna's experimental warnings are expected and silenced.
 
     ``param_names``: every Optuna param the space can suggest (the Latin hypercube gives each a column).
+    ``basin_share``: with TPE, that share of the trials is drawn by a second TPE inside the runner-up choice of one
+    of ``basin_knobs`` (``basins.SecondBasin``); 0, or no such knob: none.
 
     Raises:
         UsageError: see ``_make``; a sampler earlier releases offered and this one does not (a study's record).
@@ -42,7 +46,11 @@ def make_sampler(name: str, seed: int | None, expected_trials: int | None = None
         return LatinHypercubeSampler(expected_trials or 100, param_names, seed)
     with warnings.catch_warnings():  # TPE's `group`, QMC and GP are marked experimental; we choose them knowingly
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return _make(name, seed, expected_trials)
+        sampler = _make(name, seed, expected_trials)
+        if name != "tpe" or basin_share <= 0 or not basin_knobs:
+            return sampler
+        basin = _make(name, None if seed is None else seed + 1, expected_trials)
+        return SecondBasin(sampler, basin, every=round(1 / basin_share), among=basin_knobs)
 
 
 def removed_note(stored: str, now: str) -> str | None:

@@ -119,6 +119,12 @@ class SearchSpace:
             names.append(name)
         return names
 
+    def deciding_knobs(self) -> list[str]:
+        """The searched knobs whose choice decides whether another searched knob applies (a catalog's
+        ``conditions`` name them): the choices a basin of the search is made of (``basins``)."""
+        named = {c.knob for name in self.knobs for c in self.catalog.knobs[name].conditions}
+        return [name for name in self.knobs if name in named]
+
     def params_of(self, config: Mapping[str, Value]) -> dict[str, object]:
         """The Optuna params that make ``suggest`` return ``config`` (to enqueue the default)."""
         params: dict[str, object] = {}
