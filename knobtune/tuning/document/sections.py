@@ -88,8 +88,8 @@ class SearchSection:
     reduction_factor: int = setting(3, least=2, option="--reduction-factor", example=3,
                                     note="halving keeps 1/N per rung",
                                     help="Successive halving keeps 1/N of the trials at each rung.")
-    # a share of the trials drawn by a second TPE inside the runner-up choice of a choice knob, so that a study does
-    # not stay in the basin it found first (tuning.search.basins); 0: none; TPE only
+    # a share of the trials drawn by a second TPE inside the runner-up choice of a knob that decides which others
+    # apply, so that a study does not stay in the basin it found first (tuning.search.basins); 0: none; TPE only
     basin_share: float = setting(0.0, least=0.0, most=0.5, example=0.2)
     only_rung: int | None = setting(least=0, example=0)  # a ranking study (`knobtune rank`): every config at this rung
 
