@@ -57,7 +57,7 @@ import optuna
 from optuna.trial import TrialState
 
 import handwritten_optuna
-from _cli import (as_speedups, emit, save_so_far, interval, knobtune_json, named_folder, study_timeline,
+from _cli import (as_speedups, emit, interval, knobtune_json, named_folder, save_so_far, study_timeline,
                   verified_speedup)
 from knobtune.analysis import speedup
 from knobtune.knobs import Value, load_catalog
