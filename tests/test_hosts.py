@@ -99,13 +99,20 @@ class Study:
             return False
 
     def running_sampled(self, host: str) -> list[int]:
-        """The sampled trials a process on ``host`` is running (its config drawn), by number."""
-        return [n for n in self.running_on(host) if attrs.CONFIG_HASH in self.trials()[n].user_attrs]
+        """The sampled trials a process on ``host`` is running (its config drawn, its end not yet being written), by
+        number. A trial whose outcome is stored is being told its end: a fault landing then leaves a failed trial
+        that says it completed (seen once), which is not the mid-trial fault a test means to make."""
+        return [t.number for t in self._running_on(host, self.trials())
+                if attrs.CONFIG_HASH in t.user_attrs and attrs.OUTCOME not in t.user_attrs]
 
     def running_on(self, host: str) -> list[int]:
         """The sampled trials named for a process on ``host`` and running, config drawn or not, by number."""
-        return [t.number for t in self.trials() if t.state == TrialState.RUNNING
-                and t.user_attrs.get(attrs.WORKER, "").startswith(f"{host}:") and not attrs.is_default(t.user_attrs)]
+        return [t.number for t in self._running_on(host, self.trials())]
+
+    @staticmethod
+    def _running_on(host: str, frozen: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
+        return [t for t in frozen if t.state == TrialState.RUNNING and not attrs.is_default(t.user_attrs)
+                and t.user_attrs.get(attrs.WORKER, "").startswith(f"{host}:")]
 
     def running(self, host: str) -> list[int]:
         """The trials a process on ``host`` is running, its default's and controls included, by number."""
@@ -173,12 +180,15 @@ def _whole(study: Study, trials: int, lost: tuple[int, ...] = ()) -> None:
     lost_here = [t.number for t in sampled if t.state == TrialState.FAIL  # by the heartbeat, or a dead pid on its host
                  and t.user_attrs.get(attrs.OUTCOME) in (None, "interrupted")]
     assert sorted(lost_here) == sorted(lost), f"trials ended as lost: {lost_here}, expected {list(lost)}"
-    measured = defaultdict(set)
+    measured = defaultdict(dict)
     for trial in counted:
         for key, result in trial.user_attrs.items():
             if key.startswith(attrs.RUNG_PREFIX) and "failure" not in result:
-                measured[(trial.user_attrs[attrs.CONFIG_HASH], key)].add(repr(sorted(result.items())))
-    assert all(len(results) == 1 for results in measured.values()), "a config was measured twice at one rung"
+                measured[(trial.user_attrs[attrs.CONFIG_HASH], key)][repr(sorted(result.items()))] = trial
+    twice = {at: [(t.number, t.state.name, t.datetime_start, t.datetime_complete,
+                   {k: v for k, v in t.user_attrs.items() if not k.startswith(attrs.RUNG_PREFIX)})
+                  for t in results.values()] for at, results in measured.items() if len(results) > 1}
+    assert not twice, f"a config was measured twice at one rung: {twice}"
     verification = study.user_attrs().get(attrs.VERIFICATION)
     assert verification and verification.get("verdict"), "the study has no verdict"
 
@@ -298,7 +308,10 @@ def test_a_killed_worker_and_a_killed_verifier_restarted_on_another_host_lose_no
     told = study.said("h3")
     assert all(f"trial {n} lost its worker (h" in told for n in lost), told[-3000:]
     assert all(f"trial {n} lost its worker (unknown)" in told for n in lost_unnamed), told[-3000:]
-    assert told.count("verifying 1 candidate(s)") == 1 and "verifying" not in study.said("h1")
+    # verified once, on h3, and never begun on h1; a candidate may be turned away before its runs (its verifiable
+    # twin ran past its limit: a config that reads slowly, a vector memtable), which ends in a verdict too
+    assert told.count("verdict: ") == 1, told[-3000:]
+    assert "verifying" not in study.said("h1") and "verifiable twin" not in study.said("h1")
 
 
 def test_a_storage_host_gone_past_the_retry_limit_stops_every_process_in_one_line_and_the_study_resumes(
