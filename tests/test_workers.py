@@ -11,6 +11,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -220,6 +221,65 @@ def test_a_trial_waiting_for_a_dead_workers_run_of_its_config_goes_on_once_that_
     assert resumed.returncode == 0, resumed.stdout[-2000:]
     assert f"trial {lost_number} lost its worker (elsewhere:1)" in resumed.stdout
     assert _study(storage_url, study_name).get_trials(deepcopy=False)[lost_number].state == TrialState.FAIL
+
+
+def test_a_queued_trial_waits_for_a_later_trial_measuring_its_config_and_takes_its_run(
+        storage_url: str, study_name: str, tmp_path: Path) -> None:
+    """Trials do not run in the order of their numbers: a queued config keeps the lower number it was given, yet
+    another worker may have drawn the same config under a higher one and be measuring it. The queued trial sees that
+    trial's claim on the rung, waits for its run and takes it, rather than measure the config a second time."""
+    home = tmp_path / "studies"
+    model_name = f"{study_name[:32]}-model"
+    # a sampled config, measured in a study of its own; then this study, which never ran it (its first sampled trial
+    # is a known config, as the other study's was)
+    for name, trials in ((model_name, 2), (study_name, 1)):
+        done = subprocess.run(_tune(home, storage_url, name, trials, "--verify-top", "0", "--no-earlier-studies",
+                                    "--no-rules"),
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-2000:]
+    model = next(t for t in _study(storage_url, model_name).trials if not attrs.is_fixed(t.user_attrs))
+    storage = optuna.storages.RDBStorage(storage_url)
+    study = optuna.load_study(study_name=study_name, storage=storage)
+    study.enqueue_trial(model.params)  # the queued config: the lower number
+    queued = max(t.number for t in study.get_trials(deepcopy=False))
+    measuring = optuna.trial.create_trial(
+        state=TrialState.RUNNING, params=model.params, distributions=model.distributions,
+        user_attrs={attrs.WORKER: "elsewhere:1", attrs.TRIAL_MACHINE: "a", attrs.CONFIG: model.user_attrs[attrs.CONFIG],
+                    attrs.CONFIG_HASH: model.user_attrs[attrs.CONFIG_HASH],
+                    attrs.CLAIM: {"rung": 0, "state": attrs.CLAIM_MEASURING}})
+    measuring_id = storage.create_new_trial(study._study_id, template_trial=measuring)
+    measuring_number = storage.get_trial(measuring_id).number
+    run = model.user_attrs[f"{attrs.RUNG_PREFIX}0"]
+    looked: list[bool] = []
+
+    def other_worker() -> None:
+        """Beat for the measuring trial until the queued one has looked at the rung and waited a while; then store
+        the run and end the trial, as its worker would."""
+        deadline, waited_from = time.monotonic() + 120, None
+        while time.monotonic() < deadline:
+            storage.record_heartbeat(measuring_id)
+            claim = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(
+                study._study_id, queued)).user_attrs.get(attrs.CLAIM) or {}
+            if claim.get("rung") == 0 and waited_from is None:
+                waited_from = time.monotonic()
+                looked.append(True)
+            if waited_from is not None and time.monotonic() - waited_from > 3:
+                break
+            time.sleep(0.2)
+        storage.set_trial_user_attr(measuring_id, f"{attrs.RUNG_PREFIX}0", run)
+        storage.set_trial_state_values(measuring_id, state=TrialState.PRUNED)
+
+    beating = threading.Thread(target=other_worker)
+    beating.start()
+    resumed = subprocess.run(_tune(home, storage_url, study_name, 3, "--verify-top", "0"), capture_output=True,
+                             text=True, timeout=180)
+    beating.join()
+    assert resumed.returncode == 0, resumed.stdout[-2000:]
+    assert looked, "the queued trial never said what it does at its first rung"
+    took = _study(storage_url, study_name).get_trials(deepcopy=False)[queued]
+    assert took.user_attrs[attrs.CONFIG_HASH] == model.user_attrs[attrs.CONFIG_HASH]
+    assert took.user_attrs.get(attrs.REUSED_FROM) == measuring_number, resumed.stdout[-2000:]
+    assert took.user_attrs[f"{attrs.RUNG_PREFIX}0"] == run
 
 
 def test_a_machine_of_another_kind_is_refused_unless_allowed(storage_url: str, study_name: str,

@@ -54,12 +54,31 @@ class Runs:
         return run
 
     def reused(self, trial: optuna.Trial, rung: Rung) -> RungRun | None:
-        """The run of the same config at the same rung from an earlier trial, if there is one; when another
-        worker is measuring it right now (an earlier trial of the same config), its run once it is in."""
-        digest = trial.user_attrs.get(attrs.CONFIG_HASH)
-        while any(other.number < trial.number and other.config_hash == digest and other.run_at(rung.index) is None
-                  and other.worker != self.workers.worker and rung.index <= (other.reached_rung or -1) + 1
-                  for other in records(self.workers.study, (TrialState.RUNNING,))):
+        """The run of the same config at the same rung from another trial, if there is one; when another worker's
+        trial of it measures it right now, or may reach it first, its run once it is in (None: measure it here).
+
+        The trials of one config agree who measures it without a lock, over the storage: each says it is about to
+        (``attrs.CLAIM`` pending) before it looks at the others, then says what it chose. A trial leaves a rung to
+        a trial of its config with a lower number that is running and may still reach it, and waits on one with a
+        higher number until that one has chosen, and, if it chose to measure, for its run. Of two trials that say
+        and look at once, at least one sees the other: the lower then measures and the higher waits. A trial that
+        drew its config after the other had looked (a queued trial has a lower number yet may run later) sees the
+        other pending or measuring, and waits.
+        """
+        digest, me = trial.user_attrs.get(attrs.CONFIG_HASH), self.workers.worker
+        state = self._claim(trial, rung, attrs.CLAIM_PENDING)
+        while True:
+            others = [other for other in records(self.workers.study, (TrialState.RUNNING,))
+                      if other.number != trial.number and other.config_hash == digest and other.worker != me
+                      and other.run_at(rung.index) is None]
+            if any(o.number < trial.number and rung.index <= (o.reached_rung or -1) + 1 for o in others):
+                state = self._claim(trial, rung, attrs.CLAIM_DEFERRED)
+            elif state == attrs.CLAIM_DEFERRED:  # the lower one is gone: say pending again before the look that
+                state = self._claim(trial, rung, attrs.CLAIM_PENDING)  # may let it measure
+                continue
+            elif not any(o.number > trial.number and o.claim_at(rung.index) in (attrs.CLAIM_PENDING,
+                                                                                attrs.CLAIM_MEASURING) for o in others):
+                break
             self.workers.fail_stale()  # a dead worker's trial would hold this one for ever: failed once it is stale
             time.sleep(HEARTBEAT_S / 5)
         for other in records(self.workers.study):
@@ -68,4 +87,12 @@ class Runs:
                 store_run(trial, rung.index, run)
                 trial.set_user_attr(attrs.REUSED_FROM, other.number)
                 return run
+        self._claim(trial, rung, attrs.CLAIM_MEASURING)
         return None
+
+    @staticmethod
+    def _claim(trial: optuna.Trial, rung: Rung, state: str) -> str:
+        """Store what ``trial`` says of its run at ``rung`` (``attrs.CLAIM``), when it changed; the state."""
+        if trial.user_attrs.get(attrs.CLAIM) != (claim := {"rung": rung.index, "state": state}):
+            trial.set_user_attr(attrs.CLAIM, claim)
+        return state

@@ -133,6 +133,7 @@ class TrialRecord:
     seconds: float | None  # start to end, when it ended
     warm_up_s: float | None = None  # the default's uncounted warm-up run (its elapsed time), when it had one
     warm_up_value: float | None = None  # that run's objective value
+    claim: Mapping[str, Any] | None = None  # attrs.CLAIM: the rung it is about to measure and whether it does
 
     @property
     def is_default(self) -> bool:
@@ -141,6 +142,11 @@ class TrialRecord:
 
     def run_at(self, rung: int) -> RungRun | None:
         return self.runs.get(rung)
+
+    def claim_at(self, rung: int) -> str | None:
+        """What the trial said of its run at ``rung`` (an ``attrs.CLAIM_*`` state), None when it said nothing."""
+        claim = self.claim or {}
+        return str(claim.get("state")) if claim.get("rung") == rung else None
 
 
 def value_of(trial: FrozenTrial) -> float:
@@ -171,7 +177,8 @@ def record_of(trial: FrozenTrial) -> TrialRecord:
         started_from=user.get(attrs.STARTED_FROM), reused_from=user.get(attrs.REUSED_FROM),
         infeasible=user.get(attrs.INFEASIBLE), seconds=seconds,
         warm_up_s=float(warm_up["elapsed_s"]) if warm_up.get("elapsed_s") is not None else None,
-        warm_up_value=float(warm_up["value"]) if warm_up.get("value") is not None else None)
+        warm_up_value=float(warm_up["value"]) if warm_up.get("value") is not None else None,
+        claim=user.get(attrs.CLAIM))
 
 
 def records(study: optuna.Study, states: tuple[optuna.trial.TrialState, ...] | None = None) -> list[TrialRecord]:
