@@ -65,7 +65,7 @@ RUNG_PREFIX = "rung_"  # rung_0, rung_1, ...: measurement summary at that rung
 REACHED_RUNG = "reached_rung"
 REPAIRED = "repaired"  # relations the sampler's config broke and how they were mended
 REUSED_FROM = "reused_from"  # trial number whose measurement was reused
-CLAIM = "claim"  # {"rung": index, "state": one of CLAIM_STATES}: whether the trial measures its config at that
+CLAIM = "claim"  # {"rung": index, "state": a CLAIM_* below}: whether the trial measures its config at that
 # rung or waits for another trial of it (tuning.loop.runs)
 CLAIM_PENDING, CLAIM_DEFERRED, CLAIM_MEASURING = "pending", "deferred", "measuring"
 RETRY_OF = "retry_of"  # trial number this one re-runs after an interruption
