@@ -250,7 +250,7 @@ def test_a_queued_trial_waits_for_a_later_trial_measuring_its_config_and_takes_i
     measuring_id = storage.create_new_trial(study._study_id, template_trial=measuring)
     measuring_number = storage.get_trial(measuring_id).number
     run = model.user_attrs[f"{attrs.RUNG_PREFIX}0"]
-    looked: list[bool] = []
+    looked = threading.Event()  # the queued trial has claimed its first rung
 
     def other_worker() -> None:
         """Beat for the measuring trial until the queued one has looked at the rung and waited a while; then store
@@ -260,9 +260,9 @@ def test_a_queued_trial_waits_for_a_later_trial_measuring_its_config_and_takes_i
             storage.record_heartbeat(measuring_id)
             claim = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(
                 study._study_id, queued)).user_attrs.get(attrs.CLAIM) or {}
-            if claim.get("rung") == 0 and waited_from is None:
+            if claim.get("rung") == 0 and not looked.is_set():
                 waited_from = time.monotonic()
-                looked.append(True)
+                looked.set()
             if waited_from is not None and time.monotonic() - waited_from > 3:
                 break
             time.sleep(0.2)
@@ -275,7 +275,7 @@ def test_a_queued_trial_waits_for_a_later_trial_measuring_its_config_and_takes_i
                              text=True, timeout=180)
     beating.join()
     assert resumed.returncode == 0, resumed.stdout[-2000:]
-    assert looked, "the queued trial never said what it does at its first rung"
+    assert looked.is_set(), "the queued trial never said what it does at its first rung"
     took = _study(storage_url, study_name).get_trials(deepcopy=False)[queued]
     assert took.user_attrs[attrs.CONFIG_HASH] == model.user_attrs[attrs.CONFIG_HASH]
     assert took.user_attrs.get(attrs.REUSED_FROM) == measuring_number, resumed.stdout[-2000:]
