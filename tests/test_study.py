@@ -352,6 +352,32 @@ def test_two_workers_asking_for_the_last_trial_at_once_the_higher_number_gives_w
     assert not budget.over_trial_budget(first)  # the one given up never counts against the other
 
 
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage")
+def test_a_trial_lost_after_it_stored_its_outcome_counts_once_through_its_retry(rocksdb, store) -> None:
+    """Another worker may end a trial as lost after the trial stored its outcome but before it told Optuna (its link
+    cut in between): the trial is failed though it says complete, and its config is queued again. --trials and the
+    outcome counts take the retry, not both."""
+    from knobtune.report.summary import count_outcomes
+    from knobtune.tuning.loop.workers import fail_unowned
+
+    study, budget, runner = _parts(_settings(rocksdb, tiny("put-get-delete", 4000), budget__trials=2), store)
+    lost = study.ask()
+    lost.set_user_attr(attrs.CONFIG, {"block_size": 8192})
+    lost.set_user_attr(attrs.CONFIG_HASH, "x")
+    lost.set_user_attr(attrs.OUTCOME, Outcome.COMPLETE.value)  # stored; its tell never reached the storage
+    assert fail_unowned(study, budget.workers.storage, grace_s=0) == [lost.number]
+    frozen = study.get_trials(deepcopy=False)[lost.number]
+    runner.queue.requeue(frozen.params, frozen.user_attrs, lost.number)
+    assert budget.counted_trials() == []
+    retry = study.ask()
+    assert retry.user_attrs[attrs.RETRY_OF] == lost.number
+    retry.set_user_attr(attrs.CONFIG_HASH, "x")
+    runner.finish(retry, Outcome.COMPLETE, "", value=1.0)
+    assert [r.number for r in budget.counted_trials()] == [retry.number]
+    counts = count_outcomes(study.get_trials(deepcopy=False))
+    assert (counts["complete"], counts.get("fail")) == (1, 1)
+
+
 def test_a_new_study_tries_the_guide_first_and_verifies_beside_it_then_another_starts_from_it(rocksdb, store) -> None:
     from knobtune.tuning.records import starting_configs
 

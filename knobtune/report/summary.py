@@ -154,12 +154,14 @@ def _full_rung(study: optuna.Study) -> int:
 
 
 def count_outcomes(trials: list[FrozenTrial]) -> dict[str, int]:
-    """Trials per outcome (the default's trial not counted); running and queued ones too."""
+    """Trials per outcome (the default's trial not counted); running and queued ones too. A trial another worker
+    ended as lost after it stored its outcome counts as failed, as the other lost ones do: its retry counts the
+    outcome."""
     counts: Counter[str] = Counter()
     for trial in trials:
         if attrs.is_default(trial.user_attrs):
             continue
-        if trial.state in (TrialState.RUNNING, TrialState.WAITING):
+        if trial.state in (TrialState.RUNNING, TrialState.WAITING) or record_of(trial).taken_over:
             counts[trial.state.name.lower()] += 1
         else:
             counts[trial.user_attrs.get(attrs.OUTCOME, trial.state.name.lower())] += 1

@@ -92,16 +92,16 @@ class Budget:
         return True
 
     def counted_trials(self) -> list[TrialRecord]:
-        """The sampled trials --trials counts: finished ones (not interrupted, not failed by the machine: their
-        configs run again and count then; not given up for the budget before they ran) and those running, on any
-        worker; by number."""
+        """The sampled trials --trials counts: finished ones (not interrupted, not failed by the machine, not lost to
+        another worker's heartbeat check: their configs run again and count then; not given up for the budget before
+        they ran) and those running, on any worker; by number."""
         def counted(r: TrialRecord) -> bool:
             if r.is_default or r.state == TrialState.WAITING:
                 return False
             if r.state == TrialState.RUNNING:
                 return True
             return (r.outcome or Outcome.INTERRUPTED) not in (Outcome.INTERRUPTED, Outcome.TOOL) \
-                and r.config_hash is not None
+                and not r.taken_over and r.config_hash is not None
         # a trial given up right after asking has no config
         return [r for r in records(self.workers.study) if counted(r)]
 

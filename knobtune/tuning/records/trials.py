@@ -140,6 +140,13 @@ class TrialRecord:
         """Whether the trial runs the default config (the first run, or a control)."""
         return self.role in (attrs.ROLE_DEFAULT, attrs.ROLE_CONTROL)
 
+    @property
+    def taken_over(self) -> bool:
+        """Whether another worker ended the trial as lost after it stored how it ended: its heartbeat did not reach
+        the storage in time (``Workers.fail_stale``), between its outcome and telling Optuna. The trial is failed, its
+        stored outcome disagrees, and its config was queued again: the retry, not this trial, counts."""
+        return self.outcome is not None and self.state.is_finished() and self.state != self.outcome.state
+
     def run_at(self, rung: int) -> RungRun | None:
         return self.runs.get(rung)
 
