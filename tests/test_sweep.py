@@ -8,10 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from knobtune.analysis.sweep import judge, median_interval
+from knobtune.analysis import speedup
+from knobtune.analysis.stats import p_better
+from knobtune.analysis.sweep import ahead_across, judge, median_interval, runs_to_tell
 from knobtune.cli import app
 from knobtune.errors import UsageError
 from knobtune.knobs import load_catalog
@@ -115,6 +118,53 @@ def test_judge_finds_the_best_and_what_lies_within_its_noise() -> None:
     assert judge(points, maximize=False, reference=0).best == 3
     assert judge(points, maximize=True, reference=0).reference_within_noise is False
     assert judge({}, maximize=True) is None
+
+
+def test_points_ahead_of_the_default_are_decided_across_the_sweep_at_the_stated_error_rate() -> None:
+    """Simulated sweeps of 10 points at 5% noise. All equal to the default, 3 runs each: a point's own 95% interval
+    calls some point ahead in a third of the sweeps; across the sweep none is (3 runs cannot tell one of 10). At 6
+    runs: at most 5% of null sweeps (plus sampling slack) call one ahead, and a point truly 1.15x is found ahead
+    in most sweeps."""
+    rng = np.random.default_rng(7)
+    points, sweeps = 10, 300
+
+    def sweep(gain: float, runs: int) -> tuple[dict[int, np.ndarray], np.ndarray]:
+        default = rng.normal(100.0, 5.0, runs)
+        return {i: rng.normal(100.0 * (gain if i == 0 else 1.0), 5.0, runs) for i in range(points)}, default
+
+    def ahead(values: dict[int, np.ndarray], default: np.ndarray) -> frozenset[int]:
+        return ahead_across({i: p_better(default, v, maximize=True) for i, v in values.items()})
+
+    few = [sweep(1.0, 3) for _ in range(sweeps // 3)]
+    alone = sum(any(speedup(d, v, maximize=True).significant for v in values.values()) for values, d in few)
+    assert alone / len(few) > 0.2 and not any(ahead(values, d) for values, d in few)
+    assert sum(bool(ahead(*sweep(1.0, 6))) for _ in range(sweeps)) / sweeps <= 0.05 + 0.025
+    real = [ahead(*sweep(1.15, 6)) for _ in range(sweeps)]
+    assert sum(0 in found for found in real) / sweeps >= 0.8
+    assert sum(bool(found - {0}) for found in real) / sweeps <= 0.05 + 0.025
+
+
+def test_holm_holds_each_p_value_to_its_step_and_runs_to_tell_follow_the_rank_test() -> None:
+    assert ahead_across({"a": 0.004, "b": 0.03, "c": 0.5}) == {"a"}  # 0.004 <= 0.05/3; 0.03 > 0.05/2
+    assert ahead_across({"a": 0.004, "b": 0.02}) == {"a", "b"}  # 0.02 <= 0.05/1
+    assert ahead_across({"a": 0.02, "b": 0.02, "c": 0.02}) == frozenset()
+    assert p_better([100.0, 101.0, 99.0], [150.0, 151.0, 149.0], maximize=True) == pytest.approx(0.05)
+    assert p_better([100.0, 101.0, 99.0], [150.0, 151.0, 149.0], maximize=False) > 0.9
+    assert p_better([100.0], [150.0, 151.0], maximize=True) == 1.0
+    assert [runs_to_tell(m) for m in (1, 3, 5, 15)] == [3, 4, 5, 6]  # 1/C(2n, n) <= 0.05/m
+
+
+def test_the_verdict_says_when_the_best_point_is_ahead_alone_but_not_across_the_sweep() -> None:
+    best = {"index": 1, "label": "k=1", "median": 110.0, "ci_low": 105.0, "ci_high": 115.0, "runs": [1, 2, 3],
+            "default": False, "study": False, "failure": None, "ahead": False,
+            "versus_default": {"ratio": 1.1, "ci_low": 1.05, "ci_high": 1.2, "significant": True}}
+    data = {"objective": "ops_per_s", "points": [best], "best_point": 0, "within_noise_of_best": [], "around": None,
+            "repeats": 3, "compared": 15, "runs_to_tell": 6}
+    text = sweep_verdict(data)
+    assert "1.10x the default (95% CI 1.05-1.20), but not beyond the noise across the 15 points compared" in text
+    assert "at 3 runs a point none can be; --repeats 6 can tell" in text
+    assert "ahead beyond the noise across the 15 points compared" in sweep_verdict(
+        {**data, "points": [{**best, "ahead": True}]})
 
 
 # ------------------------------------------------------------------ real sweeps of LevelDB

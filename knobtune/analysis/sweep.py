@@ -5,17 +5,24 @@ nothing here runs or stores anything. The interval of a median is a
 percentile bootstrap, as the speedups of ``analysis.stats`` are; "within the
 noise" is the same test that verification uses: the best point is not
 significantly better (``Speedup.significant``: the bootstrap interval of the
-ratio of medians lies wholly above 1).
+ratio of medians lies wholly above 1). Which points are ahead of a reference
+(the default) is decided across all of them at once (``ahead_across``): each
+point's own 95% interval errs one time in 20, so a sweep of many points would
+find one ahead by chance.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
+import math
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from knobtune.analysis.stats import BOOTSTRAP_RESAMPLES, CONFIDENCE, Speedup, speedup
+
+K = TypeVar("K", bound=Hashable)
 
 
 @dataclass(frozen=True)
@@ -90,3 +97,25 @@ def judge(points: Mapping[Hashable, Sequence[float]], maximize: bool, reference:
     versus = {key: speedup(values, measured[best], maximize, seed) for key, values in measured.items() if key != best}
     within = tuple(key for key, s in versus.items() if not s.significant)
     return Judgement(best, within, versus, reference)
+
+
+def ahead_across(p_values: Mapping[K, float], alpha: float = 1 - CONFIDENCE) -> frozenset[K]:
+    """The points ahead of the reference with a family-wise error rate of ``alpha`` across all of them: Holm's
+    step-down over their one-sided p-values (``stats.p_better``). The smallest p-value is held to alpha / m, the
+    next to alpha / (m - 1), and so on until one fails."""
+    ahead = []
+    for rank, (key, p) in enumerate(sorted(p_values.items(), key=lambda item: item[1])):
+        if p > alpha / (len(p_values) - rank):
+            break
+        ahead.append(key)
+    return frozenset(ahead)
+
+
+def runs_to_tell(compared: int, alpha: float = 1 - CONFIDENCE) -> int:
+    """The fewest runs a side (as many for the point as for the reference) at which one of ``compared`` points can
+    be told ahead at all (``ahead_across``): the U test's smallest one-sided p-value, 1 / C(2n, n), within
+    alpha / compared."""
+    n = 2
+    while 1 / math.comb(2 * n, n) > alpha / max(compared, 1):
+        n += 1
+    return n

@@ -54,7 +54,7 @@ def sweep_verdict(data: dict[str, Any]) -> str:
     if versus:
         text += (f", {versus['ratio']:.2f}x {_default_word(data)} (95% CI "
                  f"{versus['ci_low']:.2f}-{versus['ci_high']:.2f}"
-                 + ("" if versus["significant"] else ", within the noise") + ")")
+                 + ("" if versus["significant"] else ", within the noise") + ")" + _across(data, best))
     others = sum(1 for p in points if p["median"] is not None) - 1
     tied = len(data["within_noise_of_best"])
     if others > 0:
@@ -65,6 +65,21 @@ def sweep_verdict(data: dict[str, Any]) -> str:
         runs = "runs" if data["repeats"] > 1 else "run"
         text += f" ({data['repeats']} {runs} per point: rough intervals; --repeats 5 for a firmer verdict)"
     return text + "." + _study_sentence(data, show)
+
+
+def _across(data: dict[str, Any], best: dict[str, Any]) -> str:
+    """Whether the best point is ahead of the default across all the points compared (``analysis.sweep.ahead_across``)
+    when its own interval says it is; "" for a sweep from before that judgement, or of one point."""
+    compared = data.get("compared") or 0
+    if "ahead" not in best or compared < 2 or not best["versus_default"]["significant"]:
+        return ""
+    if best["ahead"]:
+        return f", ahead beyond the noise across the {compared} points compared"
+    text = (f", but not beyond the noise across the {compared} points compared "
+            "(of so many, one may look ahead by chance)")
+    if data["repeats"] < data["runs_to_tell"]:
+        text += f": at {data['repeats']} runs a point none can be; --repeats {data['runs_to_tell']} can tell"
+    return text
 
 
 def _default_word(data: dict[str, Any]) -> str:
@@ -106,7 +121,7 @@ def point_lines(data: dict[str, Any]) -> list[str]:
     lines = []
     for point in data["points"]:
         marks = [m for m, on in (("default", point["default"]), ("study", point["study"]),
-                                 ("best", point["index"] == data["best_point"])) if on]
+                                 ("best", point["index"] == data["best_point"]), ("ahead", point.get("ahead"))) if on]
         head = point["label"] + (f" [{', '.join(marks)}]" if marks else "")
         if point["median"] is None:
             lines.append(f"{head}: failed: {point['failure']}")
@@ -190,7 +205,7 @@ def _table(data: dict[str, Any]) -> str:
     rows = []
     for point in data["points"]:
         marks = [m for m, on in (("default", point["default"]), ("study", point["study"]),
-                                 ("best", point["index"] == data["best_point"])) if on]
+                                 ("best", point["index"] == data["best_point"]), ("ahead", point.get("ahead"))) if on]
         values = "".join(f"<td>{html.escape(point['shown'][a['knob']])}</td>" for a in data["axes"])
         if point["median"] is None:
             cells = f"<td colspan='4' class='failed'>failed: {html.escape(str(point['failure']))}</td>"

@@ -3,6 +3,9 @@
 Every point runs ``repeats`` times through ``verify.run_interleaved`` (the same
 life cycle and failure classification as verification), one round at a time,
 round-robin over the points in an order shuffled per round with the seed.
+A point is ahead of the default only when it is across all the points
+compared (``analysis.sweep.ahead_across``): Holm's step-down over one-sided
+rank tests, so a sweep's many points do not find one ahead by chance.
 The first round runs the default point first: its time sets the others'
 limit (``timeout_factor`` times it), as verification limits a candidate by
 the default's time. A point that is refused, crashes or times out is kept
@@ -19,7 +22,8 @@ from pathlib import Path
 
 import knobtune
 from knobtune.analysis import Speedup, noise, speedup
-from knobtune.analysis.sweep import Judgement, MedianInterval, judge, median_interval
+from knobtune.analysis.stats import p_better
+from knobtune.analysis.sweep import Judgement, MedianInterval, ahead_across, judge, median_interval, runs_to_tell
 from knobtune.errors import KnobtuneError, UsageError
 from knobtune.targets import Target
 from knobtune.tuning.document import MIN_TIMEOUT_S, relative_limit_s
@@ -38,6 +42,7 @@ class PointResult:
     interval: MedianInterval | None  # None when it failed
     versus_default: Speedup | None  # the point over the default point (> 1: better)
     costs: Mapping[str, float | None]
+    p_better: float | None = None  # one-sided p-value that it runs better than the default point (stats.p_better)
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,12 @@ class SweepResult:
     judgement: Judgement | None  # keys are point indices
     noise_cv: float  # the default point's relative spread
     facts: Mapping[str, object]  # system, driver, version, workload, settled, memory limit
+    ahead: frozenset[int] = frozenset()  # points ahead of the default across all compared (ahead_across)
+
+    @property
+    def compared(self) -> int:
+        """How many points were compared with the default (measured, the default's runs too)."""
+        return sum(1 for p in self.points if p.p_better is not None)
 
     def to_dict(self) -> dict[str, object]:
         """Plain data for the JSON file and the drawing (``report.sweep``)."""
@@ -66,9 +77,10 @@ class SweepResult:
             "rung": {"index": self.rung.index, "records": self.rung.records, "operations": self.rung.operations},
             "repeats": self.repeats, "seed": self.seed, "timeout_s": self.timeout_s,
             "timeout_factor": self.timeout_factor, "noise_cv": self.noise_cv,
+            "ahead": sorted(self.ahead), "compared": self.compared, "runs_to_tell": runs_to_tell(self.compared),
             "around": dict(self.plan.around) if self.plan.around else None, "base": dict(self.plan.base),
             "axes": [axis.to_dict() for axis in self.plan.axes],
-            "points": [_point_dict(p, judgement) for p in self.points],
+            "points": [_point_dict(p, judgement, self.ahead) for p in self.points],
             "default_point": self.plan.default_point.index,
             "study_point": study.index if study else None,
             "best_point": None if judgement is None else judgement.best,
@@ -79,7 +91,7 @@ class SweepResult:
         }
 
 
-def _point_dict(result: PointResult, judgement: Judgement | None) -> dict[str, object]:
+def _point_dict(result: PointResult, judgement: Judgement | None, ahead: frozenset[int]) -> dict[str, object]:
     point, interval = result.point, result.interval
     versus_best = judgement.versus.get(point.index) if judgement else None
     return {
@@ -90,6 +102,7 @@ def _point_dict(result: PointResult, judgement: Judgement | None) -> dict[str, o
         "median": interval.median if interval else None,
         "ci_low": interval.low if interval else None, "ci_high": interval.high if interval else None,
         "versus_default": _speedup_dict(result.versus_default) if result.versus_default else None,
+        "p_better": result.p_better, "ahead": point.index in ahead,
         "best_versus_this": _speedup_dict(versus_best) if versus_best else None,
         "costs": dict(result.costs),
     }
@@ -185,12 +198,12 @@ def _result(target: Target, plan: SweepPlan, records: Mapping[int, CandidateRuns
         values = tuple(runs.values) if runs else ()
         if failure is None and values and not _positive(values):
             failure = f"the run measured {objective.value} = {min(values):g}: not a usable value"
-        measured = failure is None and bool(values)
+        compared = failure is None and bool(values) and bool(default_values) and not point.is_default
         results.append(PointResult(
-            point, values, failure, median_interval(values, seed) if measured else None,
-            speedup(default_values, values, objective.maximize, seed)
-            if measured and default_values and not point.is_default else None,
-            runs.costs() if runs else {}))
+            point, values, failure, median_interval(values, seed) if failure is None and values else None,
+            speedup(default_values, values, objective.maximize, seed) if compared else None,
+            runs.costs() if runs else {},
+            p_better(default_values, values, objective.maximize) if compared else None))
     finished: dict[Hashable, tuple[float, ...]] = {r.point.index: r.values for r in results if r.interval is not None}
     study = plan.study_point
     judgement = judge(finished, objective.maximize, study.index if study else None, seed)
@@ -198,5 +211,6 @@ def _result(target: Target, plan: SweepPlan, records: Mapping[int, CandidateRuns
              "system_version": target.version(), "workload": target.workload.name,
              "records": target.workload.records, "settled": target.settle,
              "memory_limit_bytes": target.memory_limit_bytes}
+    ahead = ahead_across({r.point.index: r.p_better for r in results if r.p_better is not None})
     return SweepResult(plan, objective, rung, repeats, seed, limit_s, timeout_factor, tuple(results), judgement,
-                       noise(default_values), facts)
+                       noise(default_values), facts, ahead)
