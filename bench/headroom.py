@@ -7,8 +7,9 @@ Gains have plateaued near 1.2x at 10 minutes. Is that the space (no config does 
 1. The reference, an hour or more in all: `tune` once per --reference-arm (a sampler and a seed: TPE with two
    seeds and random search by default), --reference-time each; then the best of them (the largest verified gain)
    is explained (`explain`: the ablation path from the default to it, each step's share of the gain) and the
-   --sweep-knobs knobs that earned most of it are swept around it (`sweep --knob K --around STUDY`): a point
-   beyond the reference's own value, past the noise, says the space holds more than the reference found.
+   --sweep-knobs knobs that earned most of it are swept around it (`sweep --knob K --around STUDY`, 5 runs a
+   point: enough to tell one of up to 12 points ahead of the reference's value across them all): a point beyond
+   the reference's own value, past the noise across the sweep, says the space holds more than the reference found.
 2. The short studies: `tune` as a user runs it (the default sampler) for each of --budgets.
 3. One interleaved comparison (`compare`, --repeats runs a config) of the default, the reference's result and
    each short study's result: each one's gain over the default, and each short study's share of the reference's
@@ -37,6 +38,7 @@ import optuna
 
 from _cli import emit_in_studies_folder, interval, knobtune_json, printed_table, result_arguments, verified_speedup
 from knobtune.analysis import stats
+from knobtune.analysis.sweep import runs_to_tell
 from knobtune.report.sections import TimeSpent
 from knobtune.tuning.records import attrs, records
 from knobtune.units import parse_duration_s
@@ -45,6 +47,7 @@ from knobtune.workloads import load_workload
 RESUMES = True  # its figures are its steps' outputs and the studies' records (bench/_steps.py)
 REFERENCE_ARMS = ("tpe:1", "tpe:2", "random:3")  # sampler:seed; three of 20 minutes: an hour in all
 GOAL = 0.9  # the share of the reference's gain the issue asks 10 minutes to reach
+SWEEP_RUNS = 5  # runs a point of a sweep around the reference: runs_to_tell for up to 12 points compared
 
 
 def study_name(*parts: object) -> str:
@@ -85,13 +88,15 @@ def swept(args: argparse.Namespace, home: Path, workload: dict, study: str, knob
     """One knob swept around the study's result: whether a point beats the study's own value beyond the noise."""
     try:
         data = knobtune_json("sweep", args.system, *workload["args"], "--knob", knob, "--around", study,
-                             "--repeats", "3", "--seed", str(args.seed), home=home)
+                             "--repeats", str(SWEEP_RUNS), "--seed", str(args.seed), home=home)
     except SystemExit as exc:
         return {"knob": knob, "error": str(exc)[:500]}
     versus = data.get("study_versus_best")
     beaten = data.get("study_point") is not None and data.get("best_point") != data.get("study_point") \
         and not data.get("study_within_noise")
-    return {"knob": knob, "beaten": bool(beaten), "points": len(data.get("points", [])),
+    compared = data.get("study_compared") or 0
+    return {"knob": knob, "beaten": bool(beaten), "points": len(data.get("points", [])), "compared": compared,
+            "could_tell": compared > 0 and data["repeats"] >= runs_to_tell(compared),
             "best_over_study": None if not versus else {k: versus[k] for k in ("ratio", "ci_low", "ci_high")}}
 
 
@@ -236,6 +241,8 @@ def table(data: dict) -> str:
         ref = w["reference"]
         beyond = [s["knob"] for s in ref["sweeps"] if s.get("beaten")]
         sweeps = ("none of " + str(len(ref["sweeps"])) if not beyond else ", ".join(beyond)) if ref["sweeps"] else "-"
+        blind = [s["knob"] for s in ref["sweeps"] if s.get("could_tell") is False]  # too few runs for its points
+        sweeps += f" ({', '.join(blind)}: too few runs a point to tell)" if blind else ""
         cells = [f"{_ratio(s.get('gain'))}, {_share(s.get('share_of_reference'))}"
                  + (f", {interval(s.get('reference_over'))}" if over else "") for s in w["short"]]
         rows.append(f"| {w['workload']} | {_ratio(ref['gain'])} | {sweeps} | " + " | ".join(cells) + " |")

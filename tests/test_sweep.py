@@ -116,7 +116,11 @@ def test_judge_finds_the_best_and_what_lies_within_its_noise() -> None:
     found = judge(points, maximize=True, reference=2)
     assert found.best == 1 and set(found.within_noise) == {2} and found.reference_within_noise is True
     assert judge(points, maximize=False, reference=0).best == 3
-    assert judge(points, maximize=True, reference=0).reference_within_noise is False
+    few = judge(points, maximize=True, reference=0)  # 3 runs a point cannot tell one of 3 ahead of it
+    assert few.compared == 3 and not few.beating and few.reference_within_noise is True
+    five = {key: [*runs, runs[0] + 0.5, runs[1] - 0.5] for key, runs in points.items()}
+    beaten = judge(five, maximize=True, reference=0)
+    assert beaten.beating == {1, 2} and beaten.reference_within_noise is False
     assert judge({}, maximize=True) is None
 
 
@@ -272,18 +276,25 @@ def test_the_verdict_says_when_the_study_is_beaten_beyond_the_noise() -> None:
                 "ci_high": interval.high, "runs": runs, "default": marks.get("default", False),
                 "study": marks.get("study", False), "versus_default": None, "failure": None}
 
-    points = [point(0, [100.0, 101.0, 99.0], default=True), point(1, [150.0, 151.0, 149.0]),
-              point(2, [120.0, 119.0, 121.0], study=True)]
-    found = judge({p["index"]: p["runs"] for p in points}, maximize=True, reference=2)
-    versus = found.versus[2]
-    data = {"objective": "ops_per_s", "points": points, "best_point": found.best, "axes": [{}], "repeats": 3,
+    def verdict(runs: int) -> str:
+        points = [point(0, [100.0, 101.0, 99.0, 100.5, 99.5][:runs], default=True),
+                  point(1, [150.0, 151.0, 149.0, 150.5, 149.5][:runs]),
+                  point(2, [120.0, 119.0, 121.0, 120.5, 119.5][:runs], study=True)]
+        found = judge({p["index"]: p["runs"] for p in points}, maximize=True, reference=2)
+        versus = found.versus[2]
+        assert math.isclose(versus.ratio, 1.25)
+        return sweep_verdict({
+            "objective": "ops_per_s", "points": points, "best_point": found.best, "axes": [{}], "repeats": runs,
             "within_noise_of_best": list(found.within_noise), "around": {"study": "s"}, "study_point": 2,
-            "study_within_noise": found.reference_within_noise,
-            "study_versus_best": {"ratio": versus.ratio, "ci_low": versus.ci_low, "ci_high": versus.ci_high}}
-    text = sweep_verdict(data)
+            "study_within_noise": found.reference_within_noise, "study_compared": found.compared,
+            "study_versus_best": {"ratio": versus.ratio, "ci_low": versus.ci_low, "ci_high": versus.ci_high}})
+
+    text = verdict(5)
     assert text.startswith("best point: k=1 at 150 ops/s") and "no other point lies within its noise" in text
-    assert "Study s's value, k=2, at 120 ops/s is beaten beyond the noise (the best is 1.25x it" in text
-    assert math.isclose(versus.ratio, 1.25)
+    assert ("Study s's value, k=2, at 120 ops/s is beaten beyond the noise across the 2 points compared with it "
+            "(the best is 1.25x it") in text
+    assert ("is not beaten beyond the noise across the 2 points compared with it (the best is 1.25x it, 95% CI "
+            in verdict(3)) and "but at 3 runs a point none could be (--repeats 4 can tell)" in verdict(3)
 
 
 def test_a_knob_only_another_driver_sets_is_refused_with_that_driver_as_the_fix() -> None:

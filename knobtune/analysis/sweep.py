@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from knobtune.analysis.stats import BOOTSTRAP_RESAMPLES, CONFIDENCE, Speedup, speedup
+from knobtune.analysis.stats import BOOTSTRAP_RESAMPLES, CONFIDENCE, Speedup, p_better, speedup
 
 K = TypeVar("K", bound=Hashable)
 
@@ -62,29 +62,35 @@ class Judgement:
 
     ``versus[key]`` is the best point's speedup over ``key`` (> 1: the best is
     better); a point is within the noise of the best when that speedup is not
-    significant. ``reference`` is a point to judge (a study's value), or None.
+    significant. ``reference`` is a point to judge (a study's value), or None;
+    ``beating`` the points ahead of it across all the points compared with it
+    (``ahead_across``), and ``compared`` how many those were.
     """
 
     best: Hashable
     within_noise: tuple[Hashable, ...]  # other points the best does not beat significantly, in the given order
     versus: Mapping[Hashable, Speedup]
     reference: Hashable | None = None
+    beating: frozenset[Hashable] = frozenset()
+    compared: int = 0
 
     @property
     def reference_within_noise(self) -> bool | None:
-        """Whether the reference point is the best or within its noise (None: no reference, or it was not measured)."""
+        """Whether no point is ahead of the reference across all the points compared with it (None: no reference,
+        or it was not measured)."""
         if self.reference is None:
             return None
         if self.reference == self.best:
             return True
         if self.reference not in self.versus:
             return None
-        return self.reference in self.within_noise
+        return not self.beating
 
 
 def judge(points: Mapping[Hashable, Sequence[float]], maximize: bool, reference: Hashable | None = None,
           seed: int = 0) -> Judgement | None:
-    """The point with the best median, and which of the others lie within its noise; None when none was measured.
+    """The point with the best median, which of the others lie within its noise, and (with a ``reference``) which
+    are ahead of the reference across all the others; None when none was measured.
 
     ``points`` holds only measured points (failed ones left out); ties go to
     the first in order.
@@ -96,7 +102,11 @@ def judge(points: Mapping[Hashable, Sequence[float]], maximize: bool, reference:
     best = (max if maximize else min)(medians, key=lambda key: medians[key])
     versus = {key: speedup(values, measured[best], maximize, seed) for key, values in measured.items() if key != best}
     within = tuple(key for key, s in versus.items() if not s.significant)
-    return Judgement(best, within, versus, reference)
+    if reference not in measured:
+        return Judgement(best, within, versus, reference)
+    others = {key: p_better(measured[reference], values, maximize) for key, values in measured.items()
+              if key != reference}
+    return Judgement(best, within, versus, reference, ahead_across(others), len(others))
 
 
 def ahead_across(p_values: Mapping[K, float], alpha: float = 1 - CONFIDENCE) -> frozenset[K]:

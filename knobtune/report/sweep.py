@@ -17,6 +17,7 @@ from typing import Any
 
 from knobtune.outputs import html_mark
 from knobtune.report.html import page_files, write_page
+from knobtune.analysis.sweep import runs_to_tell
 from knobtune.workloads import Objective
 
 _BAND = "rgba(31,119,180,0.18)"
@@ -76,7 +77,7 @@ def _across(data: dict[str, Any], best: dict[str, Any]) -> str:
     if best["ahead"]:
         return f", ahead beyond the noise across the {compared} points compared"
     text = (f", but not beyond the noise across the {compared} points compared "
-            "(of so many, one may look ahead by chance)")
+            "(among several points, one can look ahead by chance)")
     if data["repeats"] < data["runs_to_tell"]:
         text += f": at {data['repeats']} runs a point none can be; --repeats {data['runs_to_tell']} can tell"
     return text
@@ -107,12 +108,26 @@ def _study_sentence(data: dict[str, Any], show: Any) -> str:
         return f"{said} is the sweep's best point: the sweep confirms the study's optimum."
     versus = data["study_versus_best"]
     ratio = f"the best is {versus['ratio']:.2f}x it, 95% CI {versus['ci_low']:.2f}-{versus['ci_high']:.2f}"
-    if data["study_within_noise"]:
-        return (f"{said} at {show(point['median'])} lies within the noise of the best point ({ratio}), "
-                + (f"as does every other point: {cannot_tell}" if undecided
-                   else "and some points do not: the sweep confirms the study's optimum."))
-    return (f"{said} at {show(point['median'])} is beaten beyond the noise ({ratio}): the study's optimum is not "
-            "this knob's best with the other knobs at the study's values.")
+    compared = data.get("study_compared")
+    if not compared:  # a sweep from before the study's value was judged against all the points at once
+        if data["study_within_noise"]:
+            return (f"{said} at {show(point['median'])} lies within the noise of the best point ({ratio}), "
+                    + (f"as does every other point: {cannot_tell}" if undecided
+                       else "and some points do not: the sweep confirms the study's optimum."))
+        return (f"{said} at {show(point['median'])} is beaten beyond the noise ({ratio}): the study's optimum is "
+                "not this knob's best with the other knobs at the study's values.")
+    across = f"across the {compared} points compared with it ({ratio})"
+    if not data["study_within_noise"]:
+        return (f"{said} at {show(point['median'])} is beaten beyond the noise {across}: the study's optimum is not "
+                "this knob's best with the other knobs at the study's values.")
+    needed = runs_to_tell(compared)
+    if data["repeats"] < needed:
+        return (f"{said} at {show(point['median'])} is not beaten beyond the noise {across}, but at "
+                f"{data['repeats']} runs a point none could be (--repeats {needed} can tell): the sweep can neither "
+                "confirm nor refute the study's optimum.")
+    return (f"{said} at {show(point['median'])} is not beaten beyond the noise {across}, "
+            + (f"and every point lies within the best's noise: {cannot_tell}" if undecided
+               else "and some points lie beyond the best's noise: the sweep confirms the study's optimum."))
 
 
 def point_lines(data: dict[str, Any]) -> list[str]:

@@ -86,6 +86,8 @@ class SweepResult:
             "best_point": None if judgement is None else judgement.best,
             "within_noise_of_best": [] if judgement is None else list(judgement.within_noise),
             "study_within_noise": None if judgement is None else judgement.reference_within_noise,
+            "study_beaten_by": [p.index for p in self.plan.points if judgement and p.index in judgement.beating],
+            "study_compared": None if judgement is None or study is None else judgement.compared,
             "study_versus_best": (_speedup_dict(judgement.versus[study.index])
                                   if judgement and study and study.index in judgement.versus else None),
         }
