@@ -13,8 +13,8 @@ find one ahead by chance.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
 import math
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 

@@ -15,9 +15,9 @@ import html
 from pathlib import Path
 from typing import Any
 
+from knobtune.analysis.sweep import runs_to_tell
 from knobtune.outputs import html_mark
 from knobtune.report.html import page_files, write_page
-from knobtune.analysis.sweep import runs_to_tell
 from knobtune.workloads import Objective
 
 _BAND = "rgba(31,119,180,0.18)"

@@ -64,7 +64,7 @@ class SweepResult:
 
     @property
     def compared(self) -> int:
-        """How many points were compared with the default (measured, the default's runs too)."""
+        """How many points were compared with the default (measured, as the default point was)."""
         return sum(1 for p in self.points if p.p_better is not None)
 
     def to_dict(self) -> dict[str, object]:
