@@ -78,8 +78,9 @@ def _across(data: dict[str, Any], best: dict[str, Any]) -> str:
         return f", ahead beyond the noise across the {compared} points compared"
     text = (f", but not beyond the noise across the {compared} points compared "
             "(among several points, one can look ahead by chance)")
-    if data["repeats"] < data["runs_to_tell"]:
-        text += f": at {data['repeats']} runs a point none can be; --repeats {data['runs_to_tell']} can tell"
+    needed = runs_to_tell(compared)
+    if data["repeats"] < needed:
+        text += f": at {data['repeats']} runs a point none can be; --repeats {needed} can tell"
     return text
 
 
@@ -135,8 +136,7 @@ def point_lines(data: dict[str, Any]) -> list[str]:
     show = Objective(data["objective"]).show
     lines = []
     for point in data["points"]:
-        marks = [m for m, on in (("default", point["default"]), ("study", point["study"]),
-                                 ("best", point["index"] == data["best_point"]), ("ahead", point.get("ahead"))) if on]
+        marks = _point_marks(point, data)
         head = point["label"] + (f" [{', '.join(marks)}]" if marks else "")
         if point["median"] is None:
             lines.append(f"{head}: failed: {point['failure']}")
@@ -148,6 +148,12 @@ def point_lines(data: dict[str, Any]) -> list[str]:
         if point["repairs"]:
             lines.append("    mended: " + "; ".join(point["repairs"]))
     return lines
+
+
+def _point_marks(point: dict[str, Any], data: dict[str, Any]) -> list[str]:
+    """What a point is besides its value (the terminal's lines and the page's table both show them)."""
+    return [m for m, on in (("default", point["default"]), ("study", point["study"]),
+                            ("best", point["index"] == data["best_point"]), ("ahead", point.get("ahead"))) if on]
 
 
 def _name(point: dict[str, Any]) -> str:
@@ -219,8 +225,7 @@ def _table(data: dict[str, Any]) -> str:
     head = "".join(f"<th>{html.escape(a['knob'])}</th>" for a in data["axes"])
     rows = []
     for point in data["points"]:
-        marks = [m for m, on in (("default", point["default"]), ("study", point["study"]),
-                                 ("best", point["index"] == data["best_point"]), ("ahead", point.get("ahead"))) if on]
+        marks = _point_marks(point, data)
         values = "".join(f"<td>{html.escape(point['shown'][a['knob']])}</td>" for a in data["axes"])
         if point["median"] is None:
             cells = f"<td colspan='4' class='failed'>failed: {html.escape(str(point['failure']))}</td>"
