@@ -3,22 +3,24 @@ over three candidates and every look, its power on a 1.10x gain at 5% noise, its
 its rounds.
 
 Run times are lognormal around a known mean (5% coefficient of variation, the machine of issue 57 showed 5.3%);
-each simulated verification walks the looks exactly as ``verify.run_sequential`` does (the first ``repeats``
-rounds, then ``step`` more while a candidate is open, a settled one no longer run).
+each simulated verification walks the looks exactly as ``verify.run_sequential`` does without a time budget (the
+first ``repeats`` rounds, then ``step`` more while a candidate is open, a settled or futile one no longer run).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from scipy import stats
 
 from knobtune.analysis.sequential import (
-    Decision, SequentialPlan, SequentialTest, boundaries, judge, rounds_for, spent,
+    FUTILE_CHANCE, Decision, SequentialPlan, SequentialTest, boundaries, judge, rounds_for, settle_chance, spent,
 )
 from knobtune.tuning.proof import Candidate, CandidateRuns, Comparison, Stop, verdict
+from knobtune.tuning.proof.verify import rounds_that_fit
 from knobtune.workloads import Objective, Rung
 
 NOISE = 0.05
@@ -26,9 +28,9 @@ PLAN = SequentialPlan(first=5, most=20, candidates=3)  # the defaults: --repeats
 VERDICTS = 1000
 
 
-def _simulate(ratios: list[float], seed: int) -> list[tuple[dict[str, str], int]]:
+def _simulate(ratios: list[float], seed: int, futility: bool = True) -> list[tuple[dict[str, str], int]]:
     """``VERDICTS`` verifications of candidates ``ratios`` times faster than the default (elapsed seconds, lower is
-    better): each one's decisions by label and the rounds it ran."""
+    better): each one's decisions by label and the rounds it ran; without ``futility``, no candidate is given up."""
     rng = np.random.default_rng(seed)
     sigma = math.sqrt(math.log(1 + NOISE ** 2))
     labels = [f"trial {i}" for i in range(len(ratios))]
@@ -43,7 +45,8 @@ def _simulate(ratios: list[float], seed: int) -> list[tuple[dict[str, str], int]
             for label in test.open():
                 ran[label] = look
             rounds = look
-            test.look(seconds[0, :look], {label: seconds[1 + i, :ran[label]] for i, label in enumerate(labels)})
+            test.look(seconds[0, :look], {label: seconds[1 + i, :ran[label]] for i, label in enumerate(labels)},
+                      reachable=PLAN.most if futility else None)
             if not test.open():
                 break
         outcomes.append(({label: test.verdicts[label].decision for label in labels}, rounds))
@@ -79,6 +82,40 @@ def _simulate_first_look(ratios: list[float], seed: int) -> float:
         seconds[1] /= ratios[0]
         gains += judge(seconds[0], seconds[1], False, PLAN, [PLAN.first]).decision == Decision.GAIN.value
     return gains / VERDICTS
+
+
+def test_a_candidate_no_better_than_the_default_is_given_up_early_and_a_true_gain_rarely() -> None:
+    """Futility: equal candidates are given up (a verdict takes fewer rounds), a true 1.10x almost never is;
+    giving up never adds a false gain (the rule only stops candidates)."""
+    plain, futile = _simulate([1.0, 1.0, 1.0], seed=1, futility=False), _simulate([1.0, 1.0, 1.0], seed=1)
+    given_up = sum(d == Decision.FUTILE.value for decisions, _ in futile for d in decisions.values())
+    assert given_up / (3 * VERDICTS) >= 0.30, f"{given_up} of {3 * VERDICTS} equal candidates given up"
+    rounds_plain, rounds_futile = (float(np.mean([r for _, r in o])) for o in (plain, futile))
+    assert rounds_futile <= 0.75 * rounds_plain, f"{rounds_futile:.1f} rounds against {rounds_plain:.1f}"
+    false_gains = [sum(any(d == Decision.GAIN.value for d in decisions.values()) for decisions, _ in o)
+                   for o in (plain, futile)]
+    assert false_gains[1] <= false_gains[0]
+    lost = sum(decisions["trial 0"] == Decision.FUTILE.value for decisions, _ in _simulate([1.10, 1.0, 1.0], seed=2))
+    assert lost / VERDICTS <= 0.02, f"a true 1.10x given up in {lost} of {VERDICTS}"
+
+
+def test_the_chance_to_settle_grows_with_the_gain_shown_and_the_rounds_within_reach() -> None:
+    rng = np.random.default_rng(6)
+    base = 10.0 * np.exp(rng.normal(0.0, NOISE, 5))
+    jitter = np.exp(rng.normal(0.0, NOISE, 5))
+    chances = [settle_chance(base, base / ratio * jitter, False, PLAN, [5], 20) for ratio in (0.98, 1.05, 1.3)]
+    assert chances == sorted(chances) and chances[0] < FUTILE_CHANCE < chances[-1], chances
+    nearer = settle_chance(base, base / 1.05 * jitter, False, PLAN, [5], 8)
+    assert nearer < chances[1], "fewer rounds within reach: a smaller chance"
+    with pytest.raises(ValueError, match="rounds left"):
+        settle_chance(base, base, False, PLAN, [5], 5)
+
+
+def test_rounds_that_fit_count_what_the_budget_holds() -> None:
+    left_s = 100.0
+    assert rounds_that_fit(lambda s: s <= left_s, 30.0, 20) == 3
+    assert rounds_that_fit(lambda s: s <= left_s, 1.0, 20) == 20  # at most the rounds planned
+    assert rounds_that_fit(lambda s: False, 30.0, 20) == 0
 
 
 def test_the_bounds_spend_alpha_as_planned() -> None:
@@ -124,6 +161,13 @@ def test_a_verdict_names_the_rounds_it_stands_on() -> None:
     assert "11 interleaved rounds: 5, then 6 added until no interval straddled 1" in text
     assert won.to_dict()["rounds"] == 11 and won.to_dict()["stopped"] == "settled"
     assert won.to_dict()["candidates"][1]["speedup"]["rounds"] == 11
+    shown = _comparison(default[:8], list(10.0 / 1.02 * np.exp(rng.normal(0, NOISE, 8))), Stop.FUTILE)
+    given_up = replace(shown, speedups={"trial 4": replace(shown.speedups["trial 4"], decision=Decision.FUTILE.value,
+                                                           settle_chance=0.03, reachable=20)})
+    ratio = given_up.speedups["trial 4"].ratio
+    assert verdict(given_up).startswith(f"no significant gain: the best candidate, trial 4, is {ratio:.2f}x")
+    assert f"8 interleaved rounds: 5, then 3 added, then stopped: were its gain the {ratio:.2f}x it shows, the 20 " \
+           "rounds within reach would prove it 3% of the time); keep the default" in verdict(given_up)
     late = _comparison(default[:8], [v * 1.02 for v in default[:8]], Stop.BUDGET)
     assert verdict(late).startswith("no significant gain: the best candidate, trial 4, is 0.98x")
     assert "8 interleaved rounds: 5, then 3 added, the time budget held no more); keep the default" in verdict(late)

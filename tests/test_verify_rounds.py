@@ -30,7 +30,7 @@ def test_a_timed_study_verdict_names_its_rounds_and_ends_in_its_budget(rocksdb, 
     assert "candidates" in verification, verification["verdict"]
     rounds = verification["rounds"]
     assert 2 <= rounds <= 8 and verification["max_rounds"] == 8 and verification["looks"] == [2, 3, 4, 5, 6, 7, 8]
-    assert verification["stopped"] in ("settled", "most", "budget")
+    assert verification["stopped"] in ("settled", "futile", "most", "budget")
     default = verification["candidates"][0]
     assert default["label"] == "default" and len(default["values"]) == rounds
     for candidate in verification["candidates"][1:]:

@@ -15,6 +15,12 @@ The error is split evenly across the candidates (Bonferroni), so the chance that
 baseline is declared a gain is at most ``error``; stopping a look early (the budget ended, a candidate settled)
 only lowers it.
 
+A candidate still open is given up (futile) when the rounds still reachable would show its gain less than one time
+in fifty, were its true gain what its rounds so far show: the conditional power under the current trend (Lan, Simon &
+Halperin, "Stochastically curtailed tests in long-term clinical trials", Communications in Statistics C 1(3), 1982;
+Jennison & Turnbull 2000, chapter 10). The rule is non-binding: it only ever stops a candidate short of a gain,
+so the error rate above holds as it is.
+
 Pure functions over plain numbers; scipy gives the distributions.
 """
 
@@ -22,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from functools import lru_cache
 
@@ -33,6 +39,7 @@ from knobtune.analysis.stats import Speedup
 FAMILY_ERROR = 0.05  # the chance of declaring any equal candidate a gain, over all candidates and looks
 _GRID = 601  # points of the numerical integration per look
 _TAIL_SD = 8.0  # the integration's lower end, in standard deviations of the running sum
+FUTILE_CHANCE = 0.02  # an open candidate less likely than this to show its gain in the rounds reachable is given up
 
 
 class Decision(str, Enum):
@@ -40,6 +47,7 @@ class Decision(str, Enum):
     WORSE = "worse"  # the interval lies below 1
     NO_GAIN = "no gain"  # it straddles 1 with the estimate at or below 1: more rounds are unlikely to show a gain
     OPEN = "open"  # it straddles 1 with the estimate above 1: more rounds would tell
+    FUTILE = "futile"  # open, but the rounds still reachable would show its gain less than FUTILE_CHANCE of the time
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,8 @@ class SequentialSpeedup(Speedup):
     critical: float = 0.0
     alpha: float = FAMILY_ERROR
     decision: str = Decision.OPEN.value  # a Decision's value
+    settle_chance: float | None = None  # when open: the chance that the rounds reachable show its gain (FUTILE below)
+    reachable: int | None = None  # the rounds that chance was for
 
 
 def judge(baseline: Sequence[float], config: Sequence[float], maximize: bool, plan: SequentialPlan,
@@ -168,6 +178,36 @@ def judge(baseline: Sequence[float], config: Sequence[float], maximize: bool, pl
                 else Decision.OPEN if mean > 0 else Decision.NO_GAIN)
     return SequentialSpeedup(math.exp(mean), low, high, p_value, int(base.size), int(cand.size), rounds=rounds,
                              looks=len(looked), critical=critical, alpha=plan.alpha, decision=decision.value)
+
+
+def settle_chance(baseline: Sequence[float], config: Sequence[float], maximize: bool, plan: SequentialPlan,
+                  looked: Sequence[int], reachable: int) -> float:
+    """The chance that the candidate is declared a gain by ``reachable`` rounds (its looks so far in ``looked``,
+    then the plan's up to ``reachable``, and one at it), were its true gain per round what its paired rounds so far
+    show and their spread the same (conditional power under the current trend). Only the last look's bound is
+    asked, so the chance is a little low: a rule that gives up below it stops a candidate a little early, never
+    declares a gain.
+
+    Raises:
+        ValueError: as ``judge``; or ``reachable`` not past the rounds so far.
+    """
+    from scipy import stats
+
+    rounds = min(len(baseline), len(config))
+    if rounds < 2 or reachable <= rounds or not looked or looked[-1] != rounds:
+        raise ValueError(f"a chance to settle needs two or more paired rounds, the latest look at them, and rounds "
+                         f"left to reach ({rounds} rounds, looks {list(looked)}, reachable {reachable})")
+    base, cand = np.asarray(baseline[:rounds], dtype=float), np.asarray(config[:rounds], dtype=float)
+    gains = np.log(cand / base) if maximize else np.log(base / cand)
+    mean, sd = float(gains.mean()), float(gains.std(ddof=1))
+    if sd == 0.0:
+        return float(mean > 0)
+    most = max(plan.most, reachable)
+    looks = list(looked) + [n for n in plan.looks() if rounds < n < reachable] + [reachable]
+    critical = _critical(tuple(n / most for n in looks), plan.alpha, reachable - 1)
+    # the mean over ``reachable`` rounds: the rounds so far, then the rest drawn around ``mean``
+    shortfall = mean - critical * sd / math.sqrt(reachable)
+    return float(stats.norm.cdf(shortfall * reachable / (sd * math.sqrt(reachable - rounds))))
 
 
 @lru_cache(maxsize=1024)
@@ -210,9 +250,13 @@ class SequentialTest:
         return [label for label in self.looked
                 if label not in self.verdicts or self.verdicts[label].decision == Decision.OPEN.value]
 
-    def look(self, baseline: Sequence[float], configs: dict[str, Sequence[float]]) -> None:
+    def look(self, baseline: Sequence[float], configs: dict[str, Sequence[float]],
+             reachable: int | None = None) -> None:
         """Judge each open candidate in ``configs`` (its values so far, round by round beside ``baseline``'s) at the
-        rounds it has: a look at a candidate with fewer than two paired rounds, or no new one, is skipped."""
+        rounds it has: a look at a candidate with fewer than two paired rounds, or no new one, is skipped. With
+        ``reachable`` (the most rounds still possible: the plan's, or fewer when a time budget holds fewer), one
+        left open is given up (FUTILE) when those rounds would show its gain less than ``FUTILE_CHANCE`` of the
+        time."""
         for label in self.open():
             values = configs.get(label)
             if values is None:
@@ -222,4 +266,9 @@ class SequentialTest:
             if rounds < 2 or (looked and looked[-1] >= rounds):
                 continue
             looked.append(rounds)
-            self.verdicts[label] = judge(baseline, values, self.maximize, self.plan, looked)
+            verdict = judge(baseline, values, self.maximize, self.plan, looked)
+            if verdict.decision == Decision.OPEN.value and reachable is not None and reachable > rounds:
+                chance = settle_chance(baseline, values, self.maximize, self.plan, looked, reachable)
+                verdict = replace(verdict, settle_chance=chance, reachable=reachable,
+                                  decision=(Decision.FUTILE if chance < FUTILE_CHANCE else Decision.OPEN).value)
+            self.verdicts[label] = verdict

@@ -17,7 +17,7 @@ from enum import Enum
 from typing import Any
 
 from knobtune.analysis import Speedup, noise, speedup
-from knobtune.analysis.sequential import SequentialPlan, SequentialTest, judge
+from knobtune.analysis.sequential import Decision, SequentialPlan, SequentialTest, judge
 from knobtune.knobs import Value
 from knobtune.targets import CounterDoc, FailureKind, Measurement, RunFailure, Target
 from knobtune.tuning.document import relative_limit_s
@@ -110,6 +110,7 @@ class Stop(str, Enum):
     """Why a sequential comparison added no more rounds."""
 
     SETTLED = "settled"  # no candidate's interval straddles 1 with its estimate above 1
+    FUTILE = "futile"  # those still open would show a gain too rarely in the rounds within reach (given up)
     MOST = "most"  # the planned maximum of rounds ran
     BUDGET = "budget"  # another round would not fit in the time budget
     BROKEN = "broken"  # the machine failed a run for good, or the first candidate failed
@@ -211,7 +212,9 @@ def run_sequential(target: Target, candidates: Sequence[tuple[Candidate, Mapping
                    on_run: Callable[[int, CandidateRuns, float | None], None] | None = None) -> Comparison:
     """Run ``plan.first`` interleaved rounds of every candidate, then, while a candidate (not a known config)
     straddles 1 with its estimate above 1, more rounds of the default and those candidates, looking after each
-    ``plan.step`` up to ``plan.most`` (``knobtune.analysis.sequential``).
+    ``plan.step`` up to ``plan.most`` (``knobtune.analysis.sequential``). At each look, a candidate that the rounds
+    still within reach (the plan's, or fewer when the time budget holds fewer) would show to be a gain less than one
+    time in fifty, at its estimate so far, is given up (``Decision.FUTILE``): it runs no more.
 
     A round past the first look starts only when ``room(seconds)`` says the time budget holds it (its seconds
     estimated from each of its candidates' latest run); None: no time budget. The known configs run the first
@@ -227,6 +230,13 @@ def run_sequential(target: Target, candidates: Sequence[tuple[Candidate, Mapping
     def still_open() -> list[int]:
         return [by_label[label] for label in test.open() if runs[by_label[label]].failure is None]
 
+    def reachable() -> int:
+        """The most rounds the verification can still reach: the plan's, or fewer when the budget holds fewer
+        rounds of the default and the candidates still open."""
+        if room is None:
+            return plan.most
+        return rounds.done + rounds_that_fit(room, rounds.seconds([0] + still_open()), plan.most - rounds.done)
+
     stopped = Stop.MOST
     for look in plan.looks():
         while rounds.done < look:
@@ -236,14 +246,16 @@ def run_sequential(target: Target, candidates: Sequence[tuple[Candidate, Mapping
                 stopped = Stop.BUDGET
                 break
             rounds.run(active)
-        test.look(runs[0].values, {r.candidate.label: r.values for r in runs[1:] if r.failure is None})
+        test.look(runs[0].values, {r.candidate.label: r.values for r in runs[1:] if r.failure is None},
+                  reachable=reachable())
         if stopped is Stop.BUDGET:
             break
         if runs[0].failure is not None or any(r.failure is not None and not r.failure.config_fault for r in runs):
             stopped = Stop.BROKEN
             break
         if not still_open():
-            stopped = Stop.SETTLED
+            futile = any(v.decision == Decision.FUTILE.value for v in test.verdicts.values())
+            stopped = Stop.FUTILE if futile else Stop.SETTLED
             break
     base = runs[0]
     speedups: dict[str, Speedup] = {label: verdict for label, verdict in test.verdicts.items()
@@ -254,6 +266,14 @@ def run_sequential(target: Target, candidates: Sequence[tuple[Candidate, Mapping
             speedups[r.candidate.label] = judge(base.values, r.values, objective.maximize, plan, [paired])
     return Comparison(objective, rung, plan.first, tuple(runs), speedups, noise(base.values), plan=plan,
                       rounds=rounds.done, stopped=stopped)
+
+
+def rounds_that_fit(room: Callable[[float], bool], round_s: float, most: int) -> int:
+    """How many more rounds of ``round_s`` seconds ``room`` holds, up to ``most``."""
+    fit = 0
+    while fit < most and room((fit + 1) * round_s):
+        fit += 1
+    return fit
 
 
 def _planned(target: Target, candidates: Sequence[tuple[Candidate, Mapping[str, Value]]]) -> list[CandidateRuns]:
