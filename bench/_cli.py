@@ -174,16 +174,30 @@ def interval(figure: dict | None, missing: str = "-") -> str:
 def verified_speedup(summary: dict) -> dict | None:
     """The verified speedup of a study's result from ``tune --json`` or ``show --json``: its ratio to the default,
     95% CI and p-value, and ``won`` (beyond the noise: the study's result); when nothing won, the best candidate's
-    figures with ``won`` False. None when nothing was verified."""
-    candidates = [c for c in (summary.get("verification") or {}).get("candidates", [])
-                  if c.get("speedup") and not c.get("reference")]
+    figures with ``won`` False. None when nothing was verified.
+
+    A sequential verification adds how it went (``rounds_of``): the rounds of its first look, the rounds this
+    candidate ran, its decision and why the rounds stopped."""
+    verification = summary.get("verification") or {}
+    candidates = [c for c in verification.get("candidates", []) if c.get("speedup") and not c.get("reference")]
     if not candidates:
         return None
     result = f"trial {summary['result_trial']}" if summary.get("result_trial") is not None else None
     chosen = next((c for c in candidates if c["label"] == result), None) or max(candidates,
                                                                               key=lambda c: c["speedup"]["ratio"])
     figures = {key: chosen["speedup"].get(key) for key in ("ratio", "ci_low", "ci_high", "p_value")}
-    return {"label": chosen["label"], **figures, "won": chosen["label"] == result}
+    return {"label": chosen["label"], **figures, "won": chosen["label"] == result,
+            **rounds_of(verification, chosen)}
+
+
+def rounds_of(verification: dict, candidate: dict) -> dict:
+    """How a sequential verification went for ``candidate`` (one of its candidates): ``first_look`` (its first
+    look's rounds), ``rounds`` (the candidate's own), ``decision`` (gain, worse, no gain, open or futile) and
+    ``stopped`` (why the rounds ended); empty for a fixed comparison (an earlier release's)."""
+    if "max_rounds" not in verification:
+        return {}
+    return {"first_look": verification.get("repeats"), "rounds": candidate["speedup"].get("rounds"),
+            "decision": candidate["speedup"].get("decision"), "stopped": verification.get("stopped")}
 
 
 def best_so_far(points: list[tuple[float, float]], maximize: bool) -> list[tuple[float, float]]:

@@ -16,6 +16,7 @@ import json
 import re
 import shlex
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
@@ -243,7 +244,65 @@ def results_md() -> str:
             "RocksDB package, which is built with assertions on; later ones on the release build of",
             "scripts/rocksdb-release."]
     asked = questions()
-    return "\n\n".join(["\n".join(head), index(asked), *(section(q) for q in asked)]) + "\n"
+    return "\n\n".join(["\n".join(head), index(asked), verification_rounds(asked), *(section(q) for q in asked)]) + "\n"
+
+
+def verifications_in(result: Any) -> list[dict[str, Any]]:
+    """Every verified candidate a result records with its rounds (``_cli.rounds_of``): from the studies'
+    sequential verifications it holds whole when it holds any, else from the figures it kept of them."""
+    import _cli
+
+    whole = _found(result, lambda d: "max_rounds" in d and "candidates" in d)
+    if whole:
+        return [v for d in whole
+                if (v := _cli.verified_speedup({"verification": d, "result_trial": d.get("winner_trial")}))]
+    return _found(result, lambda d: {"first_look", "rounds", "decision"} <= d.keys())
+
+
+def _found(value: Any, wanted: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+    """The dicts in ``value`` (nested anywhere) that are ``wanted``, not looking inside those found."""
+    if isinstance(value, list):
+        return [found for item in value for found in _found(item, wanted)]
+    if not isinstance(value, dict):
+        return []
+    return [value] if wanted(value) else [found for item in value.values() for found in _found(item, wanted)]
+
+
+def _how_decided(verified: dict[str, Any]) -> str:
+    """``futile`` (given up), ``open`` (left open), ``first`` (the first look decided), else what the added rounds
+    decided: ``gain`` or ``no gain`` (no gain, or worse)."""
+    decision = verified["decision"]
+    if decision in ("futile", "open"):
+        return decision
+    if (verified["rounds"] or 0) <= (verified["first_look"] or 0):
+        return "first"
+    return "gain" if decision == "gain" else "no gain"
+
+
+def verification_rounds(asked: list[Question]) -> str:
+    """What the verifications' added rounds decided, over the latest results that record them (issue 57): per
+    question, the studies' verified candidates (each study's result, or its best candidate when none won)."""
+    lines = ["## Verification rounds", "",
+             "Each study verifies its candidates against the default in interleaved rounds: a first look of",
+             "`--repeats` rounds, then more while a candidate's interval straddles 1 and the budget holds them",
+             "(docs/tuning.md, \"Verification and statistics\"). Per question, over its latest result, each study's",
+             "verified candidate (its result, or its best when none won): decided by the first look; proven a gain",
+             "by the rounds added after it (the verdicts the added rounds changed); given up as unlikely to settle;",
+             "or left open when the budget or --max-rounds ended them. Results made before the rounds were",
+             "recorded (bench/_cli.py, `rounds_of`) are not counted."]
+    rows = ["| question | verified | first look decided | added rounds: a gain | added rounds: no gain or worse "
+            "| given up | left open |", "|---|---|---|---|---|---|---|"]
+    for question in asked:
+        path = latest(question.name)
+        found = verifications_in(json.loads(path.read_text())) if path else []
+        if found:
+            counts = Counter(_how_decided(v) for v in found)
+            rows.append(f"| [{question.name}](#{question.name}) | {len(found)} | "
+                        + " | ".join(str(counts[how]) for how in ("first", "gain", "no gain", "futile", "open"))
+                        + " |")
+    if len(rows) == 2:
+        return "\n".join(lines + ["", "No latest result records them yet."])
+    return "\n".join(lines + [""] + rows)
 
 
 def index(asked: list[Question]) -> str:

@@ -163,3 +163,37 @@ def test_no_stored_result_names_a_path_of_one_machine() -> None:
     found = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((ROOT / "bench" / "results").rglob("*.json"))
              for n, line in enumerate(path.read_text().splitlines(), 1) if MACHINE_PATH.search(line)]
     assert found == [], "Fix: write results through bench/_cli.py's emit (it names the run's folders DIR)"
+
+
+def test_the_rounds_of_each_studys_verification_are_recorded_and_counted_by_what_decided_them() -> None:
+    """bench/_cli.py's ``verified_speedup`` keeps how a sequential verification went; RESULTS.md's "Verification
+    rounds" counts, per question, what decided each verified candidate (issue 57: the verdicts the added rounds
+    changed)."""
+    import _cli
+
+    def summary(rounds: int, decision: str, stopped: str, won: bool) -> dict:
+        speedup = {"ratio": 1.1, "ci_low": 1.01 if won else 0.98, "ci_high": 1.2, "p_value": 0.01, "rounds": rounds,
+                   "decision": decision}
+        return {"result_trial": 4 if won else None,
+                "verification": {"repeats": 5, "max_rounds": 20, "rounds": rounds, "stopped": stopped,
+                                 "candidates": [{"label": "default"},
+                                                {"label": "trial 4", "speedup": speedup},
+                                                {"label": "pgtune", "reference": True, "speedup": speedup}]}}
+
+    proved = _cli.verified_speedup(summary(11, "gain", "settled", won=True))
+    assert proved is not None and proved["won"] and proved["label"] == "trial 4"
+    assert {k: proved[k] for k in ("first_look", "rounds", "decision", "stopped")} == \
+        {"first_look": 5, "rounds": 11, "decision": "gain", "stopped": "settled"}
+    fixed = summary(5, "gain", "settled", won=True)
+    del fixed["verification"]["max_rounds"]  # an earlier release's fixed comparison: no rounds to tell
+    assert "rounds" not in (_cli.verified_speedup(fixed) or {})
+    result = {"runs": [{"verified_speedup": v} for v in (
+        proved, _cli.verified_speedup(summary(5, "gain", "settled", won=True)),
+        _cli.verified_speedup(summary(8, "futile", "futile", won=False)),
+        _cli.verified_speedup(summary(19, "open", "budget", won=False)),
+        _cli.verified_speedup(summary(14, "no gain", "settled", won=False)))] + [{"verified_speedup": None}]}
+    found = suite.verifications_in(result)
+    assert [suite._how_decided(v) for v in found] == ["gain", "first", "futile", "open", "no gain"]
+    whole = {"summary": summary(14, "no gain", "settled", won=False)["verification"], "verified": proved}
+    assert [suite._how_decided(v) for v in suite.verifications_in(whole)] == ["no gain"], \
+        "a result holding a whole verification is read from it, once"
