@@ -165,10 +165,7 @@ def judge(baseline: Sequence[float], config: Sequence[float], maximize: bool, pl
     if rounds < 2 or not looked or looked[-1] != rounds:
         raise ValueError(f"a sequential verdict needs two or more paired rounds, the latest look at them "
                          f"({rounds} rounds, looks {list(looked)})")
-    base, cand = np.asarray(baseline[:rounds], dtype=float), np.asarray(config[:rounds], dtype=float)
-    if (base <= 0).any() or (cand <= 0).any():
-        raise ValueError("a sequential verdict needs positive values")
-    gains = np.log(cand / base) if maximize else np.log(base / cand)  # > 0: the candidate is better
+    gains = _paired_gains(baseline, config, rounds, maximize)
     most = max(plan.most, rounds)
     critical = _critical(tuple(n / most for n in looked), plan.alpha, rounds - 1)
     mean, se = float(gains.mean()), float(gains.std(ddof=1)) / math.sqrt(rounds)
@@ -176,8 +173,20 @@ def judge(baseline: Sequence[float], config: Sequence[float], maximize: bool, pl
     p_value = float(stats.t.sf(mean / se, rounds - 1)) if se > 0 else float(mean <= 0)
     decision = (Decision.GAIN if low > 1.0 else Decision.WORSE if high < 1.0
                 else Decision.OPEN if mean > 0 else Decision.NO_GAIN)
-    return SequentialSpeedup(math.exp(mean), low, high, p_value, int(base.size), int(cand.size), rounds=rounds,
+    return SequentialSpeedup(math.exp(mean), low, high, p_value, rounds, rounds, rounds=rounds,
                              looks=len(looked), critical=critical, alpha=plan.alpha, decision=decision.value)
+
+
+def _paired_gains(baseline: Sequence[float], config: Sequence[float], rounds: int, maximize: bool) -> np.ndarray:
+    """The log of each of the first ``rounds`` paired ratios, > 0 where the candidate was better.
+
+    Raises:
+        ValueError: a non-positive value.
+    """
+    base, cand = np.asarray(baseline[:rounds], dtype=float), np.asarray(config[:rounds], dtype=float)
+    if (base <= 0).any() or (cand <= 0).any():
+        raise ValueError("a sequential verdict needs positive values")
+    return np.log(cand / base) if maximize else np.log(base / cand)
 
 
 def settle_chance(baseline: Sequence[float], config: Sequence[float], maximize: bool, plan: SequentialPlan,
@@ -197,8 +206,7 @@ def settle_chance(baseline: Sequence[float], config: Sequence[float], maximize: 
     if rounds < 2 or reachable <= rounds or not looked or looked[-1] != rounds:
         raise ValueError(f"a chance to settle needs two or more paired rounds, the latest look at them, and rounds "
                          f"left to reach ({rounds} rounds, looks {list(looked)}, reachable {reachable})")
-    base, cand = np.asarray(baseline[:rounds], dtype=float), np.asarray(config[:rounds], dtype=float)
-    gains = np.log(cand / base) if maximize else np.log(base / cand)
+    gains = _paired_gains(baseline, config, rounds, maximize)
     mean, sd = float(gains.mean()), float(gains.std(ddof=1))
     if sd == 0.0:
         return float(mean > 0)
