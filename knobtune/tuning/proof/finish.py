@@ -188,15 +188,15 @@ def rounds_text(comparison: Comparison) -> str:
 
 
 def _futile_text(comparison: Comparison) -> str:
-    """Why no more rounds ran when the open candidates were given up: ``then stopped: were its gain the 1.03x it
-    shows, the 19 rounds within reach would prove it 4% of the time`` (of the one likeliest to settle)."""
-    given_up = [s for s in comparison.speedups.values()
+    """Why no more rounds ran when the open candidates were given up, for the one likeliest to settle: ``then
+    stopped: were trial 7's gain the 1.03x it shows, the 19 rounds within reach would prove it 4% of the time``."""
+    given_up = [(label, s) for label, s in comparison.speedups.items()
                 if isinstance(s, SequentialSpeedup) and s.decision == Decision.FUTILE.value]
     if not given_up:
         return "then stopped"
-    likeliest = max(given_up, key=lambda s: s.settle_chance or 0.0)
-    return (f"then stopped: were its gain the {likeliest.ratio:.2f}x it shows, the {likeliest.reachable} rounds "
-            f"within reach would prove it {(likeliest.settle_chance or 0.0) * 100:.0f}% of the time")
+    label, likeliest = max(given_up, key=lambda item: item[1].settle_chance or 0.0)
+    return (f"then stopped: were {label}'s gain the {likeliest.ratio:.2f}x it shows, the {likeliest.reachable} "
+            f"rounds within reach would prove it {(likeliest.settle_chance or 0.0) * 100:.0f}% of the time")
 
 
 TAIL_WORSE = 1.10  # a p99.9 latency this much above the default's is named in the verdict
