@@ -334,14 +334,16 @@ def test_a_stop_that_cuts_a_storage_write_leaves_the_trial_markable(tmp_path: Pa
             armed.set()
             timer.start()
             try:
-                for n in range(50):
-                    trial.set_user_attr(f"a{n}", n)
-                time.sleep(0.05)
+                try:
+                    for n in range(50):
+                        trial.set_user_attr(f"a{n}", n)
+                    time.sleep(0.05)
+                finally:  # disarmed before leaving: a timer late on a loaded machine must not cut the test itself
+                    armed.clear()
             except BaseException as exc:  # noqa: BLE001 - the cut, as TrialRunner.run catches it
                 cuts += 1
                 after_a_stop(exc)
             timer.join()
-            armed.clear()
             if study._storage.get_trial(trial._trial_id).state == TrialState.RUNNING:
                 study.tell(trial, state=TrialState.FAIL)
     finally:
