@@ -112,9 +112,14 @@ def test_ctrl_c_or_sigterm_keeps_finished_trials_and_leaves_nothing_running(tmp_
     study = open_store(home).load("resume")
     interrupted = [t for t in study.trials if t.user_attrs.get(attrs.OUTCOME) == "interrupted"]
     assert len(interrupted) <= 1  # the trial in progress, if one was
+    # a default run as a control is not queued again: it runs when due (seen on a loaded machine, where a slow
+    # first run called for a control early)
+    interrupted = [t for t in interrupted if not attrs.is_default(t.user_attrs)]
     waiting = [t for t in study.trials if t.state == TrialState.WAITING]
     retries = [t for t in waiting if attrs.RETRY_OF in t.user_attrs]
-    assert [t.user_attrs[attrs.RETRY_OF] for t in retries] == [t.number for t in interrupted]
+    assert [t.user_attrs[attrs.RETRY_OF] for t in retries] == [t.number for t in interrupted], \
+        "\n".join([f"trial {t.number}: {t.state.name} {t.user_attrs}" for t in study.trials[-3:]]
+                  + [log.read_text()[-2000:]])
     # the rest are known configs queued first that had not run yet: the resumed study runs them
     assert all(attrs.STARTED_FROM in t.user_attrs for t in waiting if t not in retries)
 
