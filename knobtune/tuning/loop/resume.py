@@ -58,13 +58,14 @@ class Queue:
                            "its config is queued again")
 
     def requeue(self, params: dict, user_attrs: dict, number: int, study: optuna.Study | None = None) -> None:
-        """Queue an interrupted trial's config again (a default is not: each machine re-runs its own when due); a
-        known config the study tried first stays one (never pruned)."""
-        if attrs.is_default(user_attrs):
+        """Queue an interrupted trial's config again, once (a default is not: each machine re-runs its own when due);
+        a known config the study tried first stays one (never pruned)."""
+        study = study or self.workers.study
+        if attrs.is_default(user_attrs) or any(t.user_attrs.get(attrs.RETRY_OF) == number
+                                               for t in study.get_trials(deepcopy=False)):
             return
         known = {attrs.STARTED_FROM: user_attrs[attrs.STARTED_FROM]} if attrs.STARTED_FROM in user_attrs else {}
-        (study or self.workers.study).enqueue_trial(params, user_attrs={attrs.RETRY_OF: number, **known},
-                                                    skip_if_exists=False)
+        study.enqueue_trial(params, user_attrs={attrs.RETRY_OF: number, **known}, skip_if_exists=False)
 
     # ------------------------------------------------------------ known configs first
 

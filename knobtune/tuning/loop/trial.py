@@ -68,8 +68,10 @@ class TrialRunner:
             after_a_stop(exc)  # a stop that cut a storage write may have left its lock held
             if self.workers.still_running(trial.number):  # Ctrl-C may land after Optuna recorded its end
                 trial.set_user_attr(attrs.OUTCOME, Outcome.INTERRUPTED.value)
-                self.study.tell(trial, state=TrialState.FAIL)
+                # queued before it is failed: a write that fails here (a loaded machine's storage) leaves the trial
+                # running, and the next process on this host marks it and queues it (once) when it finds it so
                 self.queue.requeue(trial.params, trial.user_attrs, trial.number)
+                self.study.tell(trial, state=TrialState.FAIL)
             elif _refused_as_finished(exc):
                 self._taken_over(trial)
                 return
