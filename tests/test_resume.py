@@ -112,8 +112,7 @@ def test_ctrl_c_or_sigterm_keeps_finished_trials_and_leaves_nothing_running(tmp_
     study = open_store(home).load("resume")
     interrupted = [t for t in study.trials if t.user_attrs.get(attrs.OUTCOME) == "interrupted"]
     assert len(interrupted) <= 1  # the trial in progress, if one was
-    # a default run as a control is not queued again: it runs when due (seen on a loaded machine, where a slow
-    # first run called for a control early)
+    # a default run as a control is not queued again: it runs when due (a slow first run calls for one early)
     interrupted = [t for t in interrupted if not attrs.is_default(t.user_attrs)]
     waiting = [t for t in study.trials if t.state == TrialState.WAITING]
     retries = [t for t in waiting if attrs.RETRY_OF in t.user_attrs]
