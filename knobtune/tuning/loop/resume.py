@@ -61,11 +61,15 @@ class Queue:
         """Queue an interrupted trial's config again, once (a default is not: each machine re-runs its own when due);
         a known config the study tried first stays one (never pruned)."""
         study = study or self.workers.study
-        if attrs.is_default(user_attrs) or any(t.user_attrs.get(attrs.RETRY_OF) == number
-                                               for t in study.get_trials(deepcopy=False)):
+        if attrs.is_default(user_attrs) or self.retry_of(number, study) is not None:
             return
         known = {attrs.STARTED_FROM: user_attrs[attrs.STARTED_FROM]} if attrs.STARTED_FROM in user_attrs else {}
         study.enqueue_trial(params, user_attrs={attrs.RETRY_OF: number, **known}, skip_if_exists=False)
+
+    def retry_of(self, number: int, study: optuna.Study | None = None) -> int | None:
+        """The number of the trial queued to run trial ``number``'s config again (None: none is)."""
+        return next((t.number for t in (study or self.workers.study).get_trials(deepcopy=False)
+                     if t.user_attrs.get(attrs.RETRY_OF) == number), None)
 
     # ------------------------------------------------------------ known configs first
 

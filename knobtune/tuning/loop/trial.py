@@ -90,8 +90,7 @@ class TrialRunner:
         """Say in one line that ``trial`` ended elsewhere while this process ran it: its heartbeat did not reach the
         storage for the grace period (a cut link, a partition), so another worker failed it and queued its config
         again. The storage refused this process's late result; the process goes on with the next trial."""
-        retry = next((t.number for t in self.study.get_trials(deepcopy=False)
-                      if t.user_attrs.get(attrs.RETRY_OF) == trial.number), None)
+        retry = self.queue.retry_of(trial.number)
         again = f", its config queued again as trial {retry}" if retry is not None else ""
         self.reporter.note(f"{_label(trial)}: its result here is not recorded: the storage heard no heartbeat from "
                            f"this worker for over {GRACE_S} s and another worker ended the trial as lost{again}; "
