@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import _stamp
@@ -18,6 +20,14 @@ KNOBTUNE = str(Path(sys.executable).with_name("knobtune"))  # the entry point in
 EARLIER_OFF = ("--no-earlier-studies",)
 _LAST_STEP_S = 0.0  # the time of the last command run (``last_step_s``)
 _NAMED: dict[str, str] = {}  # this run's own folders (its studies folders), by the name its result gives them
+# knobtune's status when stopped (Ctrl-C 130, SIGTERM 143), and a child's killed by either before it could say so
+_STOPPED = {130, 143, -signal.SIGINT, -signal.SIGTERM}
+
+
+class Stopped(KeyboardInterrupt):
+    """A knobtune command was stopped (Ctrl-C or SIGTERM), not failed: the bench stops with it rather than record
+    what it was measuring as failed and go on (a ``except SystemExit`` does not catch it). The steps that ended are
+    kept, so ``bench/run.py QUESTION --resume`` goes on from this one (bench/_steps.py)."""
 
 
 def named_folder(folder: Path) -> Path:
@@ -37,6 +47,7 @@ def knobtune(*args: str, home: Path | None = None, earlier_studies: bool = False
 
     Raises:
         SystemExit: the command failed; its status and the end of its output say why.
+        Stopped: the command was stopped (Ctrl-C, SIGTERM).
     """
     global _LAST_STEP_S
     if home is not None:
@@ -54,6 +65,9 @@ def knobtune(*args: str, home: Path | None = None, earlier_studies: bool = False
     started = time.monotonic()
     result = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
     _LAST_STEP_S = time.monotonic() - started
+    if result.returncode in _STOPPED:
+        raise Stopped(f"knobtune {args[0]} was stopped (status {result.returncode}): the bench stops with it; "
+                      "`bench/run.py QUESTION --resume` goes on from this step")
     if result.returncode != 0:
         raise SystemExit(f"knobtune {args[0]} failed (status {result.returncode}): {result.stdout[-2000:]}")
     if home is not None:
@@ -90,7 +104,9 @@ def studies_main(parser: argparse.ArgumentParser, run: Callable[[argparse.Namesp
     if not printed_table(args, table):
         if args.dir:
             named_folder(args.dir)  # before its steps name folders inside it
-        emit(run(args), args.out)
+        with ends_when_stopped():
+            result = run(args)
+        emit(result, args.out)
 
 
 def emit_in_studies_folder(args: argparse.Namespace, run: Callable[[argparse.Namespace, Path], dict], prefix: str,
@@ -101,9 +117,20 @@ def emit_in_studies_folder(args: argparse.Namespace, run: Callable[[argparse.Nam
     if args.dir and args.dir.exists() and any(args.dir.iterdir()) and not (resumes and _steps.resuming()):
         raise SystemExit(f"--dir {args.dir} is not empty: a study of the same name there would be resumed, not run "
                          "afresh. Fix: give an empty or new folder")
-    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
+    with ends_when_stopped(), tempfile.TemporaryDirectory(prefix=prefix) as folder:
         result = run(args, named_folder(args.dir or Path(folder)))
     emit(result, args.out)
+
+
+@contextlib.contextmanager
+def ends_when_stopped() -> Iterator[None]:
+    """A stopped knobtune command (``Stopped``) ends the script with its one line and status 130, not a traceback
+    (its temporary folders are removed on the way out)."""
+    try:
+        yield
+    except Stopped as stop:
+        print(stop, file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 def printed_table(args: argparse.Namespace, table: Callable[[dict], str]) -> bool:

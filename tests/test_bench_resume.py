@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import datetime
 import json
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import optuna
+import psutil
 import pytest
 from typer.testing import CliRunner
 
@@ -122,3 +126,37 @@ def test_resuming_is_refused_in_one_line_where_it_would_mix_code_or_clocks(tmp_p
     refused = _steps.resume_problem(tmp_path, True, headroom)
     assert refused is not None and f"ran on commit {first[:7]}" in refused and "Fix: resume from a checkout" in refused
     assert "\n" not in refused
+
+
+def test_a_stopped_step_stops_the_bench_and_is_not_kept(tmp_path: Path) -> None:
+    """A knobtune command stopped by SIGTERM (a sitting's end) is not a failure a script records and goes on from
+    (``except SystemExit`` does not catch it); its step is not kept, so ``--resume`` runs it; the script ends with
+    status 130 and one line. A real `tune`, stopped while it runs."""
+    raised: list[BaseException] = []
+    command = ("tune", "rocksdb", "--workload", "fillrandom", "--records", "2000", "--time", "10m", "--sampler",
+               "random", "--knobs", "write_buffer_size,bloom_bits")
+
+    def step() -> None:
+        try:
+            _cli.knobtune(*command, home=tmp_path)
+        except SystemExit as failed:
+            raised.append(failed)  # what a bench script does with a failed step: caught, recorded, gone on from
+        except BaseException as stopped:  # noqa: BLE001  (what the test asks for)
+            raised.append(stopped)
+
+    running = threading.Thread(target=step)
+    running.start()
+    deadline = time.monotonic() + 60
+    while not (tunes := [p for p in psutil.Process().children() if "tune" in p.cmdline()]):
+        assert time.monotonic() < deadline and running.is_alive(), f"the tune did not start: {raised}"
+        time.sleep(0.1)
+    time.sleep(2)  # into its search
+    tunes[0].send_signal(signal.SIGTERM)
+    running.join(120)
+    assert not running.is_alive(), "the stopped tune did not end"
+    assert len(raised) == 1 and isinstance(raised[0], _cli.Stopped), raised
+    assert not isinstance(raised[0], SystemExit) and "--resume" in str(raised[0])
+    assert _steps.reused(tmp_path, command) is None, "a stopped step is run again, not reused"
+    with pytest.raises(SystemExit) as ended, _cli.ends_when_stopped():
+        raise raised[0]
+    assert ended.value.code == 130
