@@ -30,8 +30,10 @@ import _stamp
 
 FILE = "bench-steps.json"
 RESUME_ENV = "KNOBTUNE_BENCH_RESUME"  # set by bench/run.py --resume: steps that ended are not run again
-# what a result does not depend on: results, the generated RESULTS.md and prose
-NOT_CODE = (":(exclude)bench/results", ":(exclude)bench/RESULTS.md", ":(exclude)docs", ":(exclude)*.md")
+# what a result does not depend on: results, the generated RESULTS.md, prose, and the test modules (tests/*.py; a
+# bench imports only tests/apps, the applications the tests capture too)
+NOT_CODE = (":(exclude)bench/results", ":(exclude)bench/RESULTS.md", ":(exclude)docs", ":(exclude)*.md",
+            ":(exclude,glob)tests/*.py")
 
 
 def _load(home: Path) -> dict[str, Any]:
@@ -126,8 +128,8 @@ def resume_problem(home: Path, resume: bool, script: Path) -> str | None:
 
 
 def _changed(commit: str) -> bool:
-    """Whether the code here (not results, RESULTS.md or prose; uncommitted changes included) differs from
-    ``commit``'s."""
+    """Whether the code here (not results, RESULTS.md, prose or test modules; uncommitted changes included) differs
+    from ``commit``'s."""
     ran = subprocess.run(["git", "-C", str(_stamp.REPO), "diff", "--quiet", commit, "--", ".", *NOT_CODE],
                          capture_output=True, check=False)
     return ran.returncode != 0

@@ -160,3 +160,23 @@ def test_a_stopped_step_stops_the_bench_and_is_not_kept(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as ended, _cli.ends_when_stopped():
         raise raised[0]
     assert ended.value.code == 130
+
+
+def test_a_change_to_the_test_modules_alone_still_resumes_but_one_to_the_applications_they_capture_does_not(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), *args], capture_output=True, text=True, check=True).stdout
+
+    git("init", "-q")
+    for name in ("knobtune/loop.py", "tests/test_loop.py", "tests/apps/shop.py", "docs/tuning.md"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("one\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
+    commit = git("rev-parse", "HEAD").strip()
+    monkeypatch.setattr(_stamp, "REPO", tmp_path)
+    for prose_or_test in ("tests/test_loop.py", "docs/tuning.md"):
+        (tmp_path / prose_or_test).write_text("two\n")
+    assert not _steps._changed(commit), "a bench runs no test module: its steps still hold"
+    (tmp_path / "tests/apps/shop.py").write_text("two\n")
+    assert _steps._changed(commit), "a bench captures the applications in tests/apps: they are code"
