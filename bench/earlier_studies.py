@@ -11,7 +11,15 @@ runs as a user runs it (diagnosis rules on, verification inside --time), four ti
 3. cold: L in a fresh folder with --no-earlier-studies;
 4. unrelated: L learning from earlier studies in a fresh folder holding only a study of an unrelated workload
    (--unrelated: it scans ranges, which neither pair does), run once per bench and copied in; nothing should be
-   taken from it, and its result should be no worse than cold's.
+   taken from it, and its result should be no worse than cold's;
+5. warm at half the time: L learning from a copy of E's study alone (taken before warm ran), with half of --time.
+
+Then the race: cold's result, warm-at-half-the-time's result and the default, exported and measured side by side
+in one interleaved `knobtune compare` (cold's first, so the other two are measured against it). Warm reached
+cold's gain in half the time when its result runs at least as fast as cold's there. This is the issue's measure
+taken on verified configs in one comparison; the time each arm's best single run first reached cold's best (above)
+is kept beside it, but a best single run is the largest of noisy runs, and the arm that ran more full-size trials
+draws more of them.
 
 Warm and cold alternate which runs first from seed to seed, so the machine's drift favours neither. From each
 study's complete full-size trials: the best single run so far, as a speedup over the study's own default (the
@@ -32,9 +40,10 @@ from pathlib import Path
 
 import optuna
 
-from _cli import (as_speedups, emit_in_studies_folder, knobtune_json, printed_table, result_arguments,
+from _cli import (as_speedups, emit_in_studies_folder, knobtune, knobtune_json, printed_table, result_arguments,
                   study_timeline, verified_speedup)
 from knobtune.tuning import attrs
+from knobtune.units import parse_duration_s
 from knobtune.workloads import load_workload
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,21 +60,27 @@ class Bench:
     def __init__(self, args: argparse.Namespace, root: Path) -> None:
         self.args, self.root = args, root
 
-    def tune(self, workload: Path, study: str, home: Path, seed: int, earlier: bool) -> dict:
-        """One `tune` of ``workload`` as ``study`` in ``home``, learning from earlier studies or not; its record."""
+    def sizing(self, workload: Path) -> list[str]:
+        """The options every command of ``workload`` takes: its --driver, and --records when scaled."""
         a = self.args
-        sizing = ["--records", str(max(1, round(load_workload(str(workload)).records * a.records_scale)))] \
+        records = ["--records", str(max(1, round(load_workload(str(workload)).records * a.records_scale)))] \
             if a.records_scale != 1 else []
+        return ["--workload", str(workload), "--driver", a.driver, *records]
+
+    def tune(self, workload: Path, study: str, home: Path, seed: int, earlier: bool, budget: str | None = None) -> dict:
+        """One `tune` of ``workload`` as ``study`` in ``home``, learning from earlier studies or not, for ``budget``
+        (default: --time); its record."""
+        a = self.args
         started = time.monotonic()
-        summary = knobtune_json("tune", a.system, "--workload", str(workload), "--driver", a.driver, *sizing,
-                                "--time", a.time, "--seed", str(seed), "--study", study, home=home,
-                                earlier_studies=earlier)
+        summary = knobtune_json("tune", a.system, *self.sizing(workload), "--time", budget or a.time,
+                                "--seed", str(seed), "--study", study, home=home, earlier_studies=earlier)
         wall_s = time.monotonic() - started
         maximize = summary["objective"] == "ops_per_s"
         default = baseline(summary)
         timeline = as_speedups(study_timeline(home, study, maximize), default, maximize) if default else []
         return {"study": study, "workload": load_workload(str(workload)).name, "learned": earlier,
-                "wall_s": round(wall_s, 1), "time_spent": summary.get("time_spent"), "counts": summary["counts"],
+                "time": budget or a.time, "wall_s": round(wall_s, 1), "time_spent": summary.get("time_spent"),
+                "counts": summary["counts"],
                 "default_value": summary["default_value"], "default_runs": summary.get("default_runs") or [],
                 "baseline": default, "maximize": maximize,
                 "timeline": [(round(at, 1), round(gain, 4)) for at, gain in timeline],
@@ -74,6 +89,35 @@ class Bench:
                 "result_tried_first": summary.get("result_tried_first") or "",
                 "earlier_studies": summary.get("earlier_studies") or [],
                 "tried_first": tried_first(home, study, default, maximize)}
+
+
+    def race(self, workload: Path, cold: tuple[Path, str], warm_half: tuple[Path, str], home: Path,
+             seed: int) -> dict:
+        """Cold's result, warm-at-half-the-time's and the default, each exported from its study, in one interleaved
+        `compare` in ``home`` with cold's first: how warm's result and the default run against cold's."""
+        home.mkdir(parents=True)
+        configs = []
+        for (folder, study), name in ((cold, "cold"), (warm_half, "warm-half")):
+            path = home / f"{name}.json"
+            knobtune("export", study, "--format", "json", "-o", str(path), home=folder)
+            configs += ["--config", str(path)]
+        try:
+            data = knobtune_json("compare", self.args.system, *self.sizing(workload), *configs, "--config", "default",
+                                 "--repeats", str(self.args.race_repeats), "--seed", str(seed), home=home)
+        except SystemExit as exc:
+            return {"error": str(exc)[:500]}
+        against = {}
+        for candidate in data["candidates"][1:]:
+            speedup = candidate.get("speedup")
+            name = Path(candidate["label"]).stem if candidate["label"] != "default" else "default"
+            against[name] = ({"failure": candidate.get("failure") or "no speedup measured"} if not speedup else
+                             {k: speedup[k] for k in ("ratio", "ci_low", "ci_high")})
+        return {"repeats": self.args.race_repeats, "noise_cv": data.get("noise_cv"), "over_cold": against}
+
+
+def half_of(budget: str) -> str:
+    """Half of a --time, in seconds."""
+    return f"{round(parse_duration_s(budget) / 2)}s"
 
 
 def baseline(summary: dict) -> float | None:
@@ -119,11 +163,15 @@ def one_pair(bench: Bench, earlier: Path, later: Path, seed: int, turn: int, unr
     stem = f"{load_workload(str(later)).name}-s{seed}"
     folder = bench.root / stem
     shared, cold_home, unrelated = folder / "earlier", folder / "cold", folder / "unrelated"
+    half_home = folder / "warm-half"
     runs: dict[str, dict] = {}
     steps = ["earlier", "warm", "cold"] if turn % 2 == 0 else ["cold", "earlier", "warm"]
-    for arm in [*steps, "unrelated"]:
+    for arm in [*steps, "unrelated", "warm-half"]:
         if arm == "earlier":
             runs[arm] = bench.tune(earlier, f"{load_workload(str(earlier)).name}-s{seed}", shared, seed, True)
+            copy_studies(shared, half_home)  # the earlier study alone, before warm's study of the later joins it
+        elif arm == "warm-half":
+            runs[arm] = bench.tune(later, f"{stem}-warm-half", half_home, seed, True, half_of(bench.args.time))
         elif arm == "warm":
             runs[arm] = bench.tune(later, f"{stem}-warm", shared, seed, True)
         elif arm == "cold":
@@ -136,7 +184,13 @@ def one_pair(bench: Bench, earlier: Path, later: Path, seed: int, turn: int, unr
     warm_to_cold = reached["warm"] / reached["cold"] if reached["warm"] is not None and reached["cold"] else None
     unrelated_gain = runs["unrelated"]["best_gain"]
     gained = goal is not None and goal > 1  # a time to the cold arm's best is a time to a gain only when it is one
-    return {"seed": seed, "order": [*steps, "unrelated"], "arms": runs, "cold_gain": goal,
+    race = bench.race(later, (cold_home, f"{stem}-cold"), (half_home, f"{stem}-warm-half"), folder / "race", seed)
+    cold_won = bool((runs["cold"]["verified_speedup"] or {}).get("won"))
+    half_over_cold = race.get("over_cold", {}).get("warm-half") or {}
+    return {"seed": seed, "order": [*steps, "unrelated", "warm-half"], "arms": runs, "race": race,
+            # cold kept the default: no gain to reach
+            "half_time_reached": half_over_cold["ratio"] >= 1 if cold_won and "ratio" in half_over_cold else None,
+            "cold_gain": goal,
             "reached_cold_gain_s": reached,
             "warm_to_cold_time": round(warm_to_cold, 3) if warm_to_cold is not None else None,
             "half_or_less": (warm_to_cold is not None and warm_to_cold <= HALF) if gained else None,
@@ -208,6 +262,9 @@ def table(result: dict) -> str:
             "| warm: reached cold's gain at | warm / cold time | warm: best gain | unrelated: tried first "
             "| unrelated: best gain (/ cold) |", "|---|---|---|---|---|---|---|---|---|"]
     verdicts = ["| pair | seed | arm | verified speedup (95% CI) | verdict |", "|---|---|---|---|---|"]
+    races = [f"| pair | seed | default over cold's result | warm at half the time ({half_of(result['args']['time'])}) "
+             "over cold's result (95% CI) | reached cold's gain in half the time | noise |",
+             "|---|---|---|---|---|---|"]
     met, gained, runs, took, worse = 0, 0, 0, 0, 0
     for pair in result["pairs"]:
         name = f"{pair['earlier']} -> {pair['later']}"
@@ -220,7 +277,11 @@ def table(result: dict) -> str:
                         f"| {_took(arms['warm'])} | {_s(reached['warm'])} | {ratio} "
                         f"| {_gain(arms['warm']['best_gain'])} "
                         f"| {_took(arms['unrelated'])} | {_gain(arms['unrelated']['best_gain'])}{versus} |")
-            for arm in ("earlier", "warm", "cold", "unrelated"):
+            if "race" in s:
+                races.append(_race_row(name, s))
+            for arm in ("earlier", "warm", "cold", "unrelated", "warm-half"):
+                if arm not in arms:
+                    continue  # a result from before the arm
                 verdicts.append(f"| {name} | {s['seed']} | {arm} ({arms[arm]['study']}) | {_verified(arms[arm])} "
                                 f"| {arms[arm]['verdict']} |")
             runs += 1
@@ -236,7 +297,29 @@ def table(result: dict) -> str:
             f"{met} of the {gained} pair-seeds (of {runs}) where cold found one; the unrelated study "
             f"({result['unrelated_study']['workload']}) was learned "
             f"from in {took} of {runs}, and the arm's best single run was below cold's in {worse} of {runs}.")
-    return "\n\n".join([head, "\n".join(rows), "\n".join(verdicts)])
+    race_text = []
+    if len(races) > 2:
+        raced = [s for pair in result["pairs"] for s in pair["seeds"] if s["half_time_reached"] is not None]
+        race_text = [f"The race: cold's result, warm-at-half-the-time's and the default in one interleaved `compare` "
+                     f"of {result['args']['race_repeats']} runs each. Warm's result at half the time ran at least "
+                     f"as fast as cold's in {sum(s['half_time_reached'] for s in raced)} of the {len(raced)} "
+                     "pair-seeds where cold's study verified a gain.", "\n".join(races)]
+    return "\n\n".join([head, "\n".join(rows), *race_text, "\n".join(verdicts)])
+
+
+def _race_row(name: str, s: dict) -> str:
+    """One pair-seed's race: the default and warm at half the time, each over cold's result."""
+    race = s["race"]
+    if "error" in race:
+        return f"| {name} | {s['seed']} | did not run: {race['error'][:120]} | | | |"
+
+    def over(arm: str) -> str:
+        v = race["over_cold"].get(arm) or {}
+        return f"{v['ratio']:.2f}x ({v['ci_low']:.2f}-{v['ci_high']:.2f})" if "ratio" in v else v.get("failure", "-")
+
+    reached = {None: "no gain to reach (cold kept the default)", True: "yes", False: "no"}[s["half_time_reached"]]
+    noise = "-" if race.get("noise_cv") is None else f"{race['noise_cv']:.1%}"
+    return f"| {name} | {s['seed']} | {over('default')} | {over('warm-half')} | {reached} | {noise} |"
 
 
 def main() -> None:
@@ -248,6 +331,8 @@ def main() -> None:
     parser.add_argument("--unrelated", default=UNRELATED, help="the workload of the unrelated earlier study")
     parser.add_argument("--time", default="3m", help="--time of every study, its verification inside it")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--race-repeats", type=int, default=5,
+                        help="interleaved runs of each config in the race of cold's and warm-at-half's results")
     parser.add_argument("--records-scale", type=float, default=1.0,
                         help="every workload's records times this (a quick look; the question runs at 1)")
     parser.add_argument("--dir", type=Path, default=None, help="studies folders go here (default: a temporary one)")

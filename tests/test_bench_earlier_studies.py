@@ -36,3 +36,29 @@ def test_the_table_says_what_its_gains_were_measured_against() -> None:
     older = earlier_studies.table(result({}))
     assert "its first full-size run" in older and "median" not in older
     assert "in 1 of the 1 pair-seeds" in older
+
+
+def test_the_race_counts_warm_at_half_the_time_reaching_cold_only_where_cold_verified_a_gain() -> None:
+    def seed(n: int, half_over_cold: float, cold_won: bool) -> dict:
+        arm = {"baseline": 2.5, "earlier_studies": [], "tried_first": [], "best_gain": 1.4, "verdict": "v",
+               "verified_speedup": {"ratio": 1.3, "ci_low": 1.2, "ci_high": 1.4, "won": cold_won}}
+        over = {"warm-half": {"ratio": half_over_cold, "ci_low": half_over_cold - 0.05,
+                              "ci_high": half_over_cold + 0.05},
+                "default": {"ratio": 0.77, "ci_low": 0.7, "ci_high": 0.8}}
+        return {"seed": n, "arms": {name: {**arm, "study": name}
+                                    for name in ("earlier", "warm", "cold", "unrelated", "warm-half")},
+                "cold_gain": 1.4, "reached_cold_gain_s": {"cold": 10.0, "warm": 8.0, "unrelated": None},
+                "warm_to_cold_time": 0.8, "half_or_less": False, "unrelated_took": False,
+                "unrelated_to_cold_gain": 1.0, "race": {"repeats": 5, "noise_cv": 0.03, "over_cold": over},
+                "half_time_reached": half_over_cold >= 1 if cold_won else None}
+
+    result = {"pairs": [{"earlier": "a", "later": "b", "seeds": [seed(1, 1.04, True), seed(2, 0.91, True),
+                                                                 seed(3, 1.2, False)]}],
+              "args": {"time": "3m", "seeds": [1, 2, 3], "race_repeats": 5}, "unrelated_study": {"workload": "c"}}
+    text = earlier_studies.table(result)
+    assert "ran at least as fast as cold's in 1 of the 2 pair-seeds where cold's study verified a gain" in text
+    assert "warm at half the time (90s)" in text
+    assert "| a -> b | 1 | 0.77x (0.70-0.80) | 1.04x (0.99-1.09) | yes | 3.0% |" in text
+    assert "| a -> b | 2 | 0.77x (0.70-0.80) | 0.91x (0.86-0.96) | no | 3.0% |" in text
+    assert "| a -> b | 3 |" in text and "no gain to reach (cold kept the default)" in text
+    assert "| a -> b | 1 | warm-half (warm-half) |" in text, "the half-time study's own verdict is listed"
