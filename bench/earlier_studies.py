@@ -90,7 +90,6 @@ class Bench:
                 "earlier_studies": summary.get("earlier_studies") or [],
                 "tried_first": tried_first(home, study, default, maximize)}
 
-
     def race(self, workload: Path, cold: tuple[Path, str], warm_half: tuple[Path, str], home: Path,
              seed: int) -> dict:
         """Cold's result, warm-at-half-the-time's and the default, each exported from its study, in one interleaved
