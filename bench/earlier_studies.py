@@ -108,9 +108,10 @@ class Bench:
         against = {}
         for candidate in data["candidates"][1:]:
             speedup = candidate.get("speedup")
-            name = Path(candidate["label"]).stem if candidate["label"] != "default" else "default"
-            against[name] = ({"failure": candidate.get("failure") or "no speedup measured"} if not speedup else
-                             {k: speedup[k] for k in ("ratio", "ci_low", "ci_high")})
+            # warm-half or default, by its file's name ("default" is its own)
+            against[Path(candidate["label"]).stem] = (
+                {"failure": candidate.get("failure") or "no speedup measured"} if not speedup else
+                {k: speedup[k] for k in ("ratio", "ci_low", "ci_high")})
         return {"repeats": self.args.race_repeats, "noise_cv": data.get("noise_cv"), "over_cold": against}
 
 
