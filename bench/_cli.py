@@ -198,6 +198,17 @@ def interval(figure: dict | None, missing: str = "-") -> str:
     return f"{figure['ratio']:.2f}x ({figure['ci_low']:.2f}-{figure['ci_high']:.2f})" if figure else missing
 
 
+def compared_speedup(candidate: dict) -> dict:
+    """One candidate of a ``compare --json`` as the benches record it: why it has no speedup (its failure, or that
+    none was measured), else its speedup over the comparison's reference (ratio, 95% CI, p-value) and
+    whether that is beyond the noise."""
+    speedup = candidate.get("speedup")
+    if candidate.get("failure") or not speedup:
+        return {"failure": candidate.get("failure") or "no speedup measured"}
+    return {key: speedup.get(key) for key in ("ratio", "ci_low", "ci_high", "p_value")} | {
+        "significant": candidate.get("significant")}
+
+
 def verified_speedup(summary: dict) -> dict | None:
     """The verified speedup of a study's result from ``tune --json`` or ``show --json``: its ratio to the default,
     95% CI and p-value, and ``won`` (beyond the noise: the study's result); when nothing won, the best candidate's

@@ -40,8 +40,8 @@ from pathlib import Path
 
 import optuna
 
-from _cli import (as_speedups, emit_in_studies_folder, knobtune, knobtune_json, printed_table, result_arguments,
-                  study_timeline, verified_speedup)
+from _cli import (as_speedups, compared_speedup, emit_in_studies_folder, knobtune, knobtune_json, printed_table,
+                  result_arguments, study_timeline, verified_speedup)
 from knobtune.tuning import attrs
 from knobtune.units import parse_duration_s
 from knobtune.workloads import load_workload
@@ -105,13 +105,8 @@ class Bench:
                                  "--repeats", str(self.args.race_repeats), "--seed", str(seed), home=home)
         except SystemExit as exc:
             return {"error": str(exc)[:500]}
-        against = {}
-        for candidate in data["candidates"][1:]:
-            speedup = candidate.get("speedup")
-            # warm-half or default, by its file's name ("default" is its own)
-            against[Path(candidate["label"]).stem] = (
-                {"failure": candidate.get("failure") or "no speedup measured"} if not speedup else
-                {k: speedup[k] for k in ("ratio", "ci_low", "ci_high")})
+        # warm-half or default, by its file's name ("default" is its own)
+        against = {Path(candidate["label"]).stem: compared_speedup(candidate) for candidate in data["candidates"][1:]}
         return {"repeats": self.args.race_repeats, "noise_cv": data.get("noise_cv"), "over_cold": against}
 
 

@@ -36,7 +36,8 @@ from pathlib import Path
 
 import optuna
 
-from _cli import emit_in_studies_folder, interval, knobtune_json, printed_table, result_arguments, verified_speedup
+from _cli import (compared_speedup, emit_in_studies_folder, interval, knobtune_json, printed_table, result_arguments,
+                  verified_speedup)
 from knobtune.analysis import stats
 from knobtune.analysis.sweep import runs_to_tell
 from knobtune.report.sections import TimeSpent
@@ -113,10 +114,7 @@ def compared(args: argparse.Namespace, home: Path, workload: dict, studies: list
     for candidate in data["candidates"]:
         label = candidate["label"].removeprefix("study:")
         if label in studies:
-            speedup = candidate.get("speedup")
-            gains[label] = ({"failure": candidate.get("failure") or "no speedup measured"} if not speedup else
-                            {k: speedup[k] for k in ("ratio", "ci_low", "ci_high")}
-                            | {"significant": candidate.get("significant")})
+            gains[label] = compared_speedup(candidate)
             values[label] = candidate.get("values") or []
     return {"noise_cv": data.get("noise_cv"), "repeats": args.repeats, "objective": data.get("objective"),
             "gains": gains, "values": values}

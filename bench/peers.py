@@ -57,8 +57,8 @@ import optuna
 from optuna.trial import TrialState
 
 import handwritten_optuna
-from _cli import (as_speedups, emit, interval, knobtune_json, named_folder, save_so_far, study_timeline,
-                  verified_speedup)
+from _cli import (as_speedups, compared_speedup, emit, interval, knobtune_json, named_folder, save_so_far,
+                  study_timeline, verified_speedup)
 from knobtune.analysis import speedup
 from knobtune.knobs import Value, load_catalog
 from knobtune.units import parse_duration_s
@@ -166,10 +166,7 @@ def verify(bench: Bench, seed: int, records: list[dict[str, Any]]) -> dict[str, 
         candidate = values.get(record["tool"])
         if candidate is None:
             continue
-        record["verified"] = ({"failure": candidate["failure"] or "no speedup measured"}
-                              if candidate["failure"] or not candidate.get("speedup")
-                              else {k: candidate["speedup"][k] for k in ("ratio", "ci_low", "ci_high", "p_value")}
-                              | {"significant": candidate["significant"]})
+        record["verified"] = compared_speedup(candidate)
     pairs = {}
     order = sorted(values, key=_rank)  # the arms in TOOLS' order, then earlier winners and known configs
     for better, other in [(a, b) for i, a in enumerate(order) for b in order[i + 1:]]:

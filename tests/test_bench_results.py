@@ -197,3 +197,16 @@ def test_the_rounds_of_each_studys_verification_are_recorded_and_counted_by_what
     whole = {"summary": summary(14, "no gain", "settled", won=False)["verification"], "verified": proved}
     assert [suite._how_decided(v) for v in suite.verifications_in(whole)] == ["no gain"], \
         "a result holding a whole verification is read from it, once"
+
+
+def test_a_compared_candidate_is_recorded_with_its_interval_or_why_it_has_none() -> None:
+    """bench/_cli.py's ``compared_speedup``, which headroom, peers and earlier-studies record each config of a
+    ``compare --json`` with (its candidates as knobtune/tuning/proof/verify.py writes them)."""
+    import _cli
+
+    speedup = {"ratio": 1.2, "ci_low": 1.1, "ci_high": 1.3, "p_value": 0.008, "n_base": 5, "n_cand": 5}
+    assert _cli.compared_speedup({"label": "a", "failure": None, "speedup": speedup, "significant": True}) == \
+        {"ratio": 1.2, "ci_low": 1.1, "ci_high": 1.3, "p_value": 0.008, "significant": True}
+    assert _cli.compared_speedup({"label": "b", "failure": "crashed: exit 134", "speedup": speedup,
+                                  "significant": False}) == {"failure": "crashed: exit 134"}
+    assert _cli.compared_speedup({"label": "c", "failure": None}) == {"failure": "no speedup measured"}

@@ -5,6 +5,7 @@ refused in one line. Real `tune`s of RocksDB at a tiny size."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import signal
@@ -146,14 +147,21 @@ def test_a_stopped_step_stops_the_bench_and_is_not_kept(tmp_path: Path) -> None:
 
     running = threading.Thread(target=step)
     running.start()
-    deadline = time.monotonic() + 60
-    while not (tunes := [p for p in psutil.Process().children() if "tune" in p.cmdline()]):
-        assert time.monotonic() < deadline and running.is_alive(), f"the tune did not start: {raised}"
-        time.sleep(0.1)
-    time.sleep(2)  # into its search
-    tunes[0].send_signal(signal.SIGTERM)
-    running.join(120)
-    assert not running.is_alive(), "the stopped tune did not end"
+    try:
+        deadline = time.monotonic() + 60
+        while not (tunes := [p for p in psutil.Process().children() if "tune" in p.cmdline()]):
+            assert time.monotonic() < deadline and running.is_alive(), f"the tune did not start: {raised}"
+            time.sleep(0.1)
+        time.sleep(2)  # into its search
+        tunes[0].send_signal(signal.SIGTERM)
+        running.join(120)
+        assert not running.is_alive(), "the stopped tune did not end"
+    finally:  # a failure above must not leave its 10-minute tune running: end what this test started
+        started = [p for p in psutil.Process().children() if "tune" in p.cmdline()]
+        for process in [child for p in started for child in p.children(recursive=True)] + started:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+        running.join(30)
     assert len(raised) == 1 and isinstance(raised[0], _cli.Stopped), raised
     assert not isinstance(raised[0], SystemExit) and "--resume" in str(raised[0])
     assert _steps.reused(tmp_path, command) is None, "a stopped step is run again, not reused"
