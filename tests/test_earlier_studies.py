@@ -101,3 +101,28 @@ def test_a_study_of_another_build_or_a_ranking_is_never_learned_from(tmp_path: P
         "ranking", "--dir", home)
     said = _tune(home, "new", "put-get-delete", "3000")
     assert "earlier stud" not in said and _started_from(home, "new") == []
+
+
+def test_a_known_config_the_earlier_study_alike_tried_is_not_tried_first_again(tmp_path: Path) -> None:
+    """The system's known configs an earlier study alike ran are either among its best configs (tried first as
+    such) or not worth a full-size run before the search; without the earlier study they go first as always."""
+    home = str(tmp_path / "studies")
+
+    def known_tried(study: str) -> set[str]:
+        loaded = optuna.load_study(study_name=study, storage=f"sqlite:///{home}/studies.db")
+        return {label for t in loaded.trials if (label := t.user_attrs.get(attrs.STARTED_FROM, ""))
+                and not label.startswith("earlier") and t.state.name in ("COMPLETE", "PRUNED")}
+
+    _tune(home, "first", "put-get-delete", "3000", known=True)
+    theirs = known_tried("first")
+    assert theirs, "the first study tried the guide's configs first"
+    said = _tune(home, "second", "put-get-delete", "4000", known=True)
+    assert "not tried first, the earlier studies alike tried" in said and all(label in said for label in theirs), said
+    assert not known_tried("second") & theirs
+    assert _started_from(home, "second"), "the earlier study's best configs are still tried first"
+    # a third learns from both; the configs it chose to try first go first, though the second study tried them too
+    said = _tune(home, "third", "put-get-delete", "5000", known=True)
+    skipped = next(line for line in said.splitlines() if "not tried first" in line)
+    assert _started_from(home, "third") and "earlier study" not in skipped, said
+    _tune(home, "cold", "put-get-delete", "4000", "--no-earlier-studies", known=True)
+    assert theirs <= known_tried("cold")

@@ -20,13 +20,14 @@ from typing import Any
 import optuna
 
 from knobtune.tuning.loop.machine import differences
-from knobtune.tuning.records import attrs, record_of, top_trials, winner_trial
+from knobtune.tuning.records import attrs, record_of, records, top_trials, winner_trial
 
 KINDS = ("reads", "writes", "scans", "point_reads_only")  # each the same in alike workloads
 SIZES = ("key_size", "value_size", "clients")  # each within NEAR of the other's
 NEAR = 2.0  # at most this many times larger or smaller
 MOST_STUDIES = 3  # the nearest earlier studies a new one learns from
 MOST_CONFIGS = 3  # the configs it tries first from them (as many as --start-from)
+ENDED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)  # a trial that measured its config
 
 
 def stored_shape(shape: Mapping[str, Any]) -> dict[str, Any]:
@@ -64,16 +65,23 @@ class Earlier:
 
     studies: tuple[optuna.Study, ...]  # loaded
     starts: tuple[tuple[str, dict], ...]  # (label, changed knobs), as ``records.starting_configs`` gives them
+    tried: frozenset[str] = frozenset()  # labels of configs they tried first and measured, none of ``starts``
 
     @property
     def names(self) -> list[str]:
         return [study.study_name for study in self.studies]
 
 
+NO_EARLIER = Earlier((), ())  # a study that learns from no earlier one
+
+
 def find_earlier(storage: optuna.storages.BaseStorage, name: str, system: str, machine: Mapping[str, Any],
                  shape: Mapping[str, Any]) -> Earlier:
     """The earlier tuning studies in ``storage`` alike to the study ``name`` (``shape`` its stored shape, ``machine``
-    this machine's facts), and up to ``MOST_CONFIGS`` of their configs, each study's winner before its best others.
+    this machine's facts), up to ``MOST_CONFIGS`` of their configs, each study's winner before its best others, and
+    the labels of the configs they tried first (known configs, the rules' starts) that ran to an end there: a
+    known config they measured is either among their best configs, tried first as such, or was not worth trying
+    first again.
 
     A study of another system, on a machine of another kind or another build, a knob ranking, one with no stored
     shape (made before shapes were stored) or no complete config, is never read.
@@ -104,7 +112,9 @@ def find_earlier(storage: optuna.storages.BaseStorage, name: str, system: str, m
         if digest not in seen and len(starts) < MOST_CONFIGS:
             seen.add(digest)
             starts.append((f"earlier study {other} trial {trial.number}", dict(trial.user_attrs[attrs.CONFIG])))
-    return Earlier(tuple(studies), tuple(starts))
+    tried = frozenset(record.started_from for study in studies for record in records(study, ENDED)
+                      if record.started_from) - {label for label, _ in starts}  # the ones chosen here go first
+    return Earlier(tuple(studies), tuple(starts), tried)
 
 
 def still_stored(storage: optuna.storages.BaseStorage, names: Sequence[str]) -> list[optuna.Study]:

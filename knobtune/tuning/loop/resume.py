@@ -29,6 +29,7 @@ class Queue:
     def __init__(self, workers: Workers, reporter: Reporter) -> None:
         self.workers, self.reporter = workers, reporter
         self._pending: list[tuple[str, dict]] = []  # (label, changed knobs) to try first, once the default ran
+        self._tried_elsewhere: frozenset[str] = frozenset()  # labels the earlier studies alike tried first already
 
     # ------------------------------------------------------------ interrupted trials
 
@@ -88,11 +89,23 @@ class Queue:
         """Queue ``starts`` (label, changed knobs) with the next release: configs the diagnosis suggests."""
         self._pending += starts
 
+    def tried_elsewhere(self, labels: frozenset[str]) -> None:
+        """Known configs (by label) that the earlier studies alike this one learns from tried first and measured:
+        not tried first again. One that did well there is among their best configs, which this study tries first
+        as such; one that did not is not worth a full-size run before the search (the sampler that learns from
+        their trials is shown how it ran). Tried again, they filled the search of a later study with half the
+        budget (bench question earlier-studies)."""
+        self._tried_elsewhere = labels
+
     def release_known_configs(self) -> None:
         """Queue the known configs planned (once this machine's default has run); none that the space makes the
-        default, or another of them."""
+        default, or another of them, or that the earlier studies alike tried first already."""
         e, pending = self.workers.experiment, self._pending
         self._pending = []
+        if again := [label for label, _ in pending if label in self._tried_elsewhere]:
+            self.reporter.note(f"not tried first, the earlier studies alike tried {'them' if len(again) > 1 else 'it'} "
+                               f"already: {', '.join(again)}")
+            pending = [(label, changed) for label, changed in pending if label not in self._tried_elsewhere]
         queued = {json.dumps(e.space.params_of(e.catalog.defaults()), sort_keys=True, default=str)}  # the default ran
         trials = e.budget.trials
         room = None if trials is None else trials - sum(not r.is_default for r in records(self.workers.study))

@@ -28,7 +28,7 @@ from knobtune.tuning.document import Experiment, narrowed, stored_document
 from knobtune.tuning.proof import name_lead, verify_study
 from knobtune.tuning.search import (
     LEARNS_FROM_TRIALS, Guide, LearnsFromEarlier, given_at_most, make_sampler, removed_note)
-from knobtune.tuning.loop.earlier import find_earlier, still_stored, stored_shape
+from knobtune.tuning.loop.earlier import NO_EARLIER, Earlier, find_earlier, still_stored, stored_shape
 from knobtune.tuning.loop.owner import running
 from knobtune.tuning.loop.progress import Progress, Reporter
 from knobtune.tuning.loop.pruning import DefaultAwareHalvingPruner
@@ -90,7 +90,9 @@ class Tuner:
             queue.recover_interrupted()
             self._record(study, budget, target, facts, workers)
             queue.plan_known_configs(known)
-            queue.plan(self._learn_from_earlier(storage, study, facts))
+            earlier = self._learn_from_earlier(storage, study, facts)
+            queue.plan(list(earlier.starts))
+            queue.tried_elsewhere(earlier.tried)
             self._sampler_learns_from_earlier(storage, study)
             guide = Guide(study, e.space, target, self.reporter.note, memory_limit_bytes=e.planned_memory_limit(),
                           trials=e.budget.trials, enabled=e.research.rules and not e.joining)
@@ -137,14 +139,14 @@ class Tuner:
             study.set_user_attr(key, value)
         study.set_user_attr(attrs.SHAPE, stored_shape(target.workload_facts().shape()))
 
-    def _learn_from_earlier(self, storage: optuna.storages.BaseStorage, study: optuna.Study,
-                            facts: dict) -> list[tuple[str, dict]]:
-        """The configs a new study tries first from earlier studies alike (``earlier``), once, when it is new
-        and neither the research switch nor --start-from says otherwise."""
+    def _learn_from_earlier(self, storage: optuna.storages.BaseStorage, study: optuna.Study, facts: dict) -> Earlier:
+        """The earlier studies alike a new study learns from (``earlier``): the configs it tries first from them,
+        and the ones of its own they tried already; once, when it is new and neither the research switch nor
+        --start-from says otherwise."""
         e = self.experiment
         if e.joining or not e.research.earlier_studies or e.start_configs or attrs.EARLIER in study.user_attrs \
                 or attrs.SHAPE not in study.user_attrs or any(not r.is_default for r in records(study)):
-            return []
+            return NO_EARLIER
         found = find_earlier(storage, e.study_name, e.catalog.system, facts, study.user_attrs[attrs.SHAPE])
         study.set_user_attr(attrs.EARLIER, found.names)
         shown = given_at_most(found.studies) if e.search.sampler in LEARNS_FROM_TRIALS else 0
@@ -155,7 +157,7 @@ class Tuner:
                                f"workload alike ({', '.join(found.names)}): their {len(found.starts)} best "
                                f"config(s) go first" + (f", and the sampler learns from their {shown} trials"
                                                         if shown else "") + " (--no-earlier-studies: none)")
-        return list(found.starts)
+        return found
 
     def _sampler_learns_from_earlier(self, storage: optuna.storages.BaseStorage, study: optuna.Study) -> None:
         """A sampler that models the study's trials also shown the trials of the earlier studies the study started
