@@ -96,10 +96,10 @@ class Queue:
 
     def tried_elsewhere(self, labels: frozenset[str]) -> None:
         """Known configs and the rules' starts from the default's run (by label) that the earlier studies alike
-        this one learns from tried first and measured: not tried first again. One that did well there is among their best configs, which this study tries first
-        as such; one that did not is not worth a full-size run before the search (the sampler that learns from
-        their trials is shown how it ran). Tried again, they filled the search of a later study with half the
-        budget (bench question earlier-studies)."""
+        this one learns from tried first and measured: not tried first again. One that did well there is among
+        their best configs, which this study tries first as such; one that did not is not worth a full-size run
+        before the search (the sampler that learns from their trials is shown how it ran). Tried again, they
+        filled the search of a later study with half the budget (bench question earlier-studies)."""
         self._tried_elsewhere = labels
 
     def release_known_configs(self) -> None:
