@@ -30,7 +30,6 @@ class Queue:
         self.workers, self.reporter = workers, reporter
         self._pending: list[tuple[str, dict]] = []  # (label, changed knobs) to try first, once the default ran
         self._tried_elsewhere: frozenset[str] = frozenset()  # labels the earlier studies alike tried first already
-        self._own: set[str] = set()  # labels of starts composed from a config this study ran: never tried elsewhere
 
     # ------------------------------------------------------------ interrupted trials
 
@@ -83,34 +82,38 @@ class Queue:
         e = self.workers.experiment
         if e.joining or any(not r.is_default for r in records(self.workers.study)):
             return
-        self._pending = [(k.label, dict(k.changed)) for k in known] if e.research.try_known_configs else []
+        self._pending = self._new_here([(k.label, dict(k.changed)) for k in known]) if e.research.try_known_configs \
+            else []
         self._pending += list(e.start_configs)
 
     def plan(self, starts: list[tuple[str, dict]], own: bool = False) -> None:
         """Queue ``starts`` (label, changed knobs) with the next release: configs the diagnosis suggests. ``own``:
         composed from a config this study ran (``rules after trial N``), so an earlier study's start of the same
-        label was another config."""
-        self._pending += starts
-        if own:
-            self._own.update(label for label, _ in starts)
+        label was another config: never left out as tried there."""
+        self._pending += starts if own else self._new_here(starts)
 
     def tried_elsewhere(self, labels: frozenset[str]) -> None:
         """Known configs and the rules' starts from the default's run (by label) that the earlier studies alike
         this one learns from tried first and measured: not tried first again. One that did well there is among
         their best configs, which this study tries first as such; one that did not is not worth a full-size run
         before the search (the sampler that learns from their trials is shown how it ran). Tried again, they
-        filled the search of a later study with half the budget (bench question earlier-studies)."""
+        filled the search of a later study with half the budget (bench question earlier-studies). Set before
+        anything is planned."""
         self._tried_elsewhere = labels
+
+    def _new_here(self, starts: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+        """``starts`` less those the earlier studies alike tried first already (``tried_elsewhere``), which the
+        output names."""
+        if again := [label for label, _ in starts if label in self._tried_elsewhere]:
+            self.reporter.note(f"not tried first, the earlier studies alike tried {'them' if len(again) > 1 else 'it'} "
+                               f"already: {', '.join(again)}")
+        return [(label, changed) for label, changed in starts if label not in self._tried_elsewhere]
 
     def release_known_configs(self) -> None:
         """Queue the known configs planned (once this machine's default has run); none that the space makes the
-        default, or another of them, or that the earlier studies alike tried first already."""
+        default, or another of them."""
         e, pending = self.workers.experiment, self._pending
         self._pending = []
-        if again := [label for label, _ in pending if label in self._tried_elsewhere and label not in self._own]:
-            self.reporter.note(f"not tried first, the earlier studies alike tried {'them' if len(again) > 1 else 'it'} "
-                               f"already: {', '.join(again)}")
-            pending = [(label, changed) for label, changed in pending if label not in again]
         queued = {json.dumps(e.space.params_of(e.catalog.defaults()), sort_keys=True, default=str)}  # the default ran
         trials = e.budget.trials
         room = None if trials is None else trials - sum(not r.is_default for r in records(self.workers.study))

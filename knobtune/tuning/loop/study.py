@@ -89,10 +89,10 @@ class Tuner:
             facts = workers.check_machine(self.store.scratch_root, target.version())
             queue.recover_interrupted()
             self._record(study, budget, target, facts, workers)
-            queue.plan_known_configs(known)
             earlier = self._learn_from_earlier(storage, study, facts)
-            queue.plan(list(earlier.starts))
             queue.tried_elsewhere(earlier.tried)
+            queue.plan_known_configs(known)
+            queue.plan(list(earlier.starts))
             self._sampler_learns_from_earlier(storage, study)
             guide = Guide(study, e.space, target, self.reporter.note, memory_limit_bytes=e.planned_memory_limit(),
                           trials=e.budget.trials, enabled=e.research.rules and not e.joining)
