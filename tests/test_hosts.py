@@ -171,14 +171,15 @@ def _whole(study: Study, trials: int, lost: tuple[int, ...] = ()) -> None:
         if attrs.CONFIG in by_number[number].user_attrs:
             assert params == by_number[number].params
     sampled = [t for t in frozen if not attrs.is_default(t.user_attrs) and t.state != TrialState.WAITING]
-    counted = [t for t in sampled if t.state.is_finished() and attrs.CONFIG in t.user_attrs
-               and t.user_attrs.get(attrs.OUTCOME) not in (None, "interrupted", "tool")]
+    # a lost trial is failed, whatever outcome it stored before its process lost the storage: its retry counts
+    counted = [t for t in sampled if t.state in (TrialState.COMPLETE, TrialState.PRUNED) and attrs.CONFIG in
+               t.user_attrs and t.user_attrs.get(attrs.OUTCOME) not in (None, "interrupted", "tool")]
     assert len(counted) == trials, [(t.number, t.state.name, t.user_attrs.get(attrs.OUTCOME)) for t in sampled]
     # a sampled trial with no config is one the budget stopped before it drew one, or a lost one (checked above)
     assert all(t.user_attrs.get(attrs.OUTCOME) == "budget" for t in sampled
                if attrs.CONFIG not in t.user_attrs and t.number not in lost)
-    lost_here = [t.number for t in sampled if t.state == TrialState.FAIL  # by the heartbeat, or a dead pid on its host
-                 and t.user_attrs.get(attrs.OUTCOME) in (None, "interrupted")]
+    # ended by another worker's heartbeat check (keeping an outcome stored before the cut) or a dead pid on its host
+    lost_here = [t.number for t in sampled if t.state == TrialState.FAIL and t.user_attrs.get(attrs.OUTCOME) != "tool"]
     assert sorted(lost_here) == sorted(lost), f"trials ended as lost: {lost_here}, expected {list(lost)}"
     measured = defaultdict(dict)
     for trial in counted:
