@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -291,20 +293,24 @@ def test_the_shipped_sizes_are_where_settings_can_matter(name: str, tmp_path: Pa
     assert target.pgbench.clients >= 8
 
 
+def _kill_if_running(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
 def test_a_server_that_dies_under_a_config_is_its_crash_and_one_that_lives_is_the_machines(postgresql,
                                                                                             tmp_path: Path) -> None:
-    """A query the server could not answer because it had died (a Cassandra node out of heap while its counters were
-    read once stopped a study as the machine's failure) is the config's crash, with the server's own last words; the
-    same failure with the server alive stays the machine's."""
+    """A query the server could not answer because it was dying (a Cassandra node out of memory reset its counters'
+    query, then exited; it stopped a two-hour study as the machine's failure) is the config's crash, with the
+    server's own last words; the same failure with the server alive stays the machine's."""
     from knobtune.systems.postgresql.target import PostgresTarget
 
     class DiesAtItsCounters(PostgresTarget):
         kill = True
 
         def read_counters(self, log: Path) -> dict[str, float]:
-            if self.kill:
-                os.kill(self._server.pid, signal.SIGKILL)  # the server dies on its own, as under an out-of-memory
-                self._server.wait()
+            if self.kill:  # the server dies on its own a moment after its client was cut off, as under an out-of-memory
+                threading.Timer(1.0, _kill_if_running, (self._server.pid,)).start()
             raise RunFailure(FailureKind.TOOL, "reading the counters failed: no answer")
 
     workload = tiny("pgbench-tpcb", 200)

@@ -63,6 +63,8 @@ from knobtune.workloads import Rung
 
 __all__ = ["Benchmarked", "ServerTarget", "SettleWork", "make_home", "remove_stale_homes", "stale_homes"]
 
+EXIT_WAIT_S = 10.0  # how long a server that left a query unanswered is given to exit before that is the machine's fault
+
 
 @dataclass(frozen=True)
 class Benchmarked:
@@ -367,11 +369,12 @@ class _ServerRun:
     def _died(self, failure: RunFailure) -> RunFailure:
         """``failure``, or the server's crash when the server had died on its own under the config: a query it could
         not answer, a client cut off or a wait that ran out are then its death, never the machine's fault (seen: a
-        Cassandra node out of heap while its counters were read stopped a whole study as a tool failure). A full
-        disk is still told apart afterwards (``run_at``)."""
+        Cassandra node out of heap while its counters were read stopped a whole study as a tool failure). A query
+        left unanswered gives the server ``EXIT_WAIT_S`` to exit first (``_exited``). A full disk is still told apart
+        afterwards (``run_at``)."""
         server = self.target._server
-        died = server is not None and server.poll() is not None
-        if not died or failure.kind not in (FailureKind.TOOL, FailureKind.TIMEOUT, FailureKind.CRASH):
+        if server is None or failure.kind not in (FailureKind.TOOL, FailureKind.TIMEOUT, FailureKind.CRASH) \
+                or not _exited(server, EXIT_WAIT_S if failure.kind is FailureKind.TOOL else 0.0):
             return failure
         return RunFailure(FailureKind.CRASH, f"the {self.target.noun} died under the config: "
                           f"{self.target.why_died(self.server_log)} (then: {failure.reason})", self.server_log)
@@ -455,3 +458,15 @@ def remove_stale_homes(prefix: str) -> int:
     removed; the bytes freed."""
     return sum(remove_left_behind(folder, folder.name.removeprefix(prefix).split("-")[0])
                for folder in Path(tempfile.gettempdir()).glob(f"{prefix}*"))
+
+
+def _exited(server: subprocess.Popen[bytes], within_s: float) -> bool:
+    """Whether ``server`` has exited, or does within ``within_s`` seconds. A server dying of its own failure cuts its
+    clients off before it ends: seen, a Cassandra node out of direct memory reset the counters' query and only then
+    logged "Terminating due to java.lang.OutOfMemoryError"; checked at once, it still ran, and its death stopped a
+    two-hour study as the machine's failure."""
+    try:
+        server.wait(timeout=within_s)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
