@@ -241,7 +241,11 @@ def test_a_default_that_fails_stops_the_study(rocksdb, store) -> None:
         Tuner(_settings(rocksdb, bad, budget__trials=1), store).run()
 
 
-def test_controls_rerun_the_default_and_record_drift(rocksdb, store) -> None:
+def test_controls_rerun_the_default_and_record_drift(rocksdb, store, monkeypatch) -> None:
+    # the control a first default run slower than its warm-up calls for at once has its own test (below); on a
+    # busy machine a run of 3,000 records is 1.1x slower than its warm-up often enough to shift these roles
+    from knobtune.tuning.loop import workers
+    monkeypatch.setattr(workers, "UNCONFIRMED", float("inf"))
     workload = dataclasses.replace(tiny("put-get-delete", 3000), ladder=(1.0,))  # one rung: nothing is pruned
     space = build_space(rocksdb, ["block_size"])
     study = Tuner(_settings(rocksdb, workload, space=space, budget__trials=5, measurement__control_every=2),
