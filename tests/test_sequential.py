@@ -168,6 +168,11 @@ def test_a_verdict_names_the_rounds_it_stands_on() -> None:
     assert verdict(given_up).startswith(f"no significant gain: the best candidate, trial 4, is {ratio:.2f}x")
     assert f"8 interleaved rounds: 5, then 3 added, then stopped: were trial 4's gain the {ratio:.2f}x it shows, the " \
            "20 rounds within reach would prove it 3% of the time); keep the default" in verdict(given_up)
+    # a candidate given up at an earlier look did not stop the rounds, however likelier it was to settle then
+    earlier = replace(shown.speedups["trial 4"], decision=Decision.FUTILE.value, settle_chance=0.3, reachable=15,
+                      rounds=5)
+    both = replace(given_up, speedups={**given_up.speedups, "trial 2": earlier})
+    assert f"then stopped: were trial 4's gain the {ratio:.2f}x it shows, the 20 rounds" in verdict(both)
     late = _comparison(default[:8], [v * 1.02 for v in default[:8]], Stop.BUDGET)
     assert verdict(late).startswith("no significant gain: the best candidate, trial 4, is 0.98x")
     assert "8 interleaved rounds: 5, then 3 added, the time budget held no more); keep the default" in verdict(late)

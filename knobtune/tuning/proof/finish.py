@@ -188,10 +188,12 @@ def rounds_text(comparison: Comparison) -> str:
 
 
 def _futile_text(comparison: Comparison) -> str:
-    """Why no more rounds ran when the open candidates were given up, for the one likeliest to settle: ``then
-    stopped: were trial 7's gain the 1.03x it shows, the 19 rounds within reach would prove it 4% of the time``."""
+    """Why no more rounds ran when the open candidates were given up, for the one likeliest to settle among those
+    given up at the last look (one given up earlier did not stop the rounds): ``then stopped: were trial 7's gain
+    the 1.03x it shows, the 19 rounds within reach would prove it 4% of the time``."""
     given_up = [(label, s) for label, s in comparison.speedups.items()
                 if isinstance(s, SequentialSpeedup) and s.decision == Decision.FUTILE.value]
+    given_up = [(label, s) for label, s in given_up if s.rounds == comparison.rounds] or given_up
     if not given_up:
         return "then stopped"
     label, likeliest = max(given_up, key=lambda item: item[1].settle_chance or 0.0)
