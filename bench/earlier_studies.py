@@ -124,18 +124,21 @@ def baseline(summary: dict) -> float | None:
 
 
 def tried_first(home: Path, study: str, default: float | None, maximize: bool) -> list[dict]:
-    """The configs ``study`` tried first from earlier studies: each one's label, how its trial ended and, when it
-    reached full size, its speedup over the study's default."""
+    """The configs ``study`` tried first from earlier studies: each one's label, the start it was tried as when
+    the study composed that start for its own workload in the earlier config's place (``sized_here``), how its
+    trial ended and, when it reached full size, its speedup over the study's default."""
     stored = optuna.load_study(study_name=study, storage=f"sqlite:///{home / 'studies.db'}")
     found = []
     for trial in stored.get_trials(deepcopy=False):
-        label = trial.user_attrs.get(attrs.STARTED_FROM) or ""
+        in_place_of = trial.user_attrs.get(attrs.IN_PLACE_OF)
+        label = in_place_of or trial.user_attrs.get(attrs.STARTED_FROM) or ""
         if not label.startswith(EARLIER_LABEL):
             continue
         gain = None
         if trial.state == optuna.trial.TrialState.COMPLETE and default and trial.value:
             gain = round(trial.value / default if maximize else default / trial.value, 4)
-        found.append({"label": label, "trial": trial.number, "state": trial.state.name, "gain": gain})
+        found.append({"label": label, "sized_here": trial.user_attrs[attrs.STARTED_FROM] if in_place_of else None,
+                      "trial": trial.number, "state": trial.state.name, "gain": gain})
     return found
 
 
@@ -240,7 +243,9 @@ def _took(arm: dict) -> str:
     studies = arm["earlier_studies"]
     if not studies:
         return "none"
-    gains = ", ".join(_gain(t["gain"]) if t["gain"] is not None else t["state"].lower() for t in arm["tried_first"])
+    gains = ", ".join((_gain(t["gain"]) if t["gain"] is not None else t["state"].lower())
+                      + (f" as {t['sized_here']} sized here" if t.get("sized_here") else "")
+                      for t in arm["tried_first"])
     return f"{len(arm['tried_first'])} from {len(studies)} stud{'ies' if len(studies) > 1 else 'y'} ({gains})"
 
 

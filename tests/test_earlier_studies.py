@@ -44,15 +44,16 @@ def test_workloads_are_alike_when_they_read_write_and_scan_alike_and_their_sizes
 
 
 def _tune(home: str, study: str, workload: str, records: str, *more: str, known: bool = False,
-          sampler: str = "random", trials: int = 4) -> str:
+          sampler: str = "random", trials: int = 4, rules: bool = False) -> str:
     """A short study; without the system's known configs unless ``known`` (the RocksDB guide's config is never
-    pruned, so a study that tries it has a complete config to learn from)."""
+    pruned, so a study that tries it has a complete config to learn from), without the rules' starts unless
+    ``rules``."""
     experiment = Path(home).parent / f"{study}.toml"
     experiment.write_text(f'system = "rocksdb"\n[workload]\nname = "{workload}"\n[research]\n'
                           f'try_known_configs = {str(known).lower()}\n')
     return _ok("tune", "--experiment", str(experiment), "--records", records, "--trials", str(trials), "--study", study,
-               "--dir", home, "--sampler", sampler, "--verify-top", "0", "--no-warm-up", "--no-rules",
-               "--timeout-factor", "20", *more)
+               "--dir", home, "--sampler", sampler, "--verify-top", "0", "--no-warm-up",
+               *([] if rules else ["--no-rules"]), "--timeout-factor", "20", *more)
 
 
 def _started_from(home: str, study: str) -> list[str]:
@@ -104,25 +105,60 @@ def test_a_study_of_another_build_or_a_ranking_is_never_learned_from(tmp_path: P
 
 
 def test_a_known_config_the_earlier_study_alike_tried_is_not_tried_first_again(tmp_path: Path) -> None:
-    """The system's known configs an earlier study alike ran are either among its best configs (tried first as
-    such) or not worth a full-size run before the search; without the earlier study they go first as always."""
+    """The known configs and rules' starts an earlier study alike ran are either among its best configs (tried
+    first in their place) or not worth a full-size run before the search; without the earlier study they go first
+    as always."""
     home = str(tmp_path / "studies")
 
-    def known_tried(study: str) -> set[str]:
-        loaded = optuna.load_study(study_name=study, storage=f"sqlite:///{home}/studies.db")
+    def known_tried(study: str, where: str = home) -> set[str]:
+        """Known configs and rules' starts ``study`` tried first as such, not in an earlier config's place."""
+        loaded = optuna.load_study(study_name=study, storage=f"sqlite:///{where}/studies.db")
         return {label for t in loaded.trials if (label := t.user_attrs.get(attrs.STARTED_FROM, ""))
-                and not label.startswith("earlier") and t.state.name in ("COMPLETE", "PRUNED")}
+                and not label.startswith("earlier") and attrs.IN_PLACE_OF not in t.user_attrs
+                and t.state.name in ("COMPLETE", "PRUNED")}
 
-    _tune(home, "first", "put-get-delete", "3000", known=True)
+    _tune(home, "first", "put-get-delete", "3000", known=True, rules=True, trials=6)
     theirs = known_tried("first")
-    assert theirs, "the first study tried the guide's configs first"
-    said = _tune(home, "second", "put-get-delete", "4000", known=True)
-    assert "not tried first, the earlier studies alike tried" in said and all(label in said for label in theirs), said
+    assert len(theirs) > 3, "the first study tried more of the guide's and the rules' starts than its 3 best"
+    said = _tune(home, "second", "put-get-delete", "4000", known=True, rules=True)
+    assert "not tried first, the earlier studies alike tried" in said, said
     assert not known_tried("second") & theirs
-    assert _started_from(home, "second"), "the earlier study's best configs are still tried first"
+    second = optuna.load_study(study_name="second", storage=f"sqlite:///{home}/studies.db")
+    assert len([t for t in second.trials if t.user_attrs.get(attrs.STARTED_FROM, "").startswith("earlier")
+                or attrs.IN_PLACE_OF in t.user_attrs]) == 3, "the earlier study's 3 best configs are still tried first"
     # a third learns from both; the configs it chose to try first go first, though the second study tried them too
-    said = _tune(home, "third", "put-get-delete", "5000", known=True)
+    said = _tune(home, "third", "put-get-delete", "5000", known=True, rules=True)
     skipped = next(line for line in said.splitlines() if "not tried first" in line)
-    assert _started_from(home, "third") and "earlier study" not in skipped, said
-    _tune(home, "cold", "put-get-delete", "4000", "--no-earlier-studies", known=True)
-    assert theirs <= known_tried("cold")
+    assert "earlier study" not in skipped, said
+    cold = str(tmp_path / "cold")
+    _tune(cold, "cold", "put-get-delete", "4000", "--no-earlier-studies", known=True, rules=True, trials=6)
+    assert theirs <= known_tried("cold", cold)
+
+
+def test_an_earlier_config_that_was_a_start_is_tried_as_the_start_sized_for_this_workload(tmp_path: Path) -> None:
+    """A rule sizes its start for the workload (a hash memtable 0.4 of the data set): an earlier study's best
+    config that was such a start is tried as this study composes the same start, in its place, not with the sizes
+    of the earlier workload."""
+    home, cold = str(tmp_path / "studies"), str(tmp_path / "cold")
+
+    def tried(where: str, study: str) -> list[optuna.trial.FrozenTrial]:
+        loaded = optuna.load_study(study_name=study, storage=f"sqlite:///{where}/studies.db")
+        return [t for t in loaded.trials if attrs.STARTED_FROM in t.user_attrs]
+
+    _tune(home, "first", "put-get-delete", "20000", known=True, rules=True, trials=3)
+    said = _tune(home, "second", "put-get-delete", "30000", known=True, rules=True, trials=3)
+    _tune(cold, "cold", "put-get-delete", "30000", "--no-earlier-studies", known=True, rules=True, trials=6)
+    first = {t.number: t for t in tried(home, "first")}
+    own = {t.user_attrs[attrs.STARTED_FROM]: t.user_attrs[attrs.CONFIG] for t in tried(cold, "cold")}
+    in_place = [t for t in tried(home, "second") if attrs.IN_PLACE_OF in t.user_attrs]
+    assert in_place, said
+    resized = 0
+    for trial in in_place:
+        earlier = first[int(trial.user_attrs[attrs.IN_PLACE_OF].rsplit(" ", 1)[1])]
+        start = trial.user_attrs[attrs.STARTED_FROM]
+        assert start == earlier.user_attrs[attrs.STARTED_FROM]  # the same start ...
+        assert trial.user_attrs[attrs.CONFIG] == own[start]  # ... as a study of this workload composes it
+        assert f"queued first: {start}, sized for this workload, in place of {trial.user_attrs[attrs.IN_PLACE_OF]}" \
+            in said, said
+        resized += trial.user_attrs[attrs.CONFIG] != earlier.user_attrs[attrs.CONFIG]
+    assert resized, "a start sized by the data set (the hash memtable's buffers) differs at 20,000 and 30,000 records"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
@@ -66,6 +66,7 @@ class Earlier:
     studies: tuple[optuna.Study, ...]  # loaded
     starts: tuple[tuple[str, dict], ...]  # (label, changed knobs), as ``records.starting_configs`` gives them
     tried: frozenset[str] = frozenset()  # labels of configs they tried first and measured, none of ``starts``
+    as_started: Mapping[str, str] = field(default_factory=dict)  # a label of ``starts`` -> the start it was there
 
     @property
     def names(self) -> list[str]:
@@ -81,7 +82,8 @@ def find_earlier(storage: optuna.storages.BaseStorage, name: str, system: str, m
     this machine's facts), up to ``MOST_CONFIGS`` of their configs, each study's winner before its best others, and
     the labels of the configs they tried first (known configs, the rules' starts) that ran to an end there: a
     known config they measured is either among their best configs, tried first as such, or was not worth trying
-    first again.
+    first again. Of their best configs, those that were a start there (a known config, a rule's start) name it:
+    this study tries its own version of that start in their place when it plans the same (``Queue.learn_from``).
 
     A study of another system, on a machine of another kind or another build, a knob ranking, one with no stored
     shape (made before shapes were stored) or no complete config, is never read.
@@ -106,15 +108,19 @@ def find_earlier(storage: optuna.storages.BaseStorage, name: str, system: str, m
             candidates += [(t.number == winner, _ratio(t), other, t) for t in best]
     candidates.sort(key=lambda c: (not c[0], -c[1]))  # verified winners first, then the best ratio to its default
     starts: list[tuple[str, dict]] = []
+    as_started: dict[str, str] = {}
     seen: set[str | None] = set()
     for _, _, other, trial in candidates:
         digest = trial.user_attrs.get(attrs.CONFIG_HASH)
         if digest not in seen and len(starts) < MOST_CONFIGS:
             seen.add(digest)
-            starts.append((f"earlier study {other} trial {trial.number}", dict(trial.user_attrs[attrs.CONFIG])))
+            label = f"earlier study {other} trial {trial.number}"
+            starts.append((label, dict(trial.user_attrs[attrs.CONFIG])))
+            if started := trial.user_attrs.get(attrs.STARTED_FROM):
+                as_started[label] = started
     tried = frozenset(record.started_from for study in studies for record in records(study, ENDED)
-                      if record.started_from) - {label for label, _ in starts}  # the ones chosen here go first
-    return Earlier(tuple(studies), tuple(starts), tried)
+                      if record.started_from) - {label for label, _ in starts} - set(as_started.values())
+    return Earlier(tuple(studies), tuple(starts), tried, as_started)  # the ones chosen here go first, or their own
 
 
 def still_stored(storage: optuna.storages.BaseStorage, names: Sequence[str]) -> list[optuna.Study]:

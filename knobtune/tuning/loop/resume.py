@@ -30,6 +30,7 @@ class Queue:
         self.workers, self.reporter = workers, reporter
         self._pending: list[tuple[str, dict]] = []  # (label, changed knobs) to try first, once the default ran
         self._tried_elsewhere: frozenset[str] = frozenset()  # labels the earlier studies alike tried first already
+        self._as_started: dict[str, str] = {}  # an earlier study's config planned -> the start it was there
 
     # ------------------------------------------------------------ interrupted trials
 
@@ -64,7 +65,7 @@ class Queue:
         study = study or self.workers.study
         if attrs.is_default(user_attrs) or self.retry_of(number, study) is not None:
             return
-        known = {attrs.STARTED_FROM: user_attrs[attrs.STARTED_FROM]} if attrs.STARTED_FROM in user_attrs else {}
+        known = {k: user_attrs[k] for k in (attrs.STARTED_FROM, attrs.IN_PLACE_OF) if k in user_attrs}
         study.enqueue_trial(params, user_attrs={attrs.RETRY_OF: number, **known}, skip_if_exists=False)
 
     def retry_of(self, number: int, study: optuna.Study | None = None) -> int | None:
@@ -92,6 +93,13 @@ class Queue:
         label was another config: never left out as tried there."""
         self._pending += starts if own else self._new_here(starts)
 
+    def learn_from(self, starts: list[tuple[str, dict]], as_started: dict[str, str]) -> None:
+        """Queue the earlier studies' best configs (``starts``) with the next release. ``as_started``: the start each
+        one was there (its label: a known config, a rule's start from the default's run); where this study plans
+        the same start too, that is tried in its place (``_sized_here``)."""
+        self._as_started = dict(as_started)
+        self.plan(starts)
+
     def tried_elsewhere(self, labels: frozenset[str]) -> None:
         """Known configs and the rules' starts from the default's run (by label) that the earlier studies alike
         this one learns from tried first and measured: not tried first again. One that did well there is among
@@ -112,12 +120,12 @@ class Queue:
     def release_known_configs(self) -> None:
         """Queue the known configs planned (once this machine's default has run); none that the space makes the
         default, or another of them."""
-        e, pending = self.workers.experiment, self._pending
+        e, pending = self.workers.experiment, self._sized_here(self._pending)
         self._pending = []
         queued = {json.dumps(e.space.params_of(e.catalog.defaults()), sort_keys=True, default=str)}  # the default ran
         trials = e.budget.trials
         room = None if trials is None else trials - sum(not r.is_default for r in records(self.workers.study))
-        for label, changed in pending:
+        for label, changed, in_place_of in pending:
             if room is not None and room <= 0:
                 self.reporter.note(f"not tried, --trials {e.budget.trials} is reached: {label}")
                 continue
@@ -126,6 +134,35 @@ class Queue:
             if key in queued:
                 continue  # within this space it is the default, or queued already: nothing new to try
             queued.add(key)
-            self.workers.study.enqueue_trial(params, user_attrs={attrs.STARTED_FROM: label})
-            self.reporter.note(f"queued first: {label}")
+            self.workers.study.enqueue_trial(params, user_attrs={attrs.STARTED_FROM: label} | (
+                {attrs.IN_PLACE_OF: in_place_of} if in_place_of else {}))
+            self.reporter.note(f"queued first: {label}" + (f", sized for this workload, in place of {in_place_of} "
+                                                           "(the same start there)" if in_place_of else ""))
             room = None if room is None else room - 1
+
+    def _sized_here(self, pending: list[tuple[str, dict]]) -> list[tuple[str, dict, str | None]]:
+        """``pending`` with each earlier study's config that was a start this study plans too (by label: a known
+        config, a rule's start from the default's run) replaced by this study's own, in the earlier config's place,
+        named as such (label, changed knobs, the earlier config's label or None).
+
+        A rule sizes its start for the workload (RocksDB's hash memtable: 0.4 of the data set), so the same start
+        composed for another workload carries that workload's sizes. Bench earlier-studies (cc1b753, seed 1): the
+        earlier study's winner, rocksdb-point-lookups-universal composed for 8 KiB values, ran 1.12x and 1.18x the
+        default of the 5 KiB workload in the two later studies that tried it first; composed for the 5 KiB workload,
+        the same start was verified 1.68x and 1.57x there (seed 2, the two studies that did not learn from it). Where
+        this study does not plan the start (its rule does not fire here, the rules are off),
+        the earlier config itself is tried."""
+        planned = {label: changed for label, changed in pending if label not in self._as_started}
+        sized_as: dict[str, str] = {}  # an earlier config -> the start this study plans in its place
+        for label, _ in pending:
+            if (start := self._as_started.pop(label, None)) in planned:
+                sized_as[label] = start
+        sized: list[tuple[str, dict, str | None]] = []
+        for label, changed in pending:
+            if label in sized_as.values():
+                continue  # tried in an earlier config's place
+            if (start := sized_as.get(label)) is None:
+                sized.append((label, changed, None))
+            elif all(s != start for s, _, _ in sized):  # two earlier configs of one start: it is tried once
+                sized.append((start, planned[start], label))
+        return sized

@@ -92,7 +92,7 @@ class Tuner:
             earlier = self._learn_from_earlier(storage, study, facts)
             queue.tried_elsewhere(earlier.tried)
             queue.plan_known_configs(known)
-            queue.plan(list(earlier.starts))
+            queue.learn_from(list(earlier.starts), dict(earlier.as_started))
             self._sampler_learns_from_earlier(storage, study)
             guide = Guide(study, e.space, target, self.reporter.note, memory_limit_bytes=e.planned_memory_limit(),
                           trials=e.budget.trials, enabled=e.research.rules and not e.joining)

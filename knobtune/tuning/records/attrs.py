@@ -70,6 +70,8 @@ CLAIM = "claim"  # {"rung": index, "state": a CLAIM_* below}: whether the trial 
 CLAIM_PENDING, CLAIM_DEFERRED, CLAIM_MEASURING = "pending", "deferred", "measuring"
 RETRY_OF = "retry_of"  # trial number this one re-runs after an interruption
 STARTED_FROM = "started_from"  # a config a new study tried first: a known config's label, or "study S trial N"
+IN_PLACE_OF = "in_place_of"  # "earlier study S trial N": the earlier config a start was tried in place of, as this
+# study composed the same start for its own workload (tuning.loop.resume.Queue.learn_from)
 WORKER = "worker"  # "host:pid" of the process running the trial
 TRIAL_MACHINE = "machine"  # the name of the machine the trial ran on (its rung results: "machine", "ratio")
 UNSAFE = "unsafe_knobs"  # knob -> safety class of the values this config holds
