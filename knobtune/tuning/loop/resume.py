@@ -150,8 +150,8 @@ class Queue:
         earlier study's winner, rocksdb-point-lookups-universal composed for 8 KiB values, ran 1.12x and 1.18x the
         default of the 5 KiB workload in the two later studies that tried it first; composed for the 5 KiB workload,
         the same start was verified 1.68x and 1.57x there (seed 2, the two studies that did not learn from it). Where
-        this study does not plan the start (its rule does not fire here, the rules are off),
-        the earlier config itself is tried."""
+        this study does not plan the start (its rule does not fire here, the rules are off), the earlier config
+        itself is tried."""
         planned = {label: changed for label, changed in pending if label not in self._as_started}
         sized_as: dict[str, str] = {}  # an earlier config -> the start this study plans in its place
         for label, _ in pending:
