@@ -57,9 +57,12 @@ def _tune(home: str, study: str, workload: str, records: str, *more: str, known:
 
 
 def _started_from(home: str, study: str) -> list[str]:
-    """The labels of the configs ``study`` tried first from earlier studies (not the system's known configs)."""
+    """The labels of the configs ``study`` tried first from earlier studies (not the system's known configs), as
+    they are or as the start they were there, sized for this workload (``in_place_of``)."""
     loaded = optuna.load_study(study_name=study, storage=f"sqlite:///{home}/studies.db")
-    return [label for t in loaded.trials if (label := t.user_attrs.get(attrs.STARTED_FROM, "")).startswith("earlier")]
+    return [label for t in loaded.trials
+            if (label := t.user_attrs.get(attrs.IN_PLACE_OF) or t.user_attrs.get(attrs.STARTED_FROM, ""))
+            .startswith("earlier")]
 
 
 def test_a_new_study_tries_the_best_configs_of_an_earlier_study_alike_first_and_only_those(tmp_path: Path) -> None:
@@ -123,9 +126,7 @@ def test_a_known_config_the_earlier_study_alike_tried_is_not_tried_first_again(t
     said = _tune(home, "second", "put-get-delete", "4000", known=True, rules=True)
     assert "not tried first, the earlier studies alike tried" in said, said
     assert not known_tried("second") & theirs
-    second = optuna.load_study(study_name="second", storage=f"sqlite:///{home}/studies.db")
-    assert len([t for t in second.trials if t.user_attrs.get(attrs.STARTED_FROM, "").startswith("earlier")
-                or attrs.IN_PLACE_OF in t.user_attrs]) == 3, "the earlier study's 3 best configs are still tried first"
+    assert len(_started_from(home, "second")) == 3, "the earlier study's 3 best configs are still tried first"
     # a third learns from both; the configs it chose to try first go first, though the second study tried them too
     said = _tune(home, "third", "put-get-delete", "5000", known=True, rules=True)
     skipped = next(line for line in said.splitlines() if "not tried first" in line)

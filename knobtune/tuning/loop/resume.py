@@ -30,7 +30,7 @@ class Queue:
         self.workers, self.reporter = workers, reporter
         self._pending: list[tuple[str, dict]] = []  # (label, changed knobs) to try first, once the default ran
         self._tried_elsewhere: frozenset[str] = frozenset()  # labels the earlier studies alike tried first already
-        self._as_started: dict[str, str] = {}  # an earlier study's config planned -> the start it was there
+        self._as_started: dict[str, str] = {}  # an earlier study's config (label) -> the start it was there
 
     # ------------------------------------------------------------ interrupted trials
 
@@ -153,16 +153,12 @@ class Queue:
         this study does not plan the start (its rule does not fire here, the rules are off), the earlier config
         itself is tried."""
         planned = {label: changed for label, changed in pending if label not in self._as_started}
-        sized_as: dict[str, str] = {}  # an earlier config -> the start this study plans in its place
-        for label, _ in pending:
-            if (start := self._as_started.pop(label, None)) in planned:
-                sized_as[label] = start
+        sized_as = {label: start for label, _ in pending if (start := self._as_started.get(label, "")) in planned}
         sized: list[tuple[str, dict, str | None]] = []
         for label, changed in pending:
-            if label in sized_as.values():
-                continue  # tried in an earlier config's place
-            if (start := sized_as.get(label)) is None:
-                sized.append((label, changed, None))
-            elif all(s != start for s, _, _ in sized):  # two earlier configs of one start: it is tried once
-                sized.append((start, planned[start], label))
+            if (own := sized_as.get(label)) is None:
+                if label not in sized_as.values():  # else tried in an earlier config's place
+                    sized.append((label, changed, None))
+            elif all(s != own for s, _, _ in sized):  # two earlier configs of one start: it is tried once
+                sized.append((own, planned[own], label))
         return sized
