@@ -80,6 +80,13 @@ class Study:
     def said(self, host: str) -> str:
         return self.log(host).read_text(errors="replace")
 
+    def failure(self, host: str) -> str:
+        """What a process on ``host`` that ended badly said of it: from the last traceback or error line on (two
+        processes on one host share its log, and the other's summary may follow), else the log's end."""
+        said = self.said(host)
+        start = max(said.rfind("Traceback (most recent call last)"), said.rfind("error: "))
+        return said[start:][:6000] if start >= 0 else said[-3000:]
+
     def trials(self) -> list[optuna.trial.FrozenTrial]:
         try:
             return optuna.load_study(study_name=self.name, storage=self.storage.local_url).get_trials(deepcopy=False)
@@ -127,7 +134,7 @@ class Study:
         try:
             return self.processes[host].wait(timeout=limit_s)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"{host} did not end within {limit_s:.0f} s: {self.said(host)[-3000:]}")
+            pytest.fail(f"{host} did not end within {limit_s:.0f} s: {self.failure(host)}")
 
 
 def _await(condition: Callable[[], object], what: str, limit_s: float = 90) -> None:
@@ -299,8 +306,8 @@ def test_a_killed_worker_and_a_killed_verifier_restarted_on_another_host_lose_no
     unnamed += study.running_unnamed()
     assert attrs.VERIFICATION not in study.user_attrs()
     again = study.tune("h3", 8)
-    assert again.wait(timeout=150) == 0, study.said("h3")[-3000:]
-    assert other.wait(timeout=60) == 0, study.said("h3")[-3000:]  # the worker on h3 (the same log)
+    assert again.wait(timeout=150) == 0, study.failure("h3")
+    assert other.wait(timeout=60) == 0, study.failure("h3")  # the worker on h3 (the same log)
     by_number = {t.number: t for t in study.trials()}
     lost_unnamed = [n for n in set(unnamed) - set(lost) if by_number[n].state == TrialState.FAIL
                     and attrs.WORKER not in by_number[n].user_attrs
