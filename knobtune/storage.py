@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import socket
 import tempfile
@@ -24,6 +25,7 @@ import sqlalchemy.exc
 from sqlalchemy.engine import make_url
 
 from knobtune.errors import StorageError, StudyNotFoundError
+from knobtune.interrupts import quiet_after_a_stop
 from knobtune.outputs import is_sqlite
 from knobtune.names import existing_ancestor, inside
 from knobtune.names import study_name as study_name_checked
@@ -88,9 +90,12 @@ class StudyStore:
         try:
             with self._creation_lock(), warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # heartbeats: chosen knowingly
-                storage = optuna.storages.get_storage(optuna.storages.RDBStorage(
+                rdb = optuna.storages.RDBStorage(
                     self.url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
-                    heartbeat_stale_trial_callback=on_stale, engine_kwargs=link_limits(self.url)))
+                    heartbeat_stale_trial_callback=on_stale, engine_kwargs=link_limits(self.url))
+                if isinstance(pool_logger := rdb.engine.pool.logger, logging.Logger):  # its pool class's (one
+                    pool_logger.addFilter(quiet_after_a_stop)  # instance's only under echo_pool, never set here)
+                storage = optuna.storages.get_storage(rdb)
         except Exception as exc:  # Optuna raises many kinds for a bad URL
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StorageError(f"cannot open storage '{self.shown_url}': {first_line}. "

@@ -75,3 +75,33 @@ def test_an_attempt_begun_before_the_storage_answered_again_does_not_say_it_is_l
     slow.join(10)
     assert ["answers again" if "answers again" in h else "does not answer" for h in heard] == [
         "does not answer", "answers again"], heard
+
+
+QUIET = """
+import logging, os, signal, time
+from knobtune.interrupts import catch_stops
+from knobtune.storage import open_store
+open_store(%r).storage()
+catch_stops()
+pool = logging.getLogger("sqlalchemy.pool.impl.QueuePool")  # the SQLite storage's pool class logs through it
+pool.error("a pool error before any stop")
+try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(10)
+except KeyboardInterrupt:
+    try:
+        raise RuntimeError("Cannot operate on a closed database.")
+    except RuntimeError:
+        pool.error("Error closing cursor", exc_info=True)
+print("stopped")
+"""
+
+
+def test_what_sqlalchemys_pool_logs_once_a_stop_arrived_is_not_printed(tmp_path: Path) -> None:
+    """A SIGTERM that lands inside a storage query leaves SQLAlchemy closing a cursor of a closed connection, and it
+    logged that with a traceback (a SIGTERM test saw it): once a stop arrived, its pool's logger says nothing."""
+    ran = subprocess.run([sys.executable, "-c", QUIET % str(tmp_path / "studies")], capture_output=True, text=True,
+                         timeout=60)
+    assert ran.returncode == 0 and ran.stdout.strip() == "stopped", ran.stderr
+    assert "a pool error before any stop" in ran.stderr
+    assert "Error closing cursor" not in ran.stderr and "Traceback" not in ran.stderr, ran.stderr
