@@ -93,8 +93,9 @@ class StudyStore:
                 rdb = optuna.storages.RDBStorage(
                     self.url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
                     heartbeat_stale_trial_callback=on_stale, engine_kwargs=link_limits(self.url))
-                if isinstance(pool_logger := rdb.engine.pool.logger, logging.Logger):  # its pool class's (one
-                    pool_logger.addFilter(quiet_after_a_stop)  # instance's only under echo_pool, never set here)
+                pool_logger = rdb.engine.pool.logger  # its pool class's logger (one of its own only under echo_pool)
+                if isinstance(pool_logger, logging.Logger):
+                    pool_logger.addFilter(quiet_after_a_stop)
                 storage = optuna.storages.get_storage(rdb)
         except Exception as exc:  # Optuna raises many kinds for a bad URL
             first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
