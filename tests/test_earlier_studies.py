@@ -84,8 +84,15 @@ def test_a_new_study_tries_the_best_configs_of_an_earlier_study_alike_first_and_
     assert sum(not attrs.is_default(t.user_attrs) for t in second.trials) == 6
     shown = json.loads(_ok("show", "second", "--dir", home, "--json"))
     assert shown["earlier_studies"] == ["first"] and shown["earlier_trials"] == len(theirs) > 0
-    assert (f"started from 1 earlier study of a workload alike: first (their best configs tried first; the sampler "
-            f"shown their {len(theirs)} trials)") in _ok("show", "second", "--dir", home)
+    # how each config tried first from it ran here, in the order tried: its full-size speedup over this default
+    ran = [t for t in second.trials if attrs.from_earlier(t.user_attrs)]
+    assert len(shown["earlier_gains"]) == len(ran) == len(tried)
+    for trial, gain in zip(ran, shown["earlier_gains"]):
+        assert gain is None if trial.state.name != "COMPLETE" else gain > 0
+    here = ", ".join(f"{g:.2f}x" if g is not None else "not complete" for g in shown["earlier_gains"])
+    here = " and ".join(here.rsplit(", ", 1))
+    assert (f"started from 1 earlier study of a workload alike: first (their best configs tried first, here {here} "
+            f"the default; the sampler shown their {len(theirs)} trials)") in _ok("show", "second", "--dir", home)
 
     _tune(home, "off", "put-get-delete", "4000", "--no-earlier-studies")
     assert _started_from(home, "off") == []

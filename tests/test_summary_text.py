@@ -31,7 +31,7 @@ FLAT_KEYS = {  # the keys of `show --json` before the summary had sections: the 
     "limits", "machines", "objective", "ranked_by", "ranking", "result_config", "result_trial", "result_tried_first",
     "result_value", "rung_agreement", "rungs_run_scaled", "settled", "single_run_speedup", "study", "system",
     "time_s", "time_spent", "units_machine", "unsafe_in_result", "verdict", "verification", "verified", "warnings",
-    "workload"} | {"earlier_studies", "earlier_trials"}  # and the keys added since
+    "workload"} | {"earlier_studies", "earlier_trials", "earlier_gains"}  # and the keys added since
 
 
 @pytest.fixture()

@@ -77,6 +77,9 @@ class Trials:
     rungs_run_scaled: bool = False  # small rungs ran configs with their data-sized knobs scaled to the rung's share
     earlier_studies: list[str] = field(default_factory=list)  # earlier studies alike it tried the best configs of
     earlier_trials: int = 0  # their trials offered to its sampler, those that fit its space shown (0: none)
+    # each config tried first from them, in the order tried: its full-size speedup over the default here (None: it
+    # did not complete); how far what they found carries to this workload
+    earlier_gains: list[float | None] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,8 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
             time_spent=TimeSpent.from_record(user.get(attrs.TIME_SPENT)),
             rung_agreement=rung_agreement([_rung_values(r) for r in map(record_of, trials) if not r.is_default]),
             rungs_run_scaled=bool(attrs.rungs_run_scaled(user)), earlier_studies=list(user.get(attrs.EARLIER) or []),
-            earlier_trials=int(user.get(attrs.EARLIER_TRIALS) or 0)),
+            earlier_trials=int(user.get(attrs.EARLIER_TRIALS) or 0),
+            earlier_gains=[_full_size_ratio(t) for t in trials if attrs.from_earlier(t.user_attrs)]),
         default=Default(
             default_value=default_trial.value if default_trial else None,
             default_warm_up=(default_trial.user_attrs.get(attrs.WARM_UP) or {}).get("value") if default_trial else None,
@@ -91,6 +92,11 @@ def summarize(study: optuna.Study, catalog: Catalog | None = None) -> StudySumma
             allow_operational=doc.search.allow_operational, left_out=dict(user.get(attrs.LEFT_OUT, {})),
             kept_out={kept_out_label(k, catalog): v for k, v in dict(user.get(attrs.LEFT_OUT, {})).items()}),
     )
+
+
+def _full_size_ratio(trial: FrozenTrial) -> float | None:
+    """A complete trial's speedup over its machine's default at full size (None: it did not complete)."""
+    return record_of(trial).reached_ratio if trial.state == TrialState.COMPLETE else None
 
 
 def _ranked_by(data: dict[str, Any] | None) -> RankedBy | None:

@@ -114,7 +114,7 @@ def find_earlier(storage: optuna.storages.BaseStorage, name: str, system: str, m
         digest = trial.user_attrs.get(attrs.CONFIG_HASH)
         if digest not in seen and len(starts) < MOST_CONFIGS:
             seen.add(digest)
-            label = f"earlier study {other} trial {trial.number}"
+            label = attrs.EARLIER_CONFIG.format(study=other, number=trial.number)
             starts.append((label, dict(trial.user_attrs[attrs.CONFIG])))
             if started := trial.user_attrs.get(attrs.STARTED_FROM):
                 as_started[label] = started
@@ -132,6 +132,4 @@ def still_stored(storage: optuna.storages.BaseStorage, names: Sequence[str]) -> 
 
 def _ratio(trial: optuna.trial.FrozenTrial) -> float:
     """The trial's full-size ratio to its machine's default (above 1: better), 0 when it was not stored."""
-    record = record_of(trial)
-    run = record.run_at(record.reached_rung) if record.reached_rung is not None else None
-    return run.ratio if run is not None and run.ratio is not None else 0.0
+    return record_of(trial).reached_ratio or 0.0

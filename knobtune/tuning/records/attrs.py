@@ -70,6 +70,7 @@ CLAIM = "claim"  # {"rung": index, "state": a CLAIM_* below}: whether the trial 
 CLAIM_PENDING, CLAIM_DEFERRED, CLAIM_MEASURING = "pending", "deferred", "measuring"
 RETRY_OF = "retry_of"  # trial number this one re-runs after an interruption
 STARTED_FROM = "started_from"  # a config a new study tried first: a known config's label, or "study S trial N"
+EARLIER_CONFIG = "earlier study {study} trial {number}"  # the label of a config tried first from an earlier study
 IN_PLACE_OF = "in_place_of"  # "earlier study S trial N": the earlier config a start was tried in place of, as this
 # study composed the same start for its own workload (tuning.loop.resume.Queue.learn_from)
 WORKER = "worker"  # "host:pid" of the process running the trial
@@ -127,3 +128,10 @@ def is_default(user_attrs: dict) -> bool:
 def is_fixed(user_attrs: dict) -> bool:
     """Whether a trial's config was fixed before it was asked for (the default, a start, a retry), not sampled."""
     return is_default(user_attrs) or STARTED_FROM in user_attrs or RETRY_OF in user_attrs
+
+
+def from_earlier(user_attrs: dict) -> bool:
+    """Whether a trial (its user attrs) ran a config tried first from an earlier study alike: as it was there, or as
+    this study composed the start it was there (``IN_PLACE_OF``)."""
+    prefix = EARLIER_CONFIG.split("{", 1)[0]
+    return str(user_attrs.get(IN_PLACE_OF) or user_attrs.get(STARTED_FROM) or "").startswith(prefix)
