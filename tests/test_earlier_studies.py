@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import optuna
+import pytest
 from typer.testing import CliRunner
 
 from knobtune.cli import app
@@ -87,8 +88,9 @@ def test_a_new_study_tries_the_best_configs_of_an_earlier_study_alike_first_and_
     # how each config tried first from it ran here, in the order tried: its full-size speedup over this default
     ran = [t for t in second.trials if attrs.from_earlier(t.user_attrs)]
     assert len(shown["earlier_gains"]) == len(ran) == len(tried)
-    for trial, gain in zip(ran, shown["earlier_gains"]):
-        assert gain is None if trial.state.name != "COMPLETE" else gain > 0
+    for trial, gain in zip(ran, shown["earlier_gains"]):  # the default's full-size time over the config's here
+        assert gain is None if trial.state.name != "COMPLETE" else gain == pytest.approx(
+            shown["default_value"] / trial.value, rel=1e-3)
     here = ", ".join(f"{g:.2f}x" if g is not None else "not complete" for g in shown["earlier_gains"])
     here = " and ".join(here.rsplit(", ", 1))
     assert (f"started from 1 earlier study of a workload alike: first (their best configs tried first, here {here} "

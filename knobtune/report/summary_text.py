@@ -64,7 +64,7 @@ def replay_lines(replay: Replay, default: Default, cost: Costs | None = None,
 
 
 def _here(gains: list[float | None]) -> str:
-    """How the earlier studies' configs ran here: ", here 1.39x, 1.45x and failed against the default"."""
+    """How the earlier studies' configs ran here: ", here 1.39x, 1.45x and not complete the default"."""
     if not gains:
         return ""
     said = [f"{g:.2f}x" if g is not None else "not complete" for g in gains]
