@@ -60,7 +60,7 @@ def _catalog_names(importance: dict[str, float] | None) -> dict[str, float] | No
 
 def _trial_row(trial: FrozenTrial) -> dict[str, Any]:
     record = record_of(trial)
-    last = record.run_at(record.reached_rung) if record.reached_rung is not None else None
+    last = record.reached_run
     return {
         "number": trial.number,
         "role": record.role,
@@ -102,7 +102,7 @@ def _latency(trials: list[FrozenTrial], result: int | None, verification: dict |
     latency = {}
     for label, trial in chosen.items():
         record = record_of(trial) if trial else None
-        run = record.run_at(record.reached_rung) if record and record.reached_rung is not None else None
+        run = record.reached_run if record else None
         phases = run.summary.get("phases", []) if run is not None and run.ok else []
         latency[label] = {p["name"]: {"p50": p.get("p50_us"), "p99": p.get("p99_us"), "p99.9": p.get("p999_us"),
                                       "mean": p.get("mean_us"), "max": p.get("max_us"), "seconds": p.get("seconds")}

@@ -151,10 +151,14 @@ class TrialRecord:
         return self.runs.get(rung)
 
     @property
+    def reached_run(self) -> RungRun | None:
+        """Its run at the highest rung it reached (None: it reached none)."""
+        return self.run_at(self.reached_rung) if self.reached_rung is not None else None
+
+    @property
     def reached_ratio(self) -> float | None:
         """Its ratio to its machine's default at the highest rung it reached (above 1: better; None: not stored)."""
-        run = self.run_at(self.reached_rung) if self.reached_rung is not None else None
-        return run.ratio if run is not None else None
+        return run.ratio if (run := self.reached_run) is not None else None
 
     def claim_at(self, rung: int) -> str | None:
         """What the trial said of its run at ``rung`` (an ``attrs.CLAIM_*`` state), None when it said nothing."""
