@@ -50,7 +50,6 @@ REPO = Path(__file__).resolve().parents[1]
 PAIRS = (("bench/workloads/put-get-delete-8k.toml", "bench/workloads/put-get-delete-5k.toml"),
          ("bench/workloads/zipf-reads-1k.toml", "bench/workloads/zipf-reads-2k.toml"))
 UNRELATED = "bench/workloads/scans-reads-updates.toml"
-EARLIER_LABEL = "earlier study "  # how a config tried first from an earlier study is labelled (tuning/loop/earlier.py)
 HALF = 0.5  # the goal: warm reaches the cold arm's gain in half its time or less
 
 
@@ -130,10 +129,10 @@ def tried_first(home: Path, study: str, default: float | None, maximize: bool) -
     stored = optuna.load_study(study_name=study, storage=f"sqlite:///{home / 'studies.db'}")
     found = []
     for trial in stored.get_trials(deepcopy=False):
-        in_place_of = trial.user_attrs.get(attrs.IN_PLACE_OF)
-        label = in_place_of or trial.user_attrs.get(attrs.STARTED_FROM) or ""
-        if not label.startswith(EARLIER_LABEL):
+        if not attrs.from_earlier(trial.user_attrs):
             continue
+        in_place_of = trial.user_attrs.get(attrs.IN_PLACE_OF)
+        label = in_place_of or trial.user_attrs[attrs.STARTED_FROM]
         gain = None
         if trial.state == optuna.trial.TrialState.COMPLETE and default and trial.value:
             gain = round(trial.value / default if maximize else default / trial.value, 4)
