@@ -9,6 +9,7 @@ first ``repeats`` rounds, then ``step`` more while a candidate is open, a settle
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 
@@ -18,8 +19,9 @@ from scipy import stats
 
 from knobtune.analysis.sequential import (
     FUTILE_CHANCE, Decision, SequentialPlan, SequentialTest, boundaries, judge, rounds_for, settle_chance, spent,
+    stored_verdict,
 )
-from knobtune.tuning.proof import Candidate, CandidateRuns, Comparison, Stop, verdict
+from knobtune.tuning.proof import Candidate, CandidateRuns, Comparison, Resumed, Stop, stopped_open, verdict
 from knobtune.tuning.proof.verify import rounds_that_fit
 from knobtune.workloads import Objective, Rung
 
@@ -28,9 +30,12 @@ PLAN = SequentialPlan(first=5, most=20, candidates=3)  # the defaults: --repeats
 VERDICTS = 1000
 
 
-def _simulate(ratios: list[float], seed: int, futility: bool = True) -> list[tuple[dict[str, str], int]]:
+def _simulate(ratios: list[float], seed: int, futility: bool = True,
+              stopped_after: int | None = None) -> list[tuple[dict[str, str], int]]:
     """``VERDICTS`` verifications of candidates ``ratios`` times faster than the default (elapsed seconds, lower is
-    better): each one's decisions by label and the rounds it ran; without ``futility``, no candidate is given up."""
+    better): each one's decisions by label and the rounds it ran; without ``futility``, no candidate is given up.
+    ``stopped_after`` (a look's index): the test is stored there as a study stores it and taken up again by a new
+    one, as a verification the time budget stopped and a longer --time resumes."""
     rng = np.random.default_rng(seed)
     sigma = math.sqrt(math.log(1 + NOISE ** 2))
     labels = [f"trial {i}" for i in range(len(ratios))]
@@ -47,10 +52,31 @@ def _simulate(ratios: list[float], seed: int, futility: bool = True) -> list[tup
             rounds = look
             test.look(seconds[0, :look], {label: seconds[1 + i, :ran[label]] for i, label in enumerate(labels)},
                       reachable=PLAN.most if futility else None)
+            if stopped_after is not None and look == PLAN.looks()[stopped_after]:
+                test = _taken_up(test, labels)
             if not test.open():
                 break
         outcomes.append(({label: test.verdicts[label].decision for label in labels}, rounds))
     return outcomes
+
+
+def _taken_up(test: SequentialTest, labels: list[str]) -> SequentialTest:
+    """A new test that goes on from ``test``'s verdicts as a study stores them (JSON) and reads them back."""
+    again = SequentialTest(test.plan, labels, test.maximize)
+    for label, judged in test.verdicts.items():
+        stored = stored_verdict(json.loads(json.dumps(vars(judged))))
+        assert stored is not None and stored.looked == judged.looked
+        again.resume(label, stored)
+    return again
+
+
+def test_a_verification_taken_up_from_what_a_study_stored_decides_as_one_that_never_stopped() -> None:
+    """A longer --time goes on with the rounds a budget stopped (``verify.Resumed``): the same runs give the same
+    decisions at the same rounds, so the error rate and the power above hold for it too."""
+    for ratios, seed in (([1.0, 1.0, 1.0], 1), ([1.10, 1.0, 1.0], 2)):
+        whole = _simulate(ratios, seed)
+        for stopped_after in (0, 2):  # after the first look, and after the third
+            assert _simulate(ratios, seed, stopped_after=stopped_after) == whole
 
 
 def test_equal_configs_give_a_false_gain_at_most_5_percent_over_3_candidates() -> None:
@@ -176,6 +202,34 @@ def test_a_verdict_names_the_rounds_it_stands_on() -> None:
     late = _comparison(default[:8], [v * 1.02 for v in default[:8]], Stop.BUDGET)
     assert verdict(late).startswith("no significant gain: the best candidate, trial 4, is 0.98x")
     assert "8 interleaved rounds: 5, then 3 added, the time budget held no more); keep the default" in verdict(late)
+
+
+def test_a_verification_the_budget_stopped_with_a_candidate_open_is_taken_up_and_says_how() -> None:
+    rng = np.random.default_rng(7)
+    default = list(10.0 * np.exp(rng.normal(0, NOISE, 8)))
+    late = _comparison(default, list(10.0 / 1.02 * np.exp(rng.normal(0, NOISE, 8))), Stop.BUDGET)
+    assert late.speedups["trial 4"].decision == Decision.OPEN.value  # this seed: across 1, above it
+    text = verdict(late)
+    assert "8 interleaved rounds: 5, then 3 added, the time budget held no more); keep the default. Fix: the same " \
+           "command with a longer --time resumes the study; when its search finds no better candidates, it goes on " \
+           "with these rounds" in text, text
+    stored = json.loads(json.dumps(late.to_dict()))  # as the study keeps it
+    plan = SequentialPlan(first=5, most=20, candidates=1)
+    assert stopped_open(stored) == "trial 4"
+    resumed = Resumed.of(stored, ["default", "trial 4"], plan)
+    assert resumed is not None and resumed.rounds == 8
+    runs = [CandidateRuns(Candidate("default", {})), CandidateRuns(Candidate("trial 4", {"block_size": 8192}))]
+    test = SequentialTest(plan, ["trial 4"], maximize=False)
+    resumed.take_up(runs, test)
+    assert runs[0].values == stored["candidates"][0]["values"] and test.looked["trial 4"] == [5, 8]
+    assert test.open() == ["trial 4"]
+    # none to go on with: other candidates, another plan, a study of an earlier version (no looks stored), settled
+    assert Resumed.of(stored, ["default", "trial 5"], plan) is None
+    assert Resumed.of(stored, ["default", "trial 4"], SequentialPlan(first=5, most=10, candidates=1)) is None
+    del stored["candidates"][1]["speedup"]["looked"]
+    assert Resumed.of(stored, ["default", "trial 4"], plan) is None
+    settled = json.loads(json.dumps(_comparison(default, [v / 1.5 for v in default], Stop.SETTLED).to_dict()))
+    assert stopped_open(settled) is None and Resumed.of(settled, ["default", "trial 4"], plan) is None
 
 
 def test_a_close_candidate_keeps_rounds_back_and_a_clear_one_does_not() -> None:

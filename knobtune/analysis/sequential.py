@@ -27,10 +27,11 @@ Pure functions over plain numbers; scipy gives the distributions.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from enum import Enum
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -139,11 +140,12 @@ class SequentialSpeedup(Speedup):
     ``ratio`` is the geometric mean of the paired ratios (> 1 better); ``ci_low``/``ci_high`` are the repeated
     confidence interval at the latest look (one-sided ``alpha`` each side, valid over every look); ``p_value`` is
     the one-sided paired t-test's nominal p (not adjusted for looks); ``rounds`` paired rounds were judged at the
-    ``looks``-th look, with ``critical`` the t-value the interval used.
+    ``looks``-th look (the rounds at each in ``looked``), with ``critical`` the t-value the interval used.
     """
 
     rounds: int = 0
     looks: int = 0
+    looked: tuple[int, ...] = ()  # the rounds at each look so far, the latest last: a resumed test goes on from them
     critical: float = 0.0
     alpha: float = FAMILY_ERROR
     decision: str = Decision.OPEN.value  # a Decision's value
@@ -173,8 +175,18 @@ def judge(baseline: Sequence[float], config: Sequence[float], maximize: bool, pl
     p_value = float(stats.t.sf(mean / se, rounds - 1)) if se > 0 else float(mean <= 0)
     decision = (Decision.GAIN if low > 1.0 else Decision.WORSE if high < 1.0
                 else Decision.OPEN if mean > 0 else Decision.NO_GAIN)
-    return SequentialSpeedup(math.exp(mean), low, high, p_value, rounds, rounds, rounds=rounds,
-                             looks=len(looked), critical=critical, alpha=plan.alpha, decision=decision.value)
+    return SequentialSpeedup(math.exp(mean), low, high, p_value, rounds, rounds, rounds=rounds, looks=len(looked),
+                             looked=tuple(looked), critical=critical, alpha=plan.alpha, decision=decision.value)
+
+
+def stored_verdict(stored: Mapping[str, Any]) -> SequentialSpeedup | None:
+    """A verdict as a study stored it (``vars`` of a ``SequentialSpeedup``), or None when it lacks its looks (a
+    study of an earlier version): a test cannot go on from a verdict whose looks it does not know."""
+    names = {f.name for f in fields(SequentialSpeedup)}
+    if not stored.get("looked") or not {f.name for f in fields(Speedup)} <= set(stored):
+        return None
+    kept: dict[str, Any] = {k: v for k, v in stored.items() if k in names}
+    return SequentialSpeedup(**(kept | {"looked": tuple(stored["looked"])}))
 
 
 def _paired_gains(baseline: Sequence[float], config: Sequence[float], rounds: int, maximize: bool) -> np.ndarray:
@@ -252,6 +264,12 @@ class SequentialTest:
         self.plan, self.maximize = plan, maximize
         self.looked: dict[str, list[int]] = {label: [] for label in labels}
         self.verdicts: dict[str, SequentialSpeedup] = {}
+
+    def resume(self, label: str, verdict: SequentialSpeedup) -> None:
+        """Go on with ``label``'s test from an earlier verification's ``verdict`` (its looks, its decision): the
+        looks to come are taken after those, as if the rounds had never stopped."""
+        self.looked[label] = list(verdict.looked)
+        self.verdicts[label] = verdict
 
     def open(self) -> list[str]:
         """The candidates whose interval still straddles 1 (or that were not looked at yet), in the given order."""

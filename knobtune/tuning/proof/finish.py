@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
 import optuna
 
 from knobtune.analysis import Speedup
@@ -21,7 +23,8 @@ from knobtune.knobs import Value
 from knobtune.targets import RunFailure, Target
 from knobtune.tuning.records import RungRun, attrs, record_of, top_trials, winner_trial
 from knobtune.tuning.document import Experiment
-from knobtune.tuning.proof.verify import MACHINE_RETRIES, Candidate, CandidateRuns, Comparison, Stop, run_sequential
+from knobtune.tuning.proof.verify import (MACHINE_RETRIES, Candidate, CandidateRuns, Comparison, Resumed, Stop,
+                                          run_sequential)
 
 DEFAULT_LABEL = "default"
 
@@ -81,19 +84,25 @@ def verify_study(study: optuna.Study, target: Target, experiment: Experiment, lo
     previous = study.user_attrs.get(attrs.VERIFICATION) or {}
     verified_before = ({c["label"] for c in previous.get("candidates", []) if not c.get("reference")}  # known configs
                        | set(previous.get("rejected", {})))
-    if top and verified_before == {DEFAULT_LABEL} | {f"trial {t.number}" for t in top} \
-            and previous.get("repeats") == experiment.proof.repeats \
-            and previous.get("max_rounds") == experiment.proof.most_rounds:
+    same = bool(top) and verified_before == {DEFAULT_LABEL} | {f"trial {t.number}" for t in top} \
+        and previous.get("repeats") == experiment.proof.repeats \
+        and previous.get("max_rounds") == experiment.proof.most_rounds
+    if same and (open_at := stopped_open(previous)) is None:
         note(f"the same candidates were verified before: {previous['verdict']}")
         return previous
+    if same:  # they passed the twin check then: only their rounds go on
+        note(f"the same candidates were verified before, and the time budget ended it with {open_at} still open "
+             f"after {previous.get('rounds')} rounds: its rounds go on")
     candidates = [(Candidate(DEFAULT_LABEL, {}), catalog.defaults())]
-    rejected: dict[str, str] = {}
-    twin = target.twin() if top else None
+    rejected: dict[str, str] = dict(previous.get("rejected") or {}) if same else {}
+    top = [t for t in top if f"trial {t.number}" not in rejected]
+    twin = target.twin() if top and not same else None
     twin_limit_s = _twin_limit_s(twin, experiment, log_dir, note) if twin else None
     for trial in top:
         label = f"trial {trial.number}"
         config = catalog.config(trial.user_attrs[attrs.CONFIG])
-        failure = _twin_check(twin, experiment, config, log_dir / f"twin-{trial.number}.log", twin_limit_s)
+        failure = _twin_check(twin, experiment, config, log_dir / f"twin-{trial.number}.log", twin_limit_s) \
+            if twin else None
         if failure:
             rejected[label] = failure
             note(f"{label} rejected by the verifiable twin: {failure}")
@@ -121,9 +130,10 @@ def verify_study(study: optuna.Study, target: Target, experiment: Experiment, lo
         counted = f"{repeat + 1}/{plan.first}" if repeat < plan.first else f"{repeat + 1} (added, at most {plan.most})"
         note(f"verify round {counted} {runs.candidate.label}: {shown}")
 
+    resumed = Resumed.of(previous, [c.label for c, _ in candidates], plan) if same else None
     comparison = run_sequential(target, candidates, experiment.workload.full, plan=plan, objective=objective,
                                 seed=experiment.search.seed, log_dir=log_dir, timeout_s=timeout_s, room=room,
-                                on_run=on_run)
+                                on_run=on_run, resumed=resumed, run_s=_default_run_s(study, experiment))
     result: dict[str, object] = {**comparison.to_dict(), "rejected": rejected, "verdict": verdict(comparison)}
     winner = comparison.winner()
     if winner is not None:
@@ -232,16 +242,34 @@ def _tuned_verdict(comparison: Comparison) -> str:
     if not measured:
         return f"no candidate finished its verification runs; keep the default ({noise})"
     label, best = max(measured.items(), key=lambda item: item[1].ratio)
+    more = (". Fix: the same command with a longer --time resumes the study; when its search finds no better "
+            "candidates, it goes on with these rounds" if comparison.stopped is Stop.BUDGET
+            and isinstance(best, SequentialSpeedup) and best.decision == Decision.OPEN.value else "")
     return (f"no significant gain: the best candidate, {label}, is {best.ratio:.2f}x the default "
-            f"({_interval(comparison, best)}, {noise}, {runs}); keep the default")
+            f"({_interval(comparison, best)}, {noise}, {runs}); keep the default{more}")
+
+
+def stopped_open(verification: Mapping[str, Any]) -> str | None:
+    """The candidate a stored verification left open when the time budget stopped it (its interval straddling 1,
+    its estimate above 1), the likeliest to settle first; None when it settled, or stopped for another reason."""
+    if verification.get("stopped") != Stop.BUDGET.value:
+        return None
+    open_ones = [(c["speedup"].get("ratio", 0.0), str(c["label"])) for c in verification.get("candidates") or []
+                 if isinstance(c, dict) and not c.get("reference") and isinstance(c.get("speedup"), dict)
+                 and c["speedup"].get("decision") == Decision.OPEN.value]
+    return max(open_ones)[1] if open_ones else None
+
+
+def _default_run_s(study: optuna.Study, experiment: Experiment) -> float | None:
+    """The default's full-size run's seconds, as its trial stored them (None: not stored)."""
+    base = attrs.default_by_rung(study.user_attrs).get(str(experiment.workload.full.index))
+    return RungRun.from_stored(base).elapsed_s if base else None
 
 
 def _limit_s(study: optuna.Study, experiment: Experiment) -> float | None:
     """The time a verification run may take: ``timeout_factor`` times the default's full-size time."""
-    base = attrs.default_by_rung(study.user_attrs).get(str(experiment.workload.full.index))
-    if not base:
-        return None
-    return experiment.measurement.limit_s(RungRun.from_stored(base).elapsed_s)
+    run_s = _default_run_s(study, experiment)
+    return None if run_s is None else experiment.measurement.limit_s(run_s)
 
 
 def _twin_limit_s(twin: Target, experiment: Experiment, log_dir: Path, note: Callable[[str], None]) -> float:

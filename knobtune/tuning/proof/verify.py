@@ -17,7 +17,7 @@ from enum import Enum
 from typing import Any
 
 from knobtune.analysis import Speedup, noise, speedup
-from knobtune.analysis.sequential import Decision, SequentialPlan, SequentialTest, judge
+from knobtune.analysis.sequential import Decision, SequentialPlan, SequentialTest, judge, stored_verdict
 from knobtune.knobs import Value
 from knobtune.targets import CounterDoc, FailureKind, Measurement, RunFailure, Target
 from knobtune.tuning.document import relative_limit_s
@@ -68,6 +68,7 @@ class CandidateRuns:
     failure: RunProblem | None = None
     retries: int = 0  # runs repeated because the machine or knobtune failed them
     cost_counters: Mapping[str, CounterDoc] = field(default_factory=dict)  # the system's counters that are costs
+    carried: Mapping[str, Any] = field(default_factory=dict)  # a resumed verification's stored latency_us and costs
 
     @property
     def median(self) -> float | None:
@@ -75,7 +76,10 @@ class CandidateRuns:
 
     def latency_us(self) -> dict[str, dict[str, float]]:
         """Per phase, the median over runs of each latency the driver printed (µs: percentiles, mean, max) and of
-        the phase's own time (``seconds``): what reconciles latency with the objective (docs/report.md)."""
+        the phase's own time (``seconds``): what reconciles latency with the objective (docs/report.md). In a
+        resumed verification, over this invocation's runs; the stored ones' when it ran none."""
+        if not self.measurements and self.carried:
+            return dict(self.carried.get("latency_us") or {})
         table: dict[str, dict[str, list[float]]] = {}
         for measurement in self.measurements:
             for phase in measurement.phases:
@@ -88,7 +92,9 @@ class CandidateRuns:
     def costs(self) -> dict[str, Any]:
         """Medians over runs of what the runs cost besides the objective: settle, recovery, peak memory, and the
         system's counters that are costs (``cost`` in its counters.toml: Cassandra's GC pauses), each with its
-        name and unit."""
+        name and unit. In a resumed verification, as ``latency_us``."""
+        if not self.measurements and self.carried:
+            return dict(self.carried.get("costs") or {})
         def median_of(values: list[float | None]) -> float | None:
             known = [v for v in values if v is not None]
             return statistics.median(known) if known else None
@@ -206,10 +212,54 @@ def run_interleaved(target: Target, candidates: Sequence[tuple[Candidate, Mappin
     return Comparison(objective, rung, repeats, tuple(runs), speedups, noise(base.values))
 
 
+@dataclass(frozen=True)
+class Resumed:
+    """A verification the time budget stopped while a candidate's interval still straddled 1 with its estimate
+    above 1, as the study stored it (``Comparison.to_dict``): a later one of the same candidates goes on with its
+    rounds and looks instead of starting again (``run_sequential``). Going on is the plan the verification had: a
+    round is added while a candidate is open, up to ``--max-rounds``; each round still pairs runs made side by side,
+    so the time between the two invocations does not enter the test."""
+
+    rounds: int  # the rounds it ran
+    stored: Mapping[str, Mapping[str, Any]]  # label -> its stored record: values, failure, speedup, latency, costs
+
+    @classmethod
+    def of(cls, verification: Mapping[str, Any], labels: Sequence[str], plan: SequentialPlan) -> Resumed | None:
+        """``verification`` (what a study stored) to go on with, or None: unless the time budget stopped it with a
+        candidate open, it ran the candidates ``labels`` (the default first) under ``plan``'s rounds and
+        error, and kept each candidate's looks (a study of an earlier version did not), it starts again."""
+        records = verification.get("candidates") or []
+        rounds = verification.get("rounds")
+        held = [c.get("label") for c in records]
+        if verification.get("stopped") != Stop.BUDGET.value or held[:1] != list(labels[:1]) \
+                or sorted(map(str, held)) != sorted(labels) \
+                or not isinstance(rounds, int) or rounds >= plan.most or verification.get("max_rounds") != plan.most \
+                or verification.get("error") != plan.error or len(records[0].get("values") or []) != rounds:
+            return None
+        judged = [stored_verdict(c["speedup"]) if c.get("speedup") else None
+                  for c in records[1:] if not c.get("reference") and not c.get("failure")]
+        if any(v is None for v in judged) or not any(v.decision == Decision.OPEN.value for v in judged if v):
+            return None
+        return cls(rounds, {c["label"]: c for c in records})
+
+    def take_up(self, runs: Sequence[CandidateRuns], test: SequentialTest) -> None:
+        """Give ``runs`` their stored values, failures, latency and costs, and ``test`` each candidate's looks."""
+        for record in runs:
+            stored = self.stored[record.candidate.label]
+            record.values = [float(v) for v in stored.get("values") or []]
+            record.carried = {"latency_us": stored.get("latency_us") or {}, "costs": stored.get("costs") or {}}
+            if stored.get("failure") and record.failure is None:
+                record.failure = RunProblem(FailureKind(stored.get("failure_kind", FailureKind.REFUSED.value)),
+                                            str(stored["failure"]))
+            if record.candidate.label in test.looked and (verdict := stored_verdict(stored.get("speedup") or {})):
+                test.resume(record.candidate.label, verdict)
+
+
 def run_sequential(target: Target, candidates: Sequence[tuple[Candidate, Mapping[str, Value]]], rung: Rung, *,
                    plan: SequentialPlan, objective: Objective, seed: int, log_dir: Path,
                    timeout_s: float | None = None, room: Callable[[float], bool] | None = None,
-                   on_run: Callable[[int, CandidateRuns, float | None], None] | None = None) -> Comparison:
+                   on_run: Callable[[int, CandidateRuns, float | None], None] | None = None,
+                   resumed: Resumed | None = None, run_s: float | None = None) -> Comparison:
     """Run ``plan.first`` interleaved rounds of every candidate, then, while a candidate (not a known config)
     straddles 1 with its estimate above 1, more rounds of the default and those candidates, looking after each
     ``plan.step`` up to ``plan.most`` (``knobtune.analysis.sequential``). At each look, a candidate that the rounds
@@ -220,12 +270,20 @@ def run_sequential(target: Target, candidates: Sequence[tuple[Candidate, Mapping
     estimated from each of its candidates' latest run); None: no time budget. The known configs run the first
     look's rounds only (they inform, they decide nothing). Failures as in ``run_interleaved``; a machine that keeps
     failing, or a default that fails, ends the rounds.
+
+    ``resumed``: an earlier verification of these candidates that the time budget stopped; its rounds and looks go
+    on (``Resumed``), a round's seconds estimated from ``run_s`` per run until this invocation's runs time one.
     """
     runs = _planned(target, candidates)
     by_label = {r.candidate.label: i for i, r in enumerate(runs)}
     test = SequentialTest(plan, [r.candidate.label for r in runs[1:] if not r.candidate.known_config],
                           objective.maximize)
     rounds = _Rounds(target, candidates, runs, rung, objective, seed, log_dir, timeout_s, None, on_run)
+    if resumed is not None:
+        resumed.take_up(runs, test)
+        rounds.done = resumed.rounds
+        if run_s is not None:
+            rounds.wall_s[0] = run_s
 
     def still_open() -> list[int]:
         return [by_label[label] for label in test.open() if runs[by_label[label]].failure is None]
