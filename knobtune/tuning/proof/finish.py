@@ -87,16 +87,13 @@ def verify_study(study: optuna.Study, target: Target, experiment: Experiment, lo
     same = bool(top) and verified_before == {DEFAULT_LABEL} | {f"trial {t.number}" for t in top} \
         and previous.get("repeats") == experiment.proof.repeats \
         and previous.get("max_rounds") == experiment.proof.most_rounds
-    if same and (open_at := stopped_open(previous)) is None:
+    if same and stopped_open(previous) is None:
         note(f"the same candidates were verified before: {previous['verdict']}")
         return previous
-    if same:  # they passed the twin check then: only their rounds go on
-        note(f"the same candidates were verified before, and the time budget ended it with {open_at} still open "
-             f"after {previous.get('rounds')} rounds: its rounds go on")
     candidates = [(Candidate(DEFAULT_LABEL, {}), catalog.defaults())]
     rejected: dict[str, str] = dict(previous.get("rejected") or {}) if same else {}
     top = [t for t in top if f"trial {t.number}" not in rejected]
-    twin = target.twin() if top and not same else None
+    twin = target.twin() if top and not same else None  # the same candidates passed it before
     twin_limit_s = _twin_limit_s(twin, experiment, log_dir, note) if twin else None
     for trial in top:
         label = f"trial {trial.number}"
@@ -131,6 +128,11 @@ def verify_study(study: optuna.Study, target: Target, experiment: Experiment, lo
         note(f"verify round {counted} {runs.candidate.label}: {shown}")
 
     resumed = Resumed.of(previous, [c.label for c, _ in candidates], plan) if same else None
+    if same:
+        note(f"the same candidates were verified before, and the time budget ended it with {stopped_open(previous)} "
+             f"still open after {previous.get('rounds')} rounds: "
+             + ("its rounds go on" if resumed else "verified afresh (what it stored cannot be gone on with: another "
+                                                  "plan, other known configs beside, or no looks kept)"))
     comparison = run_sequential(target, candidates, experiment.workload.full, plan=plan, objective=objective,
                                 seed=experiment.search.seed, log_dir=log_dir, timeout_s=timeout_s, room=room,
                                 on_run=on_run, resumed=resumed, run_s=_default_run_s(study, experiment))

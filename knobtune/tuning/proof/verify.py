@@ -226,8 +226,9 @@ class Resumed:
     @classmethod
     def of(cls, verification: Mapping[str, Any], labels: Sequence[str], plan: SequentialPlan) -> Resumed | None:
         """``verification`` (what a study stored) to go on with, or None: unless the time budget stopped it with a
-        candidate open, it ran the candidates ``labels`` (the default first) under ``plan``'s rounds and
-        error, and kept each candidate's looks (a study of an earlier version did not), it starts again."""
+        candidate open, it ran the candidates ``labels`` (the default first) under ``plan``'s rounds and each
+        candidate's share of the error, and kept each candidate's looks (a study of an earlier version did not), it
+        starts again."""
         records = verification.get("candidates") or []
         rounds = verification.get("rounds")
         held = [c.get("label") for c in records]
@@ -238,7 +239,8 @@ class Resumed:
             return None
         judged = [stored_verdict(c["speedup"]) if c.get("speedup") else None
                   for c in records[1:] if not c.get("reference") and not c.get("failure")]
-        if any(v is None for v in judged) or not any(v.decision == Decision.OPEN.value for v in judged if v):
+        if any(v is None or v.alpha != plan.alpha for v in judged) \
+                or not any(v.decision == Decision.OPEN.value for v in judged if v):
             return None
         return cls(rounds, {c["label"]: c for c in records})
 
