@@ -68,7 +68,7 @@ def test_a_longer_time_goes_on_with_the_rounds_a_budget_stopped(rocksdb, store, 
                               proof__known_configs=False, **options)
     target = make_target(rocksdb, workload, tmp_path / "scratch", "db_bench")
     notes: list[str] = []
-    for _ in range(TRIES):  # two rounds that agree closely settle it at once (1 time in 12 or so): verify again
+    for _ in range(TRIES):  # two rounds may settle it at once (when they agree closely) or show no gain: again
         study.set_user_attr(attrs.VERIFICATION, None)
         with target:
             first = verify_study(study, target, verifying, tmp_path / "verify", notes.append, room=lambda s: False)
