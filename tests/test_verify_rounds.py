@@ -64,7 +64,7 @@ def test_a_longer_time_goes_on_with_the_rounds_a_budget_stopped(rocksdb, store, 
                    budget__trials=1, measurement__control_every=0, research__rules=False,
                    research__try_known_configs=False, start_configs=(("ahead", AHEAD),))
     study = Tuner(Experiment.of(rocksdb, workload, proof__verify_top=0, **options), store).run()  # searched only
-    verifying = Experiment.of(rocksdb, workload, proof__verify_top=1, proof__repeats=2, proof__max_rounds=8,
+    verifying = Experiment.of(rocksdb, workload, proof__verify_top=1, proof__repeats=2, proof__max_rounds=6,
                               proof__known_configs=False, **options)
     target = make_target(rocksdb, workload, tmp_path / "scratch", "db_bench")
     notes: list[str] = []
@@ -83,7 +83,7 @@ def test_a_longer_time_goes_on_with_the_rounds_a_budget_stopped(rocksdb, store, 
     assert any("the time budget ended it with trial 1 still open after 2 rounds: its rounds go on" in note
                for note in notes), notes
     rounds = second["rounds"]
-    assert 2 < rounds <= 8 and second["stopped"] in ("settled", "futile", "most"), second["verdict"]
+    assert 2 < rounds <= 6 and second["stopped"] in ("settled", "futile", "most"), second["verdict"]
     default, candidate = second["candidates"]
     assert default["values"][:2] == first["candidates"][0]["values"] and len(default["values"]) == rounds
     assert candidate["values"][:2] == first["candidates"][1]["values"]
