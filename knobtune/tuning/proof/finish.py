@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
 import optuna
 
 from knobtune.analysis import Speedup
@@ -24,7 +22,7 @@ from knobtune.targets import RunFailure, Target
 from knobtune.tuning.records import RungRun, attrs, record_of, top_trials, winner_trial
 from knobtune.tuning.document import Experiment
 from knobtune.tuning.proof.verify import (MACHINE_RETRIES, Candidate, CandidateRuns, Comparison, Resumed, Stop,
-                                          run_sequential)
+                                          run_sequential, stopped_open)
 
 DEFAULT_LABEL = "default"
 
@@ -87,7 +85,8 @@ def verify_study(study: optuna.Study, target: Target, experiment: Experiment, lo
     same = bool(top) and verified_before == {DEFAULT_LABEL} | {f"trial {t.number}" for t in top} \
         and previous.get("repeats") == experiment.proof.repeats \
         and previous.get("max_rounds") == experiment.proof.most_rounds
-    if same and stopped_open(previous) is None:
+    open_at = stopped_open(previous) if same else None
+    if same and open_at is None:
         note(f"the same candidates were verified before: {previous['verdict']}")
         return previous
     candidates = [(Candidate(DEFAULT_LABEL, {}), catalog.defaults())]
@@ -98,8 +97,7 @@ def verify_study(study: optuna.Study, target: Target, experiment: Experiment, lo
     for trial in top:
         label = f"trial {trial.number}"
         config = catalog.config(trial.user_attrs[attrs.CONFIG])
-        failure = _twin_check(twin, experiment, config, log_dir / f"twin-{trial.number}.log", twin_limit_s) \
-            if twin else None
+        failure = _twin_check(twin, experiment, config, log_dir / f"twin-{trial.number}.log", twin_limit_s)
         if failure:
             rejected[label] = failure
             note(f"{label} rejected by the verifiable twin: {failure}")
@@ -129,7 +127,7 @@ def verify_study(study: optuna.Study, target: Target, experiment: Experiment, lo
 
     resumed = Resumed.of(previous, [c.label for c, _ in candidates], plan) if same else None
     if same:
-        note(f"the same candidates were verified before, and the time budget ended it with {stopped_open(previous)} "
+        note(f"the same candidates were verified before, and the time budget ended it with {open_at} "
              f"still open after {previous.get('rounds')} rounds: "
              + ("its rounds go on" if resumed else "verified afresh (what it stored cannot be gone on with: another "
                                                   "plan, other known configs beside, or no looks kept)"))
@@ -249,17 +247,6 @@ def _tuned_verdict(comparison: Comparison) -> str:
             and isinstance(best, SequentialSpeedup) and best.decision == Decision.OPEN.value else "")
     return (f"no significant gain: the best candidate, {label}, is {best.ratio:.2f}x the default "
             f"({_interval(comparison, best)}, {noise}, {runs}); keep the default{more}")
-
-
-def stopped_open(verification: Mapping[str, Any]) -> str | None:
-    """The candidate a stored verification left open when the time budget stopped it (its interval straddling 1,
-    its estimate above 1), the likeliest to settle first; None when it settled, or stopped for another reason."""
-    if verification.get("stopped") != Stop.BUDGET.value:
-        return None
-    open_ones = [(c["speedup"].get("ratio", 0.0), str(c["label"])) for c in verification.get("candidates") or []
-                 if isinstance(c, dict) and not c.get("reference") and isinstance(c.get("speedup"), dict)
-                 and c["speedup"].get("decision") == Decision.OPEN.value]
-    return max(open_ones)[1] if open_ones else None
 
 
 def _default_run_s(study: optuna.Study, experiment: Experiment) -> float | None:

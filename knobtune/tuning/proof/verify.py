@@ -212,6 +212,17 @@ def run_interleaved(target: Target, candidates: Sequence[tuple[Candidate, Mappin
     return Comparison(objective, rung, repeats, tuple(runs), speedups, noise(base.values))
 
 
+def stopped_open(verification: Mapping[str, Any]) -> str | None:
+    """The candidate a stored verification left open when the time budget stopped it (its interval straddling 1,
+    its estimate above 1), the likeliest to settle first; None when it settled, or stopped for another reason."""
+    if verification.get("stopped") != Stop.BUDGET.value:
+        return None
+    open_ones = [(c["speedup"].get("ratio", 0.0), str(c["label"])) for c in verification.get("candidates") or []
+                 if isinstance(c, dict) and not c.get("reference") and isinstance(c.get("speedup"), dict)
+                 and c["speedup"].get("decision") == Decision.OPEN.value]
+    return max(open_ones)[1] if open_ones else None
+
+
 @dataclass(frozen=True)
 class Resumed:
     """A verification the time budget stopped while a candidate's interval still straddled 1 with its estimate
@@ -232,15 +243,14 @@ class Resumed:
         records = verification.get("candidates") or []
         rounds = verification.get("rounds")
         held = [c.get("label") for c in records]
-        if verification.get("stopped") != Stop.BUDGET.value or held[:1] != list(labels[:1]) \
-                or sorted(map(str, held)) != sorted(labels) \
-                or not isinstance(rounds, int) or rounds >= plan.most or verification.get("max_rounds") != plan.most \
-                or verification.get("error") != plan.error or len(records[0].get("values") or []) != rounds:
+        if stopped_open(verification) is None or held[:1] != list(labels[:1]) \
+                or sorted(map(str, held)) != sorted(labels) or not isinstance(rounds, int) or rounds >= plan.most \
+                or verification.get("max_rounds") != plan.most or verification.get("error") != plan.error \
+                or len(records[0].get("values") or []) != rounds:
             return None
         judged = [stored_verdict(c["speedup"]) if c.get("speedup") else None
                   for c in records[1:] if not c.get("reference") and not c.get("failure")]
-        if any(v is None or v.alpha != plan.alpha for v in judged) \
-                or not any(v.decision == Decision.OPEN.value for v in judged if v):
+        if any(v is None or v.alpha != plan.alpha for v in judged):
             return None
         return cls(rounds, {c["label"]: c for c in records})
 
