@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import optuna
 import pytest
@@ -14,6 +15,10 @@ from typer.testing import CliRunner
 from knobtune.cli import app
 from knobtune.tuning import attrs
 from knobtune.tuning.loop.earlier import distance, stored_shape
+from knobtune.tuning.loop.progress import Reporter
+from knobtune.tuning.loop.resume import Queue
+from knobtune.tuning.loop.workers import Workers
+from knobtune.tuning.search.guide import composed_here
 
 runner = CliRunner()
 GiB = 1024**3
@@ -117,9 +122,9 @@ def test_a_study_of_another_build_or_a_ranking_is_never_learned_from(tmp_path: P
 
 
 def test_a_known_config_the_earlier_study_alike_tried_is_not_tried_first_again(tmp_path: Path) -> None:
-    """The known configs and rules' starts an earlier study alike ran are either among its best configs (tried
-    first in their place) or not worth a full-size run before the search; without the earlier study they go first
-    as always."""
+    """The known configs an earlier study alike ran are either among its best configs (tried first in their place)
+    or not worth a full-size run before the search; without the earlier study they go first as always. The rules'
+    starts read this study's own runs and always go."""
     home = str(tmp_path / "studies")
 
     def known_tried(study: str, where: str = home) -> set[str]:
@@ -129,12 +134,22 @@ def test_a_known_config_the_earlier_study_alike_tried_is_not_tried_first_again(t
                 and not label.startswith("earlier") and attrs.IN_PLACE_OF not in t.user_attrs
                 and t.state.name in ("COMPLETE", "PRUNED")}
 
+    def rules(labels: set[str]) -> set[str]:
+        return {label for label in labels if label.startswith("rules")}
+
     _tune(home, "first", "put-get-delete", "3000", known=True, rules=True, trials=6)
     theirs = known_tried("first")
-    assert len(theirs) > 3, "the first study tried more of the guide's and the rules' starts than its 3 best"
-    said = _tune(home, "second", "put-get-delete", "4000", known=True, rules=True)
+    assert len(theirs - rules(theirs)) > 3, "the first study tried more of the guide's configs than its 3 best"
+    said = _tune(home, "second", "put-get-delete", "4000", known=True, rules=True, trials=6)
     assert "not tried first, the earlier studies alike tried" in said, said
-    assert not known_tried("second") & theirs
+    skipped = next(line for line in said.splitlines() if "not tried first" in line)
+    assert "rules" not in skipped, said
+    second = known_tried("second")
+    assert not (second - rules(second)) & theirs
+    from_default = {label for label in theirs if label.startswith("rules: ")}
+    assert from_default, "the rules fired on the first study's default run"
+    assert from_default <= rules(second) | _in_place(home, "second"), \
+        "the rules' start from the default's run goes, though the earlier study ran its own"
     assert len(_started_from(home, "second")) == 3, "the earlier study's 3 best configs are still tried first"
     # a third learns from both; the configs it chose to try first go first, though the second study tried them too
     said = _tune(home, "third", "put-get-delete", "5000", known=True, rules=True)
@@ -142,7 +157,13 @@ def test_a_known_config_the_earlier_study_alike_tried_is_not_tried_first_again(t
     assert "earlier study" not in skipped, said
     cold = str(tmp_path / "cold")
     _tune(cold, "cold", "put-get-delete", "4000", "--no-earlier-studies", known=True, rules=True, trials=6)
-    assert theirs <= known_tried("cold", cold)
+    assert theirs - rules(theirs) <= known_tried("cold", cold)
+
+
+def _in_place(home: str, study: str) -> set[str]:
+    """The starts ``study`` tried in an earlier config's place (its own version of the start that config was)."""
+    loaded = optuna.load_study(study_name=study, storage=f"sqlite:///{home}/studies.db")
+    return {t.user_attrs[attrs.STARTED_FROM] for t in loaded.trials if attrs.IN_PLACE_OF in t.user_attrs}
 
 
 def test_an_earlier_config_that_was_a_start_is_tried_as_the_start_sized_for_this_workload(tmp_path: Path) -> None:
@@ -172,3 +193,19 @@ def test_an_earlier_config_that_was_a_start_is_tried_as_the_start_sized_for_this
             in said, said
         resized += trial.user_attrs[attrs.CONFIG] != earlier.user_attrs[attrs.CONFIG]
     assert resized, "a start sized by the data set (the hash memtable's buffers) differs at 20,000 and 30,000 records"
+
+
+def test_the_rules_composed_start_goes_though_an_earlier_study_ran_its_own() -> None:
+    """Of the starts the diagnosis suggests, a known config a rule names that an earlier study alike ran is left
+    out, and said; the config the rules compose from this study's own run goes, whatever an earlier study's
+    composition of the same label measured."""
+    said: list[str] = []
+    queue = Queue(cast(Workers, None), Reporter(lambda event: said.append(event.message)))
+    composed, after = "rules: data-beyond-block-cache+large-values-in-the-tables", "rules after trial 7: write-stalls"
+    queue.tried_elsewhere(frozenset({"rocksdb-large-values", composed, after}))
+    queue.plan([("rocksdb-large-values", {"enable_blob_files": True}), ("rocksdb-point-lookups", {}),
+                (composed, {"cache_size": 1})])
+    queue.plan([(after, {"max_write_buffer_number": 4})])
+    assert [label for label, _ in queue._pending] == ["rocksdb-point-lookups", composed, after]
+    assert said == ["not tried first, the earlier studies alike tried it already: rocksdb-large-values"]
+    assert all(composed_here(label) for label in (composed, after)) and not composed_here("rocksdb-large-values")

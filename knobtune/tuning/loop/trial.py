@@ -219,7 +219,7 @@ class TrialRunner:
         left = self.budget.time_left_s()
         search_end = None if left is None else time.time() + left
         starts = self.guide.after_full_run(trial, run, config, is_default=is_default, search_end=search_end)
-        self.queue.plan(starts, own=not is_default)
+        self.queue.plan(starts)
 
     def _fail(self, trial: optuna.Trial, outcome: Outcome, reason: str, rung: Rung, is_default: bool) -> Outcome:
         """End a trial that failed at ``rung``; a failure the config caused first reports a pessimistic value there."""

@@ -54,6 +54,8 @@ from knobtune.tuning.search.space import SearchSpace
 
 FOCUS_SHARE = 1 / 3  # the share of the search the focus lasts
 MIN_FOCUSED_TRIALS = 3  # with --trials, the focus lasts at least this many sampled trials
+COMPOSED = "rules: "  # the label of the start composed from the default's run, then the rules that fired
+COMPOSED_AFTER = "rules after trial {number}: "  # ... from a later trial's run, then the rules new there
 Ranges = dict[str, tuple[float, float]]
 
 
@@ -117,6 +119,12 @@ def compare_findings(rules: tuple[Rule, ...], shape: Mapping[str, Any], default:
     return story
 
 
+def composed_here(label: str) -> bool:
+    """Whether the start called ``label`` is one the rules composed from a run of the study that queued it (not a
+    known config a rule names)."""
+    return label.startswith((COMPOSED, COMPOSED_AFTER.split("{", 1)[0]))
+
+
 class Advice:
     """What fired findings ask of a search space: narrowed ranges, a composed config, whole starts, as knob values
     of the space's catalog (the search's ``Guide`` and the bench's peers use the same)."""
@@ -131,7 +139,7 @@ class Advice:
         starts = [(start.label, changed) for finding in findings for start in finding.starts
                   if (changed := self.fitted({**start.config, **start.sized}))]
         if composed := self.composed(findings, config):
-            starts.append(("rules: " + "+".join(f.rule for f in findings if f.suggest), composed))
+            starts.append((COMPOSED + "+".join(f.rule for f in findings if f.suggest), composed))
         return [(label, changed) for label, changed in starts if self.within_memory(label, changed)]
 
     def ranges(self, findings: tuple[Finding, ...] | list[Finding], config: Mapping[str, Value]) -> Ranges:
@@ -253,7 +261,7 @@ class Guide:
             self.note(f"narrowed from trial {trial.number}'s values for the rest of the first third: "
                                + self.advice.shown_ranges(ranges))
         composed = self.advice.composed(new, config)
-        return [(f"rules after trial {trial.number}: {names}", composed)] if composed else []
+        return [(COMPOSED_AFTER.format(number=trial.number) + names, composed)] if composed else []
 
     def focus(self) -> Ranges | None:
         """The narrowed ranges a sampled trial searches now, every other knob over its whole range (None: the
