@@ -302,7 +302,11 @@ def table(result: dict) -> str:
         race_text = [f"The race: cold's result, warm-at-half-the-time's and the default in one interleaved `compare` "
                      f"of {result['args']['race_repeats']} runs each. Warm's result at half the time ran at least "
                      f"as fast as cold's in {sum(s['half_time_reached'] for s in raced)} of the {len(raced)} "
-                     "pair-seeds where cold's study verified a gain.", "\n".join(races)]
+                     "pair-seeds where cold's study verified a gain, and was not behind it beyond the noise (its 95% "
+                     f"interval over cold's reaching 1) in {sum(bool(_level(s)) for s in raced)}. A tie (a config "
+                     "as fast as cold's) counts in the first only when the noise falls warm's way, about half the "
+                     "time; the second counts it.",
+                     "\n".join(races)]
     return "\n\n".join([head, "\n".join(rows), *race_text, "\n".join(verdicts)])
 
 
@@ -317,8 +321,17 @@ def _race_row(name: str, s: dict) -> str:
         return f"{v['ratio']:.2f}x ({v['ci_low']:.2f}-{v['ci_high']:.2f})" if "ratio" in v else v.get("failure", "-")
 
     reached = {None: "no gain to reach (cold kept the default)", True: "yes", False: "no"}[s["half_time_reached"]]
+    if s["half_time_reached"] is False and _level(s):
+        reached = "level: behind within the noise"
     noise = "-" if race.get("noise_cv") is None else f"{race['noise_cv']:.1%}"
     return f"| {name} | {s['seed']} | {over('default')} | {over('warm-half')} | {reached} | {noise} |"
+
+
+def _level(s: dict) -> bool | None:
+    """Whether warm's result at half the time was not behind cold's beyond the noise in the race (the 95% interval of
+    its speedup over cold's reaches 1); None where cold kept the default or the race has no interval."""
+    v = (s.get("race", {}).get("over_cold") or {}).get("warm-half") or {}
+    return v["ci_high"] >= 1 if s["half_time_reached"] is not None and "ci_high" in v else None
 
 
 def main() -> None:
