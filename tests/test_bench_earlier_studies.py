@@ -53,10 +53,12 @@ def test_the_race_counts_warm_at_half_the_time_reaching_cold_only_where_cold_ver
                 "half_time_reached": half_over_cold >= 1 if cold_won else None}
 
     result = {"pairs": [{"earlier": "a", "later": "b", "seeds": [seed(1, 1.04, True), seed(2, 0.91, True),
-                                                                 seed(3, 1.2, False)]}],
-              "args": {"time": "3m", "seeds": [1, 2, 3], "race_repeats": 5}, "unrelated_study": {"workload": "c"}}
+                                                                 seed(3, 1.2, False), seed(4, 0.97, True)]}],
+              "args": {"time": "3m", "seeds": [1, 2, 3, 4], "race_repeats": 5}, "unrelated_study": {"workload": "c"}}
     text = earlier_studies.table(result)
-    assert "ran at least as fast as cold's in 1 of the 2 pair-seeds where cold's study verified a gain" in text
+    assert "ran at least as fast as cold's in 1 of the 3 pair-seeds where cold's study verified a gain" in text
+    assert "not behind it beyond the noise (its 95% interval over cold's reaching 1) in 2." in text
+    assert "| a -> b | 4 | 0.77x (0.70-0.80) | 0.97x (0.92-1.02) | level: behind within the noise | 3.0% |" in text
     assert "warm at half the time (90s)" in text
     assert "| a -> b | 1 | 0.77x (0.70-0.80) | 1.04x (0.99-1.09) | yes | 3.0% |" in text
     assert "| a -> b | 2 | 0.77x (0.70-0.80) | 0.91x (0.86-0.96) | no | 3.0% |" in text
