@@ -176,9 +176,9 @@ def test_an_earlier_config_that_was_a_start_is_tried_as_the_start_sized_for_this
         loaded = optuna.load_study(study_name=study, storage=f"sqlite:///{where}/studies.db")
         return [t for t in loaded.trials if attrs.STARTED_FROM in t.user_attrs]
 
-    _tune(home, "first", "put-get-delete", "20000", known=True, rules=True, trials=3)
-    said = _tune(home, "second", "put-get-delete", "30000", known=True, rules=True, trials=3)
-    _tune(cold, "cold", "put-get-delete", "30000", "--no-earlier-studies", known=True, rules=True, trials=6)
+    _tune(home, "first", "put-get-delete", "12000", known=True, rules=True, trials=3)
+    said = _tune(home, "second", "put-get-delete", "18000", known=True, rules=True, trials=3)
+    _tune(cold, "cold", "put-get-delete", "18000", "--no-earlier-studies", known=True, rules=True, trials=6)
     first = {t.number: t for t in tried(home, "first")}
     own = {t.user_attrs[attrs.STARTED_FROM]: t.user_attrs[attrs.CONFIG] for t in tried(cold, "cold")}
     in_place = [t for t in tried(home, "second") if attrs.IN_PLACE_OF in t.user_attrs]
@@ -192,7 +192,7 @@ def test_an_earlier_config_that_was_a_start_is_tried_as_the_start_sized_for_this
         assert f"queued first: {start}, sized for this workload, in place of {trial.user_attrs[attrs.IN_PLACE_OF]}" \
             in said, said
         resized += trial.user_attrs[attrs.CONFIG] != earlier.user_attrs[attrs.CONFIG]
-    assert resized, "a start sized by the data set (the hash memtable's buffers) differs at 20,000 and 30,000 records"
+    assert resized, "a start sized by the data set (the hash memtable's buffers) differs at 12,000 and 18,000 records"
 
 
 def test_the_rules_composed_start_goes_though_an_earlier_study_ran_its_own() -> None:

@@ -17,7 +17,7 @@ from conftest import tiny
 
 pytestmark = pytest.mark.slow
 
-BUDGET_S = 45.0  # on 2 shared cores, enough for the known configs and a few others to reach full size
+BUDGET_S = 30.0  # on 2 shared cores, enough for the known configs and a few others to reach full size
 
 
 def test_a_timed_study_verdict_names_its_rounds_and_ends_in_its_budget(rocksdb, store) -> None:  # noqa: ANN001
