@@ -18,7 +18,7 @@ from knobtune.tuning.loop.earlier import distance, stored_shape
 from knobtune.tuning.loop.progress import Reporter
 from knobtune.tuning.loop.resume import Queue
 from knobtune.tuning.loop.workers import Workers
-from knobtune.tuning.search.guide import composed_here
+from knobtune.tuning.search import composed_here
 
 runner = CliRunner()
 GiB = 1024**3

@@ -21,7 +21,7 @@ from knobtune.targets import KnownConfig
 from knobtune.tuning.records import Outcome, attrs, records
 from knobtune.tuning.loop.progress import Reporter
 from knobtune.tuning.loop.workers import Workers
-from knobtune.tuning.search.guide import composed_here
+from knobtune.tuning.search import composed_here
 
 
 class Queue:
@@ -110,7 +110,7 @@ class Queue:
 
     def _new_here(self, starts: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
         """``starts`` less the known configs the earlier studies alike tried first already (``tried_elsewhere``),
-        which the output names. The config the rules compose from this study's own run (``guide.composed_here``)
+        which the output names. The config the rules compose from this study's own run (``search.composed_here``)
         always goes: it moves every knob the findings name from this run's config and counters, and the earlier
         study's composition of the same label measured another workload's. Bench earlier-studies-third-pair
         (f761acc): on uniform updates of 3 KiB values, the rules' composed start from the default's run was the
