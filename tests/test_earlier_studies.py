@@ -135,7 +135,7 @@ def test_a_known_config_the_earlier_study_alike_tried_is_not_tried_first_again(t
                 and t.state.name in ("COMPLETE", "PRUNED")}
 
     def rules(labels: set[str]) -> set[str]:
-        return {label for label in labels if label.startswith("rules")}
+        return {label for label in labels if composed_here(label)}
 
     _tune(home, "first", "put-get-delete", "3000", known=True, rules=True, trials=6)
     theirs = known_tried("first")

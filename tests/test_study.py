@@ -496,14 +496,14 @@ def test_a_known_starting_config_climbs_to_full_size_even_when_a_small_rung_woul
     time it climbed."""
     workload = tiny("put-get-delete", 6000)
     slow = {"compression_type": "zlib", "block_size": 1024}  # slower than the default at every size, not 3x
-    slower_at_rung_0 = 0
+    slower_at_rung_0 = False
     for attempt in range(3):
         study = Tuner(_settings(rocksdb, workload, study=f"s{attempt}", budget__trials=1,
                                 start_configs=(("a slow known config", slow),)), store).run()
         default, started = study.trials[0], study.trials[1]
         assert started.user_attrs[attrs.STARTED_FROM] == "a slow known config"
         assert started.user_attrs[attrs.OUTCOME] == Outcome.COMPLETE and started.user_attrs[attrs.REACHED_RUNG] == 2
-        slower_at_rung_0 += started.user_attrs["rung_0"]["value"] > default.user_attrs["rung_0"]["value"]
+        slower_at_rung_0 = started.user_attrs["rung_0"]["value"] > default.user_attrs["rung_0"]["value"]
         if slower_at_rung_0:
             break  # halving alone would have pruned it, and it climbed
     assert slower_at_rung_0, "in none of 3 studies was the slow config slower than the default at the first rung"
