@@ -3,7 +3,7 @@
 A new study looks in its storage for earlier studies of a workload alike (knobtune/tuning/loop/earlier.py), tries
 their best configs first and shows its sampler (TPE) their trials (knobtune/tuning/search/prior.py). For each pair
 of workloads of one family (the earlier, E, and the later, L: alike as knobtune compares them) and each seed, `tune`
-runs as a user runs it (diagnosis rules on, verification inside --time), four times:
+runs as a user runs it (diagnosis rules on, verification inside --time), six times:
 
 1. E in a fresh studies folder;
 2. warm: L in the same folder, learning from earlier studies (`tune`'s default): it finds E, tries E's best
@@ -12,14 +12,18 @@ runs as a user runs it (diagnosis rules on, verification inside --time), four ti
 4. unrelated: L learning from earlier studies in a fresh folder holding only a study of an unrelated workload
    (--unrelated: it scans ranges, which neither pair does), run once per bench and copied in; nothing should be
    taken from it, and its result should be no worse than cold's;
-5. warm at half the time: L learning from a copy of E's study alone (taken before warm ran), with half of --time.
+5. warm at half the time: L learning from a copy of E's study alone (taken before warm ran), with half of --time;
+6. cold at half the time: L in a fresh folder with --no-earlier-studies and half of --time, the control that says
+   whether learning is what reached the gain in half the time (a study that finds the gain early on its own
+   reaches it at half the time without any earlier study).
 
-Then the race: cold's result, warm-at-half-the-time's result and the default, exported and measured side by side
-in one interleaved `knobtune compare` (cold's first, so the other two are measured against it). Warm reached
-cold's gain in half the time when its result runs at least as fast as cold's there. This is the issue's measure
-taken on verified configs in one comparison; the time each arm's best single run first reached cold's best (above)
-is kept beside it, but a best single run is the largest of noisy runs, and the arm that ran more full-size trials
-draws more of them.
+Then the race: cold's result, both half-the-time results and the default, exported and measured side by side
+in one interleaved `knobtune compare` (cold's first, so the others are measured against it). Warm reached
+cold's gain in half the time when its result runs at least as fast as cold's there; learning made the difference
+where warm at half the time is level with cold's result and cold at half the time is behind it beyond the noise.
+This is the issue's measure taken on verified configs in one comparison; the time each arm's best single run
+first reached cold's best (above) is kept beside it, but a best single run is the largest of noisy runs, and the
+arm that ran more full-size trials draws more of them.
 
 Warm and cold alternate which runs first from seed to seed, so the machine's drift favours neither. From each
 study's complete full-size trials: the best single run so far, as a speedup over the study's own default (the
@@ -89,13 +93,12 @@ class Bench:
                 "earlier_studies": summary.get("earlier_studies") or [],
                 "tried_first": tried_first(home, study, default, maximize)}
 
-    def race(self, workload: Path, cold: tuple[Path, str], warm_half: tuple[Path, str], home: Path,
-             seed: int) -> dict:
-        """Cold's result, warm-at-half-the-time's and the default, each exported from its study, in one interleaved
-        `compare` in ``home`` with cold's first: how warm's result and the default run against cold's."""
+    def race(self, workload: Path, studies: dict[str, tuple[Path, str]], home: Path, seed: int) -> dict:
+        """The results of ``studies`` (by arm, cold's first) and the default, each exported from its study, in one
+        interleaved `compare` in ``home``: how each of the others runs against cold's."""
         home.mkdir(parents=True)
         configs = []
-        for (folder, study), name in ((cold, "cold"), (warm_half, "warm-half")):
+        for name, (folder, study) in studies.items():
             path = home / f"{name}.json"
             knobtune("export", study, "--format", "json", "-o", str(path), home=folder)
             configs += ["--config", str(path)]
@@ -104,7 +107,7 @@ class Bench:
                                  "--repeats", str(self.args.race_repeats), "--seed", str(seed), home=home)
         except SystemExit as exc:
             return {"error": str(exc)[:500]}
-        # warm-half or default, by its file's name ("default" is its own)
+        # warm-half, cold-half or default, by its file's name ("default" is its own)
         against = {Path(candidate["label"]).stem: compared_speedup(candidate) for candidate in data["candidates"][1:]}
         return {"repeats": self.args.race_repeats, "noise_cv": data.get("noise_cv"), "over_cold": against}
 
@@ -156,19 +159,22 @@ def copy_studies(source: Path, home: Path) -> None:
 
 
 def one_pair(bench: Bench, earlier: Path, later: Path, seed: int, turn: int, unrelated_home: Path) -> dict:
-    """The four arms of one pair and seed, and how warm and unrelated compare with cold."""
+    """The arms of one pair and seed, and how warm, unrelated and the half-time studies compare with cold."""
     stem = f"{load_workload(str(later)).name}-s{seed}"
     folder = bench.root / stem
     shared, cold_home, unrelated = folder / "earlier", folder / "cold", folder / "unrelated"
-    half_home = folder / "warm-half"
+    half_home, cold_half_home = folder / "warm-half", folder / "cold-half"
     runs: dict[str, dict] = {}
     steps = ["earlier", "warm", "cold"] if turn % 2 == 0 else ["cold", "earlier", "warm"]
-    for arm in [*steps, "unrelated", "warm-half"]:
+    order = [*steps, "unrelated", "warm-half", "cold-half"]
+    for arm in order:
         if arm == "earlier":
             runs[arm] = bench.tune(earlier, f"{load_workload(str(earlier)).name}-s{seed}", shared, seed, True)
             copy_studies(shared, half_home)  # the earlier study alone, before warm's study of the later joins it
         elif arm == "warm-half":
             runs[arm] = bench.tune(later, f"{stem}-warm-half", half_home, seed, True, half_of(bench.args.time))
+        elif arm == "cold-half":
+            runs[arm] = bench.tune(later, f"{stem}-cold-half", cold_half_home, seed, False, half_of(bench.args.time))
         elif arm == "warm":
             runs[arm] = bench.tune(later, f"{stem}-warm", shared, seed, True)
         elif arm == "cold":
@@ -181,10 +187,11 @@ def one_pair(bench: Bench, earlier: Path, later: Path, seed: int, turn: int, unr
     warm_to_cold = reached["warm"] / reached["cold"] if reached["warm"] is not None and reached["cold"] else None
     unrelated_gain = runs["unrelated"]["best_gain"]
     gained = goal is not None and goal > 1  # a time to the cold arm's best is a time to a gain only when it is one
-    race = bench.race(later, (cold_home, f"{stem}-cold"), (half_home, f"{stem}-warm-half"), folder / "race", seed)
+    race = bench.race(later, {"cold": (cold_home, f"{stem}-cold"), "warm-half": (half_home, f"{stem}-warm-half"),
+                              "cold-half": (cold_half_home, f"{stem}-cold-half")}, folder / "race", seed)
     cold_won = bool((runs["cold"]["verified_speedup"] or {}).get("won"))
     half_over_cold = race.get("over_cold", {}).get("warm-half") or {}
-    return {"seed": seed, "order": [*steps, "unrelated", "warm-half"], "arms": runs, "race": race,
+    return {"seed": seed, "order": order, "arms": runs, "race": race,
             # cold kept the default: no gain to reach
             "half_time_reached": half_over_cold["ratio"] >= 1 if cold_won and "ratio" in half_over_cold else None,
             "cold_gain": goal,
@@ -262,8 +269,8 @@ def table(result: dict) -> str:
             "| unrelated: best gain (/ cold) |", "|---|---|---|---|---|---|---|---|---|"]
     verdicts = ["| pair | seed | arm | verified speedup (95% CI) | verdict |", "|---|---|---|---|---|"]
     races = [f"| pair | seed | default over cold's result | warm at half the time ({half_of(result['args']['time'])}) "
-             "over cold's result (95% CI) | reached cold's gain in half the time | noise |",
-             "|---|---|---|---|---|---|"]
+             "over cold's result (95% CI) | reached cold's gain in half the time | cold at half the time over cold's "
+             "result | noise |", "|---|---|---|---|---|---|---|"]
     met, gained, runs, took, worse = 0, 0, 0, 0, 0
     for pair in result["pairs"]:
         name = f"{pair['earlier']} -> {pair['later']}"
@@ -278,7 +285,7 @@ def table(result: dict) -> str:
                         f"| {_took(arms['unrelated'])} | {_gain(arms['unrelated']['best_gain'])}{versus} |")
             if "race" in s:
                 races.append(_race_row(name, s))
-            for arm in ("earlier", "warm", "cold", "unrelated", "warm-half"):
+            for arm in ("earlier", "warm", "cold", "unrelated", "warm-half", "cold-half"):
                 if arm not in arms:
                     continue  # a result from before the arm
                 verdicts.append(f"| {name} | {s['seed']} | {arm} ({arms[arm]['study']}) | {_verified(arms[arm])} "
@@ -299,22 +306,22 @@ def table(result: dict) -> str:
     race_text = []
     if len(races) > 2:
         raced = [s for pair in result["pairs"] for s in pair["seeds"] if s["half_time_reached"] is not None]
-        race_text = [f"The race: cold's result, warm-at-half-the-time's and the default in one interleaved `compare` "
+        race_text = [f"The race: cold's result, each half-time study's and the default in one interleaved `compare` "
                      f"of {result['args']['race_repeats']} runs each. Warm's result at half the time ran at least "
                      f"as fast as cold's in {sum(s['half_time_reached'] for s in raced)} of the {len(raced)} "
                      "pair-seeds where cold's study verified a gain, and was not behind it beyond the noise (its 95% "
                      f"interval over cold's reaching 1) in {sum(bool(_level(s)) for s in raced)}. A tie (a config "
                      "as fast as cold's) counts in the first only when the noise falls warm's way, about half the "
-                     "time; the second counts it.",
+                     f"time; the second counts it.{_control_text(raced)}",
                      "\n".join(races)]
     return "\n\n".join([head, "\n".join(rows), *race_text, "\n".join(verdicts)])
 
 
 def _race_row(name: str, s: dict) -> str:
-    """One pair-seed's race: the default and warm at half the time, each over cold's result."""
+    """One pair-seed's race: the default and both half-the-time results, each over cold's result."""
     race = s["race"]
     if "error" in race:
-        return f"| {name} | {s['seed']} | did not run: {race['error'][:120]} | | | |"
+        return f"| {name} | {s['seed']} | did not run: {race['error'][:120]} | | | | |"
 
     def over(arm: str) -> str:
         v = race["over_cold"].get(arm) or {}
@@ -324,14 +331,30 @@ def _race_row(name: str, s: dict) -> str:
     if s["half_time_reached"] is False and _level(s):
         reached = "level: behind within the noise"
     noise = "-" if race.get("noise_cv") is None else f"{race['noise_cv']:.1%}"
-    return f"| {name} | {s['seed']} | {over('default')} | {over('warm-half')} | {reached} | {noise} |"
+    return (f"| {name} | {s['seed']} | {over('default')} | {over('warm-half')} | {reached} | {over('cold-half')} "
+            f"| {noise} |")
 
 
-def _level(s: dict) -> bool | None:
-    """Whether warm's result at half the time was not behind cold's beyond the noise in the race (the 95% interval of
-    its speedup over cold's reaches 1); None where cold kept the default or the race has no interval."""
-    v = (s.get("race", {}).get("over_cold") or {}).get("warm-half") or {}
+def _level(s: dict, arm: str = "warm-half") -> bool | None:
+    """Whether ``arm``'s result at half the time was not behind cold's beyond the noise in the race (the 95% interval
+    of its speedup over cold's reaches 1); None where cold kept the default or the race has no interval for it."""
+    v = (s.get("race", {}).get("over_cold") or {}).get(arm) or {}
     return v["ci_high"] >= 1 if s["half_time_reached"] is not None and "ci_high" in v else None
+
+
+def _control_text(raced: list[dict]) -> str:
+    """What the control says, where the race ran it: cold at half the time, level with cold's result on its own, and
+    the pair-seeds where learning made the difference (warm at half the time level, cold at half the time behind
+    beyond the noise). Empty for a result from before the control."""
+    controlled = [s for s in raced if _level(s, "cold-half") is not None]
+    if not controlled:
+        return ""
+    alone = sum(bool(_level(s, "cold-half")) for s in controlled)
+    learned = sum(bool(_level(s)) and _level(s, "cold-half") is False for s in controlled)
+    lost = sum(_level(s) is False and bool(_level(s, "cold-half")) for s in controlled)
+    return (f" The control, cold at half the time (no earlier studies), was level with cold's result on its own in "
+            f"{alone} of {len(controlled)}: learning made the difference (warm at half the time level, cold at half "
+            f"the time behind beyond the noise) in {learned}, and the other way round in {lost}.")
 
 
 def main() -> None:

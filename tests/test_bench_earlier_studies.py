@@ -38,29 +38,53 @@ def test_the_table_says_what_its_gains_were_measured_against() -> None:
     assert "in 1 of the 1 pair-seeds" in older
 
 
-def test_the_race_counts_warm_at_half_the_time_reaching_cold_only_where_cold_verified_a_gain() -> None:
-    def seed(n: int, half_over_cold: float, cold_won: bool) -> dict:
-        arm = {"baseline": 2.5, "earlier_studies": [], "tried_first": [], "best_gain": 1.4, "verdict": "v",
-               "verified_speedup": {"ratio": 1.3, "ci_low": 1.2, "ci_high": 1.4, "won": cold_won}}
-        over = {"warm-half": {"ratio": half_over_cold, "ci_low": half_over_cold - 0.05,
-                              "ci_high": half_over_cold + 0.05},
-                "default": {"ratio": 0.77, "ci_low": 0.7, "ci_high": 0.8}}
-        return {"seed": n, "arms": {name: {**arm, "study": name}
-                                    for name in ("earlier", "warm", "cold", "unrelated", "warm-half")},
-                "cold_gain": 1.4, "reached_cold_gain_s": {"cold": 10.0, "warm": 8.0, "unrelated": None},
-                "warm_to_cold_time": 0.8, "half_or_less": False, "unrelated_took": False,
-                "unrelated_to_cold_gain": 1.0, "race": {"repeats": 5, "noise_cv": 0.03, "over_cold": over},
-                "half_time_reached": half_over_cold >= 1 if cold_won else None}
+def _raced(n: int, half_over_cold: float, cold_won: bool, cold_half_over_cold: float | None = None) -> dict:
+    """One pair-seed of a stored result with its race: warm at half the time (and, when given, cold at half the
+    time) over cold's result, each with an interval 0.05 either side."""
+    arm = {"baseline": 2.5, "earlier_studies": [], "tried_first": [], "best_gain": 1.4, "verdict": "v",
+           "verified_speedup": {"ratio": 1.3, "ci_low": 1.2, "ci_high": 1.4, "won": cold_won}}
+    over = {"warm-half": {"ratio": half_over_cold, "ci_low": half_over_cold - 0.05, "ci_high": half_over_cold + 0.05},
+            "default": {"ratio": 0.77, "ci_low": 0.7, "ci_high": 0.8}}
+    if cold_half_over_cold is not None:
+        over["cold-half"] = {"ratio": cold_half_over_cold, "ci_low": cold_half_over_cold - 0.05,
+                             "ci_high": cold_half_over_cold + 0.05}
+    return {"seed": n, "arms": {name: {**arm, "study": name}
+                                for name in ("earlier", "warm", "cold", "unrelated", "warm-half", "cold-half")},
+            "cold_gain": 1.4, "reached_cold_gain_s": {"cold": 10.0, "warm": 8.0, "unrelated": None},
+            "warm_to_cold_time": 0.8, "half_or_less": False, "unrelated_took": False,
+            "unrelated_to_cold_gain": 1.0, "race": {"repeats": 5, "noise_cv": 0.03, "over_cold": over},
+            "half_time_reached": half_over_cold >= 1 if cold_won else None}
 
-    result = {"pairs": [{"earlier": "a", "later": "b", "seeds": [seed(1, 1.04, True), seed(2, 0.91, True),
-                                                                 seed(3, 1.2, False), seed(4, 0.97, True)]}],
-              "args": {"time": "3m", "seeds": [1, 2, 3, 4], "race_repeats": 5}, "unrelated_study": {"workload": "c"}}
-    text = earlier_studies.table(result)
+
+def _raced_result(seeds: list[dict]) -> dict:
+    return {"pairs": [{"earlier": "a", "later": "b", "seeds": seeds}],
+            "args": {"time": "3m", "seeds": [s["seed"] for s in seeds], "race_repeats": 5},
+            "unrelated_study": {"workload": "c"}}
+
+
+def test_the_race_counts_warm_at_half_the_time_reaching_cold_only_where_cold_verified_a_gain() -> None:
+    text = earlier_studies.table(_raced_result([_raced(1, 1.04, True), _raced(2, 0.91, True), _raced(3, 1.2, False),
+                                                _raced(4, 0.97, True)]))
     assert "ran at least as fast as cold's in 1 of the 3 pair-seeds where cold's study verified a gain" in text
     assert "not behind it beyond the noise (its 95% interval over cold's reaching 1) in 2." in text
-    assert "| a -> b | 4 | 0.77x (0.70-0.80) | 0.97x (0.92-1.02) | level: behind within the noise | 3.0% |" in text
+    assert "| a -> b | 4 | 0.77x (0.70-0.80) | 0.97x (0.92-1.02) | level: behind within the noise | - | 3.0% |" in text
     assert "warm at half the time (90s)" in text
-    assert "| a -> b | 1 | 0.77x (0.70-0.80) | 1.04x (0.99-1.09) | yes | 3.0% |" in text
-    assert "| a -> b | 2 | 0.77x (0.70-0.80) | 0.91x (0.86-0.96) | no | 3.0% |" in text
+    assert "| a -> b | 1 | 0.77x (0.70-0.80) | 1.04x (0.99-1.09) | yes | - | 3.0% |" in text
+    assert "| a -> b | 2 | 0.77x (0.70-0.80) | 0.91x (0.86-0.96) | no | - | 3.0% |" in text
     assert "| a -> b | 3 |" in text and "no gain to reach (cold kept the default)" in text
     assert "| a -> b | 1 | warm-half (warm-half) |" in text, "the half-time study's own verdict is listed"
+    assert "The control" not in text, "a result from before the control says nothing of it"
+
+
+def test_the_control_at_half_the_time_tells_where_learning_made_the_difference() -> None:
+    text = earlier_studies.table(_raced_result([
+        _raced(1, 0.98, True, 0.9),   # warm level, cold at half behind: learning did it
+        _raced(2, 1.0, True, 1.0),    # both level: cold's own search found it in half the time too
+        _raced(3, 0.9, True, 1.0),    # warm behind, cold at half level: learning cost it
+        _raced(4, 1.0, False, 0.8)]))  # cold kept the default: nothing to reach
+    assert ("The control, cold at half the time (no earlier studies), was level with cold's result on its own in "
+            "2 of 3: learning made the difference (warm at half the time level, cold at half the time behind beyond "
+            "the noise) in 1, and the other way round in 1.") in text
+    assert ("| a -> b | 1 | 0.77x (0.70-0.80) | 0.98x (0.93-1.03) | level: behind within the noise "
+            "| 0.90x (0.85-0.95) | 3.0% |") in text
+    assert "| a -> b | 1 | cold-half (cold-half) |" in text, "the control's own verdict is listed"
