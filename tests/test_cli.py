@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -88,14 +89,20 @@ def test_tune_show_export_compare(tmp_path: Path) -> None:
     flags = _ok("export", "cli", "--dir", home, "--format", "db_bench-flags", "--trial", "0")
     assert flags.strip() == ""  # the default changes nothing
 
-    config = tmp_path / "bigger-buffer.json"
+    # two files whose paths share their first 60 characters (a log's name keeps a label's first 60)
+    folder = tmp_path / "a-folder-whose-name-alone-is-longer-than-sixty-characters-so-paths-in-it-share-them"
+    folder.mkdir()
+    config, other = folder / "bigger-buffer.json", folder / "bigger-buffer-too.json"
     config.write_text(json.dumps({"write_buffer_size": "128MiB"}))
+    other.write_text(json.dumps({"write_buffer_size": "96MiB"}))
     compared = json.loads(_ok("compare", "rocksdb", "--workload", "put-get-delete", "--records", "3000",
                               "--config", "default", "--config", str(config), "--config", "study:cli",
-                              "--repeats", "2", "--dir", home, "--json"))
+                              "--config", str(other), "--repeats", "2", "--dir", home, "--json"))
     labels = [c["label"] for c in compared["candidates"]]
-    assert labels == ["default", str(config), "study:cli"]
+    assert labels == ["default", str(config), "study:cli", str(other)]
     assert all(len(c["values"]) == 2 for c in compared["candidates"])
+    runs = [p for p in Path(home, "compare").glob("*.log") if re.search(r"-\d+\.log$", p.name)]  # no settles, retries
+    assert len(runs) == 4 * 2, f"each candidate's runs keep their own logs: {sorted(p.name for p in runs)}"
     assert compared["candidates"][1]["speedup"]["ratio"] > 0
     assert set(compared["candidates"][0]["latency_us"]) == {"filluniquerandom", "readrandom", "deleterandom"}
     assert compared["candidates"][0]["latency_us"]["readrandom"]["p99"] > 0

@@ -91,3 +91,12 @@ def test_a_longer_time_goes_on_with_the_rounds_a_budget_stopped(rocksdb, store, 
     assert f"{rounds} interleaved rounds: 2, then {rounds - 2} added" in second["verdict"]
     assert study.user_attrs[attrs.VERIFICATION]["rounds"] == rounds  # what show and export read
     print(first["verdict"], "\n", second["verdict"])  # for the log of a run with -s
+
+
+def test_candidates_whose_labels_share_their_first_60_characters_log_their_runs_apart() -> None:
+    from knobtune.tuning.proof.verify import _log_names
+
+    folder = "/home/someone/configs/" + "tuned-for-the-inbox-application-" * 2
+    names = _log_names(["default", folder + "a.json", folder + "b.json", "trial 3"])
+    cut = "-home-someone-configs-tuned-for-the-inbox-application-tuned-"  # the first 60, made safe for a file name
+    assert names == ["default", cut + "-c1", cut + "-c2", "trial-3"]

@@ -366,6 +366,7 @@ class _Rounds:
         self.target, self.configs, self.runs, self.rung = target, [c for _, c in candidates], runs, rung
         self.objective, self.seed, self.log_dir = objective, seed, log_dir
         self.timeout_s, self.timeout_factor, self.on_run = timeout_s, timeout_factor, on_run
+        self.logs = _log_names([candidate.label for candidate, _ in candidates])  # each candidate's own
         self.done = 0  # rounds run
         self.wall_s: dict[int, float] = {}  # candidate index -> its latest run's wall-clock seconds
 
@@ -385,7 +386,7 @@ class _Rounds:
                 limit = relative_limit_s(runs[0].measurements[0].elapsed_s, self.timeout_factor)
             started = time.monotonic()
             measurement = _run_once(self.target, self.configs[i], self.rung, limit,
-                                    self.log_dir / f"{_slug(record.candidate.label)}-{repeat}.log", self.seed, record)
+                                    self.log_dir / f"{self.logs[i]}-{repeat}.log", self.seed, record)
             self.wall_s[i] = time.monotonic() - started
             if measurement is not None:
                 record.measurements.append(measurement)
@@ -419,3 +420,11 @@ def _run_once(target: Target, config: Mapping[str, Value], rung: Rung, limit_s: 
 
 def _slug(label: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "-" for c in label)[:60]
+
+
+def _log_names(labels: Sequence[str]) -> list[str]:
+    """Each candidate's name for its runs' files: its label made safe for a file name, cut to 60 characters, and,
+    where that leaves two alike (two configs' paths that share their first 60 characters), its place among the
+    candidates after it, so that no candidate's runs overwrite another's."""
+    slugs = [_slug(label) for label in labels]
+    return [slug if slugs.count(slug) == 1 else f"{slug}-c{i}" for i, slug in enumerate(slugs)]
