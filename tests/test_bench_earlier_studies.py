@@ -88,3 +88,26 @@ def test_the_control_at_half_the_time_tells_where_learning_made_the_difference()
     assert ("| a -> b | 1 | 0.77x (0.70-0.80) | 0.98x (0.93-1.03) | level: behind within the noise "
             "| 0.90x (0.85-0.95) | 3.0% |") in text
     assert "| a -> b | 1 | cold-half (cold-half) |" in text, "the control's own verdict is listed"
+
+
+def test_the_half_time_study_again_is_counted_beside_the_one_before_and_the_control() -> None:
+    import earlier_studies_again
+
+    def seed(n: int, before: float, again: float, control: float, cold_won: bool = True) -> dict:
+        over = {arm: {"ratio": r, "ci_low": r - 0.05, "ci_high": r + 0.05}
+                for arm, r in (("warm-half", before), ("warm-half-again", again), ("cold-half", control),
+                               ("default", 0.6))}
+        arm = {"study": f"b-s{n}-warm-half-again", "verdict": "v", "tried_first": [{"label": "earlier study a-s1 "
+               "trial 3"}], "verified_speedup": {"ratio": 1.5, "ci_low": 1.4, "ci_high": 1.6, "won": True}}
+        return {"seed": n, "arm": arm, "race": {"noise_cv": 0.02, "over_cold": over}, "cold_won": cold_won}
+
+    result = {"pairs": [{"earlier": "a", "later": "b", "seeds": [
+        seed(1, 0.9, 1.02, 0.97), seed(2, 0.8, 0.97, 0.9), seed(3, 1.1, 0.5, 1.0, cold_won=False)]}],
+        "args": {"time": "3m", "race_repeats": 5}}
+    text = earlier_studies_again.table(result)
+    assert ("Of the 2 pair-seeds where cold's study verified a gain: again, 1 at least as fast and 2 level; the run "
+            "before's, 0 at least as fast and 0 level; the control, 0 at least as fast and 1 level (level: the 95% "
+            "interval over cold's result reaching 1).") in text
+    assert ("| a -> b | 1 | 0.60x (0.55-0.65) | 0.90x (0.85-0.95) | 1.02x (0.97-1.07) | 0.97x (0.92-1.02) "
+            "| 2.0% |") in text
+    assert "| a -> b | 3 | b-s3-warm-half-again | 1.50x (1.40-1.60) | earlier study a-s1 trial 3 | v |" in text
