@@ -101,11 +101,11 @@ class Queue:
         self._pending += starts
 
     def tried_elsewhere(self, labels: frozenset[str]) -> None:
-        """The configs (by label) that the earlier studies alike this one learns from tried first and measured: the
-        known configs among them are not tried first again. One that did well there is among their best configs,
-        which this study tries first as such; one that did not is not worth a full-size run before the search (the
-        sampler that learns from their trials is shown how it ran). Tried again, they filled the search of a later
-        study with half the budget (bench question earlier-studies). Set before anything is planned."""
+        """The configs (by label) that the earlier studies alike this one learns from tried first and measured
+        without a gain (``earlier.find_earlier``): the known configs among them are not tried first again, not being
+        worth a full-size run before the search (the sampler that learns from their trials is shown how they ran).
+        Tried again, they filled the search of a later study with half the budget (bench question
+        earlier-studies). Set before anything is planned."""
         self._tried_elsewhere = labels
 
     def _new_here(self, starts: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
