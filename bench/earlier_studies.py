@@ -357,21 +357,28 @@ def _control_text(raced: list[dict]) -> str:
             f"the time behind beyond the noise) in {learned}, and the other way round in {lost}.")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def shared_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of how every study and race runs, which earlier_studies_again.py takes as the run before was
+    given them."""
     parser.add_argument("--system", default="rocksdb")
     parser.add_argument("--driver", default="kvbench")
     parser.add_argument("--pair", nargs=2, action="append", metavar=("EARLIER", "LATER"),
                         help="two workload files of one family (default: bench/workloads' two pairs); repeatable")
-    parser.add_argument("--unrelated", default=UNRELATED, help="the workload of the unrelated earlier study")
-    parser.add_argument("--time", default="3m", help="--time of every study, its verification inside it")
+    parser.add_argument("--time", default="3m", help="--time of every study, its verification inside it (the "
+                                                     "half-time studies: half of it)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--race-repeats", type=int, default=5,
-                        help="interleaved runs of each config in the race of cold's and warm-at-half's results")
+                        help="interleaved runs of each config in the race of cold's and the half-time results")
     parser.add_argument("--records-scale", type=float, default=1.0,
                         help="every workload's records times this (a quick look; the question runs at 1)")
-    parser.add_argument("--dir", type=Path, default=None, help="studies folders go here (default: a temporary one)")
     result_arguments(parser)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    shared_arguments(parser)
+    parser.add_argument("--unrelated", default=UNRELATED, help="the workload of the unrelated earlier study")
+    parser.add_argument("--dir", type=Path, default=None, help="studies folders go here (default: a temporary one)")
     args = parser.parse_args()
     if printed_table(args, table):
         return

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import optuna
 
-from _cli import ends_when_stopped, emit, knobtune_json, named_folder, printed_table, result_arguments, verified_speedup
-from earlier_studies import Bench, copy_studies, half_of, repo_file
+from _cli import ends_when_stopped, emit, knobtune_json, named_folder, printed_table, verified_speedup
+from earlier_studies import PAIRS, Bench, copy_studies, half_of, repo_file, shared_arguments
 from knobtune.workloads import load_workload
 
 ARMS = ("cold", "warm-half", "cold-half")  # the run before's, raced again beside the new one
@@ -61,11 +61,11 @@ def one_seed(bench: Bench, later: Path, seed: int) -> dict:
 def run(args: argparse.Namespace) -> dict:
     root = named_folder(args.dir)
     bench = Bench(args, root)
-    for _, later in args.pair:
+    for _, later in args.pair or PAIRS:
         for seed in args.seeds:
             check(root, repo_file(later), seed)
     pairs = []
-    for earlier, later in args.pair:
+    for earlier, later in args.pair or PAIRS:
         seeds = [one_seed(bench, repo_file(later), seed) for seed in args.seeds]
         pairs.append({"earlier": load_workload(str(repo_file(earlier))).name,
                       "later": load_workload(str(repo_file(later))).name, "seeds": seeds})
@@ -132,22 +132,14 @@ def table(result: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--system", default="rocksdb")
-    parser.add_argument("--driver", default="kvbench")
-    parser.add_argument("--pair", nargs=2, action="append", metavar=("EARLIER", "LATER"), default=[],
-                        help="two workload files of one family, as the run before was given them; repeatable")
-    parser.add_argument("--time", default="3m", help="the run before's --time (the half-time study runs half of it)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--race-repeats", type=int, default=5, help="interleaved runs of each config in the race")
-    parser.add_argument("--records-scale", type=float, default=1.0, help="as the run before was given it")
+    shared_arguments(parser)  # as the run before was given them
     parser.add_argument("--dir", type=Path, help="the studies folder of the run of earlier_studies.py before")
-    result_arguments(parser)
     args = parser.parse_args()
     if printed_table(args, table):
         return
-    if not args.dir or not args.pair:
+    if not args.dir:
         raise SystemExit("earlier_studies_again.py runs beside a run of earlier_studies.py. Fix: give --dir its "
-                         "studies folder and --pair as it was given")
+                         "studies folder, and its --pair, --seeds and --time as it was given them")
     with ends_when_stopped():
         result = run(args)
     emit(result, args.out)
