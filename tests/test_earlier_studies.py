@@ -141,7 +141,7 @@ def test_a_known_config_the_earlier_study_alike_ran_without_a_gain_is_not_tried_
     def left_out(said: str) -> set[str]:
         """What the output says was not tried first (the known configs, then those a rule names, each its line)."""
         return {label for line in said.splitlines() if "not tried first" in line
-                for label in line.split("already: ", 1)[1].split(", ")}
+                for label in line.split("without a gain: ", 1)[1].split(", ")}
 
     _tune(home, "first", "put-get-delete", "3000", known=True, rules=True, trials=6)
     theirs = known_tried("first")
@@ -237,5 +237,5 @@ def test_the_rules_composed_start_goes_though_an_earlier_study_ran_its_own() -> 
                 (composed, {"cache_size": 1})])
     queue.plan([(after, {"max_write_buffer_number": 4})])
     assert [label for label, _ in queue._pending] == ["rocksdb-point-lookups", composed, after]
-    assert said == ["not tried first, the earlier studies alike tried it already: rocksdb-large-values"]
+    assert said == ["not tried first, the earlier studies alike ran it without a gain: rocksdb-large-values"]
     assert all(composed_here(label) for label in (composed, after)) and not composed_here("rocksdb-large-values")

@@ -30,7 +30,7 @@ class Queue:
     def __init__(self, workers: Workers, reporter: Reporter) -> None:
         self.workers, self.reporter = workers, reporter
         self._pending: list[tuple[str, dict]] = []  # (label, changed knobs) to try first, once the default ran
-        self._tried_elsewhere: frozenset[str] = frozenset()  # labels the earlier studies alike tried first already
+        self._tried_elsewhere: frozenset[str] = frozenset()  # labels the earlier studies alike ran without a gain
         self._as_started: dict[str, str] = {}  # an earlier study's config (label) -> the start it was there
 
     # ------------------------------------------------------------ interrupted trials
@@ -109,7 +109,7 @@ class Queue:
         self._tried_elsewhere = labels
 
     def _new_here(self, starts: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
-        """``starts`` less the known configs the earlier studies alike tried first already (``tried_elsewhere``),
+        """``starts`` less the known configs the earlier studies alike ran without a gain (``tried_elsewhere``),
         which the output names. The config the rules compose from this study's own run (``search.composed_here``)
         always goes: it moves every knob the findings name from this run's config and counters, and the earlier
         study's composition of the same label measured another workload's. Bench earlier-studies-third-pair
@@ -118,8 +118,8 @@ class Queue:
         its own below its three best in all 4, and 7 of 8 later studies left it out (the earlier configs they tried
         instead ran 1.00x-1.73x there)."""
         if again := [label for label, _ in starts if label in self._tried_elsewhere and not composed_here(label)]:
-            self.reporter.note(f"not tried first, the earlier studies alike tried {'them' if len(again) > 1 else 'it'} "
-                               f"already: {', '.join(again)}")
+            self.reporter.note(f"not tried first, the earlier studies alike ran {'them' if len(again) > 1 else 'it'} "
+                               f"without a gain: {', '.join(again)}")
         return [(label, changed) for label, changed in starts if label not in again]
 
     def release_known_configs(self) -> None:

@@ -423,8 +423,8 @@ def _slug(label: str) -> str:
 
 
 def _log_names(labels: Sequence[str]) -> list[str]:
-    """Each candidate's name for its runs' files: its label made safe for a file name, cut to 60 characters, and,
-    where that leaves two alike (two configs' paths that share their first 60 characters), its place among the
-    candidates after it, so that no candidate's runs overwrite another's."""
+    """Each candidate's name for its runs' files: its label made safe for a file name and cut to 60 characters,
+    then, where that leaves two alike (two configs' paths that share their first 60 characters), its place among
+    the candidates (``-c1``), so that no candidate's runs overwrite another's."""
     slugs = [_slug(label) for label in labels]
     return [slug if slugs.count(slug) == 1 else f"{slug}-c{i}" for i, slug in enumerate(slugs)]
