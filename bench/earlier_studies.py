@@ -237,7 +237,8 @@ def _gain(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
 
-def _verified(arm: dict) -> str:
+def verified_text(arm: dict) -> str:
+    """An arm's verified speedup with its interval, as the tables print it."""
     v = arm["verified_speedup"]
     if v is None:
         return "not verified"
@@ -288,7 +289,7 @@ def table(result: dict) -> str:
             for arm in ("earlier", "warm", "cold", "unrelated", "warm-half", "cold-half"):
                 if arm not in arms:
                     continue  # a result from before the arm
-                verdicts.append(f"| {name} | {s['seed']} | {arm} ({arms[arm]['study']}) | {_verified(arms[arm])} "
+                verdicts.append(f"| {name} | {s['seed']} | {arm} ({arms[arm]['study']}) | {verified_text(arms[arm])} "
                                 f"| {arms[arm]['verdict']} |")
             runs += 1
             gained += s["half_or_less"] is not None
@@ -324,21 +325,33 @@ def _race_row(name: str, s: dict) -> str:
         return f"| {name} | {s['seed']} | did not run: {race['error'][:120]} | | | | |"
 
     def over(arm: str) -> str:
-        v = race["over_cold"].get(arm) or {}
-        return f"{v['ratio']:.2f}x ({v['ci_low']:.2f}-{v['ci_high']:.2f})" if "ratio" in v else v.get("failure", "-")
+        return interval_text(over_cold(s, arm))
 
     reached = {None: "no gain to reach (cold kept the default)", True: "yes", False: "no"}[s["half_time_reached"]]
     if s["half_time_reached"] is False and _level(s):
         reached = "level: behind within the noise"
-    noise = "-" if race.get("noise_cv") is None else f"{race['noise_cv']:.1%}"
     return (f"| {name} | {s['seed']} | {over('default')} | {over('warm-half')} | {reached} | {over('cold-half')} "
-            f"| {noise} |")
+            f"| {noise_text(race)} |")
+
+
+def over_cold(s: dict, arm: str) -> dict:
+    """``arm``'s speedup over cold's result in a pair-seed's race (empty: not raced)."""
+    return (s.get("race", {}).get("over_cold") or {}).get(arm) or {}
+
+
+def interval_text(v: dict) -> str:
+    """A speedup in the race with its 95% interval, or why it has none."""
+    return f"{v['ratio']:.2f}x ({v['ci_low']:.2f}-{v['ci_high']:.2f})" if "ratio" in v else v.get("failure", "-")
+
+
+def noise_text(race: dict) -> str:
+    return "-" if race.get("noise_cv") is None else f"{race['noise_cv']:.1%}"
 
 
 def _level(s: dict, arm: str = "warm-half") -> bool | None:
     """Whether ``arm``'s result at half the time was not behind cold's beyond the noise in the race (the 95% interval
     of its speedup over cold's reaches 1); None where cold kept the default or the race has no interval for it."""
-    v = (s.get("race", {}).get("over_cold") or {}).get(arm) or {}
+    v = over_cold(s, arm)
     return v["ci_high"] >= 1 if s["half_time_reached"] is not None and "ci_high" in v else None
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import optuna
 
 from _cli import ends_when_stopped, emit, knobtune_json, named_folder, printed_table, verified_speedup
-from earlier_studies import PAIRS, Bench, copy_studies, half_of, repo_file, shared_arguments
+from earlier_studies import (PAIRS, Bench, copy_studies, half_of, interval_text, noise_text, over_cold, repo_file,
+                             shared_arguments, verified_text)
 from knobtune.workloads import load_workload
 
 ARMS = ("cold", "warm-half", "cold-half")  # the run before's, raced again beside the new one
@@ -78,14 +79,6 @@ def run(args: argparse.Namespace) -> dict:
 # ---------------------------------------------------------------- the table
 
 
-def _over(s: dict, arm: str) -> dict:
-    return (s["race"].get("over_cold") or {}).get(arm) or {}
-
-
-def _text(v: dict) -> str:
-    return f"{v['ratio']:.2f}x ({v['ci_low']:.2f}-{v['ci_high']:.2f})" if "ratio" in v else v.get("failure", "-")
-
-
 def table(result: dict) -> str:
     """The race per pair and seed, how many of the half-time results reached cold's (at least as fast; level, the
     interval reaching 1), before and again, and the new study's verdicts."""
@@ -102,21 +95,18 @@ def table(result: dict) -> str:
             if "error" in s["race"]:
                 rows.append(f"| {name} | {s['seed']} | did not run: {s['race']['error'][:120]} | | | | |")
             else:
-                noise = "-" if s["race"].get("noise_cv") is None else f"{s['race']['noise_cv']:.1%}"
-                rows.append(f"| {name} | {s['seed']} | {_text(_over(s, 'default'))} | {_text(_over(s, 'warm-half'))} "
-                            f"| {_text(_over(s, 'warm-half-again'))} | {_text(_over(s, 'cold-half'))} | {noise} |")
+                over = [interval_text(over_cold(s, arm)) for arm in ("default", *counts)]  # the columns
+                rows.append(f"| {name} | {s['seed']} | {' | '.join(over)} | {noise_text(s['race'])} |")
                 if s["cold_won"]:
                     raced += 1
                     for arm, count in counts.items():
-                        v = _over(s, arm)
+                        v = over_cold(s, arm)
                         count[0] += v.get("ratio", 0) >= 1
                         count[1] += v.get("ci_high", 0) >= 1
             arm = s["arm"]
-            v = arm["verified_speedup"]
-            verified = "not verified" if v is None else f"{v['ratio']:.2f}x ({v['ci_low']:.2f}-{v['ci_high']:.2f})" \
-                + ("" if v["won"] else ", did not win")
             first = ", ".join(t["label"] for t in arm["tried_first"]) or "none"
-            verdicts.append(f"| {name} | {s['seed']} | {arm['study']} | {verified} | {first} | {arm['verdict']} |")
+            verdicts.append(f"| {name} | {s['seed']} | {arm['study']} | {verified_text(arm)} | {first} "
+                            f"| {arm['verdict']} |")
 
     def said(arm: str) -> str:
         return f"{counts[arm][0]} at least as fast and {counts[arm][1]} level"
