@@ -290,6 +290,74 @@ def test_a_queued_trial_waits_for_a_later_trial_measuring_its_config_and_takes_i
     assert took.user_attrs[f"{attrs.RUNG_PREFIX}0"] == run
 
 
+def test_a_trial_waits_at_the_next_rung_of_a_lower_trial_of_its_config_that_has_reached_rung_0(
+        storage_url: str, study_name: str, tmp_path: Path) -> None:
+    """A lower trial of the same config on another worker has measured rung 0 and is measuring rung 1: the later
+    trial takes its rung 0, then waits at rung 1 for its run and takes that too, rather than measure rung 1 a second
+    time side by side (CI at e671013, tests/test_hosts.py: rung 0 reached was read as none reached, and both
+    measured rung 1)."""
+    home = tmp_path / "studies"
+    model_name = f"{study_name[:32]}-model"
+    for name, trials in ((model_name, 2), (study_name, 1)):
+        done = subprocess.run(_tune(home, storage_url, name, trials, "--verify-top", "0", "--no-earlier-studies",
+                                    "--no-rules"),
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-2000:]
+    model = next(t for t in _study(storage_url, model_name).trials if not attrs.is_fixed(t.user_attrs)
+                 and "value" in t.user_attrs.get(f"{attrs.RUNG_PREFIX}0", {}))
+    storage = optuna.storages.RDBStorage(storage_url)
+    study = optuna.load_study(study_name=study_name, storage=storage)
+    first = model.user_attrs[f"{attrs.RUNG_PREFIX}0"]
+    second = {**first, "value": first["value"] * 1.5}  # any run will do at rung 1: the test reads whose it took
+    measuring = optuna.trial.create_trial(
+        state=TrialState.RUNNING, params=model.params, distributions=model.distributions,
+        user_attrs={attrs.WORKER: "elsewhere:1", attrs.TRIAL_MACHINE: "a", attrs.CONFIG: model.user_attrs[attrs.CONFIG],
+                    attrs.CONFIG_HASH: model.user_attrs[attrs.CONFIG_HASH], f"{attrs.RUNG_PREFIX}0": first,
+                    attrs.REACHED_RUNG: 0, attrs.CLAIM: {"rung": 1, "state": attrs.CLAIM_MEASURING}})
+    measuring_id = storage.create_new_trial(study._study_id, template_trial=measuring)
+    measuring_number = storage.get_trial(measuring_id).number
+    # the same config under a higher number, as a known config (never pruned: it climbs to rung 1 whatever rung 0 ran)
+    study.enqueue_trial(model.params, user_attrs={attrs.STARTED_FROM: "the lower trial's config"})
+    later = measuring_number + 1
+    waited = threading.Event()  # the later trial has said it leaves rung 1 to the lower one
+
+    def other_worker() -> None:
+        """Beat for the lower trial until the later one has waited at rung 1 a while, or has ended (it measured
+        rung 1 itself); then store the run at rung 1 and end the trial, as its worker would."""
+        deadline, waited_from = time.monotonic() + 120, None
+        while time.monotonic() < deadline:
+            storage.record_heartbeat(measuring_id)
+            try:
+                other = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study._study_id, later))
+            except KeyError:
+                other = None
+            if other is not None and other.state.is_finished():
+                break
+            if other is not None and other.user_attrs.get(attrs.CLAIM) == {"rung": 1, "state": attrs.CLAIM_DEFERRED} \
+                    and not waited.is_set():
+                waited_from = time.monotonic()
+                waited.set()
+            if waited_from is not None and time.monotonic() - waited_from > 3:
+                break
+            time.sleep(0.2)
+        storage.set_trial_user_attr(measuring_id, f"{attrs.RUNG_PREFIX}1", second)
+        storage.set_trial_user_attr(measuring_id, attrs.REACHED_RUNG, 1)
+        storage.set_trial_state_values(measuring_id, state=TrialState.PRUNED)
+
+    beating = threading.Thread(target=other_worker)
+    beating.start()
+    resumed = subprocess.run(_tune(home, storage_url, study_name, 3, "--verify-top", "0"), capture_output=True,
+                             text=True, timeout=180)
+    beating.join()
+    assert resumed.returncode == 0, resumed.stdout[-2000:]
+    took = _study(storage_url, study_name).get_trials(deepcopy=False)[later]
+    assert took.user_attrs[attrs.CONFIG_HASH] == model.user_attrs[attrs.CONFIG_HASH]
+    assert took.user_attrs[f"{attrs.RUNG_PREFIX}0"] == first
+    assert waited.is_set(), f"the later trial did not wait at rung 1: {took.user_attrs.get(attrs.CLAIM)}"
+    assert took.user_attrs[f"{attrs.RUNG_PREFIX}1"] == second
+    assert took.user_attrs.get(attrs.REUSED_FROM) == measuring_number
+
+
 def test_a_machine_of_another_kind_is_refused_unless_allowed(storage_url: str, study_name: str,
                                                              tmp_path: Path) -> None:
     home = tmp_path / "studies"

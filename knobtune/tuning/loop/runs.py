@@ -71,7 +71,7 @@ class Runs:
             others = [other for other in records(self.workers.study, (TrialState.RUNNING,))
                       if other.number != trial.number and other.config_hash == digest and other.worker != me
                       and other.run_at(rung.index) is None]
-            if any(o.number < trial.number and rung.index <= (o.reached_rung or -1) + 1 for o in others):
+            if any(o.number < trial.number and rung.index <= _next_rung(o.reached_rung) for o in others):
                 state = self._claim(trial, rung, attrs.CLAIM_DEFERRED)
             elif state == attrs.CLAIM_DEFERRED:  # the lower one is gone: say pending again before the look that
                 state = self._claim(trial, rung, attrs.CLAIM_PENDING)  # may let it measure
@@ -96,3 +96,9 @@ class Runs:
         if trial.user_attrs.get(attrs.CLAIM) != (claim := {"rung": rung.index, "state": state}):
             trial.set_user_attr(attrs.CLAIM, claim)
         return state
+
+
+def _next_rung(reached: int | None) -> int:
+    """The highest rung a running trial that has reached rung ``reached`` may measure next (0: none reached yet;
+    rung 0 reached is a rung reached, not none)."""
+    return 0 if reached is None else reached + 1
