@@ -204,6 +204,33 @@ def test_a_verdict_names_the_rounds_it_stands_on() -> None:
     assert "8 interleaved rounds: 5, then 3 added, the time budget held no more); keep the default" in verdict(late)
 
 
+def test_a_verdict_names_a_worse_tail_only_in_the_phases_the_objective_counts(tmp_path) -> None:  # noqa: ANN001
+    """A kvbench workload scored on its run phase: a winner whose load phase has the worse p99.9 is not said to
+    have a worse tail; one whose run phase has it is. A resumed verification keeps which phases count."""
+    from knobtune.targets import Measurement, Phase
+
+    def runs(load_p999: float, run_p999: float) -> list[Measurement]:
+        return [Measurement(elapsed_s=10.0, phases=(Phase("load", 1000, 2.0, 500.0, p999_us=load_p999),
+                                                     Phase("run", 1000, 8.0, 125.0, p999_us=run_p999)),
+                            measured=("run",), log_path=tmp_path / "run.log", verified=True)] * 5
+
+    rng = np.random.default_rng(3)
+    default = list(10.0 * np.exp(rng.normal(0, NOISE, 5)))
+    won = _comparison(default, [v / 1.5 for v in default], Stop.SETTLED)
+    for load, run, said in ((200.0, 100.0, ""), (100.0, 200.0, "; but its p99.9 latency is worse than the "
+                                                               "default's: run 200 us against 100 us")):
+        measured = (replace(won.runs[0], measurements=runs(100.0, 100.0)),
+                    replace(won.runs[1], measurements=runs(load, run)))
+        text = verdict(replace(won, runs=measured))
+        assert text.startswith("trial 4 is 1.5") and text.endswith(said) and text.count("p99.9") == bool(said), text
+        stored = replace(won, runs=measured).to_dict()["candidates"][1]
+        assert stored["measured_phases"] == ["run"] and stored["latency_us"]["load"]["p99.9"] == load
+        resumed = CandidateRuns(Candidate("trial 4", {"block_size": 8192}, trial=4),
+                                carried={"latency_us": stored["latency_us"], "measured_phases": stored["measured_phases"]})
+        assert resumed.measured_phases() == {"run"}
+    assert CandidateRuns(Candidate("default", {}), carried={"latency_us": {}}).measured_phases() is None  # not said
+
+
 def test_a_verification_the_budget_stopped_with_a_candidate_open_is_taken_up_and_says_how() -> None:
     rng = np.random.default_rng(7)
     default = list(10.0 * np.exp(rng.normal(0, NOISE, 8)))

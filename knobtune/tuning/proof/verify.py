@@ -89,6 +89,14 @@ class CandidateRuns:
                         table.setdefault(phase.name, {}).setdefault(name, []).append(value)
         return {phase: {k: statistics.median(v) for k, v in values.items()} for phase, values in table.items()}
 
+    def measured_phases(self) -> frozenset[str] | None:
+        """The phases the objective counts (``Measurement.measured``: kvbench's run phase, not its load); None when
+        not known (a resumed verification whose stored runs, of an earlier release, did not say)."""
+        if not self.measurements:
+            stored = self.carried.get("measured_phases")
+            return None if stored is None else frozenset(stored)
+        return frozenset(name for measurement in self.measurements for name in measurement.measured)
+
     def costs(self) -> dict[str, Any]:
         """Medians over runs of what the runs cost besides the objective: settle, recovery, peak memory, and the
         system's counters that are costs (``cost`` in its counters.toml: Cassandra's GC pauses), each with its
@@ -177,6 +185,7 @@ class Comparison:
                     **({"failure_kind": r.failure.kind.value} if r.failure is not None else {}),
                     **({"retries": r.retries} if r.retries else {}),
                     "latency_us": r.latency_us(),
+                    **({"measured_phases": sorted(phases)} if (phases := r.measured_phases()) is not None else {}),
                     "costs": r.costs(),
                     **({"speedup": vars(self.speedups[r.candidate.label]),
                         "significant": self.speedups[r.candidate.label].significant}
@@ -259,7 +268,8 @@ class Resumed:
         for record in runs:
             stored = self.stored[record.candidate.label]
             record.values = [float(v) for v in stored.get("values") or []]
-            record.carried = {"latency_us": stored.get("latency_us") or {}, "costs": stored.get("costs") or {}}
+            record.carried = {"latency_us": stored.get("latency_us") or {}, "costs": stored.get("costs") or {},
+                              **({"measured_phases": stored["measured_phases"]} if "measured_phases" in stored else {})}
             if stored.get("failure") and record.failure is None:
                 record.failure = RunProblem(FailureKind(stored.get("failure_kind", FailureKind.REFUSED.value)),
                                             str(stored["failure"]))
