@@ -226,7 +226,7 @@ def test_a_verdict_names_a_worse_tail_only_in_the_phases_the_objective_counts(tm
         stored = replace(won, runs=measured).to_dict()["candidates"][1]
         assert stored["measured_phases"] == ["run"] and stored["latency_us"]["load"]["p99.9"] == load
         resumed = CandidateRuns(Candidate("trial 4", {"block_size": 8192}, trial=4),
-                                carried={"latency_us": stored["latency_us"], "measured_phases": stored["measured_phases"]})
+                                carried={k: stored[k] for k in ("latency_us", "measured_phases")})
         assert resumed.measured_phases() == {"run"}
     assert CandidateRuns(Candidate("default", {}), carried={"latency_us": {}}).measured_phases() is None  # not said
 

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import optuna
@@ -231,54 +231,83 @@ def test_a_trial_waiting_for_a_dead_workers_run_of_its_config_goes_on_once_that_
     assert _study(storage_url, study_name).get_trials(deepcopy=False)[lost_number].state == TrialState.FAIL
 
 
+def _a_config_measured_elsewhere(storage_url: str, study_name: str, home: Path) -> tuple[
+        optuna.trial.FrozenTrial, optuna.storages.RDBStorage, optuna.Study]:
+    """A sampled config measured at rung 0 in a study of its own (the model), then the study ``study_name``, which
+    never ran it (its first sampled trial is a known config, as the other study's was): the model, the storage, the
+    study."""
+    model_name = f"{study_name[:32]}-model"
+    for name, trials in ((model_name, 2), (study_name, 1)):
+        done = subprocess.run(_tune(home, storage_url, name, trials, "--verify-top", "0", "--no-earlier-studies",
+                                    "--no-rules"),
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-2000:]
+    model = next(t for t in _study(storage_url, model_name).trials if not attrs.is_fixed(t.user_attrs)
+                 and "value" in t.user_attrs.get(f"{attrs.RUNG_PREFIX}0", {}))
+    storage = optuna.storages.RDBStorage(storage_url)
+    return model, storage, optuna.load_study(study_name=study_name, storage=storage)
+
+
+def _running_elsewhere(storage: optuna.storages.RDBStorage, study: optuna.Study, model: optuna.trial.FrozenTrial,
+                       **user_attrs: object) -> tuple[int, int]:
+    """A trial of ``model``'s config that a worker on another machine is running (``user_attrs`` besides): its id
+    and number."""
+    running = optuna.trial.create_trial(
+        state=TrialState.RUNNING, params=model.params, distributions=model.distributions,
+        user_attrs={attrs.WORKER: "elsewhere:1", attrs.TRIAL_MACHINE: "a", attrs.CONFIG: model.user_attrs[attrs.CONFIG],
+                    attrs.CONFIG_HASH: model.user_attrs[attrs.CONFIG_HASH], **user_attrs})
+    trial_id = storage.create_new_trial(study._study_id, template_trial=running)
+    return trial_id, storage.get_trial(trial_id).number
+
+
+def _worker_elsewhere(storage: optuna.storages.RDBStorage, study: optuna.Study, trial_id: int, watched: int,
+                      waiting: Callable[[optuna.trial.FrozenTrial], bool],
+                      stored: dict[str, object]) -> tuple[threading.Thread, threading.Event]:
+    """The worker elsewhere running trial ``trial_id``: it beats until trial ``watched`` has been ``waiting`` for
+    3 s, or has ended (it did not wait), then stores ``stored`` on its trial and ends it, as its worker would. The
+    event is set once ``watched`` was seen waiting."""
+    seen = threading.Event()
+
+    def beat() -> None:
+        deadline, seen_from = time.monotonic() + 120, None
+        while time.monotonic() < deadline:
+            storage.record_heartbeat(trial_id)
+            try:
+                other = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study._study_id, watched))
+            except KeyError:  # not made yet
+                other = None
+            if other is not None and other.state.is_finished():
+                break
+            if other is not None and waiting(other) and not seen.is_set():
+                seen_from = time.monotonic()
+                seen.set()
+            if seen_from is not None and time.monotonic() - seen_from > 3:
+                break
+            time.sleep(0.2)
+        for key, value in stored.items():
+            storage.set_trial_user_attr(trial_id, key, value)
+        storage.set_trial_state_values(trial_id, state=TrialState.PRUNED)
+
+    thread = threading.Thread(target=beat)
+    thread.start()
+    return thread, seen
+
+
 def test_a_queued_trial_waits_for_a_later_trial_measuring_its_config_and_takes_its_run(
         storage_url: str, study_name: str, tmp_path: Path) -> None:
     """Trials do not run in the order of their numbers: a queued config keeps the lower number it was given, yet
     another worker may have drawn the same config under a higher one and be measuring it. The queued trial sees that
     trial's claim on the rung, waits for its run and takes it, rather than measure the config a second time."""
     home = tmp_path / "studies"
-    model_name = f"{study_name[:32]}-model"
-    # a sampled config, measured in a study of its own; then this study, which never ran it (its first sampled trial
-    # is a known config, as the other study's was)
-    for name, trials in ((model_name, 2), (study_name, 1)):
-        done = subprocess.run(_tune(home, storage_url, name, trials, "--verify-top", "0", "--no-earlier-studies",
-                                    "--no-rules"),
-                              capture_output=True, text=True)
-        assert done.returncode == 0, done.stdout[-2000:]
-    model = next(t for t in _study(storage_url, model_name).trials if not attrs.is_fixed(t.user_attrs))
-    storage = optuna.storages.RDBStorage(storage_url)
-    study = optuna.load_study(study_name=study_name, storage=storage)
+    model, storage, study = _a_config_measured_elsewhere(storage_url, study_name, home)
     study.enqueue_trial(model.params)  # the queued config: the lower number
     queued = max(t.number for t in study.get_trials(deepcopy=False))
-    measuring = optuna.trial.create_trial(
-        state=TrialState.RUNNING, params=model.params, distributions=model.distributions,
-        user_attrs={attrs.WORKER: "elsewhere:1", attrs.TRIAL_MACHINE: "a", attrs.CONFIG: model.user_attrs[attrs.CONFIG],
-                    attrs.CONFIG_HASH: model.user_attrs[attrs.CONFIG_HASH],
-                    attrs.CLAIM: {"rung": 0, "state": attrs.CLAIM_MEASURING}})
-    measuring_id = storage.create_new_trial(study._study_id, template_trial=measuring)
-    measuring_number = storage.get_trial(measuring_id).number
+    measuring_id, measuring_number = _running_elsewhere(storage, study, model,
+                                                        **{attrs.CLAIM: {"rung": 0, "state": attrs.CLAIM_MEASURING}})
     run = model.user_attrs[f"{attrs.RUNG_PREFIX}0"]
-    looked = threading.Event()  # the queued trial has claimed its first rung
-
-    def other_worker() -> None:
-        """Beat for the measuring trial until the queued one has looked at the rung and waited a while; then store
-        the run and end the trial, as its worker would."""
-        deadline, waited_from = time.monotonic() + 120, None
-        while time.monotonic() < deadline:
-            storage.record_heartbeat(measuring_id)
-            claim = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(
-                study._study_id, queued)).user_attrs.get(attrs.CLAIM) or {}
-            if claim.get("rung") == 0 and not looked.is_set():
-                waited_from = time.monotonic()
-                looked.set()
-            if waited_from is not None and time.monotonic() - waited_from > 3:
-                break
-            time.sleep(0.2)
-        storage.set_trial_user_attr(measuring_id, f"{attrs.RUNG_PREFIX}0", run)
-        storage.set_trial_state_values(measuring_id, state=TrialState.PRUNED)
-
-    beating = threading.Thread(target=other_worker)
-    beating.start()
+    beating, looked = _worker_elsewhere(storage, study, measuring_id, queued,
+                                        lambda t: (t.user_attrs.get(attrs.CLAIM) or {}).get("rung") == 0,
+                                        {f"{attrs.RUNG_PREFIX}0": run})
     resumed = subprocess.run(_tune(home, storage_url, study_name, 3, "--verify-top", "0"), capture_output=True,
                              text=True, timeout=180)
     beating.join()
@@ -297,55 +326,19 @@ def test_a_trial_waits_at_the_next_rung_of_a_lower_trial_of_its_config_that_has_
     time side by side (CI at e671013, tests/test_hosts.py: rung 0 reached was read as none reached, and both
     measured rung 1)."""
     home = tmp_path / "studies"
-    model_name = f"{study_name[:32]}-model"
-    for name, trials in ((model_name, 2), (study_name, 1)):
-        done = subprocess.run(_tune(home, storage_url, name, trials, "--verify-top", "0", "--no-earlier-studies",
-                                    "--no-rules"),
-                              capture_output=True, text=True)
-        assert done.returncode == 0, done.stdout[-2000:]
-    model = next(t for t in _study(storage_url, model_name).trials if not attrs.is_fixed(t.user_attrs)
-                 and "value" in t.user_attrs.get(f"{attrs.RUNG_PREFIX}0", {}))
-    storage = optuna.storages.RDBStorage(storage_url)
-    study = optuna.load_study(study_name=study_name, storage=storage)
+    model, storage, study = _a_config_measured_elsewhere(storage_url, study_name, home)
     first = model.user_attrs[f"{attrs.RUNG_PREFIX}0"]
     second = {**first, "value": first["value"] * 1.5}  # any run will do at rung 1: the test reads whose it took
-    measuring = optuna.trial.create_trial(
-        state=TrialState.RUNNING, params=model.params, distributions=model.distributions,
-        user_attrs={attrs.WORKER: "elsewhere:1", attrs.TRIAL_MACHINE: "a", attrs.CONFIG: model.user_attrs[attrs.CONFIG],
-                    attrs.CONFIG_HASH: model.user_attrs[attrs.CONFIG_HASH], f"{attrs.RUNG_PREFIX}0": first,
-                    attrs.REACHED_RUNG: 0, attrs.CLAIM: {"rung": 1, "state": attrs.CLAIM_MEASURING}})
-    measuring_id = storage.create_new_trial(study._study_id, template_trial=measuring)
-    measuring_number = storage.get_trial(measuring_id).number
+    measuring_id, measuring_number = _running_elsewhere(
+        storage, study, model, **{f"{attrs.RUNG_PREFIX}0": first, attrs.REACHED_RUNG: 0,
+                                  attrs.CLAIM: {"rung": 1, "state": attrs.CLAIM_MEASURING}})
     # the same config under a higher number, as a known config (never pruned: it climbs to rung 1 whatever rung 0 ran)
     study.enqueue_trial(model.params, user_attrs={attrs.STARTED_FROM: "the lower trial's config"})
     later = measuring_number + 1
-    waited = threading.Event()  # the later trial has said it leaves rung 1 to the lower one
-
-    def other_worker() -> None:
-        """Beat for the lower trial until the later one has waited at rung 1 a while, or has ended (it measured
-        rung 1 itself); then store the run at rung 1 and end the trial, as its worker would."""
-        deadline, waited_from = time.monotonic() + 120, None
-        while time.monotonic() < deadline:
-            storage.record_heartbeat(measuring_id)
-            try:
-                other = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study._study_id, later))
-            except KeyError:
-                other = None
-            if other is not None and other.state.is_finished():
-                break
-            if other is not None and other.user_attrs.get(attrs.CLAIM) == {"rung": 1, "state": attrs.CLAIM_DEFERRED} \
-                    and not waited.is_set():
-                waited_from = time.monotonic()
-                waited.set()
-            if waited_from is not None and time.monotonic() - waited_from > 3:
-                break
-            time.sleep(0.2)
-        storage.set_trial_user_attr(measuring_id, f"{attrs.RUNG_PREFIX}1", second)
-        storage.set_trial_user_attr(measuring_id, attrs.REACHED_RUNG, 1)
-        storage.set_trial_state_values(measuring_id, state=TrialState.PRUNED)
-
-    beating = threading.Thread(target=other_worker)
-    beating.start()
+    beating, waited = _worker_elsewhere(
+        storage, study, measuring_id, later,
+        lambda t: t.user_attrs.get(attrs.CLAIM) == {"rung": 1, "state": attrs.CLAIM_DEFERRED},
+        {f"{attrs.RUNG_PREFIX}1": second, attrs.REACHED_RUNG: 1})
     resumed = subprocess.run(_tune(home, storage_url, study_name, 3, "--verify-top", "0"), capture_output=True,
                              text=True, timeout=180)
     beating.join()
