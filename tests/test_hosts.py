@@ -61,6 +61,7 @@ class Study:
                              str(trials), "--study", self.name, "--storage", self.storage.url, "--dir",
                              str(self.hosts[host].home), "--sampler", "random", "--control-every", "0",
                              "--verify-top", "1", "--repeats", "2", "--no-warm-up", "--no-rules", "--unsettled",
+                             "--no-earlier-studies",  # the tests' studies share one storage: none learns from another's
                              "--timeout-factor", "20")  # runs of a second: a loaded machine must not time them out
         return self._start(host, argv, env)
 

@@ -51,9 +51,11 @@ def _knobtune(*args: str) -> list[str]:
 
 
 def _tune(home: Path, url: str, study: str, trials: int, *extra: str) -> list[str]:
+    """A tune on machine a. The tests' studies share one storage: none learns from another's (what a test measures
+    must not depend on the tests before it)."""
     return _knobtune("tune", "rocksdb", "--workload", "fillrandom", "--records", "40000", "--trials", str(trials),
                      "--study", study, "--storage", url, "--dir", str(home), "--sampler", "random",
-                     "--control-every", "0", "--machine", "a", *extra)
+                     "--control-every", "0", "--machine", "a", "--no-earlier-studies", *extra)
 
 
 def _worker(home: Path, url: str, study: str, *extra: str) -> list[str]:
@@ -238,8 +240,7 @@ def _a_config_measured_elsewhere(storage_url: str, study_name: str, home: Path) 
     study."""
     model_name = f"{study_name[:32]}-model"
     for name, trials in ((model_name, 2), (study_name, 1)):
-        done = subprocess.run(_tune(home, storage_url, name, trials, "--verify-top", "0", "--no-earlier-studies",
-                                    "--no-rules"),
+        done = subprocess.run(_tune(home, storage_url, name, trials, "--verify-top", "0", "--no-rules"),
                               capture_output=True, text=True)
         assert done.returncode == 0, done.stdout[-2000:]
     model = next(t for t in _study(storage_url, model_name).trials if not attrs.is_fixed(t.user_attrs)
